@@ -1,0 +1,48 @@
+package delayers
+
+import (
+	"math"
+	"math/bits"
+	"time"
+)
+
+// maxShift is the largest doubling count that can be applied to a positive
+// time.Duration without the shift itself overflowing int64.
+const maxShift = 62
+
+// window returns min(cap, base*2^(attempt-1)) without overflow. Attempts below
+// 1 count as 1, so the first retry's window is base.
+func window(base, cap time.Duration, attempt int) time.Duration {
+	if base <= 0 {
+		return 0
+	}
+	shift := attempt - 1
+	if shift <= 0 {
+		return min(base, cap)
+	}
+	if shift > maxShift || base > cap>>uint(shift) {
+		return cap
+	}
+	return base << uint(shift)
+}
+
+// between maps the random value x to a duration in [lo, hi) by a 64x64-bit
+// multiply, so it needs no division, no float and never panics. It returns lo
+// when hi <= lo. Being a pure function of x, it is tested at x = 0 and
+// x = math.MaxUint64.
+func between(lo, hi time.Duration, x uint64) time.Duration {
+	if hi <= lo {
+		return lo
+	}
+	span := uint64(hi) - uint64(lo)
+	offset, _ := bits.Mul64(x, span)
+	return lo + time.Duration(offset)
+}
+
+// triple returns 3*d, saturating at math.MaxInt64.
+func triple(d time.Duration) time.Duration {
+	if d > math.MaxInt64/3 {
+		return math.MaxInt64
+	}
+	return 3 * d
+}
