@@ -21,4 +21,5 @@ require (
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/stretchr/testify v1.12.1 // indirect
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
+	golang.org/x/time v0.12.0 // indirect
 )
