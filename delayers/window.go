@@ -16,10 +16,12 @@ func window(base, cap time.Duration, attempt int) time.Duration {
 	if base <= 0 {
 		return 0
 	}
-	shift := attempt - 1
-	if shift <= 0 {
+	// Compare before subtracting: attempt-1 wraps to math.MaxInt at
+	// math.MinInt, which would turn the smallest attempt into the cap.
+	if attempt <= 1 {
 		return min(base, cap)
 	}
+	shift := attempt - 1
 	if shift > maxShift || base > cap>>uint(shift) {
 		return cap
 	}
