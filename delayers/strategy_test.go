@@ -1,0 +1,178 @@
+package delayers
+
+import (
+	"errors"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// Every strategy is an SDK BackoffDelayer and a Delayer, and exposes its
+// settings.
+var (
+	_ retry.BackoffDelayer = (*Exponential)(nil)
+	_ Delayer              = (*Exponential)(nil)
+	_ Delayer              = (*Full)(nil)
+	_ Delayer              = (*Equal)(nil)
+	_ Delayer              = (*Decorrelated)(nil)
+	_ accessors            = (*Exponential)(nil)
+	_ accessors            = (*Full)(nil)
+	_ accessors            = (*Equal)(nil)
+	_ accessors            = (*Decorrelated)(nil)
+)
+
+// refWindow is min(cap, base*2^(attempt-1)) by repeated doubling, written
+// independently of window() so the two can check each other.
+func refWindow(base, cap time.Duration, attempt int) time.Duration {
+	w := min(base, cap)
+	for i := 1; i < attempt && w < cap; i++ {
+		if w > cap/2 {
+			w = cap
+		} else {
+			w *= 2
+		}
+	}
+	return w
+}
+
+// optionSets are the settings the edge tests run under.
+var optionSets = map[string]func(*Options){
+	"defaults":                 func(*Options) {},
+	"cap below default bases":  withBounds(0, 0, 10*time.Millisecond),
+	"nanosecond base, max cap": withBounds(1, 1, math.MaxInt64),
+	"base equals cap":          withBounds(time.Second, time.Second, time.Second),
+	"bases near MaxInt64":      withBounds(math.MaxInt64-1, math.MaxInt64, math.MaxInt64),
+	"throttle base below base": withBounds(time.Second, time.Millisecond, time.Minute),
+}
+
+func TestBackoffDelayEdgeInputs(t *testing.T) {
+	const draws = 20
+	for _, strategy := range Strategies() {
+		for optName, opt := range optionSets {
+			for attemptName, attempt := range edgeAttempts {
+				for errName, ec := range errorCases {
+					name := string(strategy) + "/" + optName + "/attempt " + attemptName + "/" + errName
+					t.Run(name, func(t *testing.T) {
+						d := mustNew(t, strategy, opt, withSeed(uint64(attempt)))
+						s := settingsOf(t, d)
+						base := s.Base()
+						if ec.throttle {
+							base = s.ThrottleBase()
+						}
+						w := refWindow(base, s.Cap(), attempt)
+						for range draws {
+							var got time.Duration
+							var err error
+							require.NotPanics(t, func() { got, err = d.BackoffDelay(attempt, ec.err) })
+							require.NoError(t, err, "expect no error, got %v", err)
+							require.GreaterOrEqual(t, got, time.Duration(0), "expect a delay >= 0, got %v", got)
+							require.LessOrEqual(t, got, s.Cap(), "expect a delay <= cap %v, got %v", s.Cap(), got)
+							switch strategy {
+							case StrategyExponential:
+								require.Equal(t, w, got, "expect window %v, got %v", w, got)
+							case StrategyFull:
+								require.Less(t, got, w, "expect a delay below window %v, got %v", w, got)
+							case StrategyEqual:
+								require.GreaterOrEqual(t, got, w/2, "expect a delay >= half window %v, got %v", w/2, got)
+								require.Less(t, got, w, "expect a delay below window %v, got %v", w, got)
+							case StrategyDecorrelated:
+								require.GreaterOrEqual(t, got, base, "expect a delay >= base %v, got %v", base, got)
+								if attempt <= 1 {
+									hi := min(s.Cap(), triple(base))
+									require.LessOrEqual(t, got, hi, "expect a first delay <= %v, got %v", hi, got)
+								}
+							}
+						}
+					})
+				}
+			}
+		}
+	}
+}
+
+func TestExponentialDefaults(t *testing.T) {
+	d, err := NewExponential()
+	require.NoError(t, err)
+	cases := map[string]struct {
+		attempt int
+		err     error
+		expect  time.Duration
+	}{
+		"attempt 1":          {attempt: 1, expect: 50 * time.Millisecond},
+		"attempt 2":          {attempt: 2, expect: 100 * time.Millisecond},
+		"attempt 5":          {attempt: 5, expect: 800 * time.Millisecond},
+		"attempt 9":          {attempt: 9, expect: 12800 * time.Millisecond},
+		"attempt 10 capped":  {attempt: 10, expect: 20 * time.Second},
+		"throttle attempt 1": {attempt: 1, err: throttleErr(), expect: time.Second},
+		"throttle attempt 2": {attempt: 2, err: throttleErr(), expect: 2 * time.Second},
+		"throttle attempt 5": {attempt: 5, err: throttleErr(), expect: 16 * time.Second},
+		"throttle attempt 6": {attempt: 6, err: throttleErr(), expect: 20 * time.Second},
+		"429 attempt 3":      {attempt: 3, err: tooManyRequestsErr(), expect: 4 * time.Second},
+		"server error":       {attempt: 3, err: serverErr(), expect: 200 * time.Millisecond},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			got, err := d.BackoffDelay(c.attempt, c.err)
+			require.NoError(t, err)
+			assert.Equal(t, c.expect, got, "expect %v, got %v", c.expect, got)
+		})
+	}
+}
+
+func TestThrottleOption(t *testing.T) {
+	cases := map[string]struct {
+		throttle retry.IsErrorThrottle
+		err      error
+		expect   time.Duration
+	}{
+		"always true, plain error": {throttle: retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.TrueTernary }), err: errors.New("x"), expect: time.Second},
+		"always true, nil error":   {throttle: retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.TrueTernary }), err: nil, expect: DefaultBase},
+		"false, SDK throttle":      {throttle: retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.FalseTernary }), err: throttleErr(), expect: DefaultBase},
+		"unknown counts as no":     {throttle: retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.UnknownTernary }), err: throttleErr(), expect: DefaultBase},
+		"empty list, SDK throttle": {throttle: retry.IsErrorThrottles{}, err: throttleErr(), expect: DefaultBase},
+		"default, SDK throttle":    {throttle: nil, err: throttleErr(), expect: time.Second},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			d, err := NewExponential(func(o *Options) { o.Throttle = c.throttle })
+			require.NoError(t, err)
+			got, err := d.BackoffDelay(1, c.err)
+			require.NoError(t, err)
+			assert.Equal(t, c.expect, got, "expect %v, got %v", c.expect, got)
+		})
+	}
+}
+
+// TestDefaultThrottlesNotMutated checks that a delayer snapshots the SDK's
+// default classifiers: a caller appending to retry.DefaultThrottles later
+// does not change an existing delayer, and building one does not change the
+// SDK's list.
+func TestDefaultThrottlesNotMutated(t *testing.T) {
+	before := len(retry.DefaultThrottles)
+	d, err := NewExponential()
+	require.NoError(t, err)
+	require.Len(t, retry.DefaultThrottles, before, "expect %d default throttles, got %d", before, len(retry.DefaultThrottles))
+
+	// Overwrite the backing array the delayer would share if it did not copy.
+	saved := retry.DefaultThrottles[0]
+	retry.DefaultThrottles[0] = retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.FalseTernary })
+	defer func() { retry.DefaultThrottles[0] = saved }()
+
+	got, err := d.BackoffDelay(1, throttleErr())
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, got, "expect throttle base 1s, got %v", got)
+}
+
+func TestNewSkipsNilOptionFunc(t *testing.T) {
+	for _, strategy := range Strategies() {
+		t.Run(string(strategy), func(t *testing.T) {
+			d := mustNew(t, strategy, nil, func(o *Options) { o.Cap = time.Second })
+			assert.Equal(t, time.Second, settingsOf(t, d).Cap(), "expect cap 1s, got %v", settingsOf(t, d).Cap())
+		})
+	}
+}
