@@ -1,6 +1,7 @@
 package delayers
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -50,19 +51,31 @@ type Options struct {
 	Source Source
 }
 
-// OptionError reports a delayer setting that cannot be used.
+// ErrInvalidOption is the sentinel every *OptionError matches with
+// errors.Is, for callers that only need to know the settings were rejected.
+var ErrInvalidOption = errors.New("delayers: invalid option")
+
+// OptionError reports a delayer setting that cannot be used: a negative
+// duration, or an explicit Base or ThrottleBase larger than Cap. The
+// constructors return it, with a nil delayer, instead of silently changing
+// the setting. Use errors.As to read its fields.
 type OptionError struct {
-	// Option is the name of the Options field.
+	// Option is the name of the Options field: "Base", "ThrottleBase" or
+	// "Cap".
 	Option string
 	// Value is the value it was given.
 	Value time.Duration
-	// Reason says what is wrong with it.
+	// Reason says what is wrong with it, e.g. "must not be negative".
 	Reason string
 }
 
+// Error returns "delayers: invalid <Option> <Value>: <Reason>".
 func (e *OptionError) Error() string {
 	return fmt.Sprintf("delayers: invalid %s %v: %s", e.Option, e.Value, e.Reason)
 }
+
+// Is reports whether target is ErrInvalidOption.
+func (e *OptionError) Is(target error) bool { return target == ErrInvalidOption }
 
 // settings is Options after defaults and validation: what every strategy
 // shares.
@@ -125,11 +138,24 @@ func (s *settings) baseFor(err error) time.Duration {
 	return s.base
 }
 
-// Base returns the base for errors that are not throttles, after defaults.
+// The accessors below are defined once on settings and promoted to every
+// strategy type (Exponential, Full, Equal, Decorrelated), so d.Base(),
+// d.ThrottleBase() and d.Cap() work on each of them and go doc lists them
+// there. They report the values in use after defaults were applied, never
+// zero: callers such as a retryer's MaxBackoff check can rely on them.
+
+// Base returns the window of the first retry after an error that is not a
+// throttle, the value that doubles with each further attempt: Options.Base,
+// or min(DefaultBase, Cap) (50 ms by default) when that was zero. It is
+// always in (0, Cap()].
 func (s *settings) Base() time.Duration { return s.base }
 
-// ThrottleBase returns the base for throttling errors, after defaults.
+// ThrottleBase returns the window of the first retry after a throttling
+// error: Options.ThrottleBase, or min(DefaultThrottleBase, Cap) (1 s by
+// default) when that was zero. It is always in (0, Cap()], and may be smaller
+// than Base() if the options say so.
 func (s *settings) ThrottleBase() time.Duration { return s.throttleBase }
 
-// Cap returns the largest delay, after defaults.
+// Cap returns the largest delay any call returns: Options.Cap, or DefaultCap
+// (20 s) when that was zero. It is always positive.
 func (s *settings) Cap() time.Duration { return s.cap }

@@ -1,6 +1,7 @@
 package delayers
 
 import (
+	"errors"
 	"fmt"
 	"time"
 
@@ -29,15 +30,20 @@ func Strategies() []Strategy {
 	return []Strategy{StrategyExponential, StrategyFull, StrategyEqual, StrategyDecorrelated}
 }
 
-// ParseStrategy returns the Strategy named s, or an error naming the valid
-// choices.
+// ErrUnknownStrategy is what ParseStrategy and New wrap when given a name
+// that is not one of Strategies(); test for it with errors.Is.
+var ErrUnknownStrategy = errors.New("delayers: unknown strategy")
+
+// ParseStrategy returns the Strategy named s. Names are exact and
+// case-sensitive ("full", not "Full"); anything else, including "", gives ""
+// and an error that wraps ErrUnknownStrategy and names the valid choices.
 func ParseStrategy(s string) (Strategy, error) {
 	for _, st := range Strategies() {
 		if string(st) == s {
 			return st, nil
 		}
 	}
-	return "", fmt.Errorf("delayers: unknown strategy %q, want one of %v", s, Strategies())
+	return "", fmt.Errorf("%w %q, want one of %v", ErrUnknownStrategy, s, Strategies())
 }
 
 // Delayer is what every strategy implements: the SDK's BackoffDelayer for
