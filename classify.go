@@ -1,0 +1,291 @@
+package jitterretry
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/url"
+	"strings"
+	"syscall"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
+)
+
+// ErrorClass is how the retryer classifies a failed attempt's error.
+type ErrorClass uint8
+
+const (
+	// ClassNotRetryable is an error that is not retried: a client error such
+	// as ConditionalCheckFailedException, or a cancelled context.
+	ClassNotRetryable ErrorClass = iota
+	// ClassTransient is a retryable error that is not a throttle: a 5xx
+	// response, a dropped or refused connection, a timeout.
+	ClassTransient
+	// ClassThrottle is a throttling error, which retries with the throttle
+	// base delay and the cheaper throttling retry cost.
+	ClassThrottle
+)
+
+func (c ErrorClass) String() string {
+	switch c {
+	case ClassTransient:
+		return "transient"
+	case ClassThrottle:
+		return "throttle"
+	}
+	return "not-retryable"
+}
+
+// Classify reports how the default rules (the SDK's retry.DefaultRetryables
+// and retry.DefaultThrottles, with the differences listed in the README)
+// classify err. A nil error is ClassNotRetryable. It never formats the error
+// to a string, so it costs a walk of the error chain and no allocation.
+func Classify(err error) ErrorClass {
+	return defaultClassifier.classify(err)
+}
+
+// classifier decides retryability and throttling the way the SDK's default
+// checks do, by one walk over the error chain instead of a chain of errors.As
+// calls and string searches.
+type classifier struct {
+	retryableCodes map[string]struct{}
+	throttleCodes  map[string]struct{}
+	// extra checks given in Options, consulted before the built-in rules.
+	retryables retry.IsErrorRetryables
+	throttles  retry.IsErrorThrottles
+}
+
+var defaultClassifier = newClassifier(nil, nil)
+
+func newClassifier(retryables []retry.IsErrorRetryable, throttles []retry.IsErrorThrottle) *classifier {
+	return &classifier{
+		retryableCodes: copySet(retry.DefaultRetryableErrorCodes),
+		throttleCodes:  copySet(retry.DefaultThrottleErrorCodes),
+		retryables:     append(retry.IsErrorRetryables(nil), retryables...),
+		throttles:      append(retry.IsErrorThrottles(nil), throttles...),
+	}
+}
+
+func copySet(m map[string]struct{}) map[string]struct{} {
+	c := make(map[string]struct{}, len(m))
+	for k := range m {
+		c[k] = struct{}{}
+	}
+	return c
+}
+
+func (c *classifier) classify(err error) ErrorClass {
+	if err == nil {
+		return ClassNotRetryable
+	}
+	var f errorFacts
+	f.walk(err, 0)
+	if !c.retryable(err, &f) {
+		return ClassNotRetryable
+	}
+	if c.throttle(err, &f) {
+		return ClassThrottle
+	}
+	return ClassTransient
+}
+
+// isThrottle is the retry.IsErrorThrottle the delayers use.
+func (c *classifier) isThrottle(err error) aws.Ternary {
+	if err == nil {
+		return aws.UnknownTernary
+	}
+	var f errorFacts
+	f.walk(err, 0)
+	return aws.BoolTernary(c.throttle(err, &f))
+}
+
+func (c *classifier) retryable(err error, f *errorFacts) bool {
+	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
+		return v.Bool()
+	}
+	if f.foreignAs {
+		// An error with its own As method can pose as any type, which only
+		// errors.As sees; defer to the SDK's own checks for it.
+		return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err).Bool()
+	}
+	switch {
+	case f.contextCanceled:
+		// Deliberate: the SDK retries a bare context.Canceled inside a send
+		// error; a cancelled caller never wants another attempt.
+		return false
+	case f.canceled.seen && f.canceled.value:
+		return false
+	case f.retryableErr.seen:
+		return f.retryableErr.value
+	}
+	if f.network {
+		if v := connectionRetryable(err); v != aws.UnknownTernary {
+			return v.Bool()
+		}
+	}
+	switch f.status {
+	case 500, 502, 503, 504:
+		return true
+	case 429:
+		if !f.modeled {
+			return true
+		}
+	}
+	if f.code.seen {
+		if _, ok := c.retryableCodes[f.code.value]; ok {
+			return true
+		}
+		if _, ok := c.throttleCodes[f.code.value]; ok {
+			return true
+		}
+	}
+	return false
+}
+
+func (c *classifier) throttle(err error, f *errorFacts) bool {
+	if v := c.throttles.IsErrorThrottle(err); v != aws.UnknownTernary {
+		return v.Bool()
+	}
+	if f.foreignAs {
+		return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool()
+	}
+	if f.code.seen {
+		if _, ok := c.throttleCodes[f.code.value]; ok {
+			return true
+		}
+	}
+	return f.status == 429 && !f.modeled
+}
+
+type seenBool struct{ seen, value bool }
+
+type seenString struct {
+	seen  bool
+	value string
+}
+
+// errorFacts is what one depth-first walk of an error chain finds, in the
+// order errors.As would find it: the first node implementing each behaviour.
+type errorFacts struct {
+	canceled     seenBool   // CanceledError() bool
+	retryableErr seenBool   // RetryableError() bool
+	code         seenString // ErrorCode() string
+	status       int        // HTTPStatusCode() int; 0 when absent
+	statusSeen   bool
+	apiSeen      bool
+	modeled      bool // the first smithy.APIError is not a *smithy.GenericAPIError
+
+	contextCanceled bool // context.Canceled is in the chain
+	network         bool // a connection-level error is in the chain
+	foreignAs       bool // a node has an As method
+}
+
+// maxErrorDepth bounds the walk so a cyclic chain cannot loop for ever.
+const maxErrorDepth = 64
+
+func (f *errorFacts) walk(err error, depth int) {
+	if err == nil || depth > maxErrorDepth {
+		return
+	}
+	f.visit(err)
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		f.walk(u.Unwrap(), depth+1)
+	case interface{ Unwrap() []error }:
+		for _, e := range u.Unwrap() {
+			f.walk(e, depth+1)
+		}
+	}
+}
+
+func (f *errorFacts) visit(err error) {
+	if err == context.Canceled {
+		f.contextCanceled = true
+	}
+	if _, ok := err.(interface{ As(any) bool }); ok {
+		f.foreignAs = true
+	}
+	if v, ok := err.(interface{ CanceledError() bool }); ok && !f.canceled.seen {
+		f.canceled = seenBool{true, v.CanceledError()}
+	}
+	if v, ok := err.(interface{ RetryableError() bool }); ok && !f.retryableErr.seen {
+		f.retryableErr = seenBool{true, v.RetryableError()}
+	}
+	if v, ok := err.(interface{ HTTPStatusCode() int }); ok && !f.statusSeen {
+		f.statusSeen, f.status = true, v.HTTPStatusCode()
+	}
+	if v, ok := err.(interface{ ErrorCode() string }); ok && !f.code.seen {
+		f.code = seenString{true, v.ErrorCode()}
+	}
+	if _, ok := err.(smithy.APIError); ok && !f.apiSeen {
+		_, generic := err.(*smithy.GenericAPIError)
+		f.apiSeen, f.modeled = true, !generic
+	}
+	if !f.network {
+		f.network = isNetworkNode(err)
+	}
+}
+
+// isNetworkNode reports whether err is one of the nodes the SDK's
+// RetryableConnectionError looks at, so that the slower connection check
+// runs only for connection-level failures.
+func isNetworkNode(err error) bool {
+	switch e := err.(type) {
+	case *net.DNSError, *url.Error, *net.OpError:
+		return true
+	case syscall.Errno:
+		return e == syscall.ECONNRESET || e == syscall.ECONNREFUSED
+	case interface{ ConnectionError() bool }, interface{ Temporary() bool }, interface{ Timeout() bool }:
+		return true
+	}
+	return err == net.ErrClosed
+}
+
+// connectionRetryable follows the SDK's RetryableConnectionError, with
+// errors.Is on the syscall and net errors where the SDK searches the
+// formatted message for "connection reset", "use of closed network
+// connection" and "connection refused".
+func connectionRetryable(err error) aws.Ternary {
+	if err == nil {
+		return aws.UnknownTernary
+	}
+	var dnsErr *net.DNSError
+	if errors.As(err, &dnsErr) {
+		if dnsErr.IsNotFound {
+			return aws.FalseTernary
+		}
+		if dnsErr.Temporary() {
+			return aws.TrueTernary
+		}
+	}
+	var (
+		connErr    interface{ ConnectionError() bool }
+		tempErr    interface{ Temporary() bool }
+		timeoutErr interface{ Timeout() bool }
+		urlErr     *url.Error
+		opErr      *net.OpError
+	)
+	switch {
+	case errors.As(err, &connErr) && connErr.ConnectionError():
+		return aws.TrueTernary
+	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET):
+		return aws.TrueTernary
+	case errors.As(err, &urlErr):
+		if errors.Is(urlErr, syscall.ECONNREFUSED) {
+			return aws.TrueTernary
+		}
+		return connectionRetryable(urlErr.Unwrap())
+	case errors.As(err, &opErr):
+		if strings.EqualFold(opErr.Op, "dial") || opErr.Temporary() {
+			return aws.TrueTernary
+		}
+		return connectionRetryable(opErr.Unwrap())
+	case errors.As(err, &tempErr) && tempErr.Temporary():
+		return aws.TrueTernary
+	case errors.As(err, &timeoutErr) && timeoutErr.Timeout():
+		return aws.TrueTernary
+	}
+	return aws.UnknownTernary
+}

@@ -1,0 +1,154 @@
+package jitterretry
+
+import (
+	"context"
+	"time"
+
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// DoOptions configures one Do loop.
+type DoOptions struct {
+	// Classify decides what the loop retries. Nil means the Retryer's own
+	// classification (the SDK's rules). An application loop typically
+	// returns ClassTransient for errors that only it knows how to retry,
+	// such as a ConditionalCheckFailedException after which fn re-reads the
+	// item, or a TransactionConflictException, and leaves throttles to the
+	// SDK's retry middleware so that retries do not multiply.
+	Classify func(error) ErrorClass
+
+	// MaxAttempts is the most calls of fn. Zero means the Retryer's
+	// MaxAttempts; UnlimitedAttempts means no limit; other negative values
+	// are invalid.
+	MaxAttempts int
+}
+
+// Do calls fn until it returns nil, returns an error that is not retryable,
+// or the Retryer gives up, sleeping between calls with the Retryer's jitter
+// and paying for each retry from the Retryer's token bucket, the same budget
+// its SDK-level retries use.
+//
+// Do returns nil on success; fn's own error when it is not retryable; a
+// *MaxAttemptsError when the attempts run out; a *BudgetError when the bucket
+// is empty; a *GiveUpError when ctx is done or the next backoff would end
+// past ctx's deadline. Every one of them wraps fn's last error. A nil fn or
+// invalid options give an *OptionsError; nothing panics.
+//
+// Decorrelated jitter keeps the loop's real previous delay, as the blog's
+// formula does for one client.
+func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, optFns ...func(*DoOptions)) error {
+	if r == nil {
+		return &OptionsError{Option: "Retryer", Reason: "must not be nil"}
+	}
+	if r.err != nil {
+		return r.err
+	}
+	if fn == nil {
+		return &OptionsError{Option: "fn", Reason: "must not be nil"}
+	}
+	o := DoOptions{Classify: r.Classify}
+	for _, f := range optFns {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.Classify == nil {
+		o.Classify = r.Classify
+	}
+	maxAttempts := r.maxAttempts
+	switch {
+	case o.MaxAttempts == UnlimitedAttempts:
+		maxAttempts = 0
+	case o.MaxAttempts > 0:
+		maxAttempts = o.MaxAttempts
+	case o.MaxAttempts < 0:
+		return &OptionsError{Option: "DoOptions.MaxAttempts", Reason: "must be at least 1, 0 for the Retryer's, or UnlimitedAttempts"}
+	}
+
+	l := r.laneFor(ctx)
+	var seq *delayers.Sequence
+	if d, ok := r.backoff.(delayers.Delayer); ok {
+		seq = d.NewSequence()
+	}
+	var release func(error) error
+	for attempt := 1; ; attempt++ {
+		if err := ctx.Err(); err != nil {
+			return &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt - 1, Context: err}
+		}
+		err := fn(ctx)
+		if release != nil {
+			_ = release(err)
+		}
+		_ = l.onSuccess(err)
+		if err == nil {
+			return nil
+		}
+
+		class := o.Classify(err)
+		if class == ClassNotRetryable {
+			r.giveUp(GiveUpEvent{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err})
+			return err
+		}
+		if maxAttempts > 0 && attempt >= maxAttempts {
+			r.giveUp(GiveUpEvent{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err})
+			return &MaxAttemptsError{Attempt: attempt, Err: err}
+		}
+		cost := r.costs.retry
+		if class == ClassThrottle {
+			cost = r.costs.throttle
+		}
+		var refund func()
+		var terr error
+		release, refund, terr = l.take(ctx, cost)
+		if terr != nil {
+			r.giveUp(GiveUpEvent{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: err})
+			if be, ok := terr.(*BudgetError); ok {
+				return &BudgetError{Available: be.Available, Requested: be.Requested, Partition: l.key, Err: err}
+			}
+			return terr
+		}
+
+		delay, derr := r.loopDelay(seq, attempt, err)
+		if derr != nil {
+			refund()
+			return derr
+		}
+		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
+			if remaining := deadline.Sub(r.now()); delay+r.margin > remaining {
+				refund()
+				r.giveUp(GiveUpEvent{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Err: err})
+				return &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Delay: delay, Remaining: remaining, Err: err}
+			}
+		}
+		if r.onRetry != nil {
+			r.onRetry(RetryEvent{Attempt: attempt, Delay: delay, Class: class, Err: err})
+		}
+		if serr := sleep(ctx, delay); serr != nil {
+			refund()
+			r.giveUp(GiveUpEvent{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: err})
+			return &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Context: serr, Err: err}
+		}
+	}
+}
+
+func (r *Retryer) loopDelay(seq *delayers.Sequence, attempt int, err error) (time.Duration, error) {
+	if seq != nil {
+		return seq.Next(err), nil
+	}
+	return r.backoff.BackoffDelay(attempt, err)
+}
+
+// sleep waits for d or until ctx is done, and returns ctx's error then.
+func sleep(ctx context.Context, d time.Duration) error {
+	if d <= 0 {
+		return ctx.Err()
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
