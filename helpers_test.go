@@ -1,0 +1,114 @@
+package jitterretry_test
+
+import (
+	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
+)
+
+// reply is one scripted answer of the fake DynamoDB server.
+type reply struct {
+	code       string // DynamoDB error code; "" for success
+	status     int    // HTTP status; 0 means ddbwire.StatusFor(code) or 200
+	retryAfter string // x-amz-retry-after header value
+	drop       bool   // close the connection without answering
+	unmodeled  bool   // 429 with no error type, as a proxy would send
+}
+
+var (
+	ok        = reply{}
+	throttle  = reply{code: ddbwire.ProvisionedThroughputExceeded}
+	throttle2 = reply{code: ddbwire.Throttling}
+	serverErr = reply{code: ddbwire.InternalServerError}
+	tooMany   = reply{status: http.StatusTooManyRequests, unmodeled: true}
+	ccf       = reply{code: ddbwire.ConditionalCheckFailed}
+	dropped   = reply{drop: true}
+)
+
+// scriptServer answers requests with its script in order, then with the last
+// reply for ever, and counts the requests.
+type scriptServer struct {
+	*httptest.Server
+	mu     sync.Mutex
+	script []reply
+	calls  int
+}
+
+func newScriptServer(t *testing.T, script ...reply) *scriptServer {
+	t.Helper()
+	s := &scriptServer{script: script}
+	s.Server = httptest.NewServer(http.HandlerFunc(s.serve))
+	t.Cleanup(s.Close)
+	return s
+}
+
+func (s *scriptServer) Calls() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
+func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	i := min(s.calls, len(s.script)-1)
+	s.calls++
+	rep := s.script[i]
+	s.mu.Unlock()
+
+	switch {
+	case rep.drop:
+		conn, _, err := w.(http.Hijacker).Hijack()
+		if err == nil {
+			_ = conn.Close()
+		}
+	case rep.unmodeled:
+		w.Header().Set("Content-Type", "text/plain")
+		w.WriteHeader(rep.status)
+		_, _ = w.Write([]byte("slow down"))
+	case rep.code == "":
+		ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
+	default:
+		status := rep.status
+		if status == 0 {
+			status = ddbwire.StatusFor(rep.code)
+		}
+		if rep.retryAfter != "" {
+			w.Header().Set("X-Amz-Retry-After", rep.retryAfter)
+		}
+		ddbwire.WriteError(w, status, rep.code, "scripted "+strings.ToLower(rep.code))
+	}
+}
+
+// newClient returns a real DynamoDB client that talks to url with retryer.
+func newClient(url string, retryer aws.Retryer) *dynamodb.Client {
+	return dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(url),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Retryer:      retryer,
+	})
+}
+
+func putItem(ctx context.Context, c *dynamodb.Client, optFns ...func(*dynamodb.Options)) error {
+	_, err := c.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName: aws.String("orders"),
+		Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
+	}, optFns...)
+	return err
+}
+
+func requireNoErr(t *testing.T, err error) {
+	t.Helper()
+	require.NoError(t, err)
+}
