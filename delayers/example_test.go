@@ -1,0 +1,218 @@
+package delayers_test
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// throttled is a throttling error shaped as the SDK's retry middleware sees
+// it: HTTP 400 with the API error code ThrottlingException.
+var throttled error = &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
+	Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 400}},
+	Err:      &smithy.GenericAPIError{Code: "ThrottlingException"},
+}}
+
+// seeded makes the examples' random draws repeatable; production code leaves
+// Options.Source nil.
+func seeded(o *delayers.Options) { o.Source = delayers.NewSource(2015) }
+
+// Full jitter draws each delay uniformly from [0, w), with the window w
+// doubling from Base and stopping at Cap.
+func ExampleNewFull() {
+	d, err := delayers.NewFull(seeded)
+	if err != nil {
+		panic(err)
+	}
+	for attempt := 1; attempt <= 5; attempt++ {
+		delay, _ := d.BackoffDelay(attempt, errors.New("connection reset"))
+		fmt.Printf("attempt %d: window %v, delay %v\n", attempt, d.Base()<<(attempt-1), delay.Round(time.Millisecond))
+	}
+	// Output:
+	// attempt 1: window 50ms, delay 45ms
+	// attempt 2: window 100ms, delay 50ms
+	// attempt 3: window 200ms, delay 159ms
+	// attempt 4: window 400ms, delay 192ms
+	// attempt 5: window 800ms, delay 290ms
+}
+
+// Equal jitter keeps half the window and draws the other half, so no retry
+// comes sooner than w/2.
+func ExampleNewEqual() {
+	d, err := delayers.NewEqual(seeded)
+	if err != nil {
+		panic(err)
+	}
+	for attempt := 1; attempt <= 5; attempt++ {
+		delay, _ := d.BackoffDelay(attempt, nil)
+		fmt.Printf("attempt %d: window %v, delay %v\n", attempt, d.Base()<<(attempt-1), delay.Round(time.Millisecond))
+	}
+	// Output:
+	// attempt 1: window 50ms, delay 47ms
+	// attempt 2: window 100ms, delay 75ms
+	// attempt 3: window 200ms, delay 180ms
+	// attempt 4: window 400ms, delay 296ms
+	// attempt 5: window 800ms, delay 545ms
+}
+
+// Exponential backoff without jitter returns the window itself: Base for the
+// first retry, doubling up to Cap. Throttling errors start from ThrottleBase.
+func ExampleNewExponential() {
+	d, err := delayers.NewExponential()
+	if err != nil {
+		panic(err)
+	}
+	for _, attempt := range []int{1, 2, 3, 9, 10, 1000} {
+		delay, _ := d.BackoffDelay(attempt, nil)
+		throttle, _ := d.BackoffDelay(attempt, throttled)
+		fmt.Printf("attempt %d: %v, throttled %v\n", attempt, delay, throttle)
+	}
+	// Output:
+	// attempt 1: 50ms, throttled 1s
+	// attempt 2: 100ms, throttled 2s
+	// attempt 3: 200ms, throttled 4s
+	// attempt 9: 12.8s, throttled 20s
+	// attempt 10: 20s, throttled 20s
+	// attempt 1000: 20s, throttled 20s
+}
+
+// Decorrelated jitter grows each delay from the one before it. BackoffDelay
+// redraws the chain up to the attempt on every call, so the delayer holds no
+// per-request state; every delay is within [Base, Cap]. Successive calls are
+// independent draws, so they rise on average rather than one by one; use a
+// Sequence for one loop's chained delays.
+func ExampleNewDecorrelated() {
+	d, err := delayers.NewDecorrelated(seeded, func(o *delayers.Options) {
+		o.Base = 100 * time.Millisecond
+		o.Cap = 5 * time.Second
+	})
+	if err != nil {
+		panic(err)
+	}
+	for attempt := 1; attempt <= 6; attempt++ {
+		delay, _ := d.BackoffDelay(attempt, nil)
+		fmt.Printf("attempt %d: %v\n", attempt, delay.Round(time.Millisecond))
+	}
+	// Output:
+	// attempt 1: 278ms
+	// attempt 2: 497ms
+	// attempt 3: 106ms
+	// attempt 4: 282ms
+	// attempt 5: 209ms
+	// attempt 6: 5s
+}
+
+// A Sequence is the stateful form for one retry loop of your own: each Next
+// draws from [Base, 3*previous delay), as in the blog's code, and Reset
+// starts over after a success.
+func ExampleDecorrelated_NewSequence() {
+	d, err := delayers.NewDecorrelated(seeded, func(o *delayers.Options) { o.Cap = 2 * time.Second })
+	if err != nil {
+		panic(err)
+	}
+	loop := d.NewSequence()
+	for range 6 {
+		delay := loop.Next(errors.New("timeout"))
+		fmt.Printf("retry %d after %v\n", loop.Attempt(), delay.Round(time.Millisecond))
+	}
+	loop.Reset()
+	fmt.Println("after Reset, attempt", loop.Attempt())
+	// Output:
+	// retry 1 after 139ms
+	// retry 2 after 233ms
+	// retry 3 after 567ms
+	// retry 4 after 841ms
+	// retry 5 after 948ms
+	// retry 6 after 72ms
+	// after Reset, attempt 0
+}
+
+// New picks the strategy by name, as a command-line flag would give it.
+func ExampleNew() {
+	name := "equal" // e.g. from flag.String("backoff", "full", ...)
+	strategy, err := delayers.ParseStrategy(name)
+	if err != nil {
+		panic(err)
+	}
+	d, err := delayers.New(strategy, seeded, func(o *delayers.Options) { o.Cap = time.Second })
+	if err != nil {
+		panic(err)
+	}
+	delay, _ := d.BackoffDelay(3, nil)
+	fmt.Println(strategy, delay.Round(time.Millisecond))
+
+	_, err = delayers.New("fibonacci")
+	fmt.Println(errors.Is(err, delayers.ErrUnknownStrategy))
+	// Output:
+	// equal 189ms
+	// true
+}
+
+// Invalid settings are reported, never silently replaced: a negative
+// duration, or an explicit base above the cap.
+func ExampleOptionError() {
+	_, err := delayers.NewFull(func(o *delayers.Options) {
+		o.Base = 2 * time.Second
+		o.Cap = time.Second
+	})
+	var oe *delayers.OptionError
+	if errors.As(err, &oe) {
+		fmt.Println(oe.Option, oe.Value)
+	}
+	fmt.Println(err)
+	fmt.Println(errors.Is(err, delayers.ErrInvalidOption))
+	// Output:
+	// Base 2s
+	// delayers: invalid Base 2s: is larger than Cap 1s
+	// true
+}
+
+// NewSource makes delays repeatable: two delayers with the same seed give the
+// same delays, which is what tests and simulations need.
+func ExampleNewSource() {
+	a, _ := delayers.NewFull(func(o *delayers.Options) { o.Source = delayers.NewSource(7) })
+	b, _ := delayers.NewFull(func(o *delayers.Options) { o.Source = delayers.NewSource(7) })
+	for attempt := 1; attempt <= 3; attempt++ {
+		x, _ := a.BackoffDelay(attempt, nil)
+		y, _ := b.BackoffDelay(attempt, nil)
+		fmt.Println(x == y, x)
+	}
+	// Output:
+	// true 19.491487ms
+	// true 1.678829ms
+	// true 180.152136ms
+}
+
+// Any delayer plugs into the SDK's standard retryer through
+// StandardOptions.Backoff. Setting MaxBackoff to the delayer's Cap keeps the
+// two settings telling the same story; the delayer applies its own cap.
+func Example_standardRetryer() {
+	d, err := delayers.NewFull(seeded)
+	if err != nil {
+		panic(err)
+	}
+	retryer := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.Backoff = d
+		o.MaxBackoff = d.Cap()
+	})
+	// A client would take it with config.WithRetryer(func() aws.Retryer {
+	// return retryer }); here the retryer is asked directly.
+	for attempt := 1; attempt <= 3; attempt++ {
+		delay, _ := retryer.RetryDelay(attempt, throttled)
+		fmt.Printf("throttled attempt %d: %v\n", attempt, delay.Round(time.Millisecond))
+	}
+	fmt.Println("retryable:", retryer.IsErrorRetryable(throttled))
+	// Output:
+	// throttled attempt 1: 892ms
+	// throttled attempt 2: 997ms
+	// throttled attempt 3: 3.183s
+	// retryable: true
+}
