@@ -30,7 +30,9 @@ func TestOptionErrors(t *testing.T) {
 			t.Run(name+"/"+string(strategy), func(t *testing.T) {
 				d, err := New(strategy, func(o *Options) { *o = c.opts })
 				require.Error(t, err, "expect an error, got delayer %v", d)
-				assert.Nil(t, d, "expect no delayer with an error, got %v", d)
+				// A typed nil pointer inside the interface would pass
+				// assert.Nil but fail a caller's d != nil check.
+				assert.True(t, d == nil, "expect a nil Delayer interface with an error, got %#v", d)
 				var oe *OptionError
 				require.True(t, errors.As(err, &oe), "expect *OptionError, got %T", err)
 				assert.Equal(t, c.option, oe.Option, "expect option %s, got %s", c.option, oe.Option)
@@ -124,7 +126,7 @@ func TestParseStrategy(t *testing.T) {
 func TestNewUnknownStrategy(t *testing.T) {
 	d, err := New("fibonacci")
 	require.Error(t, err, "expect an error, got delayer %v", d)
-	assert.Nil(t, d, "expect no delayer, got %v", d)
+	assert.True(t, d == nil, "expect a nil Delayer interface, got %#v", d)
 	assert.True(t, strings.Contains(err.Error(), `"fibonacci"`), "expect the name in %q", err.Error())
 	assert.ErrorIs(t, err, ErrUnknownStrategy, "expect ErrUnknownStrategy, got %v", err)
 	assert.NotErrorIs(t, err, ErrInvalidOption, "expect an unknown strategy not to be an option error, got %v", err)

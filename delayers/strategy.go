@@ -56,21 +56,40 @@ type Delayer interface {
 	NewSequence() *Sequence
 }
 
-// New returns the delayer of the given strategy. An unknown strategy or
-// invalid Options are reported as an error.
+// New returns the delayer of the given strategy: an *Exponential, *Full,
+// *Equal or *Decorrelated, configured by optFns as its own constructor would
+// be. An unknown strategy gives an error wrapping ErrUnknownStrategy (the
+// options are not run); invalid Options give an *OptionError. On error the
+// Delayer is a true nil interface, so d == nil holds.
 func New(strategy Strategy, optFns ...func(*Options)) (Delayer, error) {
+	var (
+		d   Delayer
+		err error
+	)
+	// Each constructor returns a nil pointer with its error; returning that
+	// through the interface directly would give a non-nil Delayer.
 	switch strategy {
 	case StrategyExponential:
-		return NewExponential(optFns...)
+		d, err = nilOnError(NewExponential(optFns...))
 	case StrategyFull:
-		return NewFull(optFns...)
+		d, err = nilOnError(NewFull(optFns...))
 	case StrategyEqual:
-		return NewEqual(optFns...)
+		d, err = nilOnError(NewEqual(optFns...))
 	case StrategyDecorrelated:
-		return NewDecorrelated(optFns...)
+		d, err = nilOnError(NewDecorrelated(optFns...))
+	default:
+		_, err = ParseStrategy(string(strategy))
 	}
-	_, err := ParseStrategy(string(strategy))
-	return nil, err
+	return d, err
+}
+
+// nilOnError converts a constructor's result to a Delayer that is a true nil
+// interface when err is not nil.
+func nilOnError[T Delayer](d T, err error) (Delayer, error) {
+	if err != nil {
+		return nil, err
+	}
+	return d, nil
 }
 
 // stepper is one strategy's formula: the delay of attempt, given the base that
