@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 )
 
@@ -204,7 +205,7 @@ func (f *errorFacts) visit(err error) {
 	if err == context.Canceled {
 		f.contextCanceled = true
 	}
-	if _, ok := err.(interface{ As(any) bool }); ok {
+	if _, ok := err.(interface{ As(any) bool }); ok && !knownAs(err) {
 		f.foreignAs = true
 	}
 	if v, ok := err.(interface{ CanceledError() bool }); ok && !f.canceled.seen {
@@ -226,6 +227,14 @@ func (f *errorFacts) visit(err error) {
 	if !f.network {
 		f.network = isNetworkNode(err)
 	}
+}
+
+// knownAs reports whether err's As method only looks further down the same
+// chain the walk visits anyway: the SDK's response error delegates to the
+// smithy response error it embeds, whose Unwrap the walk follows.
+func knownAs(err error) bool {
+	_, ok := err.(*awshttp.ResponseError)
+	return ok
 }
 
 // isNetworkNode reports whether err is one of the nodes the SDK's

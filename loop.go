@@ -97,9 +97,9 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 		if class == ClassThrottle {
 			cost = r.costs.throttle
 		}
-		var refund func()
+		var held heldTokens
 		var terr error
-		release, refund, terr = l.take(ctx, cost)
+		release, held, terr = l.take(ctx, cost)
 		if terr != nil {
 			r.giveUp(GiveUpEvent{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: err})
 			if be, ok := terr.(*BudgetError); ok {
@@ -110,12 +110,12 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 
 		delay, derr := r.loopDelay(seq, attempt, err)
 		if derr != nil {
-			refund()
+			held.refund()
 			return derr
 		}
 		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
 			if remaining := deadline.Sub(r.now()); delay+r.margin > remaining {
-				refund()
+				held.refund()
 				r.giveUp(GiveUpEvent{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Err: err})
 				return &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Delay: delay, Remaining: remaining, Err: err}
 			}
@@ -124,7 +124,7 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 			r.onRetry(RetryEvent{Attempt: attempt, Delay: delay, Class: class, Err: err})
 		}
 		if serr := sleep(ctx, delay); serr != nil {
-			refund()
+			held.refund()
 			r.giveUp(GiveUpEvent{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: err})
 			return &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Context: serr, Err: err}
 		}

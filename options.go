@@ -83,10 +83,8 @@ type Options struct {
 	Bucket TokenBucketOptions
 
 	// RateLimiter replaces the retry token bucket, for example with the
-	// SDK's ratelimit.None to disable it. With a RateLimiter other than a
-	// *TokenBucket, a successful retry both refunds its cost and earns
-	// NoRetryIncrement (the retryer cannot tell a first attempt from a retry
-	// through that interface). Cannot be combined with PartitionKey.
+	// SDK's ratelimit.None to disable it, or the SDK's own
+	// ratelimit.NewTokenRateLimit. Cannot be combined with PartitionKey.
 	RateLimiter retry.RateLimiter
 
 	// PartitionKey, when set, gives each key its own retry token bucket, so

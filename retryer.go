@@ -158,7 +158,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if r.classifier.classify(opErr) == ClassThrottle {
 		cost = r.costs.throttle
 	}
-	release, refund, err := l.take(ctx, cost)
+	release, held, err := l.take(ctx, cost)
 	if err != nil {
 		r.giveUp(GiveUpEvent{Reason: GiveUpBudget, Partition: l.key, Err: opErr})
 		var be *BudgetError
@@ -168,7 +168,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		return nil, err
 	}
 	if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
-		r.pending.put(opErr, pendingRetry{deadline: deadline, refund: refund, partition: l.key})
+		r.pending.put(opErr, pendingRetry{deadline: deadline, held: held})
 	}
 	return release, nil
 }
@@ -189,8 +189,8 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if p, ok := r.pending.take(opErr); ok {
 		wait := withRetryAfter(d, opErr)
 		if remaining := p.deadline.Sub(r.now()); wait+r.margin > remaining {
-			p.refund()
-			r.giveUp(GiveUpEvent{Reason: GiveUpDeadline, Attempt: attempt, Partition: p.partition, Err: opErr})
+			p.held.refund()
+			r.giveUp(GiveUpEvent{Reason: GiveUpDeadline, Attempt: attempt, Partition: p.held.lane.key, Err: opErr})
 			return 0, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Delay: wait, Remaining: remaining, Err: opErr}
 		}
 	}
@@ -251,16 +251,24 @@ func (r *Retryer) laneFor(ctx context.Context) *lane {
 
 // lane is one retry budget with the release functions the retryer hands out
 // for it, built once so that handing them out allocates nothing.
+//
+// The SDK adds NoRetryIncrement only when an operation's first attempt
+// succeeds, and learns which attempt it is from retry metadata that only its
+// own package can read. The middleware always releases a retry's token right
+// before the same attempt's token, with the same error; so a successful
+// retry refunds its cost in full and leaves a skip that the next attempt
+// release on this lane consumes instead of adding the increment. Under
+// concurrency another goroutine may consume it first, but the totals are
+// exactly the SDK's: one increment per first-attempt success, one refund per
+// successful retry.
 type lane struct {
 	key     string
 	bucket  *TokenBucket      // nil with a foreign limiter
 	limiter retry.RateLimiter // the foreign limiter, or nil
 	costs   costs
+	skips   atomic.Int64
 
-	onSuccess func(error) error
-	// successful retries refund their cost less the success increment that
-	// the same attempt's token adds right after, so that the net effect is
-	// the SDK's: a successful retry refunds exactly its cost.
+	onSuccess                   func(error) error
 	retryRefund, throttleRefund func(error) error
 }
 
@@ -271,42 +279,83 @@ func (r *Retryer) newLane(key string) *lane {
 	} else if r.limiter == nil {
 		l.bucket = newTokenBucket(r.bucketOpts)
 	}
-	inc := r.costs.success
-	if l.bucket != nil {
-		b := l.bucket
-		l.onSuccess = onSuccess(func() { b.give(inc) })
-		l.retryRefund = onSuccess(func() { b.give(saturatingSub(r.costs.retry, inc)) })
-		l.throttleRefund = onSuccess(func() { b.give(saturatingSub(r.costs.throttle, inc)) })
-	} else {
-		lim := l.limiter
-		l.onSuccess = onSuccess(func() { _ = lim.AddTokens(inc) })
-	}
+	l.onSuccess = onSuccess(func() {
+		if !l.consumeSkip() {
+			l.give(r.costs.success)
+		}
+	})
+	l.retryRefund = l.refundOnSuccess(r.costs.retry)
+	l.throttleRefund = l.refundOnSuccess(r.costs.throttle)
 	return l
 }
 
-// take takes cost tokens, returning the SDK-style release (refund on
-// success) and an unconditional refund for a retry that is abandoned.
-func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, refund func(), err error) {
+func (l *lane) refundOnSuccess(cost uint) func(error) error {
+	return onSuccess(func() {
+		l.give(cost)
+		l.skips.Add(1)
+	})
+}
+
+func (l *lane) consumeSkip() bool {
+	for {
+		n := l.skips.Load()
+		if n <= 0 {
+			return false
+		}
+		if l.skips.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+func (l *lane) give(n uint) {
 	if l.bucket != nil {
-		avail, ok := l.bucket.take(cost)
-		if !ok {
-			return nil, nil, &BudgetError{Available: avail, Requested: cost}
+		l.bucket.give(n)
+		return
+	}
+	_ = l.limiter.AddTokens(n)
+}
+
+// heldTokens is a retry's tokens, which an abandoned retry gives back.
+type heldTokens struct {
+	lane *lane
+	cost uint
+	rel  func() error // the foreign limiter's release, or nil
+}
+
+func (h heldTokens) refund() {
+	if h.rel != nil {
+		_ = h.rel()
+		return
+	}
+	h.lane.give(h.cost)
+}
+
+// take takes cost tokens, returning the SDK-style release (refund on
+// success) and the held tokens, for a retry that is abandoned.
+func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, held heldTokens, err error) {
+	held = heldTokens{lane: l, cost: cost}
+	if l.bucket == nil {
+		rel, err := l.limiter.GetToken(ctx, cost)
+		if err != nil {
+			return nil, held, err
 		}
+		held.rel = rel
+		return onSuccess(func() { _ = rel(); l.skips.Add(1) }), held, nil
+	}
+	avail, ok := l.bucket.take(cost)
+	if !ok {
+		return nil, held, &BudgetError{Available: avail, Requested: cost}
+	}
+	switch cost {
+	case l.costs.retry:
 		release = l.retryRefund
-		if cost != l.costs.retry {
-			release = l.throttleRefund
-		}
-		if cost != l.costs.retry && cost != l.costs.throttle {
-			release = onSuccess(func() { l.bucket.give(cost) })
-		}
-		b := l.bucket
-		return release, func() { b.give(cost) }, nil
+	case l.costs.throttle:
+		release = l.throttleRefund
+	default:
+		release = l.refundOnSuccess(cost)
 	}
-	rel, err := l.limiter.GetToken(ctx, cost)
-	if err != nil {
-		return nil, nil, err
-	}
-	return onSuccess(func() { _ = rel() }), func() { _ = rel() }, nil
+	return release, held, nil
 }
 
 func (l *lane) remaining() uint {
@@ -330,13 +379,6 @@ func onSuccess(fn func()) func(error) error {
 		}
 		return nil
 	}
-}
-
-func saturatingSub(a, b uint) uint {
-	if a < b {
-		return 0
-	}
-	return a - b
 }
 
 // maxRetryAfterExtra is how far the SDK's middleware lets an x-amz-retry-after
@@ -376,9 +418,8 @@ type pendingRetries struct {
 }
 
 type pendingRetry struct {
-	deadline  time.Time
-	refund    func()
-	partition string
+	deadline time.Time
+	held     heldTokens
 }
 
 // maxPending bounds the hand-off table should a caller take retry tokens

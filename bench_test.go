@@ -1,0 +1,68 @@
+package jitterretry_test
+
+import (
+	"context"
+	"testing"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// retryDecision is one whole failed-attempt cycle in the retry middleware's
+// order, ending with the retry's release as a later success would, so the
+// bucket never drains.
+func retryDecision(ctx context.Context, r aws.RetryerV2, err error) {
+	_ = r.MaxAttempts()
+	release, _ := r.GetAttemptToken(ctx)
+	_ = release(err)
+	if !r.IsErrorRetryable(err) {
+		panic("expect a throttle to be retryable")
+	}
+	retryRelease, terr := r.GetRetryToken(ctx, err)
+	if terr != nil {
+		panic(terr)
+	}
+	_, _ = r.RetryDelay(1, err)
+	_ = retryRelease(nil)
+}
+
+func BenchmarkRetryDecision(b *testing.B) {
+	throttleErr := asResponse(400, &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
+	retryers := []struct {
+		name string
+		new  func() aws.RetryerV2
+	}{
+		{"sdk-standard", func() aws.RetryerV2 { return retry.NewStandard() }},
+	}
+	for _, s := range delayers.Strategies() {
+		retryers = append(retryers, struct {
+			name string
+			new  func() aws.RetryerV2
+		}{string(s), func() aws.RetryerV2 {
+			return jitterretry.New(func(o *jitterretry.Options) { o.Jitter = s })
+		}})
+	}
+	ctx := context.Background()
+	for _, r := range retryers {
+		b.Run(r.name, func(b *testing.B) {
+			retryer := r.new()
+			b.ReportAllocs()
+			for b.Loop() {
+				retryDecision(ctx, retryer, throttleErr)
+			}
+		})
+		b.Run(r.name+"-parallel", func(b *testing.B) {
+			retryer := r.new()
+			b.ReportAllocs()
+			b.RunParallel(func(pb *testing.PB) {
+				for pb.Next() {
+					retryDecision(ctx, retryer, throttleErr)
+				}
+			})
+		})
+	}
+}
