@@ -37,12 +37,16 @@ var (
 )
 
 // scriptServer answers requests with its script in order, then with the last
-// reply for ever, and counts the requests.
+// reply for ever (or, with cycle, round and round), and counts the requests.
 type scriptServer struct {
 	*httptest.Server
 	mu     sync.Mutex
 	script []reply
+	cycle  bool
 	calls  int
+	// what the SDK's token accounting depends on, read from the
+	// amz-sdk-request header the retry middleware sends
+	firstAttemptOK, retryFailed int
 }
 
 func newScriptServer(t *testing.T, script ...reply) *scriptServer {
@@ -62,8 +66,19 @@ func (s *scriptServer) Calls() int {
 func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
 	s.mu.Lock()
 	i := min(s.calls, len(s.script)-1)
+	if s.cycle {
+		i = s.calls % len(s.script)
+	}
 	s.calls++
 	rep := s.script[i]
+	attempt, _, _ := strings.Cut(r.Header.Get("Amz-Sdk-Request"), ";")
+	first := attempt == "attempt=1"
+	switch {
+	case first && rep == ok:
+		s.firstAttemptOK++
+	case !first && rep != ok:
+		s.retryFailed++
+	}
 	s.mu.Unlock()
 
 	switch {
