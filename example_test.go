@@ -1,0 +1,106 @@
+package jitterretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// One line in config.LoadDefaultConfig: every client built from cfg gets its
+// own retryer, and so its own retry token bucket.
+func ExampleNew() {
+	cfg, err := config.LoadDefaultConfig(context.Background(),
+		config.WithRegion("us-east-1"),
+		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")),
+		config.WithRetryer(func() aws.Retryer {
+			return jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
+				o.Jitter = delayers.StrategyDecorrelated
+			})
+		}),
+	)
+	if err != nil {
+		panic(err)
+	}
+	client := dynamodb.NewFromConfig(cfg)
+	_ = client
+	r := cfg.Retryer().(*jitterretry.Retryer)
+	fmt.Println(r.Err(), r.MaxAttempts(), r.Remaining())
+	// Output: <nil> 4 500
+}
+
+// Invalid options never panic: New reports them through Err, and every
+// operation fails with the same typed error.
+func ExampleRetryer_Err() {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 0 })
+	var oe *jitterretry.OptionsError
+	fmt.Println(errors.As(r.Err(), &oe), oe.Option)
+	// Output: true MaxAttempts
+}
+
+// Do retries what only the application can retry (here a failed condition,
+// after which fn re-reads), on the same jitter and budget as the SDK-level
+// retries.
+func ExampleDo() {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.BaseDelay = time.Millisecond })
+	attempts := 0
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		attempts++
+		if attempts < 3 {
+			return &types.ConditionalCheckFailedException{Message: aws.String("version moved")}
+		}
+		return nil
+	}, func(o *jitterretry.DoOptions) {
+		o.Classify = func(err error) jitterretry.ErrorClass {
+			var c *types.ConditionalCheckFailedException
+			if errors.As(err, &c) {
+				return jitterretry.ClassTransient
+			}
+			return r.Classify(err)
+		}
+	})
+	fmt.Println(err, attempts, r.Remaining())
+	// Output: <nil> 3 486
+}
+
+// The bucket also serves the SDK's own retryer; when it is empty the error
+// says that it is the client-side budget, not AWS, that refused.
+func ExampleNewTokenBucket() {
+	b := jitterretry.NewTokenBucket(func(o *jitterretry.TokenBucketOptions) { o.Capacity = 10 })
+	_, err := b.GetToken(context.Background(), 14)
+	fmt.Println(errors.Is(err, jitterretry.ErrRetryBudgetExhausted), b.Remaining())
+	// Output: true 10
+}
+
+// Classify follows the SDK's default rules without formatting the error.
+func ExampleClassify() {
+	throttled := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+	conflict := &types.ConditionalCheckFailedException{Message: aws.String("no")}
+	fmt.Println(jitterretry.Classify(throttled), jitterretry.Classify(conflict), jitterretry.Classify(context.Canceled))
+	// Output: throttle not-retryable not-retryable
+}
+
+// A context deadline that the next backoff would pass ends the operation at
+// once, with the throttle that caused the retry still in the error.
+func ExampleGiveUpError() {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Jitter = delayers.StrategyExponential })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	throttle := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+	if _, err := r.GetRetryToken(ctx, throttle); err != nil {
+		panic(err)
+	}
+	_, err := r.RetryDelay(1, throttle) // 1 s throttle base > 500 ms left
+	var gu *jitterretry.GiveUpError
+	fmt.Println(errors.As(err, &gu), gu.Reason, errors.Is(err, context.DeadlineExceeded), errors.Is(err, throttle))
+	// Output: true backoff past deadline true true
+}
