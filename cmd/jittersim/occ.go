@@ -1,0 +1,77 @@
+package main
+
+import (
+	"encoding/csv"
+	"fmt"
+	"io"
+	"strconv"
+	"text/tabwriter"
+
+	"github.com/jitterretry/jitterretry/internal/sim"
+)
+
+// occCSVHeader is the -csv header of the OCC experiment, as issue 4 fixes it.
+var occCSVHeader = []string{"clients", "strategy", "calls", "calls_se", "time_ms", "time_se", "p50_ms", "p99_ms"}
+
+func runOCC(cfg config, w io.Writer) error {
+	var sts []sim.Strategy
+	for _, name := range cfg.strategies {
+		st, err := sim.LookupStrategy(name)
+		if err != nil {
+			return err
+		}
+		sts = append(sts, st)
+	}
+	rows, err := sim.SweepOCC(sim.OCCConfig{Clients: cfg.clients, Runs: cfg.runs, Seed: cfg.seed, Strategies: sts})
+	if err != nil {
+		return err
+	}
+	if cfg.plotDir != "" {
+		if err := plotOCC(cfg.plotDir, rows, cfg.runs); err != nil {
+			return err
+		}
+	}
+	if cfg.csv {
+		return writeOCCCSV(w, rows)
+	}
+	return writeOCCTable(w, cfg, sts, rows)
+}
+
+func writeOCCCSV(w io.Writer, rows []sim.OCCRow) error {
+	cw := csv.NewWriter(w)
+	if err := cw.Write(occCSVHeader); err != nil {
+		return err
+	}
+	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
+	for _, r := range rows {
+		rec := []string{strconv.Itoa(r.Clients), r.Strategy,
+			f(r.Calls.Mean), f(r.Calls.SE), f(r.TimeMs.Mean), f(r.TimeMs.SE), f(r.P50Ms.Mean), f(r.P99Ms.Mean)}
+		if err := cw.Write(rec); err != nil {
+			return err
+		}
+	}
+	cw.Flush()
+	return cw.Error()
+}
+
+func writeOCCTable(w io.Writer, cfg config, sts []sim.Strategy, rows []sim.OCCRow) error {
+	fmt.Fprintf(w, "OCC experiment: base 5 ms, cap 2000 ms, message delay |N(10 ms, 2 ms)|, %d runs per row, seed %d\n", cfg.runs, cfg.seed)
+	fmt.Fprintln(w, "calls = writes per run; time = last client's success; p50/p99 = clients' completion times; ± one standard error")
+	for _, st := range sts {
+		if !st.Reproducible {
+			fmt.Fprintf(w, "%s: crypto/rand, not seedable: its figures vary within their standard errors\n", st.Name)
+		}
+	}
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "N\tstrategy\tcalls\t± se\ttime ms\t± se\tp50 ms\t± se\tp99 ms\t± se\t")
+	prev := 0
+	for _, r := range rows {
+		if prev != 0 && r.Clients != prev {
+			fmt.Fprintln(tw, "\t\t\t\t\t\t\t\t\t\t")
+		}
+		prev = r.Clients
+		fmt.Fprintf(tw, "%d\t%s\t%.1f\t%.1f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t%.0f\t\n", r.Clients, r.Strategy,
+			r.Calls.Mean, r.Calls.SE, r.TimeMs.Mean, r.TimeMs.SE, r.P50Ms.Mean, r.P50Ms.SE, r.P99Ms.Mean, r.P99Ms.SE)
+	}
+	return tw.Flush()
+}
