@@ -2,11 +2,13 @@ package delayers
 
 import "time"
 
-// MaxDecorrelatedChain is the longest chain BackoffDelay draws for
-// decorrelated jitter. Attempts beyond it reuse this chain length: by then
+// MaxDecorrelatedChain is the longest chain, in steps (one random draw each),
+// that Decorrelated.BackoffDelay draws. Attempts beyond it reuse this chain
+// length: by then
 // the chain has long reached the cap's neighbourhood, where its distribution
 // no longer changes from one step to the next in any way a retry can notice,
 // and the cost of a call stays bounded for attempt numbers up to math.MaxInt.
+// A Sequence is not limited by it: it takes one step per Next.
 const MaxDecorrelatedChain = 64
 
 // Decorrelated is decorrelated jitter: sleep = min(cap, uniform[base,
@@ -20,12 +22,19 @@ const MaxDecorrelatedChain = 64
 // the distribution of the n-th step of the blog's formula, with no shared
 // mutable state. It costs one random draw per step, at most
 // MaxDecorrelatedChain. A Sequence, for one application loop, keeps its real
-// prev instead. Safe for concurrent use by multiple goroutines.
+// prev instead.
+//
+// Delays are within [base, Cap()], base being Base() or, for throttling
+// errors, ThrottleBase(). Create one with NewDecorrelated or New; the zero
+// value is not usable. Safe for concurrent use by multiple goroutines.
 type Decorrelated struct {
 	settings
 }
 
-// NewDecorrelated returns decorrelated jitter, configured by optFns.
+// NewDecorrelated returns decorrelated jitter. optFns are applied in order to
+// a zero Options, whose zero fields then take their defaults (Base 50 ms,
+// ThrottleBase 1 s, Cap 20 s); nil funcs are skipped. Invalid options give a
+// nil delayer and an *OptionError.
 func NewDecorrelated(optFns ...func(*Options)) (*Decorrelated, error) {
 	s, err := newSettings(optFns)
 	if err != nil {
@@ -34,9 +43,15 @@ func NewDecorrelated(optFns ...func(*Options)) (*Decorrelated, error) {
 	return &Decorrelated{s}, nil
 }
 
-// BackoffDelay returns the delay of the attempt-th step of a decorrelated
-// chain (attempt is 1-based; values below 1 count as 1). The result is within
-// [base, cap]. Throttling errors use ThrottleBase. The error result is always
+// BackoffDelay returns the delay before the retry that follows failed
+// attempt number attempt (1-based, as the SDK's retry middleware passes it):
+// the attempt-th step of a decorrelated chain drawn afresh from base. Attempts
+// below 1 count as 1, so the first delay is uniform in [base, 3*base) capped
+// at Cap(); attempts above MaxDecorrelatedChain count as
+// MaxDecorrelatedChain. base is ThrottleBase() when Options.Throttle
+// classifies err as a throttle, Base() otherwise (a nil err is not a
+// throttle). The result is within [base, Cap()]; it draws min(attempt,
+// MaxDecorrelatedChain) values from the Source. The error result is always
 // nil.
 func (d *Decorrelated) BackoffDelay(attempt int, err error) (time.Duration, error) {
 	base := d.baseFor(err)
@@ -56,6 +71,8 @@ func decorrelatedJitter(base, cap, prev time.Duration, x uint64) time.Duration {
 	return min(cap, between(base, triple(max(prev, base)), x))
 }
 
-// NewSequence returns a Sequence that keeps the real previous delay, as the
-// blog's formula does for one client.
+// NewSequence returns a Sequence for one retry loop that keeps the real
+// previous delay, as the blog's formula does for one client: each Next is
+// uniform in [base, 3*previous) capped at Cap(), starting from prev = base.
+// It shares this delayer's settings and Source.
 func (d *Decorrelated) NewSequence() *Sequence { return newSequence(&d.settings, d) }

@@ -41,13 +41,20 @@ type Options struct {
 	// stays jittered at the cap. Zero means DefaultCap; negative is an error.
 	Cap time.Duration
 
-	// Throttle decides which errors use ThrottleBase. Nil means the SDK's
-	// retry.IsErrorThrottles(retry.DefaultThrottles). An unknown answer counts
-	// as not a throttle.
+	// Throttle decides which errors use ThrottleBase; it is called once per
+	// BackoffDelay or Next with a non-nil error, and must be safe for
+	// concurrent use. Nil means the SDK's
+	// retry.IsErrorThrottles(retry.DefaultThrottles), copied when the delayer
+	// is built (later changes to retry.DefaultThrottles do not reach it); pass
+	// the same list as retry.StandardOptions.Throttles to keep the two in step.
+	// An unknown or false answer counts as not a throttle. The SDK's
+	// classifiers use errors.As and cost about one small allocation per
+	// non-nil error; the delayers themselves allocate nothing.
 	Throttle retry.IsErrorThrottle
 
-	// Source supplies the randomness. Nil means the Go runtime's generator;
-	// use NewSource(seed) for deterministic results.
+	// Source supplies the randomness and must be safe for concurrent use.
+	// Nil means the Go runtime's generator, which scales across cores; use
+	// NewSource(seed) for deterministic results.
 	Source Source
 }
 

@@ -7,7 +7,9 @@ import "time"
 // formula does for one client; for the other strategies it counts attempts.
 //
 // A Sequence is for one loop and is not safe for concurrent use; create one
-// per loop with a delayer's NewSequence.
+// per loop with a delayer's NewSequence (the zero value is not usable).
+// Sequences of one delayer share its settings and Source but nothing else,
+// so many loops may run concurrently, each with its own Sequence.
 type Sequence struct {
 	settings *settings
 	stepper  stepper
@@ -21,8 +23,13 @@ func newSequence(s *settings, st stepper) *Sequence {
 }
 
 // Next returns the delay before the next retry, after a failure with err (nil
-// is not a throttle). When the error switches between throttle and
-// non-throttle, decorrelated jitter restarts its chain from the new base.
+// is not a throttle), within [0, Cap()]. The k-th call since the Sequence was
+// made or Reset counts as failed attempt k: the windowed strategies return
+// what BackoffDelay(k, err) would, and decorrelated jitter returns
+// min(Cap(), uniform[base, 3*prev)), prev being its previous result, or base
+// on the first call. When the error switches between throttle and
+// non-throttle, and the two bases differ, decorrelated jitter restarts its
+// chain from the new base. It draws one value from the Source per call.
 func (q *Sequence) Next(err error) time.Duration {
 	base := q.settings.baseFor(err)
 	if base != q.prevBase {
@@ -35,10 +42,13 @@ func (q *Sequence) Next(err error) time.Duration {
 	return q.prev
 }
 
-// Attempt returns how many delays Next has returned since the last Reset.
+// Attempt returns how many delays Next has returned since the Sequence was
+// made or last Reset: 0 before the first Next, saturating at math.MaxInt.
 func (q *Sequence) Attempt() int { return q.attempt }
 
-// Reset starts the sequence over, as after a success.
+// Reset starts the sequence over, as after a success: Attempt returns 0, the
+// next delay is a first retry's again, and decorrelated jitter's prev
+// returns to base.
 func (q *Sequence) Reset() { q.attempt, q.prev, q.prevBase = 0, 0, 0 }
 
 const maxAttempt = int(^uint(0) >> 1)

@@ -5,9 +5,12 @@ import (
 	"sync/atomic"
 )
 
-// Source is a goroutine-safe source of uniformly distributed 64-bit random
-// values. Implementations must be safe for concurrent use by multiple
-// goroutines, since one delayer serves every request of a client.
+// Source is a goroutine-safe source of random values, each uniformly
+// distributed over all 64 bits; the delayers map them to durations with a
+// multiply, so low-quality high bits bias the delays. Implementations must be
+// safe for concurrent use by multiple goroutines, since one delayer serves
+// every request of a client. A delayer draws one value per call, or up to
+// MaxDecorrelatedChain for Decorrelated.BackoffDelay.
 type Source interface {
 	Uint64() uint64
 }
@@ -16,7 +19,12 @@ type Source interface {
 // (SplitMix64 over an atomic counter) and safe for concurrent use; a single
 // goroutine drawing from it sees the same sequence for the same seed, which is
 // what deterministic tests need. Concurrent callers each get distinct values
-// but in an order that depends on scheduling.
+// but in an order that depends on scheduling. The stream is SplitMix64's for
+// seed (seed 0 begins 0xe220a8397b1dcdaf) and repeats only after 2^64 draws.
+//
+// Every caller advances one shared counter, so under heavy parallel use the
+// counter's cache line is contended; for production use leave
+// Options.Source nil, which scales across cores.
 func NewSource(seed uint64) Source {
 	s := &splitMix{}
 	s.state.Store(seed)

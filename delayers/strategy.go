@@ -8,8 +8,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 )
 
-// Strategy names a jitter strategy. Its String form is what command-line
-// flags use.
+// Strategy names a jitter strategy; the string is what command-line flags
+// use, and ParseStrategy turns one back into a Strategy. The zero value "" is
+// not a strategy: New and ParseStrategy reject it.
 type Strategy string
 
 // The strategies of "Exponential Backoff And Jitter".
@@ -17,15 +18,19 @@ const (
 	// StrategyExponential is capped exponential backoff without jitter: the
 	// baseline, and the one that synchronises competing clients.
 	StrategyExponential Strategy = "exponential"
-	// StrategyFull is full jitter, the SDK's default.
+	// StrategyFull is full jitter, uniform[0, w): the SDK's default.
 	StrategyFull Strategy = "full"
-	// StrategyEqual is equal jitter: half the window fixed, half random.
+	// StrategyEqual is equal jitter, w/2 + uniform[0, w-w/2): half the
+	// window fixed, half random.
 	StrategyEqual Strategy = "equal"
-	// StrategyDecorrelated is decorrelated jitter.
+	// StrategyDecorrelated is decorrelated jitter,
+	// min(cap, uniform[base, 3*prev)).
 	StrategyDecorrelated Strategy = "decorrelated"
 )
 
-// Strategies lists every Strategy in the blog's order.
+// Strategies lists every Strategy in the blog's order: exponential, full,
+// equal, decorrelated. It returns a new slice on each call, which the caller
+// may modify.
 func Strategies() []Strategy {
 	return []Strategy{StrategyExponential, StrategyFull, StrategyEqual, StrategyDecorrelated}
 }
@@ -46,14 +51,28 @@ func ParseStrategy(s string) (Strategy, error) {
 	return "", fmt.Errorf("%w %q, want one of %v", ErrUnknownStrategy, s, Strategies())
 }
 
-// Delayer is what every strategy implements: the SDK's BackoffDelayer for
-// stateless use by the retry middleware, and a per-loop Sequence.
+// Delayer is what every strategy of this package implements: the SDK's
+// BackoffDelayer for stateless use by the retry middleware, a per-loop
+// Sequence, and its settings after defaults. *Exponential, *Full, *Equal and
+// *Decorrelated implement it, and New returns one of them.
 type Delayer interface {
 	retry.BackoffDelayer
 
 	// NewSequence returns a Sequence of this strategy's delays for one retry
 	// loop.
 	NewSequence() *Sequence
+
+	// Base returns the first retry's window for errors that are not
+	// throttles, after defaults: in (0, Cap()].
+	Base() time.Duration
+
+	// ThrottleBase returns the first retry's window for throttling errors,
+	// after defaults: in (0, Cap()].
+	ThrottleBase() time.Duration
+
+	// Cap returns the largest delay any call returns, after defaults:
+	// positive.
+	Cap() time.Duration
 }
 
 // New returns the delayer of the given strategy: an *Exponential, *Full,
