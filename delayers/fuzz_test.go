@@ -36,7 +36,8 @@ func fuzzOptions(base, throttleBase, cap int64, seed uint64) (func(*Options), st
 
 // fuzzDelayer builds the delayer, checks the constructor's verdict against
 // the prediction, and returns nil when the options are invalid.
-func fuzzDelayer(t *testing.T, strategyIndex uint8, base, throttleBase, cap int64, seed uint64) (Delayer, accessors) {
+func fuzzDelayer(t *testing.T, strategyIndex uint8, base, throttleBase, cap int64, seed uint64) Delayer {
+	t.Helper()
 	strategy := Strategies()[int(strategyIndex)%len(Strategies())]
 	opts, bad := fuzzOptions(base, throttleBase, cap, seed)
 	d, err := New(strategy, opts)
@@ -48,26 +49,26 @@ func fuzzDelayer(t *testing.T, strategyIndex uint8, base, throttleBase, cap int6
 		if oe.Option != bad || d != nil {
 			t.Fatalf("expect OptionError on %s and no delayer, got %s and %v", bad, oe.Option, d)
 		}
-		return nil, nil
+		return nil
 	}
 	if err != nil || d == nil {
 		t.Fatalf("expect a delayer, got %v", err)
 	}
-	s := d.(accessors)
-	if s.Cap() <= 0 || s.Base() <= 0 || s.Base() > s.Cap() || s.ThrottleBase() <= 0 || s.ThrottleBase() > s.Cap() {
+	if s := d; s.Cap() <= 0 || s.Base() <= 0 || s.Base() > s.Cap() || s.ThrottleBase() <= 0 || s.ThrottleBase() > s.Cap() {
 		t.Fatalf("expect 0 < bases <= cap, got base %v, throttle base %v, cap %v", s.Base(), s.ThrottleBase(), s.Cap())
 	}
-	return d, s
+	return d
 }
 
 func FuzzBackoffDelay(f *testing.F) {
 	f.Add(uint8(1), int64(0), int64(0), int64(0), 3, uint64(1), false)
 	f.Add(uint8(3), int64(1), int64(1), int64(math.MaxInt64), math.MaxInt, uint64(2), true)
 	f.Fuzz(func(t *testing.T, strategyIndex uint8, base, throttleBase, cap int64, attempt int, seed uint64, throttle bool) {
-		d, s := fuzzDelayer(t, strategyIndex, base, throttleBase, cap, seed)
+		d := fuzzDelayer(t, strategyIndex, base, throttleBase, cap, seed)
 		if d == nil {
 			return
 		}
+		s := d
 		var err error
 		b := s.Base()
 		if throttle {
@@ -133,13 +134,14 @@ func FuzzSequence(f *testing.F) {
 	f.Add(uint8(3), int64(0), int64(0), int64(0), uint64(1), uint64(0xf0), uint8(40))
 	f.Add(uint8(0), int64(1), int64(2), int64(math.MaxInt64), uint64(2), uint64(0), uint8(255))
 	f.Fuzz(func(t *testing.T, strategyIndex uint8, base, throttleBase, cap int64, seed, throttles uint64, n uint8) {
-		d, s := fuzzDelayer(t, strategyIndex, base, throttleBase, cap, seed)
+		d := fuzzDelayer(t, strategyIndex, base, throttleBase, cap, seed)
 		if d == nil {
 			return
 		}
+		s := d
 		// A twin with the same seed: for the windowed strategies the k-th
 		// Next must equal BackoffDelay(k), since both draw once per delay.
-		twin, _ := fuzzDelayer(t, strategyIndex, base, throttleBase, cap, seed)
+		twin := fuzzDelayer(t, strategyIndex, base, throttleBase, cap, seed)
 		_, decorrelated := d.(*Decorrelated)
 
 		q := d.NewSequence()

@@ -87,18 +87,3 @@ func withSeed(seed uint64) func(*Options) {
 func withBounds(base, throttleBase, cap time.Duration) func(*Options) {
 	return func(o *Options) { o.Base, o.ThrottleBase, o.Cap = base, throttleBase, cap }
 }
-
-// accessors is what every delayer exposes about its settings.
-type accessors interface {
-	Base() time.Duration
-	ThrottleBase() time.Duration
-	Cap() time.Duration
-}
-
-// settingsOf returns the settings the delayer reports.
-func settingsOf(t testing.TB, d Delayer) accessors {
-	t.Helper()
-	a, ok := d.(accessors)
-	require.True(t, ok, "expect %T to expose Base, ThrottleBase and Cap", d)
-	return a
-}

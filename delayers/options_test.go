@@ -80,7 +80,7 @@ func TestOptionDefaults(t *testing.T) {
 		for _, strategy := range Strategies() {
 			t.Run(name+"/"+string(strategy), func(t *testing.T) {
 				d := mustNew(t, strategy, func(o *Options) { *o = c.opts })
-				s := settingsOf(t, d)
+				s := d
 				assert.Equal(t, c.base, s.Base(), "expect base %v, got %v", c.base, s.Base())
 				assert.Equal(t, c.throttleBase, s.ThrottleBase(), "expect throttle base %v, got %v", c.throttleBase, s.ThrottleBase())
 				assert.Equal(t, c.cap_, s.Cap(), "expect cap %v, got %v", c.cap_, s.Cap())

@@ -49,7 +49,7 @@ func TestSequenceMatchesBackoffDelay(t *testing.T) {
 // it: base <= next < 3*prev, and never above cap.
 func TestSequenceDecorrelatedKeepsPrev(t *testing.T) {
 	d := mustNew(t, StrategyDecorrelated, withSeed(21), func(o *Options) { o.Cap = 3 * time.Second })
-	s := settingsOf(t, d)
+	s := d
 	q := d.NewSequence()
 	prev := s.Base()
 	var atCap int
@@ -100,7 +100,7 @@ func TestSequenceAttemptSaturates(t *testing.T) {
 	for _, strategy := range Strategies() {
 		t.Run(string(strategy), func(t *testing.T) {
 			d := mustNew(t, strategy)
-			s := settingsOf(t, d)
+			s := d
 			q := d.NewSequence()
 			q.attempt = maxAttempt - 1
 			for range 3 {

@@ -107,7 +107,7 @@ func TestDelayerConcurrentUse(t *testing.T) {
 		for srcName, src := range sources {
 			t.Run(string(strategy)+"/"+srcName, func(t *testing.T) {
 				d := mustNew(t, strategy, src, func(o *Options) { o.Cap = 5 * time.Second })
-				s := settingsOf(t, d)
+				s := d
 				type bad struct {
 					attempt int
 					got     time.Duration

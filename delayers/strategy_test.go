@@ -12,18 +12,13 @@ import (
 	"github.com/stretchr/testify/require"
 )
 
-// Every strategy is an SDK BackoffDelayer and a Delayer, and exposes its
-// settings.
+// Every strategy is an SDK BackoffDelayer and a Delayer.
 var (
 	_ retry.BackoffDelayer = (*Exponential)(nil)
 	_ Delayer              = (*Exponential)(nil)
 	_ Delayer              = (*Full)(nil)
 	_ Delayer              = (*Equal)(nil)
 	_ Delayer              = (*Decorrelated)(nil)
-	_ accessors            = (*Exponential)(nil)
-	_ accessors            = (*Full)(nil)
-	_ accessors            = (*Equal)(nil)
-	_ accessors            = (*Decorrelated)(nil)
 )
 
 // refWindow is min(cap, base*2^(attempt-1)) by repeated doubling, written
@@ -59,7 +54,7 @@ func TestBackoffDelayEdgeInputs(t *testing.T) {
 					name := string(strategy) + "/" + optName + "/attempt " + attemptName + "/" + errName
 					t.Run(name, func(t *testing.T) {
 						d := mustNew(t, strategy, opt, withSeed(uint64(attempt)))
-						s := settingsOf(t, d)
+						s := d
 						base := s.Base()
 						if ec.throttle {
 							base = s.ThrottleBase()
@@ -172,7 +167,7 @@ func TestNewSkipsNilOptionFunc(t *testing.T) {
 	for _, strategy := range Strategies() {
 		t.Run(string(strategy), func(t *testing.T) {
 			d := mustNew(t, strategy, nil, func(o *Options) { o.Cap = time.Second })
-			assert.Equal(t, time.Second, settingsOf(t, d).Cap(), "expect cap 1s, got %v", settingsOf(t, d).Cap())
+			assert.Equal(t, time.Second, d.Cap(), "expect cap 1s, got %v", d.Cap())
 		})
 	}
 }
