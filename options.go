@@ -2,6 +2,7 @@ package jitterretry
 
 import (
 	"context"
+	"errors"
 	"math"
 	"time"
 
@@ -192,7 +193,8 @@ func (o *Options) newBackoff(throttle retry.IsErrorThrottle) (retry.BackoffDelay
 		return d, nil
 	}
 	option := "Jitter"
-	if oe, ok := err.(*delayers.OptionError); ok {
+	var oe *delayers.OptionError
+	if errors.As(err, &oe) {
 		option = map[string]string{"Base": "BaseDelay", "ThrottleBase": "ThrottleBaseDelay", "Cap": "MaxBackoff"}[oe.Option]
 	}
 	return nil, &OptionsError{Option: option, Reason: "rejected by the delayer", Err: err}
