@@ -18,6 +18,10 @@ type attempt struct {
 	// when the next call must read it first.
 	version int64
 	known   bool
+	// unconfirmed is a condition failure that came without the item
+	// (the server ignored ALL_OLD): the next read tells whether it was a
+	// conflict or this increment's own earlier write.
+	unconfirmed bool
 }
 
 // try is one call of Do's loop: read the item if its version is unknown,
@@ -57,14 +61,16 @@ func (a *attempt) try(ctx context.Context) error {
 	if !conflict {
 		return err
 	}
-	if old != nil {
-		done, lerr := a.learn(old)
-		if lerr != nil {
-			return lerr
-		}
-		if done {
-			return nil
-		}
+	if old == nil {
+		a.unconfirmed = true
+		return &ConflictError{Err: err}
+	}
+	done, lerr := a.learn(old)
+	if lerr != nil {
+		return lerr
+	}
+	if done {
+		return nil
 	}
 	a.w.conflicts.Add(1)
 	return &ConflictError{Err: err}
@@ -78,11 +84,15 @@ func (a *attempt) learn(attrs map[string]types.AttributeValue) (done bool, err e
 		return false, err
 	}
 	a.version, a.known = it.version, true
-	if it.token(a.w.id) >= a.seq {
+	done = it.token(a.w.id) >= a.seq
+	switch {
+	case done:
 		a.w.recognised.Add(1)
-		return true, nil
+	case a.unconfirmed:
+		a.w.conflicts.Add(1)
 	}
-	return false, nil
+	a.unconfirmed = false
+	return done, nil
 }
 
 // conflictItem reports whether err is a condition failure or a transaction
