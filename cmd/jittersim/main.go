@@ -52,7 +52,7 @@ const (
 	scenarioThrottled = "throttled"
 	// defaultThrottledRuns is -runs for the throttled scenario when not
 	// given: each run already holds Load*Capacity*Duration operations.
-	defaultThrottledRuns = 5
+	defaultThrottledRuns = 3
 )
 
 var defaultOCCStrategies = []string{
@@ -98,7 +98,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		strategies = fs.String("strategies", "", "comma-separated strategies (occ: default "+strings.Join(defaultOCCStrategies, ",")+
 			"; also "+strings.Join(experimentalNames(), ",")+") or retryers (throttled: default "+strings.Join(sim.DefaultRetryerNames(), ",")+
 			"; also "+strings.Join(otherRetryerNames(), ",")+")")
-		duration = fs.Duration("duration", sim.DefaultDuration, "throttled: how long operations keep arriving")
+		duration = fs.Duration("duration", sim.DefaultDuration, "throttled: measurement window; operations starting in it are measured")
+		warmup   = fs.Duration("warmup", sim.DefaultWarmup, "throttled: load before the window opens, to reach the steady state")
 	)
 	fs.StringVar(&cfg.scenario, "scenario", scenarioOCC, "occ (the blog's experiment) or throttled (a server-side token bucket)")
 	fs.IntVar(&cfg.runs, "runs", 100, fmt.Sprintf("independent runs R averaged per row (throttled: %d when not given)", defaultThrottledRuns))
@@ -115,7 +116,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	fs.Visit(func(f *flag.Flag) { cfg.runsSet = cfg.runsSet || f.Name == "runs" })
-	cfg.throttle.Duration = *duration
+	cfg.throttle.Duration, cfg.throttle.Warmup = *duration, *warmup
 
 	var err error
 	if cfg.clients, err = parseInts("clients", *clients); err != nil {

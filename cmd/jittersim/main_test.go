@@ -53,11 +53,11 @@ func TestPlotWritesSVGAndPNG(t *testing.T) {
 
 func TestThrottledScenario(t *testing.T) {
 	var out bytes.Buffer
-	args := []string{"-scenario", "throttled", "-k", "5,20", "-capacity", "200", "-duration", "1s", "-strategies", "none,jitterretry-full"}
+	args := []string{"-scenario", "throttled", "-k", "5,20", "-capacity", "200", "-duration", "1s", "-warmup", "1s", "-strategies", "none,jitterretry-full"}
 	if err := run(args, &out, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, want := range []string{"capacity 200 req/s", "jitterretry-full", "5 runs per row"} {
+	for _, want := range []string{"capacity 200 req/s", "jitterretry-full", "3 runs per row"} {
 		if !strings.Contains(out.String(), want) {
 			t.Fatalf("expect %q in the table, got\n%s", want, out.String())
 		}

@@ -56,9 +56,10 @@ func writeThrottledTable(w io.Writer, cfg config, rts []sim.Retryer, rows []sim.
 	if burst == 0 {
 		burst = p.Capacity / 10
 	}
-	fmt.Fprintf(w, "Throttled server: capacity %.0f req/s (bucket of %.0f), offered %.0f ops/s for %v, message delay |N(10 ms, 2 ms)|, %d runs per row, seed %d\n",
-		p.Capacity, burst, p.Load*p.Capacity, p.Duration, cfg.runs, cfg.seed)
-	fmt.Fprintln(w, "goodput = successes/s until the last operation ends; amp = calls per success; failed = ops failed to the caller (quota: refused a retry token); p50/p99 = successful ops' latency; ± one standard error")
+	fmt.Fprintf(w, "Throttled server: capacity %.0f req/s (bucket of %.0f), offered %.0f ops/s (Poisson), warmup %v, window %v, message delay |N(10 ms, 2 ms)|, %d runs per row, seed %d\n",
+		p.Capacity, burst, p.Load*p.Capacity, p.Warmup, p.Duration, cfg.runs, cfg.seed)
+	fmt.Fprintln(w, "of the operations started in the window: goodput = successes/s in the window; amp = calls per success;")
+	fmt.Fprintln(w, "failed = failed to the caller (quota: refused a retry token by the client's bucket); p50/p99 = successes' latency; ± one standard error")
 	for _, rt := range rts {
 		if !rt.Reproducible {
 			fmt.Fprintf(w, "%s: crypto/rand, not seedable: its figures vary within their standard errors\n", rt.Name)

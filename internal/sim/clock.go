@@ -20,9 +20,10 @@ type event struct {
 // time, ties broken by the order they were scheduled, so a run is a pure
 // function of its seeds. It is not safe for concurrent use; each run owns one.
 type scheduler struct {
-	now time.Duration
-	seq uint64
-	q   []event
+	now    time.Duration
+	seq    uint64
+	q      []event
+	halted bool
 }
 
 // at schedules h.handle(t, arg). Times earlier than now are run at now, so
@@ -34,10 +35,14 @@ func (s *scheduler) at(t time.Duration, h handler, arg int) {
 	s.up(len(s.q) - 1)
 }
 
-// run delivers events in time order until none is left and returns the time
-// of the last one.
+// halt makes run return after the event being delivered; the events left
+// are dropped.
+func (s *scheduler) halt() { s.halted = true }
+
+// run delivers events in time order until none is left, or until halt, and
+// returns the time of the last one.
 func (s *scheduler) run() time.Duration {
-	for len(s.q) > 0 {
+	for len(s.q) > 0 && !s.halted {
 		e := s.q[0]
 		last := len(s.q) - 1
 		s.q[0] = s.q[last]

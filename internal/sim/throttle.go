@@ -27,8 +27,15 @@ type ThrottleParams struct {
 	// Load is the offered load, in operations per second, as a multiple of
 	// Capacity. Zero means 2 (twice what the server accepts).
 	Load float64
-	// Duration is how long operations keep arriving; the run then drains.
-	// Zero means 10 s.
+	// Warmup is how long the load runs before the measurement window opens,
+	// so that the window sees the steady state: the backlog of retries
+	// built up and the clients' retry buckets as drained as they get. It
+	// should exceed the longest chain of backoffs. Zero means 15 s.
+	Warmup time.Duration
+	// Duration is the measurement window: the operations that start within
+	// it are measured. Arrivals continue past it, at the same rate, until
+	// every measured operation has finished, so no measured retry lands on a
+	// server that has gone idle. Zero means 30 s.
 	Duration time.Duration
 	// NetMean and NetSD define one message's delay, |Normal(NetMean, NetSD)|.
 	// Zero means 10 ms and 2 ms.
@@ -39,11 +46,12 @@ type ThrottleParams struct {
 const (
 	DefaultCapacity = 1000.0
 	DefaultLoad     = 2.0
-	DefaultDuration = 10 * time.Second
+	DefaultDuration = 30 * time.Second
+	DefaultWarmup   = 15 * time.Second
 )
 
 func (p ThrottleParams) withDefaults() (ThrottleParams, error) {
-	if p.Capacity < 0 || p.Burst < 0 || p.Load < 0 || p.Duration < 0 || p.NetMean < 0 || p.NetSD < 0 {
+	if p.Capacity < 0 || p.Burst < 0 || p.Load < 0 || p.Duration < 0 || p.Warmup < 0 || p.NetMean < 0 || p.NetSD < 0 {
 		return p, fmt.Errorf("sim: invalid throttle parameters %+v: none may be negative", p)
 	}
 	if p.Capacity == 0 {
@@ -61,6 +69,9 @@ func (p ThrottleParams) withDefaults() (ThrottleParams, error) {
 	if p.Duration == 0 {
 		p.Duration = DefaultDuration
 	}
+	if p.Warmup == 0 {
+		p.Warmup = DefaultWarmup
+	}
 	if p.NetMean == 0 {
 		p.NetMean = DefaultNetMean
 	}
@@ -70,17 +81,23 @@ func (p ThrottleParams) withDefaults() (ThrottleParams, error) {
 	return p, nil
 }
 
-// ThrottleRun is the outcome of one run of the throttled scenario.
+// ThrottleRun is the outcome of one run of the throttled scenario. Every
+// count is of the measured operations, those started within the window
+// [Warmup, Warmup+Duration).
 type ThrottleRun struct {
-	// Ops is the number of operations the clients started.
+	// Ops is the number of measured operations.
 	Ops int
+	// InWindow counts the successes, of any operation, that happened within
+	// the window: the goodput is InWindow/Duration.
+	InWindow int
 	// Succeeded and Failed count operations by their outcome to the caller;
 	// QuotaFailed is the part of Failed refused a retry token by the client's
 	// retry bucket, MaxAttemptsFailed the part that ran out of attempts.
 	Succeeded, Failed, QuotaFailed, MaxAttemptsFailed int
-	// Calls is the number of requests the server received, throttled or not.
+	// Calls is the number of requests the measured operations sent,
+	// throttled or not.
 	Calls int
-	// End is when the last operation finished.
+	// End is when the last measured operation finished.
 	End time.Duration
 	// Latencies holds each successful operation's time from start to
 	// success, retries and sleeps included.
@@ -118,6 +135,8 @@ type throttleRun struct {
 	tokens   float64
 	refilled time.Duration
 	out      ThrottleRun
+	closes   time.Duration // the end of the window, Warmup+Duration
+	pending  int           // measured operations not finished yet
 	err      error
 }
 
@@ -132,6 +151,9 @@ func (r *throttleRun) admit(now time.Duration) bool {
 	r.tokens--
 	return true
 }
+
+// inWindow reports whether t is within the measurement window.
+func (r *throttleRun) inWindow(t time.Duration) bool { return t >= r.p.Warmup && t < r.closes }
 
 func (r *throttleRun) fail(err error) {
 	if r.err == nil {
@@ -150,13 +172,18 @@ type throttleClient struct {
 
 func (c *throttleClient) handle(now time.Duration, _ int) {
 	r := c.run
-	op := &operation{client: c, start: now, maxAttempts: c.retryer.MaxAttempts(), releaseRetry: nopRelease}
-	r.out.Ops++
-	op.attempt(now)
-	next := now + time.Duration(r.arrivals.ExpFloat64()*c.mean)
-	if next < r.p.Duration {
-		r.sched.at(next, c, 0)
+	if now >= r.closes && r.pending == 0 {
+		r.sched.halt()
+		return
 	}
+	op := &operation{client: c, start: now, maxAttempts: c.retryer.MaxAttempts(), releaseRetry: nopRelease}
+	if r.inWindow(now) {
+		op.measured = true
+		r.out.Ops++
+		r.pending++
+	}
+	op.attempt(now)
+	r.sched.at(now+time.Duration(r.arrivals.ExpFloat64()*c.mean), c, 0)
 }
 
 // Events of one operation.
@@ -170,6 +197,7 @@ const (
 // middleware retries it.
 type operation struct {
 	client         *throttleClient
+	measured       bool // started within the measurement window
 	start          time.Duration
 	maxAttempts    int // read once per operation, as the middleware does
 	n              int // the attempt in flight, 1-based
@@ -185,7 +213,9 @@ func (op *operation) handle(now time.Duration, kind int) {
 	case opAttempt:
 		op.attempt(now)
 	case opAtServer:
-		r.out.Calls++
+		if op.measured {
+			r.out.Calls++
+		}
 		op.err = nil
 		if !r.admit(now) {
 			op.err = r.throttle
@@ -247,13 +277,17 @@ func (op *operation) respond(now time.Duration) {
 		return
 	}
 	if op.maxAttempts > 0 && op.n >= op.maxAttempts {
-		r.out.MaxAttemptsFailed++
+		if op.measured {
+			r.out.MaxAttemptsFailed++
+		}
 		op.finish(now, err)
 		return
 	}
 	release, tokenErr := rt.GetRetryToken(op.ctx(), err)
 	if tokenErr != nil {
-		r.out.QuotaFailed++
+		if op.measured {
+			r.out.QuotaFailed++
+		}
 		op.finish(now, tokenErr)
 		return
 	}
@@ -269,13 +303,24 @@ func (op *operation) respond(now time.Duration) {
 // finish ends the operation with err, nil for success.
 func (op *operation) finish(now time.Duration, err error) {
 	r := op.client.run
+	if err == nil && r.inWindow(now) {
+		r.out.InWindow++
+	}
+	if !op.measured {
+		return
+	}
+	r.pending--
 	r.out.End = max(r.out.End, now)
 	if err != nil {
 		r.out.Failed++
-		return
+	} else {
+		r.out.Succeeded++
+		r.out.Latencies = append(r.out.Latencies, now-op.start)
+
 	}
-	r.out.Succeeded++
-	r.out.Latencies = append(r.out.Latencies, now-op.start)
+	if r.pending == 0 && now >= r.closes {
+		r.sched.halt()
+	}
 }
 
 // RunThrottled runs the throttled scenario once with k clients, each with
@@ -295,6 +340,7 @@ func RunThrottled(p ThrottleParams, rt Retryer, k int, seed uint64, run int) (Th
 		arrivals: runRand(seed, k, run, streamArrivals),
 		throttle: ThrottleError(),
 		tokens:   p.Burst,
+		closes:   p.Warmup + p.Duration,
 	}
 	strategySeed := runSeed(seed, k, run, streamStrategy)
 	mean := float64(time.Second) * float64(k) / (p.Load * p.Capacity)
@@ -305,9 +351,7 @@ func RunThrottled(p ThrottleParams, rt Retryer, k int, seed uint64, run int) (Th
 			return ThrottleRun{}, fmt.Errorf("sim: retryer %s: %w", rt.Name, err)
 		}
 		clients[i] = throttleClient{run: r, retryer: retryer, mean: mean}
-		if first := time.Duration(r.arrivals.ExpFloat64() * mean); first < p.Duration {
-			r.sched.at(first, &clients[i], 0)
-		}
+		r.sched.at(time.Duration(r.arrivals.ExpFloat64()*mean), &clients[i], 0)
 	}
 	r.sched.run()
 	if r.err != nil {
