@@ -1,0 +1,93 @@
+package jitterretry_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// FuzzTokenBucket interleaves takes, refunds and adds from several goroutines
+// and checks that the tokens stay within [0, capacity] and are conserved:
+// what is left is the capacity less what was taken and not given back, as
+// long as no add had to be cut at the capacity.
+func FuzzTokenBucket(f *testing.F) {
+	f.Add(uint16(500), []byte{14, 5, 1, 200, 3})
+	f.Add(uint16(1), []byte{0, 1, 2, 255})
+	f.Add(uint16(65535), []byte{})
+	f.Fuzz(func(t *testing.T, capacity uint16, ops []byte) {
+		b := jitterretry.NewTokenBucket(func(o *jitterretry.TokenBucketOptions) { o.Capacity = uint(capacity) })
+		want := b.Capacity()
+		var mu sync.Mutex
+		held := uint(0)
+		var wg sync.WaitGroup
+		for g := range 4 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for i := g; i < len(ops); i += 4 {
+					cost := uint(ops[i] % 32)
+					release, err := b.GetToken(context.Background(), cost)
+					if err != nil {
+						require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+						continue
+					}
+					if ops[i]&0x80 != 0 {
+						mu.Lock()
+						held += cost
+						mu.Unlock()
+						continue
+					}
+					require.NoError(t, release())
+				}
+			}()
+		}
+		wg.Wait()
+		require.LessOrEqual(t, b.Remaining(), want)
+		require.Equal(t, want-held, b.Remaining(), "expect tokens conserved")
+		require.NoError(t, b.AddTokens(math.MaxUint))
+		require.Equal(t, want, b.Remaining(), "expect adds to stop at the capacity")
+	})
+}
+
+// FuzzOptions feeds arbitrary settings to New: it never panics, and either
+// reports an *OptionsError or gives a retryer whose delays stay within
+// [0, MaxBackoff] for any attempt.
+func FuzzOptions(f *testing.F) {
+	f.Add(3, int64(50e6), int64(1e9), int64(20e9), int64(0), 0.0, uint8(1), 1)
+	f.Add(0, int64(-1), int64(0), int64(0), int64(-5), -1.0, uint8(9), math.MaxInt)
+	f.Add(-1, int64(math.MaxInt64), int64(1), int64(1), int64(0), math.Inf(1), uint8(3), math.MinInt)
+	f.Fuzz(func(t *testing.T, maxAttempts int, base, throttleBase, maxBackoff, margin int64, refill float64, jitter uint8, attempt int) {
+		strategies := append(delayers.Strategies(), "bogus")
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.MaxAttempts = maxAttempts
+			o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = time.Duration(base), time.Duration(throttleBase), time.Duration(maxBackoff)
+			o.DeadlineMargin = time.Duration(margin)
+			o.Bucket.RefillPerSecond = refill
+			o.Jitter = strategies[int(jitter)%len(strategies)]
+		})
+		if err := r.Err(); err != nil {
+			var oe *jitterretry.OptionsError
+			require.True(t, errors.As(err, &oe), "expect an *OptionsError, got %T", err)
+			_, derr := r.RetryDelay(attempt, nil)
+			require.ErrorIs(t, derr, err)
+			return
+		}
+		capDelay := time.Duration(maxBackoff)
+		if capDelay == 0 {
+			capDelay = delayers.DefaultCap
+		}
+		d, err := r.RetryDelay(attempt, nil)
+		require.NoError(t, err)
+		require.GreaterOrEqual(t, d, time.Duration(0))
+		require.LessOrEqual(t, d, capDelay)
+		require.GreaterOrEqual(t, r.MaxAttempts(), 0)
+	})
+}
