@@ -1,0 +1,66 @@
+# The README's commands. `make test` is what .ci/run runs.
+
+SHELL := bash
+.SHELLFLAGS := -euo pipefail -c
+.DEFAULT_GOAL := test
+
+# Every module of the workspace: in workspace mode ./... alone covers only
+# the root module.
+GO_PACKAGES := ./... ./cmd/... ./examples/...
+
+DYNALITE := tools/dynalite/run.sh
+DYNALITE_STATE := out/dynalite
+
+# Dummy credentials and region for the local servers; real ones are never
+# needed by the tests. IMDS is off so nothing reaches beyond loopback.
+LOCAL_AWS_ENV := -u AWS_PROFILE -u AWS_SESSION_TOKEN \
+	AWS_ACCESS_KEY_ID=local AWS_SECRET_ACCESS_KEY=local AWS_REGION=us-east-1 \
+	AWS_EC2_METADATA_DISABLED=true AWS_CONFIG_FILE=/dev/null AWS_SHARED_CREDENTIALS_FILE=/dev/null
+
+FUZZTIME ?= 30s
+
+.PHONY: test test-short vet fmt-check example fuzz dynalite-start dynalite-stop
+
+## test: install and start dynalite, run go test -race over every module
+## against it, stop it (also when a test fails), and exit with go test's status.
+test:
+	@endpoint="$$($(DYNALITE) start $(DYNALITE_STATE))"; \
+	trap '$(DYNALITE) stop $(DYNALITE_STATE)' EXIT; \
+	trap 'exit 130' INT TERM; \
+	echo "dynalite listening at $$endpoint"; \
+	env $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL_DYNAMODB="$$endpoint" \
+		go test -race $(GO_PACKAGES)
+
+## test-short: go test over every module without dynalite (its tests skip).
+test-short:
+	env -u AWS_ENDPOINT_URL_DYNAMODB go test $(GO_PACKAGES)
+
+## vet: go vet over every module.
+vet:
+	go vet $(GO_PACKAGES)
+
+## fmt-check: fail when a file is not gofmt-formatted.
+fmt-check:
+	@out="$$(gofmt -l $$(git ls-files '*.go'))"; \
+	if [[ -n "$$out" ]]; then echo "not gofmt-formatted:"; echo "$$out"; exit 1; fi
+
+## example: the README's main command.
+example:
+	go run ./examples/dynamodb
+
+## fuzz: run every fuzz target of every module for FUZZTIME each.
+fuzz:
+	@for pkg in $$(go list $(GO_PACKAGES)); do \
+		for target in $$(go test -list '^Fuzz' "$$pkg" | grep '^Fuzz' || true); do \
+			echo "== $$pkg $$target"; \
+			go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
+		done; \
+	done
+
+## dynalite-start / dynalite-stop: a server for running tests by hand;
+## export the printed URL as AWS_ENDPOINT_URL_DYNAMODB.
+dynalite-start:
+	@$(DYNALITE) start $(DYNALITE_STATE)
+
+dynalite-stop:
+	@$(DYNALITE) stop $(DYNALITE_STATE)
