@@ -43,7 +43,7 @@ func TestPlotWritesSVGAndPNG(t *testing.T) {
 	if err := run([]string{"-clients", "10,20,30", "-runs", "2", "-plot", dir}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
 		t.Fatal(err)
 	}
-	for _, f := range []string{"calls.svg", "calls.png", "time.svg", "time.png"} {
+	for _, f := range []string{"occ_calls.svg", "occ_calls.png", "occ_time.svg", "occ_time.png"} {
 		st, err := os.Stat(filepath.Join(dir, f))
 		if err != nil || st.Size() == 0 {
 			t.Fatalf("expect a non-empty %s, got %v", f, err)

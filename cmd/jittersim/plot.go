@@ -21,7 +21,7 @@ const (
 	chartHeight = 4 * vg.Inch
 )
 
-// plotOCC writes calls.{svg,png} and time.{svg,png} into dir: one line per
+// plotOCC writes occ_calls.{svg,png} and occ_time.{svg,png} into dir: one line per
 // strategy against N. Like the blog's time figure, the time chart leaves out
 // capped exponential backoff without jitter, which is off its scale.
 func plotOCC(dir string, rows []sim.OCCRow, runs int) error {
@@ -33,9 +33,9 @@ func plotOCC(dir string, rows []sim.OCCRow, runs int) error {
 		value               func(sim.OCCRow) float64
 		skip                map[string]bool
 	}{
-		{"calls", fmt.Sprintf("Calls (writes) against clients, mean of %d runs", runs), "calls",
+		{"occ_calls", fmt.Sprintf("Calls (writes) against clients, mean of %d runs", runs), "calls",
 			func(r sim.OCCRow) float64 { return r.Calls.Mean }, nil},
-		{"time", fmt.Sprintf("Time to the last success, mean of %d runs (exponential omitted)", runs), "milliseconds",
+		{"occ_time", fmt.Sprintf("Time to the last success, mean of %d runs (exponential omitted)", runs), "milliseconds",
 			func(r sim.OCCRow) float64 { return r.TimeMs.Mean }, map[string]bool{sim.StrategyExponential: true}},
 	}
 	for _, c := range charts {
