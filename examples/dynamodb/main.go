@@ -33,6 +33,9 @@ import (
 	"github.com/jitterretry/jitterretry/internal/capacity"
 )
 
+// defaultTimeout bounds each strategy's run.
+const defaultTimeout = 2 * time.Minute
+
 type options struct {
 	workers, increments, items int
 	capacity                   float64
@@ -78,7 +81,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 		"DynamoDB endpoint; default AWS_ENDPOINT_URL_DYNAMODB, or when empty an embedded server on loopback")
 	fs.Float64Var(&o.lostResponses, "lost-responses", 0.02, "fraction of data-plane requests whose response the proxy replaces with HTTP 500 after the server applied them")
 	fs.BoolVar(&o.transact, "transact", false, "increment with TransactWriteItems instead of UpdateItem (dynalite has no transactions)")
-	fs.DurationVar(&o.timeout, "timeout", 2*time.Minute, "time limit of each strategy's run")
+	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "time limit of each strategy's run")
 	fs.BoolVar(&o.progress, "progress", true, "show a progress bar per strategy on stderr")
 	if err := fs.Parse(args); err != nil {
 		return o, err
@@ -91,6 +94,9 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	}
 	if !(o.capacity > 0) {
 		return o, errors.New("-capacity must be positive")
+	}
+	if o.timeout <= 0 {
+		return o, errors.New("-timeout must be positive")
 	}
 	if !(o.lostResponses >= 0 && o.lostResponses <= 1) {
 		return o, errors.New("-lost-responses must be within [0, 1]")
