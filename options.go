@@ -115,9 +115,38 @@ type Options struct {
 	// consulted, so GiveUpMaxAttempts is reported only by Do.
 	OnGiveUp func(GiveUpEvent)
 
-	// Clock returns the current time for deadline checks. Nil means
-	// time.Now.
+	// SendRate, when set, turns on the adaptive client-side send-rate
+	// limiter (see SendRateLimiter): every attempt waits in GetAttemptToken
+	// for a send slot, at a rate learnt from the service's throttles, one
+	// limiter per PartitionKey. With it on, ThrottleBaseDelay defaults to
+	// BaseDelay, since the limiter already slows the client down. Default nil
+	// (off), as the SDK's standard mode.
+	SendRate *SendRateOptions
+
+	// OnSendWait, when set, is called whenever the send-rate limiter makes an
+	// attempt wait. It must be safe for concurrent use and quick.
+	OnSendWait func(SendWaitEvent)
+
+	// FailFastOnEmptyBudget returns the *BudgetError at once when the retry
+	// token bucket is empty, as the SDK does. By default the retryer first
+	// waits the retry's backoff (never past the context's deadline), so that
+	// callers in closed loops, which send again as soon as an operation
+	// fails, cannot turn an empty budget into a retry storm.
+	FailFastOnEmptyBudget bool
+
+	// Clock returns the current time for deadline checks and the send-rate
+	// limiter. Nil means time.Now.
 	Clock func() time.Time
+}
+
+// SendWaitEvent describes an attempt held back by the send-rate limiter.
+type SendWaitEvent struct {
+	// Partition is the limiter's partition key, if any.
+	Partition string
+	// Wait is how long the attempt waits before it is sent.
+	Wait time.Duration
+	// Rate is the limiter's send rate, in requests per second.
+	Rate float64
 }
 
 // RetryEvent describes a retry about to be made.
@@ -177,6 +206,8 @@ func (o *Options) validate() error {
 		return &OptionsError{Option: "PartitionKey", Reason: "cannot be combined with a custom RateLimiter; configure Bucket instead"}
 	case o.Bucket.RefillPerSecond < 0 || math.IsNaN(o.Bucket.RefillPerSecond):
 		return &OptionsError{Option: "Bucket.RefillPerSecond", Reason: "must be zero (off) or positive"}
+	case o.SendRate != nil:
+		return o.SendRate.validate()
 	}
 	return nil
 }
@@ -184,6 +215,15 @@ func (o *Options) validate() error {
 func (o *Options) newBackoff(throttle retry.IsErrorThrottle) (retry.BackoffDelayer, error) {
 	if o.Backoff != nil {
 		return o.Backoff, nil
+	}
+	if o.SendRate != nil && o.ThrottleBaseDelay == 0 {
+		o.ThrottleBaseDelay = o.BaseDelay
+		if o.ThrottleBaseDelay == 0 {
+			o.ThrottleBaseDelay = delayers.DefaultBase
+			if o.MaxBackoff > 0 {
+				o.ThrottleBaseDelay = min(o.ThrottleBaseDelay, o.MaxBackoff)
+			}
+		}
 	}
 	d, err := delayers.New(o.Jitter, func(d *delayers.Options) {
 		d.Base, d.ThrottleBase, d.Cap = o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff

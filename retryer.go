@@ -46,6 +46,9 @@ type Retryer struct {
 	now            func() time.Time
 	onRetry        func(RetryEvent)
 	onGiveUp       func(GiveUpEvent)
+	onSendWait     func(SendWaitEvent)
+	sendRate       *SendRateOptions
+	failFast       bool
 
 	main    *lane
 	mu      sync.RWMutex
@@ -82,6 +85,12 @@ func New(optFns ...func(*Options)) *Retryer {
 		now:            o.Clock,
 		onRetry:        o.OnRetry,
 		onGiveUp:       o.OnGiveUp,
+		onSendWait:     o.OnSendWait,
+		failFast:       o.FailFastOnEmptyBudget,
+	}
+	if o.SendRate != nil {
+		sr := *o.SendRate
+		r.sendRate = &sr
 	}
 	if r.now == nil {
 		r.now = time.Now
@@ -124,12 +133,45 @@ func (r *Retryer) Classify(err error) ErrorClass { return r.classifier.classify(
 
 // GetAttemptToken is called by the SDK before every attempt. The returned
 // release adds NoRetryIncrement tokens to the bucket when the attempt
-// succeeds. It fails only for invalid options.
+// succeeds.
+//
+// With the send-rate limiter on, it first waits for a send slot. It never
+// waits past a deadline it can see: when the wait would end past ctx's
+// deadline it fails at once with a *GiveUpError (GiveUpDeadline), and when
+// ctx is done during the wait, with a *GiveUpError (GiveUpCanceled). It also
+// fails for invalid options.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
 	if r.err != nil {
 		return nil, r.err
 	}
-	return r.laneFor(ctx).onSuccess, nil
+	l := r.laneFor(ctx)
+	if l.sender == nil {
+		return l.onSuccess, nil
+	}
+	now := r.now()
+	if wait := l.sender.ReserveAt(now); wait > 0 {
+		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
+			if remaining := deadline.Sub(now); wait+r.margin > remaining {
+				return nil, &GiveUpError{Reason: GiveUpDeadline, Delay: wait, Remaining: remaining}
+			}
+		}
+		if r.onSendWait != nil {
+			r.onSendWait(SendWaitEvent{Partition: l.key, Wait: wait, Rate: l.sender.Rate()})
+		}
+		if err := sleep(ctx, wait); err != nil {
+			return nil, &GiveUpError{Reason: GiveUpCanceled, Context: err}
+		}
+	}
+	sentAt := r.now()
+	return func(err error) error {
+		switch {
+		case err == nil:
+			l.sender.ObserveAt(sentAt, r.now(), false)
+		case r.classifier.classify(err) == ClassThrottle:
+			l.sender.ObserveAt(sentAt, r.now(), true)
+		}
+		return l.onSuccess(err)
+	}, nil
 }
 
 // GetInitialToken is the deprecated form of GetAttemptToken, for callers that
@@ -161,6 +203,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	release, held, err := l.take(ctx, cost)
 	if err != nil {
 		r.giveUp(GiveUpEvent{Reason: GiveUpBudget, Partition: l.key, Err: opErr})
+		r.backOffBeforeFailing(ctx, opErr)
 		var be *BudgetError
 		if errors.As(err, &be) {
 			return nil, &BudgetError{Available: be.Available, Requested: be.Requested, Partition: l.key, Err: opErr}
@@ -171,6 +214,24 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		r.pending.put(opErr, pendingRetry{deadline: deadline, held: held})
 	}
 	return release, nil
+}
+
+// backOffBeforeFailing waits a first retry's backoff before an empty budget
+// fails the operation, so that callers that send again at once cannot turn
+// the empty budget into a storm. It never waits past ctx's deadline: when the
+// backoff would end past it, it returns at once.
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, opErr error) {
+	if r.failFast {
+		return
+	}
+	d, err := r.backoff.BackoffDelay(1, opErr)
+	if err != nil || d <= 0 {
+		return
+	}
+	if deadline, ok := ctx.Deadline(); ok && d+r.margin > deadline.Sub(r.now()) {
+		return
+	}
+	_ = sleep(ctx, d)
 }
 
 // RetryDelay returns the backoff before the retry that follows the failed
@@ -215,6 +276,22 @@ func (r *Retryer) RemainingIn(key string) (uint, bool) {
 		return 0, false
 	}
 	return l.remaining(), true
+}
+
+// SendRateIn returns the send rate, in requests per second, of the send-rate
+// limiter of partition key ("" without partitions): +Inf while unlimited, and
+// false when the limiter is off or the partition unused.
+func (r *Retryer) SendRateIn(key string) (float64, bool) {
+	l := r.main
+	if key != "" {
+		r.mu.RLock()
+		l = r.lanes[key]
+		r.mu.RUnlock()
+	}
+	if l == nil || l.sender == nil {
+		return 0, false
+	}
+	return l.sender.Rate(), true
 }
 
 func (r *Retryer) giveUp(e GiveUpEvent) {
@@ -263,6 +340,7 @@ func (r *Retryer) laneFor(ctx context.Context) *lane {
 // successful retry.
 type lane struct {
 	key     string
+	sender  *SendRateLimiter  // nil when the send-rate limiter is off
 	bucket  *TokenBucket      // nil with a foreign limiter
 	limiter retry.RateLimiter // the foreign limiter, or nil
 	costs   costs
@@ -274,6 +352,10 @@ type lane struct {
 
 func (r *Retryer) newLane(key string) *lane {
 	l := &lane{key: key, costs: r.costs, limiter: r.limiter}
+	if r.sendRate != nil {
+		sr := *r.sendRate
+		l.sender = NewSendRateLimiter(func(o *SendRateOptions) { *o = sr })
+	}
 	if tb, ok := r.limiter.(*TokenBucket); ok {
 		l.bucket, l.limiter = tb, nil
 	} else if r.limiter == nil {

@@ -1,0 +1,235 @@
+package jitterretry
+
+import (
+	"math"
+	"sync"
+	"time"
+)
+
+// SendRateOptions configures a SendRateLimiter. The zero value of every
+// field means its default.
+type SendRateOptions struct {
+	// InitialRate is the send rate, in requests per second, before the first
+	// throttle. Zero means unlimited: the limiter does nothing until the
+	// service first throttles.
+	InitialRate float64
+
+	// MinRate is the floor the rate never drops below, in requests per
+	// second. Default 1.
+	MinRate float64
+
+	// MaxRate is the ceiling the rate never grows above, in requests per
+	// second. Zero means none.
+	MaxRate float64
+
+	// Window is how often the limiter measures the service's accepted rate
+	// and, when nothing was throttled, raises its own. Default 100 ms.
+	Window time.Duration
+
+	// CutTo is the fraction of the measured accepted rate the limiter drops
+	// to on a throttle, leaving the service's burst room to refill. Default
+	// 0.95; values outside (0, 1] are invalid.
+	CutTo float64
+}
+
+// Default send-rate numbers.
+const (
+	defaultSendWindow = 100 * time.Millisecond
+	defaultCutTo      = 0.95
+	// The first increase after a cut is 5%, and each throttle-free window
+	// doubles it up to +100%: gentle near the capacity it just found, and
+	// back to five times the rate in six windows when the capacity returns.
+	firstGrowth = 0.05
+	maxGrowth   = 1.0
+)
+
+// SendRateLimiter is an adaptive client-side send-rate limiter: it paces
+// attempts evenly at a rate it learns from the service's throttles.
+//
+// On a throttle it drops the rate to CutTo times the rate the service
+// actually accepted over the last window or two: the service's capacity,
+// measured rather than guessed. Only a throttle of a request sent after the
+// last cut counts as a new signal, so a burst of throttles from one round
+// trip, however many goroutines share the client, is one cut, not one cut
+// each. Every window without a throttle raises the rate by a step that starts
+// at 5% and doubles each window, up to +100%, so it probes gently near the
+// capacity it found and recovers a fivefold capacity increase in about six
+// windows.
+//
+// The methods ending in At take the current time, so tests can drive it with
+// a fake clock. It is safe for concurrent use by multiple goroutines.
+type SendRateLimiter struct {
+	minRate, maxRate float64
+	window           time.Duration
+	cutTo            float64
+
+	mu        sync.Mutex
+	rate      float64 // requests per second; +Inf while unlimited
+	next      time.Time
+	lastCut   time.Time
+	growth    float64
+	winStart  time.Time
+	winOK     int // successes in the current window
+	winThr    int // throttles in the current window
+	prevOK    int // successes in the previous window
+	prevSpan  time.Duration
+	cuts      int
+	throttled bool // a throttle was seen since the limiter started
+}
+
+// NewSendRateLimiter returns a limiter configured by optFns. Invalid values
+// are replaced by their defaults; Options validation reports them for a
+// Retryer.
+func NewSendRateLimiter(optFns ...func(*SendRateOptions)) *SendRateLimiter {
+	var o SendRateOptions
+	for _, fn := range optFns {
+		if fn != nil {
+			fn(&o)
+		}
+	}
+	o = o.withDefaults()
+	l := &SendRateLimiter{minRate: o.MinRate, maxRate: o.MaxRate, window: o.Window, cutTo: o.CutTo, rate: math.Inf(1), growth: firstGrowth}
+	if o.InitialRate > 0 {
+		l.rate = l.clamp(o.InitialRate)
+	}
+	return l
+}
+
+func (o SendRateOptions) validate() error {
+	switch {
+	case o.InitialRate < 0 || math.IsNaN(o.InitialRate):
+		return &OptionsError{Option: "SendRate.InitialRate", Reason: "must be zero (unlimited) or positive"}
+	case o.MinRate < 0 || math.IsNaN(o.MinRate) || math.IsInf(o.MinRate, 1):
+		return &OptionsError{Option: "SendRate.MinRate", Reason: "must be zero (default 1) or a positive finite rate"}
+	case o.MaxRate < 0 || math.IsNaN(o.MaxRate):
+		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must be zero (none) or positive"}
+	case o.MaxRate > 0 && o.MaxRate < o.MinRate:
+		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must not be below MinRate"}
+	case o.Window < 0:
+		return &OptionsError{Option: "SendRate.Window", Reason: "must not be negative"}
+	case o.CutTo < 0 || o.CutTo > 1 || math.IsNaN(o.CutTo):
+		return &OptionsError{Option: "SendRate.CutTo", Reason: "must be in (0, 1], or zero for 0.95"}
+	}
+	return nil
+}
+
+func (o SendRateOptions) withDefaults() SendRateOptions {
+	if !(o.MinRate > 0) || math.IsInf(o.MinRate, 1) {
+		o.MinRate = 1
+	}
+	if !(o.MaxRate > 0) || o.MaxRate < o.MinRate {
+		o.MaxRate = math.Inf(1)
+	}
+	if o.Window <= 0 {
+		o.Window = defaultSendWindow
+	}
+	if !(o.CutTo > 0 && o.CutTo <= 1) {
+		o.CutTo = defaultCutTo
+	}
+	return o
+}
+
+// Rate returns the current send rate in requests per second; +Inf while
+// unlimited.
+func (l *SendRateLimiter) Rate() float64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.rate
+}
+
+// Cuts returns how many times the limiter has lowered its rate.
+func (l *SendRateLimiter) Cuts() int {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.cuts
+}
+
+// ReserveAt reserves the next send slot at time now and returns how long the
+// caller must wait before sending: zero while unlimited or idle. A caller that
+// then gives up without sending leaves its slot unused.
+func (l *SendRateLimiter) ReserveAt(now time.Time) time.Duration {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rollLocked(now)
+	if math.IsInf(l.rate, 1) {
+		return 0
+	}
+	if l.next.Before(now) {
+		l.next = now
+	}
+	wait := l.next.Sub(now)
+	l.next = l.next.Add(time.Duration(float64(time.Second) / l.rate))
+	return wait
+}
+
+// ObserveAt records the outcome, seen at time now, of a request sent at
+// sentAt: throttled, or a success. Other failures carry no rate signal and
+// need not be reported.
+func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.rollLocked(now)
+	if !throttled {
+		l.winOK++
+		return
+	}
+	l.winThr++
+	l.throttled = true
+	if !sentAt.After(l.lastCut) {
+		return // part of a burst already answered by a cut
+	}
+	accepted := l.acceptedRateLocked(now)
+	target := l.cutTo * accepted
+	if math.IsInf(l.rate, 1) || target < l.rate {
+		l.rate = l.clamp(target)
+	}
+	l.lastCut = now
+	l.growth = firstGrowth
+	l.cuts++
+	// Re-space the queue at the new rate from now on.
+	if l.next.After(now) {
+		l.next = now
+	}
+}
+
+// acceptedRateLocked estimates the rate the service accepted, in requests per
+// second, over the current and previous windows.
+func (l *SendRateLimiter) acceptedRateLocked(now time.Time) float64 {
+	span := now.Sub(l.winStart) + l.prevSpan
+	if span <= 0 {
+		return l.minRate
+	}
+	return float64(l.winOK+l.prevOK) / span.Seconds()
+}
+
+// rollLocked closes every window that ended by now; a window without a
+// throttle, after the first throttle, raises the rate.
+func (l *SendRateLimiter) rollLocked(now time.Time) {
+	if l.winStart.IsZero() {
+		l.winStart = now
+		return
+	}
+	elapsed := now.Sub(l.winStart)
+	if elapsed < l.window {
+		return
+	}
+	// Grow only a rate that was in use: an idle client must not talk itself
+	// into a rate it never tested.
+	used := float64(l.winOK) >= 0.5*l.rate*elapsed.Seconds()
+	if l.winThr == 0 && l.throttled && used && !math.IsInf(l.rate, 1) {
+		l.rate = l.clamp(l.rate * (1 + l.growth))
+		l.growth = math.Min(l.growth*2, maxGrowth)
+	}
+	if elapsed >= 2*l.window {
+		// Idle for more than a window: what came before says nothing now.
+		l.prevOK, l.prevSpan = 0, 0
+	} else {
+		l.prevOK, l.prevSpan = l.winOK, elapsed
+	}
+	l.winOK, l.winThr = 0, 0
+	l.winStart = now
+}
+
+func (l *SendRateLimiter) clamp(r float64) float64 {
+	return math.Min(math.Max(r, l.minRate), l.maxRate)
+}

@@ -1,0 +1,208 @@
+package jitterretry_test
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+)
+
+var t0 = time.Unix(1_000_000, 0)
+
+// drive feeds the limiter a closed loop at the service's capacity for d:
+// each reserved slot is sent at once and answered after rtt, throttled when
+// the service's own token bucket (capacity per second, burst) is empty. It
+// returns the time reached.
+type fakeService struct {
+	capacity, burst, tokens float64
+	last                    time.Time
+}
+
+func (s *fakeService) admit(now time.Time) bool {
+	s.tokens = math.Min(s.burst, s.tokens+now.Sub(s.last).Seconds()*s.capacity)
+	s.last = now
+	if s.tokens >= 1 {
+		s.tokens--
+		return true
+	}
+	return false
+}
+
+// run sends as fast as the limiter allows for d from start, answering every
+// request after rtt, and returns the number of successes and throttles.
+func run(l *jitterretry.SendRateLimiter, s *fakeService, start time.Time, d, rtt time.Duration) (ok, throttled int) {
+	now := start
+	for now.Before(start.Add(d)) {
+		wait := l.ReserveAt(now)
+		if wait == 0 {
+			wait = time.Millisecond // an unlimited client sends 1000/s here
+		}
+		now = now.Add(wait)
+		admitted := s.admit(now)
+		l.ObserveAt(now, now.Add(rtt), !admitted)
+		if admitted {
+			ok++
+		} else {
+			throttled++
+		}
+	}
+	return ok, throttled
+}
+
+func TestSendRateOneCutPerThrottleEpisode(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter()
+	assert.True(t, math.IsInf(l.Rate(), 1), "unlimited until the first throttle")
+	// 64 goroutines sent at t0 and all come back throttled a round trip later.
+	for i := range 64 {
+		l.ObserveAt(t0, t0.Add(3*time.Millisecond+time.Duration(i)*time.Microsecond), true)
+	}
+	assert.Equal(t, 1, l.Cuts(), "expect one cut for one round trip's throttles, got %d", l.Cuts())
+	rate := l.Rate()
+	// A request sent after the cut and throttled is a new signal.
+	l.ObserveAt(t0.Add(5*time.Millisecond), t0.Add(8*time.Millisecond), true)
+	assert.Equal(t, 2, l.Cuts())
+	assert.LessOrEqual(t, l.Rate(), rate)
+	assert.GreaterOrEqual(t, l.Rate(), 1.0, "never below MinRate")
+}
+
+func TestSendRateCutsToAcceptedRate(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter()
+	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
+	ok, throttled := run(l, s, t0, 2*time.Second, 2*time.Millisecond)
+	assert.Greater(t, throttled, 0)
+	// Over the last second the limiter settles near the capacity.
+	ok2, throttled2 := run(l, s, t0.Add(2*time.Second), time.Second, 2*time.Millisecond)
+	assert.InDelta(t, 500, ok2, 25, "expect ~500 successes a second, got %d", ok2)
+	assert.Less(t, float64(throttled2)/float64(ok2), 0.10, "expect under 10%% throttled once settled, got %d/%d", throttled2, ok2)
+	assert.InDelta(t, 500, l.Rate(), 150)
+	_ = ok
+}
+
+func TestSendRateRecoversWithinASecond(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter()
+	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
+	run(l, s, t0, 2*time.Second, 2*time.Millisecond)
+	s.capacity = 100 // the drop
+	run(l, s, t0.Add(2*time.Second), 2*time.Second, 2*time.Millisecond)
+	assert.Less(t, l.Rate(), 150.0, "expect the rate near the dropped capacity, got %.0f", l.Rate())
+
+	s.capacity = 500 // the recovery, at 4 s
+	recovered := time.Duration(-1)
+	for w := range 30 {
+		start := t0.Add(4*time.Second + time.Duration(w)*100*time.Millisecond)
+		ok, _ := run(l, s, start, 100*time.Millisecond, 2*time.Millisecond)
+		if ok >= 48 { // 95% of 50 a window
+			recovered = time.Duration(w+1) * 100 * time.Millisecond
+			break
+		}
+	}
+	require.Positive(t, recovered, "expect the limiter to recover")
+	assert.LessOrEqual(t, recovered, time.Second, "expect ≥95%% of capacity within 1 s of recovery, took %v", recovered)
+}
+
+func TestSendRateDoesNotGrowWhenIdle(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 100, 50 })
+	l.ObserveAt(t0, t0.Add(time.Millisecond), true) // learn that throttles happen
+	require.Equal(t, 50.0, l.Rate())
+	rate := l.Rate()
+	for i := range 50 {
+		now := t0.Add(time.Duration(i+1) * 100 * time.Millisecond)
+		l.ObserveAt(now, now, false) // one success per window: far below the rate
+	}
+	assert.InDelta(t, rate, l.Rate(), 1e-9, "expect an unused rate not to grow")
+}
+
+func TestSendRateSpacesSends(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
+	assert.Equal(t, time.Duration(0), l.ReserveAt(t0))
+	assert.Equal(t, 10*time.Millisecond, l.ReserveAt(t0))
+	assert.Equal(t, 20*time.Millisecond, l.ReserveAt(t0))
+	assert.Equal(t, time.Duration(0), l.ReserveAt(t0.Add(time.Second)), "no debt carried over an idle second")
+}
+
+func TestSendRateDeadlineAndCancel(t *testing.T) {
+	var waits []jitterretry.SendWaitEvent
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1, MinRate: 1} // one send a second
+		o.OnSendWait = func(e jitterretry.SendWaitEvent) { waits = append(waits, e) }
+	})
+	_, err := r.GetAttemptToken(context.Background())
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = r.GetAttemptToken(ctx)
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+	assert.NoError(t, ctx.Err(), "expect to give up before the deadline, not at it")
+
+	ctx2, cancel2 := context.WithCancel(context.Background())
+	go func() { time.Sleep(10 * time.Millisecond); cancel2() }()
+	_, err = r.GetAttemptToken(ctx2) // would wait ~2 s for its slot
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+	require.NotEmpty(t, waits, "expect the wait visible to the hook")
+	assert.Greater(t, waits[0].Wait, time.Duration(0))
+}
+
+func TestSendRatePerPartition(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{}
+		o.PartitionKey = jitterretry.PartitionFromContext
+	})
+	hot := newScriptServer(t, throttle, ok)
+	cold := newScriptServer(t, ok)
+	require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), "hot"), newClient(hot.URL, r)))
+	require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), "cold"), newClient(cold.URL, r)))
+	hotRate, ok1 := r.SendRateIn("hot")
+	coldRate, ok2 := r.SendRateIn("cold")
+	require.True(t, ok1)
+	require.True(t, ok2)
+	assert.False(t, math.IsInf(hotRate, 1), "expect the throttled partition to be limited")
+	assert.True(t, math.IsInf(coldRate, 1), "expect the other partition untouched")
+}
+
+func TestSendRateOptionsValidated(t *testing.T) {
+	for name, sr := range map[string]jitterretry.SendRateOptions{
+		"negative initial": {InitialRate: -1},
+		"NaN min":          {MinRate: math.NaN()},
+		"max below min":    {MinRate: 10, MaxRate: 5},
+		"cut above one":    {CutTo: 1.5},
+		"negative window":  {Window: -time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &sr })
+			var oe *jitterretry.OptionsError
+			assert.ErrorAs(t, r.Err(), &oe)
+		})
+	}
+}
+
+func TestEmptyBudgetBacksOffBeforeFailing(t *testing.T) {
+	slow := func(o *jitterretry.Options) {
+		o.Bucket.Capacity = 10
+		o.BaseDelay, o.MaxBackoff = time.Hour, time.Hour
+		o.Jitter = "exponential"
+	}
+	for name, failFast := range map[string]bool{"default backs off": false, "fail fast": true} {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(slow, func(o *jitterretry.Options) { o.FailFastOnEmptyBudget = failFast })
+			srv := newScriptServer(t, serverErr)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+			err := putItem(ctx, newClient(srv.URL, r))
+			assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+			// Backing off, the call returns only when the context ends the
+			// hour-long backoff; failing fast, it returns before that.
+			assert.Equal(t, !failFast, ctx.Err() != nil, "expect backoff=%v before the budget error", !failFast)
+			assert.Equal(t, 1, srv.Calls())
+		})
+	}
+}
