@@ -57,7 +57,7 @@ type Options struct {
 	Now func() time.Time
 
 	// Transport sends requests to the upstream server. Default: a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport keeping up to 64 idle connections.
 	Transport http.RoundTripper
 }
 

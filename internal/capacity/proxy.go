@@ -21,6 +21,10 @@ import (
 // is 16 MB.
 const maxBody = 16 << 20
 
+// maxIdleUpstream is how many idle connections to the upstream the default
+// transport keeps.
+const maxIdleUpstream = 64
+
 // Proxy is a reverse proxy that meters each table's capacity and injects
 // errors before a DynamoDB-compatible server. It is an http.Handler; Start
 // serves it on a loopback port. Safe for concurrent use by multiple
@@ -62,7 +66,11 @@ func New(upstream string, optFns ...func(*Options)) (*Proxy, error) {
 	}
 	o.copyMaps()
 	if o.Transport == nil {
-		o.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Keep a connection per concurrent client request instead of the
+		// default 2, so a busy proxy does not churn loopback ports.
+		t.MaxIdleConnsPerHost = maxIdleUpstream
+		o.Transport = t
 	}
 	p := &Proxy{
 		now:       o.Now,
