@@ -103,3 +103,28 @@ func TestBurstOf(t *testing.T) {
 		})
 	}
 }
+
+// FuzzParseRequest checks that any body parses without panicking and that
+// a metered request that parses names each table once, sorted, with a
+// positive cost.
+func FuzzParseRequest(f *testing.F) {
+	f.Add("DynamoDB_20120810.UpdateItem", `{"TableName":"hot"}`)
+	f.Add("DynamoDB_20120810.BatchWriteItem", `{"RequestItems":{"a":[{}],"b":[]}}`)
+	f.Add("DynamoDB_20120810.BatchGetItem", `{"RequestItems":{"a":{"Keys":[{}]}}}`)
+	f.Add("DynamoDB_20120810.TransactWriteItems", `{"TransactItems":[{"Put":{"TableName":"a"}},{"Update":{"TableName":""}}]}`)
+	f.Add("DynamoDB_20120810.CreateTable", `{`)
+	f.Fuzz(func(t *testing.T, target, body string) {
+		req, err := ParseRequest(target, []byte(body))
+		if err != nil || req.Kind == Unmetered {
+			return
+		}
+		require.NotEmpty(t, req.Costs)
+		for i, c := range req.Costs {
+			require.NotEmpty(t, c.Table)
+			require.Positive(t, c.Units)
+			if i > 0 {
+				require.Less(t, req.Costs[i-1].Table, c.Table)
+			}
+		}
+	})
+}
