@@ -1,6 +1,7 @@
 package delayers
 
 import (
+	"strconv"
 	"testing"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -95,20 +96,47 @@ func TestBackoffDelayDoesNotAllocate(t *testing.T) {
 	throttle := error(&codeError{code: "ThrottlingException"})
 	for _, strategy := range Strategies() {
 		for srcName, src := range benchSources {
-			t.Run(string(strategy)+"/"+srcName, func(t *testing.T) {
-				d := mustNew(t, strategy, src, func(o *Options) { o.Throttle = codeThrottle })
-				q := d.NewSequence()
-				attempt := 0
-				allocs := testing.AllocsPerRun(1000, func() {
-					attempt++
-					_, _ = d.BackoffDelay(attempt%70, nil)
-					_, _ = d.BackoffDelay(attempt%70, throttle)
-					q.Next(nil)
-					q.Next(throttle)
+			for _, growth := range []float64{0, 1.5} {
+				if strategy == StrategyDecorrelated && growth != 0 {
+					continue
+				}
+				t.Run(string(strategy)+"/"+srcName+"/growth "+strconv.FormatFloat(growth, 'g', -1, 64), func(t *testing.T) {
+					testNoAllocs(t, strategy, src, func(o *Options) { o.Growth = growth }, throttle)
 				})
-				assert.Zero(t, allocs, "expect 0 allocations per call, got %v", allocs)
-			})
+			}
 		}
+	}
+}
+
+func testNoAllocs(t *testing.T, strategy Strategy, src, growth func(*Options), throttle error) {
+	t.Helper()
+	d := mustNew(t, strategy, src, growth, func(o *Options) { o.Throttle = codeThrottle })
+	q := d.NewSequence()
+	attempt := 0
+	allocs := testing.AllocsPerRun(1000, func() {
+		attempt++
+		_, _ = d.BackoffDelay(attempt%70, nil)
+		_, _ = d.BackoffDelay(attempt%70, throttle)
+		q.Next(nil)
+		q.Next(throttle)
+	})
+	assert.Zero(t, allocs, "expect 0 allocations per call, got %v", allocs)
+}
+
+// BenchmarkBackoffDelayGrowth compares the float path of a Growth other than
+// 2 with the default integer doubling, for full jitter.
+func BenchmarkBackoffDelayGrowth(b *testing.B) {
+	for _, growth := range []float64{0, 1.5} {
+		d := mustNew(b, StrategyFull, withSeed(1), func(o *Options) { o.Growth = growth })
+		b.Run("growth "+strconv.FormatFloat(growth, 'g', -1, 64), func(b *testing.B) {
+			b.ReportAllocs()
+			var sink int64
+			for i := 0; b.Loop(); i++ {
+				v, _ := d.BackoffDelay(i%8+1, nil)
+				sink += int64(v)
+			}
+			_ = sink
+		})
 	}
 }
 

@@ -34,9 +34,10 @@ type Decorrelated struct {
 // NewDecorrelated returns decorrelated jitter. optFns are applied in order to
 // a zero Options, whose zero fields then take their defaults (Base 50 ms,
 // ThrottleBase 1 s, Cap 20 s); nil funcs are skipped. Invalid options give a
-// nil delayer and an *OptionError.
+// nil delayer and an *OptionError; so does any non-zero Options.Growth, since
+// decorrelated jitter grows from the previous delay, not by a window.
 func NewDecorrelated(optFns ...func(*Options)) (*Decorrelated, error) {
-	s, err := newSettings(optFns)
+	s, err := newSettings(optFns, false)
 	if err != nil {
 		return nil, err
 	}

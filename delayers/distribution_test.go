@@ -92,6 +92,7 @@ func sample(t testing.TB, d Delayer, attempt int, err error) []float64 {
 func TestWindowedDistributions(t *testing.T) {
 	cases := map[string]struct {
 		strategy Strategy
+		growth   float64 // Options.Growth; 0 is the doubling
 		attempt  int
 		err      error
 		w        time.Duration
@@ -108,10 +109,21 @@ func TestWindowedDistributions(t *testing.T) {
 		"equal throttle at cap":   {strategy: StrategyEqual, attempt: 6, err: throttleErr(), w: 20 * time.Second, lo: 0.5, hi: 1, mean: 0.75, sd: 1 / math.Sqrt(48)},
 		"exponential attempt 4":   {strategy: StrategyExponential, attempt: 4, w: 400 * time.Millisecond, lo: 1, hi: 1, mean: 1, sd: 0},
 		"exponential throttle":    {strategy: StrategyExponential, attempt: 3, err: throttleErr(), w: 4 * time.Second, lo: 1, hi: 1, mean: 1, sd: 0},
+
+		// Growth 1.5: w = 50 ms * 1.5^(attempt-1), truncated to whole
+		// nanoseconds (1281445312.5 ns at attempt 9).
+		"full x1.5 attempt 1":          {strategy: StrategyFull, growth: 1.5, attempt: 1, w: 50 * time.Millisecond, lo: 0, hi: 1, mean: 0.5, sd: 1 / math.Sqrt(12)},
+		"full x1.5 attempt 4":          {strategy: StrategyFull, growth: 1.5, attempt: 4, w: 168750 * time.Microsecond, lo: 0, hi: 1, mean: 0.5, sd: 1 / math.Sqrt(12)},
+		"full x1.5 attempt 9":          {strategy: StrategyFull, growth: 1.5, attempt: 9, w: 1281445312, lo: 0, hi: 1, mean: 0.5, sd: 1 / math.Sqrt(12)},
+		"full x1.5 at cap":             {strategy: StrategyFull, growth: 1.5, attempt: 16, w: 20 * time.Second, lo: 0, hi: 1, mean: 0.5, sd: 1 / math.Sqrt(12)},
+		"full x1.5 throttle attempt 3": {strategy: StrategyFull, growth: 1.5, attempt: 3, err: throttleErr(), w: 2250 * time.Millisecond, lo: 0, hi: 1, mean: 0.5, sd: 1 / math.Sqrt(12)},
+		"equal x1.5 attempt 4":         {strategy: StrategyEqual, growth: 1.5, attempt: 4, w: 168750 * time.Microsecond, lo: 0.5, hi: 1, mean: 0.75, sd: 1 / math.Sqrt(48)},
+		"exponential x1.5 attempt 4":   {strategy: StrategyExponential, growth: 1.5, attempt: 4, w: 168750 * time.Microsecond, lo: 1, hi: 1, mean: 1, sd: 0},
+		"exponential x3 attempt 4":     {strategy: StrategyExponential, growth: 3, attempt: 4, w: 1350 * time.Millisecond, lo: 1, hi: 1, mean: 1, sd: 0},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
-			d := mustNew(t, c.strategy, withSeed(0x5eed))
+			d := mustNew(t, c.strategy, withSeed(0x5eed), func(o *Options) { o.Growth = c.growth })
 			s := summarise(sample(t, d, c.attempt, c.err))
 			w := c.w.Seconds()
 			lo, hi := c.lo*w, c.hi*w

@@ -17,6 +17,12 @@
 //
 // Throttling errors use a separate, larger base (1 s by default, as the SDK).
 //
+// Options.Growth replaces the doubling by another factor, within [1.01, 8],
+// for the three windowed strategies: w = min(cap, base * Growth^(attempt-1)).
+// Full jitter with Growth 1.5 and a base of a few round trips makes fewer
+// calls than doubling under contention, and finishes no later (BENCHMARKS.md,
+// section 2). Decorrelated jitter has no window and rejects Growth.
+//
 // All arithmetic saturates: any attempt number, including 0, negative values
 // and math.MaxInt, gives a delay within [0, cap] and nothing overflows.
 // Delayers are safe for concurrent use by multiple goroutines and keep no

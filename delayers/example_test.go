@@ -44,6 +44,37 @@ func ExampleNewFull() {
 	// attempt 5: window 800ms, delay 290ms
 }
 
+// Growth replaces the doubling of the window by another factor, here 1.5,
+// with a first window of four round trips of 20 ms. Under contention, full
+// jitter grown this way makes fewer calls than with doubling and finishes no
+// later (BENCHMARKS.md, section 2). The window still stops at Cap.
+func ExampleNewFull_growth() {
+	d, err := delayers.NewFull(seeded, func(o *delayers.Options) {
+		o.Base = 80 * time.Millisecond
+		o.Cap = 2 * time.Second
+		o.Growth = 1.5
+	})
+	if err != nil {
+		panic(err)
+	}
+	window := d.Base()
+	for attempt := 1; attempt <= 9; attempt++ {
+		delay, _ := d.BackoffDelay(attempt, nil)
+		fmt.Printf("attempt %d: window %v, delay %v\n", attempt, window, delay.Round(time.Millisecond))
+		window = min(d.Cap(), time.Duration(float64(window)*d.Growth()))
+	}
+	// Output:
+	// attempt 1: window 80ms, delay 71ms
+	// attempt 2: window 120ms, delay 60ms
+	// attempt 3: window 180ms, delay 143ms
+	// attempt 4: window 270ms, delay 129ms
+	// attempt 5: window 405ms, delay 147ms
+	// attempt 6: window 607.5ms, delay 5ms
+	// attempt 7: window 911.25ms, delay 580ms
+	// attempt 8: window 1.366875s, delay 1.245s
+	// attempt 9: window 2s, delay 140ms
+}
+
 // Equal jitter keeps half the window and draws the other half, so no retry
 // comes sooner than w/2.
 func ExampleNewEqual() {

@@ -21,14 +21,28 @@ const (
 
 	// DefaultCap is the largest delay any strategy returns: 20 s.
 	DefaultCap = 20 * time.Second
+
+	// DefaultGrowth is the factor the window grows by per attempt: 2, the
+	// blog's and the SDK's doubling.
+	DefaultGrowth = 2.0
+
+	// MinGrowth and MaxGrowth bound Options.Growth. Closer to 1 the window
+	// would barely grow, and the floating-point rounding of
+	// Growth^(attempt-1) could approach the growth from one attempt to the
+	// next, so the window's never shrinking could no longer be guaranteed;
+	// above 8 it reaches any cap within a few attempts, which Exponential
+	// with a larger Base does more plainly.
+	MinGrowth = 1.01
+	MaxGrowth = 8.0
 )
 
 // Options configures a delayer. The zero value of every field means its
 // default, so Options{} gives the SDK's standard numbers.
 type Options struct {
 	// Base is the window of the first retry after an error that is not a
-	// throttle, doubling with each further attempt. Zero means
-	// min(DefaultBase, Cap); negative is an error; larger than Cap is an error.
+	// throttle, growing by Growth (doubling by default) with each further
+	// attempt. Zero means min(DefaultBase, Cap); negative is an error; larger
+	// than Cap is an error.
 	Base time.Duration
 
 	// ThrottleBase is Base for throttling errors. Zero means
@@ -40,6 +54,23 @@ type Options struct {
 	// Cap bounds every delay, and is applied before jitter, so full jitter
 	// stays jittered at the cap. Zero means DefaultCap; negative is an error.
 	Cap time.Duration
+
+	// Growth is the factor, a plain number with no unit, by which the window
+	// of Exponential, Full and Equal grows with each attempt:
+	// w = min(Cap, base*Growth^(attempt-1)), base being Base or ThrottleBase.
+	// Zero means DefaultGrowth (2), computed exactly as before this option
+	// existed; an explicit 2 is the same. Any other value must be within
+	// [MinGrowth, MaxGrowth] = [1.01, 8]; outside it, and NaN or an
+	// infinity, is an error. A factor other than 2 is computed in floating
+	// point, truncated to whole nanoseconds, and still saturates at Cap for
+	// any attempt up to math.MaxInt; the window never shrinks as the attempt
+	// grows. BENCHMARKS.md, section 2, measures full jitter with Growth 1.5
+	// against doubling under contention.
+	//
+	// Decorrelated jitter has no window: it grows from the previous delay,
+	// by up to 3x. NewDecorrelated, and New with StrategyDecorrelated,
+	// therefore reject any non-zero Growth rather than ignore it.
+	Growth float64
 
 	// Throttle decides which errors use ThrottleBase; it is called once per
 	// BackoffDelay or Next with a non-nil error, and must be safe for
@@ -63,21 +94,30 @@ type Options struct {
 var ErrInvalidOption = errors.New("delayers: invalid option")
 
 // OptionError reports a delayer setting that cannot be used: a negative
-// duration, or an explicit Base or ThrottleBase larger than Cap. The
-// constructors return it, with a nil delayer, instead of silently changing
-// the setting. Use errors.As to read its fields.
+// duration, an explicit Base or ThrottleBase larger than Cap, a Growth
+// outside [MinGrowth, MaxGrowth], or any Growth given to decorrelated
+// jitter. The constructors return it, with a nil delayer, instead of
+// silently changing the setting. Use errors.As to read its fields.
 type OptionError struct {
-	// Option is the name of the Options field: "Base", "ThrottleBase" or
-	// "Cap".
+	// Option is the name of the Options field: "Base", "ThrottleBase",
+	// "Cap" or "Growth".
 	Option string
-	// Value is the value it was given.
+	// Value is the value it was given, for the duration fields; it is zero
+	// when Option is "Growth".
 	Value time.Duration
+	// Factor is the value given to Growth, the one field that is not a
+	// duration; it is zero for the others.
+	Factor float64
 	// Reason says what is wrong with it, e.g. "must not be negative".
 	Reason string
 }
 
-// Error returns "delayers: invalid <Option> <Value>: <Reason>".
+// Error returns "delayers: invalid <Option> <Value>: <Reason>", with Factor
+// in place of Value when Option is "Growth".
 func (e *OptionError) Error() string {
+	if e.Option == "Growth" {
+		return fmt.Sprintf("delayers: invalid %s %v: %s", e.Option, e.Factor, e.Reason)
+	}
 	return fmt.Sprintf("delayers: invalid %s %v: %s", e.Option, e.Value, e.Reason)
 }
 
@@ -88,21 +128,26 @@ func (e *OptionError) Is(target error) bool { return target == ErrInvalidOption 
 // shares.
 type settings struct {
 	base, throttleBase, cap time.Duration
-	throttle                retry.IsErrorThrottle
-	source                  Source
+	// growth is Options.Growth after defaults: DefaultGrowth, or a factor in
+	// [MinGrowth, MaxGrowth]. Decorrelated jitter does not use it.
+	growth   float64
+	throttle retry.IsErrorThrottle
+	source   Source
 }
 
-func newSettings(optFns []func(*Options)) (settings, error) {
+// newSettings applies optFns to a zero Options and validates the result;
+// windowed says whether the strategy has a window for Growth to act on.
+func newSettings(optFns []func(*Options), windowed bool) (settings, error) {
 	var o Options
 	for _, fn := range optFns {
 		if fn != nil {
 			fn(&o)
 		}
 	}
-	return o.settings()
+	return o.settings(windowed)
 }
 
-func (o Options) settings() (settings, error) {
+func (o Options) settings(windowed bool) (settings, error) {
 	for _, f := range []struct {
 		name string
 		v    time.Duration
@@ -111,7 +156,7 @@ func (o Options) settings() (settings, error) {
 			return settings{}, &OptionError{Option: f.name, Value: f.v, Reason: "must not be negative"}
 		}
 	}
-	s := settings{base: o.Base, throttleBase: o.ThrottleBase, cap: o.Cap, throttle: o.Throttle, source: o.Source}
+	s := settings{base: o.Base, throttleBase: o.ThrottleBase, cap: o.Cap, growth: o.Growth, throttle: o.Throttle, source: o.Source}
 	if s.cap == 0 {
 		s.cap = DefaultCap
 	}
@@ -120,6 +165,12 @@ func (o Options) settings() (settings, error) {
 	}
 	if s.throttleBase > s.cap {
 		return settings{}, &OptionError{Option: "ThrottleBase", Value: s.throttleBase, Reason: fmt.Sprintf("is larger than Cap %v", s.cap)}
+	}
+	if err := validGrowth(s.growth, windowed); err != nil {
+		return settings{}, err
+	}
+	if s.growth == 0 {
+		s.growth = DefaultGrowth
 	}
 	if s.base == 0 {
 		s.base = min(DefaultBase, s.cap)
@@ -134,6 +185,21 @@ func (o Options) settings() (settings, error) {
 		s.source = runtimeSource{}
 	}
 	return s, nil
+}
+
+// validGrowth checks Options.Growth: zero, or within [MinGrowth, MaxGrowth]
+// for a windowed strategy; zero for decorrelated jitter. The range test is
+// written so that NaN fails it.
+func validGrowth(g float64, windowed bool) error {
+	switch {
+	case g == 0:
+		return nil
+	case !windowed:
+		return &OptionError{Option: "Growth", Factor: g, Reason: "applies only to the windowed strategies (exponential, full, equal): decorrelated jitter has no window"}
+	case !(g >= MinGrowth && g <= MaxGrowth):
+		return &OptionError{Option: "Growth", Factor: g, Reason: fmt.Sprintf("must be within [%v, %v], or 0 for the default %v", MinGrowth, MaxGrowth, DefaultGrowth)}
+	}
+	return nil
 }
 
 // baseFor returns the base that applies to err. A nil error is not a
@@ -152,7 +218,7 @@ func (s *settings) baseFor(err error) time.Duration {
 // zero: callers such as a retryer's MaxBackoff check can rely on them.
 
 // Base returns the window of the first retry after an error that is not a
-// throttle, the value that doubles with each further attempt: Options.Base,
+// throttle, the value that grows with each further attempt: Options.Base,
 // or min(DefaultBase, Cap) (50 ms by default) when that was zero. It is
 // always in (0, Cap()].
 func (s *settings) Base() time.Duration { return s.base }

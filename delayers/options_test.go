@@ -2,6 +2,7 @@ package delayers
 
 import (
 	"errors"
+	"math"
 	"strings"
 	"testing"
 	"time"
@@ -150,5 +151,115 @@ func TestStrategyString(t *testing.T) {
 		got, err := ParseStrategy(string(s))
 		require.NoError(t, err)
 		assert.Equal(t, s, got, "expect %q to round-trip, got %q", s, got)
+	}
+}
+
+func TestGrowthOptionErrors(t *testing.T) {
+	windowedStrategies := []Strategy{StrategyExponential, StrategyFull, StrategyEqual}
+	cases := map[string]struct {
+		growth     float64
+		strategies []Strategy
+		reason     string
+	}{
+		"one, a constant window":   {growth: 1, strategies: windowedStrategies, reason: "must be within [1.01, 8], or 0 for the default 2"},
+		"just below MinGrowth":     {growth: math.Nextafter(MinGrowth, 0), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"just above MaxGrowth":     {growth: math.Nextafter(MaxGrowth, 9), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"a half, a shrinking one":  {growth: 0.5, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"negative":                 {growth: -2, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"smallest subnormal":       {growth: math.SmallestNonzeroFloat64, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"NaN":                      {growth: math.NaN(), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"+Inf":                     {growth: math.Inf(1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"-Inf":                     {growth: math.Inf(-1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"decorrelated, 1.5":        {growth: 1.5, strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
+		"decorrelated, explicit 2": {growth: 2, strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
+		"decorrelated, NaN":        {growth: math.NaN(), strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
+	}
+	for name, c := range cases {
+		for _, strategy := range c.strategies {
+			t.Run(name+"/"+string(strategy), func(t *testing.T) {
+				d, err := New(strategy, func(o *Options) { o.Growth = c.growth })
+				require.Error(t, err, "expect an error, got delayer %v", d)
+				assert.True(t, d == nil, "expect a nil Delayer interface with an error, got %#v", d)
+				var oe *OptionError
+				require.True(t, errors.As(err, &oe), "expect *OptionError, got %T", err)
+				assert.Equal(t, "Growth", oe.Option, "expect option Growth, got %s", oe.Option)
+				assert.Zero(t, oe.Value, "expect no duration Value for Growth, got %v", oe.Value)
+				if math.IsNaN(c.growth) {
+					assert.True(t, math.IsNaN(oe.Factor), "expect Factor NaN, got %v", oe.Factor)
+				} else {
+					assert.Equal(t, c.growth, oe.Factor, "expect Factor %v, got %v", c.growth, oe.Factor)
+				}
+				assert.Contains(t, err.Error(), "delayers: invalid Growth ", "expect the option in %q", err.Error())
+				assert.NotContains(t, err.Error(), "0s", "expect the factor, not a zero duration, in %q", err.Error())
+				assert.Contains(t, err.Error(), c.reason, "expect reason %q in %q", c.reason, err.Error())
+				assert.ErrorIs(t, err, ErrInvalidOption, "expect errors.Is(err, ErrInvalidOption) for %v", err)
+			})
+		}
+	}
+}
+
+// TestGrowthErrorMessage pins the whole message once, so its wording is a
+// deliberate change.
+func TestGrowthErrorMessage(t *testing.T) {
+	_, err := NewFull(func(o *Options) { o.Growth = 1 })
+	require.Error(t, err)
+	assert.Equal(t, "delayers: invalid Growth 1: must be within [1.01, 8], or 0 for the default 2", err.Error())
+	_, err = NewDecorrelated(func(o *Options) { o.Growth = 1.5 })
+	require.Error(t, err)
+	assert.Equal(t, "delayers: invalid Growth 1.5: applies only to the windowed strategies (exponential, full, equal): decorrelated jitter has no window", err.Error())
+}
+
+// TestDurationErrorsComeBeforeGrowth: with several bad fields, the
+// durations are reported first, as before Growth existed.
+func TestDurationErrorsComeBeforeGrowth(t *testing.T) {
+	_, err := NewFull(func(o *Options) { o.Cap, o.Growth = -1, 100 })
+	var oe *OptionError
+	require.True(t, errors.As(err, &oe), "expect *OptionError, got %T", err)
+	assert.Equal(t, "Cap", oe.Option, "expect Cap reported first, got %s", oe.Option)
+}
+
+func TestGrowthDefaults(t *testing.T) {
+	cases := map[string]struct {
+		growth, expect float64
+	}{
+		"zero is the doubling": {growth: 0, expect: DefaultGrowth},
+		"explicit 2":           {growth: 2, expect: 2},
+		"1.5":                  {growth: 1.5, expect: 1.5},
+		"MinGrowth":            {growth: MinGrowth, expect: MinGrowth},
+		"MaxGrowth":            {growth: MaxGrowth, expect: MaxGrowth},
+	}
+	type grower interface{ Growth() float64 }
+	for name, c := range cases {
+		for _, strategy := range []Strategy{StrategyExponential, StrategyFull, StrategyEqual} {
+			t.Run(name+"/"+string(strategy), func(t *testing.T) {
+				d := mustNew(t, strategy, func(o *Options) { o.Growth = c.growth })
+				g, ok := d.(grower)
+				require.True(t, ok, "expect %T to report its Growth", d)
+				assert.Equal(t, c.expect, g.Growth(), "expect growth %v, got %v", c.expect, g.Growth())
+				assert.Equal(t, DefaultBase, d.Base(), "expect Growth to leave Base at %v, got %v", DefaultBase, d.Base())
+			})
+		}
+	}
+	d := mustNew(t, StrategyDecorrelated)
+	_, ok := d.(grower)
+	assert.False(t, ok, "expect Decorrelated, which has no window, to have no Growth method")
+}
+
+// TestExplicitGrowth2IsTheDefault: Growth 2 and Growth 0 give the same
+// delays, bit for bit, since both take the integer doubling.
+func TestExplicitGrowth2IsTheDefault(t *testing.T) {
+	for _, strategy := range []Strategy{StrategyExponential, StrategyFull, StrategyEqual} {
+		t.Run(string(strategy), func(t *testing.T) {
+			a := mustNew(t, strategy, withSeed(9), withBounds(1, 3, math.MaxInt64))
+			b := mustNew(t, strategy, withSeed(9), withBounds(1, 3, math.MaxInt64), func(o *Options) { o.Growth = 2 })
+			// attempt+i wraps from math.MaxInt to math.MinInt, itself an edge.
+			for _, attempt := range edgeAttempts {
+				for i := range 70 {
+					x, _ := a.BackoffDelay(attempt+i, nil)
+					y, _ := b.BackoffDelay(attempt+i, nil)
+					require.Equal(t, x, y, "expect attempt %d to give %v, got %v", attempt+i, x, y)
+				}
+			}
+		})
 	}
 }

@@ -2,6 +2,7 @@ package delayers
 
 import (
 	"errors"
+	"strconv"
 	"testing"
 	"time"
 
@@ -29,19 +30,26 @@ func TestSequenceExponential(t *testing.T) {
 // the same seed the n-th Next equals BackoffDelay(n).
 func TestSequenceMatchesBackoffDelay(t *testing.T) {
 	for _, strategy := range []Strategy{StrategyExponential, StrategyFull, StrategyEqual} {
-		t.Run(string(strategy), func(t *testing.T) {
-			q := mustNew(t, strategy, withSeed(8)).NewSequence()
-			d := mustNew(t, strategy, withSeed(8))
-			for attempt := 1; attempt <= 70; attempt++ {
-				var err error
-				if attempt%4 == 0 {
-					err = throttleErr()
-				}
-				want, _ := d.BackoffDelay(attempt, err)
-				got := q.Next(err)
-				require.Equal(t, want, got, "expect Next %d to be %v, got %v", attempt, want, got)
-			}
-		})
+		for _, growth := range []float64{0, 1.5} {
+			t.Run(string(strategy)+"/growth "+strconv.FormatFloat(growth, 'g', -1, 64), func(t *testing.T) {
+				testSequenceMatchesBackoffDelay(t, strategy, func(o *Options) { o.Growth = growth })
+			})
+		}
+	}
+}
+
+func testSequenceMatchesBackoffDelay(t *testing.T, strategy Strategy, opt func(*Options)) {
+	t.Helper()
+	q := mustNew(t, strategy, withSeed(8), opt).NewSequence()
+	d := mustNew(t, strategy, withSeed(8), opt)
+	for attempt := 1; attempt <= 70; attempt++ {
+		var err error
+		if attempt%4 == 0 {
+			err = throttleErr()
+		}
+		want, _ := d.BackoffDelay(attempt, err)
+		got := q.Next(err)
+		require.Equal(t, want, got, "expect Next %d to be %v, got %v", attempt, want, got)
 	}
 }
 

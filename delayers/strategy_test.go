@@ -3,6 +3,7 @@ package delayers
 import (
 	"errors"
 	"math"
+	"strconv"
 	"testing"
 	"time"
 
@@ -45,46 +46,68 @@ var optionSets = map[string]func(*Options){
 	"throttle base below base": withBounds(time.Second, time.Millisecond, time.Minute),
 }
 
+// edgeGrowths are the Options.Growth values the edge tests run under: the
+// default doubling, both ends of the valid range and the simulator's 1.5.
+var edgeGrowths = []float64{0, MinGrowth, 1.5, MaxGrowth}
+
 func TestBackoffDelayEdgeInputs(t *testing.T) {
 	const draws = 20
 	for _, strategy := range Strategies() {
-		for optName, opt := range optionSets {
-			for attemptName, attempt := range edgeAttempts {
-				for errName, ec := range errorCases {
-					name := string(strategy) + "/" + optName + "/attempt " + attemptName + "/" + errName
-					t.Run(name, func(t *testing.T) {
-						d := mustNew(t, strategy, opt, withSeed(uint64(attempt)))
-						s := d
-						base := s.Base()
-						if ec.throttle {
-							base = s.ThrottleBase()
-						}
-						w := refWindow(base, s.Cap(), attempt)
-						for range draws {
-							var got time.Duration
-							var err error
-							require.NotPanics(t, func() { got, err = d.BackoffDelay(attempt, ec.err) })
-							require.NoError(t, err, "expect no error, got %v", err)
-							require.GreaterOrEqual(t, got, time.Duration(0), "expect a delay >= 0, got %v", got)
-							require.LessOrEqual(t, got, s.Cap(), "expect a delay <= cap %v, got %v", s.Cap(), got)
-							switch strategy {
-							case StrategyExponential:
-								require.Equal(t, w, got, "expect window %v, got %v", w, got)
-							case StrategyFull:
-								require.Less(t, got, w, "expect a delay below window %v, got %v", w, got)
-							case StrategyEqual:
-								require.GreaterOrEqual(t, got, w/2, "expect a delay >= half window %v, got %v", w/2, got)
-								require.Less(t, got, w, "expect a delay below window %v, got %v", w, got)
-							case StrategyDecorrelated:
-								require.GreaterOrEqual(t, got, base, "expect a delay >= base %v, got %v", base, got)
-								if attempt <= 1 {
-									hi := min(s.Cap(), triple(base))
-									require.LessOrEqual(t, got, hi, "expect a first delay <= %v, got %v", hi, got)
-								}
-							}
-						}
-					})
+		for _, growth := range edgeGrowths {
+			if strategy == StrategyDecorrelated && growth != 0 {
+				continue // rejected: see TestGrowthOptionErrors
+			}
+			for optName, opt := range optionSets {
+				for attemptName, attempt := range edgeAttempts {
+					for errName, ec := range errorCases {
+						name := string(strategy) + "/growth " + strconv.FormatFloat(growth, 'g', -1, 64) + "/" + optName + "/attempt " + attemptName + "/" + errName
+						t.Run(name, func(t *testing.T) {
+							testEdgeInput(t, strategy, growth, opt, attempt, ec.err, ec.throttle, draws)
+						})
+					}
 				}
+			}
+		}
+	}
+}
+
+// testEdgeInput checks draws delays of one strategy, setting and attempt
+// against the window: refWindow's doubling for growth 0, and for other
+// factors grownWindow, itself checked against refGrownWindow.
+func testEdgeInput(t *testing.T, strategy Strategy, growth float64, opt func(*Options), attempt int, e error, throttle bool, draws int) {
+	t.Helper()
+	d := mustNew(t, strategy, opt, withSeed(uint64(attempt)), func(o *Options) { o.Growth = growth })
+	s := d
+	base := s.Base()
+	if throttle {
+		base = s.ThrottleBase()
+	}
+	w := refWindow(base, s.Cap(), attempt)
+	if growth != 0 {
+		w = grownWindow(base, s.Cap(), growth, attempt)
+		ref := refGrownWindow(base, s.Cap(), growth, attempt)
+		require.True(t, closeWindows(w, ref), "expect window %v, got %v", ref, w)
+	}
+	for range draws {
+		var got time.Duration
+		var err error
+		require.NotPanics(t, func() { got, err = d.BackoffDelay(attempt, e) })
+		require.NoError(t, err, "expect no error, got %v", err)
+		require.GreaterOrEqual(t, got, time.Duration(0), "expect a delay >= 0, got %v", got)
+		require.LessOrEqual(t, got, s.Cap(), "expect a delay <= cap %v, got %v", s.Cap(), got)
+		switch strategy {
+		case StrategyExponential:
+			require.Equal(t, w, got, "expect window %v, got %v", w, got)
+		case StrategyFull:
+			require.Less(t, got, w, "expect a delay below window %v, got %v", w, got)
+		case StrategyEqual:
+			require.GreaterOrEqual(t, got, w/2, "expect a delay >= half window %v, got %v", w/2, got)
+			require.Less(t, got, w, "expect a delay below window %v, got %v", w, got)
+		case StrategyDecorrelated:
+			require.GreaterOrEqual(t, got, base, "expect a delay >= base %v, got %v", base, got)
+			if attempt <= 1 {
+				hi := min(s.Cap(), triple(base))
+				require.LessOrEqual(t, got, hi, "expect a first delay <= %v, got %v", hi, got)
 			}
 		}
 	}

@@ -3,22 +3,29 @@ package delayers
 import "time"
 
 // windowed is the shared body of the strategies whose delay is a function of
-// the window w = min(cap, base*2^(attempt-1)) alone.
+// the window w = min(cap, base*growth^(attempt-1)) alone, growth being 2
+// unless Options.Growth says otherwise.
 type windowed struct {
 	settings
 	jitter func(w time.Duration, x uint64) time.Duration
 }
 
 func newWindowed(optFns []func(*Options), jitter func(time.Duration, uint64) time.Duration) (windowed, error) {
-	s, err := newSettings(optFns)
+	s, err := newSettings(optFns, true)
 	return windowed{settings: s, jitter: jitter}, err
 }
 
+// Growth returns the factor the window grows by per attempt, after defaults:
+// Options.Growth, or DefaultGrowth (2) when that was zero. It is 2 or within
+// [MinGrowth, MaxGrowth].
+func (d *windowed) Growth() float64 { return d.growth }
+
 // BackoffDelay returns the delay before the retry that follows failed
 // attempt number attempt (1-based, as the SDK's retry middleware passes it),
-// from the window w = min(Cap(), base*2^(attempt-1)): w itself for
-// Exponential, uniform in [0, w) for Full, uniform in [w/2, w) for Equal.
-// Attempts below 1 count as 1, and the window saturates at Cap() for any
+// from the window w = min(Cap(), base*Growth()^(attempt-1)), which is
+// base*2^(attempt-1) by default: w itself for Exponential, uniform in [0, w)
+// for Full, uniform in [w/2, w) for Equal. Attempts below 1 count as 1; the
+// window never shrinks as attempt grows, and saturates at Cap() for any
 // larger attempt, up to math.MaxInt. base is ThrottleBase() when
 // Options.Throttle classifies err as a throttle, Base() otherwise (a nil err
 // is not a throttle). The result is within [0, Cap()]; it draws one value
@@ -28,7 +35,7 @@ func (d *windowed) BackoffDelay(attempt int, err error) (time.Duration, error) {
 }
 
 func (d *windowed) step(s *settings, base time.Duration, attempt int, _ time.Duration, x uint64) time.Duration {
-	return d.jitter(window(base, s.cap, attempt), x)
+	return d.jitter(grownWindow(base, s.cap, s.growth, attempt), x)
 }
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
@@ -47,8 +54,8 @@ type Exponential struct{ windowed }
 
 // NewExponential returns capped exponential backoff. optFns are applied in
 // order to a zero Options, whose zero fields then take their defaults (Base
-// 50 ms, ThrottleBase 1 s, Cap 20 s); nil funcs are skipped. Invalid options
-// give a nil delayer and an *OptionError.
+// 50 ms, ThrottleBase 1 s, Cap 20 s, Growth 2); nil funcs are skipped.
+// Invalid options give a nil delayer and an *OptionError.
 func NewExponential(optFns ...func(*Options)) (*Exponential, error) {
 	w, err := newWindowed(optFns, func(w time.Duration, _ uint64) time.Duration { return w })
 	if err != nil {
@@ -65,8 +72,8 @@ type Full struct{ windowed }
 
 // NewFull returns full jitter. optFns are applied in order to a zero
 // Options, whose zero fields then take their defaults (Base 50 ms,
-// ThrottleBase 1 s, Cap 20 s); nil funcs are skipped. Invalid options give a
-// nil delayer and an *OptionError.
+// ThrottleBase 1 s, Cap 20 s, Growth 2); nil funcs are skipped. Invalid
+// options give a nil delayer and an *OptionError.
 func NewFull(optFns ...func(*Options)) (*Full, error) {
 	w, err := newWindowed(optFns, fullJitter)
 	if err != nil {
@@ -84,8 +91,8 @@ type Equal struct{ windowed }
 
 // NewEqual returns equal jitter. optFns are applied in order to a zero
 // Options, whose zero fields then take their defaults (Base 50 ms,
-// ThrottleBase 1 s, Cap 20 s); nil funcs are skipped. Invalid options give a
-// nil delayer and an *OptionError.
+// ThrottleBase 1 s, Cap 20 s, Growth 2); nil funcs are skipped. Invalid
+// options give a nil delayer and an *OptionError.
 func NewEqual(optFns ...func(*Options)) (*Equal, error) {
 	w, err := newWindowed(optFns, equalJitter)
 	if err != nil {
