@@ -1,0 +1,224 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"math"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+)
+
+func mustScenario(t *testing.T, name string, scale float64) scenario {
+	t.Helper()
+	s, err := newScenario(name, scale)
+	require.NoError(t, err)
+	return s
+}
+
+func TestScenarioCapacity(t *testing.T) {
+	drop := mustScenario(t, scenarioDrop, 1)
+	for name, tc := range map[string]struct {
+		from, to time.Duration
+		want     float64
+	}{
+		"whole drop run":          {0, 12 * time.Second, 2*500 + 5*100 + 5*500},
+		"first second":            {0, time.Second, 500},
+		"second of the drop":      {2 * time.Second, 3 * time.Second, 100},
+		"across the drop":         {1500 * time.Millisecond, 2500 * time.Millisecond, 250 + 50},
+		"across the recovery":     {6500 * time.Millisecond, 7500 * time.Millisecond, 50 + 250},
+		"past the end, last rate": {12 * time.Second, 13 * time.Second, 500},
+		"empty interval":          {3 * time.Second, 3 * time.Second, 0},
+	} {
+		t.Run(name, func(t *testing.T) {
+			got := drop.capacityBetween(500, tc.from, tc.to)
+			assert.InDelta(t, tc.want, got, 1e-9, "expect %v, got %v", tc.want, got)
+		})
+	}
+	assert.Equal(t, 12*time.Second, drop.duration())
+	at, ok := drop.recovery()
+	assert.True(t, ok)
+	assert.Equal(t, 7*time.Second, at)
+
+	steady := mustScenario(t, scenarioSteady, 0.5)
+	assert.Equal(t, 5*time.Second, steady.duration())
+	_, ok = steady.recovery()
+	assert.False(t, ok, "expect no recovery in a steady scenario")
+
+	_, err := newScenario("bogus", 1)
+	assert.Error(t, err)
+}
+
+func TestPercentileIsNearestRank(t *testing.T) {
+	var d []time.Duration
+	for i := 1; i <= 100; i++ {
+		d = append(d, time.Duration(i)*time.Millisecond)
+	}
+	assert.Equal(t, 50*time.Millisecond, percentile(d, 0.50))
+	assert.Equal(t, 99*time.Millisecond, percentile(d, 0.99))
+	assert.Equal(t, 100*time.Millisecond, percentile(d, 1))
+	assert.Equal(t, time.Millisecond, percentile(d, 0))
+	assert.Equal(t, time.Duration(0), percentile(nil, 0.5))
+	assert.Equal(t, 7*time.Millisecond, percentile([]time.Duration{7 * time.Millisecond}, 0.99))
+}
+
+func TestRecoveryTime(t *testing.T) {
+	capacity := func(from, to time.Duration) float64 { return 500 * (to - from).Seconds() }
+	// 2 s of bins: 20 at 10 a bin (100/s), then 50 a bin (500/s) from 1.3 s.
+	bins := make([]int64, 30)
+	for i := range bins {
+		bins[i] = 10
+		if i >= 13 {
+			bins[i] = 50
+		}
+	}
+	// The window [1.3 s, 2.3 s) is the first with 500 successes.
+	got, ok := recoveryTime(bins, time.Second, 3*time.Second, capacity)
+	require.True(t, ok)
+	assert.Equal(t, 300*time.Millisecond, got)
+
+	// A window that would end past the run does not count.
+	_, ok = recoveryTime(bins, time.Second, 2*time.Second, capacity)
+	assert.False(t, ok, "expect no full window within the run")
+
+	// 95% is enough: 48 a bin is 480/s.
+	for i := range bins {
+		bins[i] = 48
+	}
+	got, ok = recoveryTime(bins, time.Second, 3*time.Second, capacity)
+	require.True(t, ok)
+	assert.Equal(t, time.Duration(0), got)
+}
+
+func TestSummarize(t *testing.T) {
+	drop := mustScenario(t, scenarioDrop, 1)
+	r := result{
+		mode: "m", k: 64, scen: drop, capacity: 500,
+		successes: 3800, requests: 4180, throttled: 380,
+		latencies: []time.Duration{time.Millisecond, 2 * time.Millisecond, 300 * time.Millisecond},
+		okBins:    make([]int64, 120),
+	}
+	for i := range 12 {
+		req := int64(500)
+		if i >= 2 && i < 7 {
+			req = 150
+		}
+		if i == 0 {
+			req = 2000 // the first second is not held against the peak
+		}
+		r.seconds = append(r.seconds, second{requests: req, throttled: 30})
+	}
+	r.seconds[3].throttled = 90
+	r.seconds = append(r.seconds, second{requests: 40000, throttled: 40000}) // after the end: ignored
+	for i := 70; i < 120; i++ {
+		r.okBins[i] = 50
+	}
+	s := summarize(r)
+	assert.InDelta(t, 3800.0/4000, s.util, 1e-9)
+	assert.InDelta(t, 1.1, s.callsPerSuccess, 1e-9)
+	assert.Equal(t, 2*time.Millisecond, s.p50)
+	assert.Equal(t, 300*time.Millisecond, s.p99)
+	assert.Equal(t, 300*time.Millisecond, s.max)
+	assert.InDelta(t, 1.5, s.peak, 1e-9, "expect the peak 150/100 of the drop")
+	assert.Equal(t, int64(90), s.worstThrottled)
+	require.True(t, s.hasRecovery)
+	require.True(t, s.recovered)
+	assert.Equal(t, time.Duration(0), s.recovery)
+
+	none := summarize(result{scen: drop, capacity: 500})
+	assert.True(t, math.IsInf(none.callsPerSuccess, 1), "expect +Inf calls per success without a success")
+	assert.False(t, none.recovered)
+}
+
+func TestFailureKind(t *testing.T) {
+	throttle := errors.New("ProvisionedThroughputExceededException")
+	for name, tc := range map[string]struct {
+		err  error
+		want failures
+	}{
+		"ours, budget": {fmt.Errorf("op: %w", &jitterretry.BudgetError{Available: 3, Requested: 5, Err: throttle}), failures{budget: 1}},
+		"SDK, quota": {fmt.Errorf("failed to get rate limit token, %w",
+			ratelimit.QuotaExceededError{Available: 3, Requested: 5}), failures{budget: 1}},
+		"max attempts": {fmt.Errorf("op: %w", &retry.MaxAttemptsError{Attempt: 4, Err: throttle}), failures{maxAttempts: 1}},
+		"other":        {throttle, failures{other: 1}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, tc.want, failureKind(tc.err))
+		})
+	}
+}
+
+func TestParseModes(t *testing.T) {
+	all, err := parseModes("all")
+	require.NoError(t, err)
+	require.Len(t, all, len(defaultModes))
+	assert.Nil(t, all[0].retryer, "expect sdk-default to keep the client's own retryer")
+	for _, m := range all[1:] {
+		require.NotNil(t, m.retryer, m.name)
+		assert.NotNil(t, m.retryer(), m.name)
+	}
+
+	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive")
+	require.NoError(t, err)
+	require.Len(t, ms, 2)
+	r, ok := ms[0].retryer().(*jitterretry.Retryer)
+	require.True(t, ok)
+	_, limited := r.SendRateIn("")
+	assert.True(t, limited, "expect +rate to turn on the send-rate limiter")
+	assert.Equal(t, 4, r.MaxAttempts(), "expect the DynamoDB preset")
+	_, ok = ms[1].retryer().(*retry.AdaptiveMode)
+	assert.True(t, ok)
+
+	for _, bad := range []string{"", "sdk", "ours-", "ours-full+failfast+rate", "ours-bogus", "ours-full,ours-full"} {
+		_, err := parseModes(bad)
+		assert.Error(t, err, "expect %q rejected", bad)
+	}
+}
+
+func TestParseFlags(t *testing.T) {
+	cfg, err := parseFlags(nil, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{64}, cfg.k)
+	assert.Len(t, cfg.modes, len(defaultModes))
+	require.Len(t, cfg.scenarios, 2)
+	assert.Equal(t, 10*time.Second, cfg.scenarios[0].duration())
+	assert.Equal(t, 12*time.Second, cfg.scenarios[1].duration())
+	assert.Equal(t, 500.0, cfg.load.capacity)
+	assert.Equal(t, 2*time.Millisecond, cfg.load.service)
+
+	cfg, err = parseFlags([]string{"-k", "4,1000", "-scenarios", "drop", "-scale", "0.5"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	assert.Equal(t, []int{4, 1000}, cfg.k)
+	assert.Equal(t, 6*time.Second, cfg.scenarios[0].duration())
+
+	for _, args := range [][]string{
+		{"-k", "0"}, {"-k", "99999"}, {"-capacity", "0"}, {"-burst", "-1"}, {"-scale", "0"},
+		{"-scale", "11"}, {"-scenarios", ","}, {"-modes", "nope"}, {"-service", "-1ms"}, {"extra"},
+	} {
+		_, err := parseFlags(args, &bytes.Buffer{})
+		assert.Error(t, err, "expect %q rejected", strings.Join(args, " "))
+	}
+}
+
+func TestPrintSummaryAndSeconds(t *testing.T) {
+	drop := mustScenario(t, scenarioDrop, 1)
+	r := result{mode: "ours-full+rate", scen: drop, capacity: 500, successes: 10, requests: 11,
+		seconds: []second{{requests: 700, throttled: 200}, {requests: 510, throttled: 10}}}
+	var out bytes.Buffer
+	printSummary(&out, []result{r})
+	printSeconds(&out, []result{r})
+	text := out.String()
+	assert.Contains(t, text, "recovery")
+	assert.Contains(t, text, "never")
+	assert.Contains(t, text, "ours-full+rate")
+	assert.Regexp(t, `capacity\s+500\s+500\s+100`, text)
+	assert.Regexp(t, `ours-full\+rate\s+700\s+510\s+0`, text)
+}
