@@ -4,14 +4,17 @@ import (
 	"math"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+
 	"github.com/jitterretry/jitterretry/delayers"
 )
 
 // Experimental strategies, tried "beyond the blog" (issue 4 §4) at N=100 and
-// reported in BENCHMARKS.md. They live here, not in delayers, until one is
-// adopted there. Their windows are stated in round trips of the experiment,
-// 2*NetMean (20 ms by default): a read's request and reply, the time one
-// client's read→write exchange keeps the row contended.
+// reported in BENCHMARKS.md. Their windows are stated in round trips of the
+// experiment, 2*NetMean (20 ms by default): a read's request and reply, the
+// time one client's read→write exchange keeps the row contended. full-rtt and
+// full-1.5x run delayers.Full, the latter with Options.Growth, which was
+// added to delayers when it won; the others are formulas of their own here.
 const (
 	StrategyFullRTT     = "full-rtt"
 	StrategyFullGentle  = "full-1.5x"
@@ -44,13 +47,15 @@ func ExperimentalStrategies() []Strategy {
 		},
 		{
 			Name:         StrategyFullGentle,
-			Description:  "full jitter, first window 4 round trips, x1.5 per retry: uniform[0, min(cap, 4*rtt*1.5^(n-1)))",
+			Description:  "full jitter, first window 4 round trips, x1.5 per retry: delayers.Full with Base 4*rtt, Growth 1.5",
 			Reproducible: true,
 			newRun: func(p Params, src delayers.Source) (func() Backoff, error) {
-				first := gentleFirstWindow * 2 * p.NetMean
-				return func() Backoff {
-					return &gentleBackoff{src: src, first: first, cap: p.Cap, growth: gentleGrowth}
-				}, nil
+				d, err := newGentle(p, src)
+				if err != nil {
+					return nil, err
+				}
+				b := firstWindowBackoff{d}
+				return func() Backoff { return b }, nil
 			},
 		},
 		{
@@ -87,25 +92,29 @@ func scaled(u float64, d, limit time.Duration) time.Duration {
 	return time.Duration(v)
 }
 
-// gentleBackoff is full jitter whose window grows by growth, not 2, per
-// retry: uniform[0, min(cap, first*growth^(n-1))).
-type gentleBackoff struct {
-	src        delayers.Source
-	first, cap time.Duration
-	growth     float64
+// newGentle returns the delayer of full-1.5x: full jitter whose first window
+// is gentleFirstWindow round trips, growing by gentleGrowth per retry, so its
+// n-th retry sleeps uniform[0, min(cap, 4*rtt*1.5^(n-1))). A Cap below four
+// round trips caps the first window too, as the formula says, rather than
+// being rejected as a Base above Cap.
+func newGentle(p Params, src delayers.Source) (*delayers.Full, error) {
+	return delayers.NewFull(func(o *delayers.Options) {
+		o.Base, o.Cap, o.Growth, o.Source = min(gentleFirstWindow*2*p.NetMean, p.Cap), p.Cap, gentleGrowth, src
+	})
 }
 
-func (b *gentleBackoff) Delay(n int) (time.Duration, error) {
-	return scaled(uniform01(b.src.Uint64()), gentleWindow(b.first, b.cap, b.growth, n), b.cap), nil
-}
+// firstWindowBackoff calls a stateless BackoffDelayer whose Base is the
+// first retry's window, with the blog's retry number n as the attempt: the
+// delayers' window base*growth^(attempt-1) is then the strategy's
+// first*growth^(n-1). This differs on purpose from attemptBackoff, whose
+// DelayerAttempt(n) = n+1 serves the blog's convention, in which the first
+// window is already 2*base; a strategy defined by its first window needs no
+// such shift (with it, Base would have to be first/1.5, not a whole number
+// of nanoseconds).
+type firstWindowBackoff struct{ d retry.BackoffDelayer }
 
-// gentleWindow returns min(cap, first*growth^(n-1)), n counting from 1.
-func gentleWindow(first, cap time.Duration, growth float64, n int) time.Duration {
-	w := float64(first) * math.Pow(growth, float64(max(n, 1)-1))
-	if w >= float64(cap) || math.IsInf(w, 1) {
-		return cap
-	}
-	return time.Duration(w)
+func (b firstWindowBackoff) Delay(n int) (time.Duration, error) {
+	return b.d.BackoffDelay(n, errConflict)
 }
 
 // loglogBackoff is loglog-iterated backoff: the window W, in slots, grows by
