@@ -21,6 +21,14 @@ type DoOptions struct {
 	// MaxAttempts; UnlimitedAttempts means no limit; other negative values
 	// are invalid.
 	MaxAttempts int
+
+	// RetryCost, when set, gives the tokens a retry after err takes from the
+	// Retryer's bucket, in place of its RetryCost and ThrottlingRetryCost.
+	// Optimistic-locking conflicts are the normal price of contention, not a
+	// sign of a struggling service, so a loop may charge them little or
+	// nothing (0) and keep the budget for the SDK-level retries of throttles
+	// and 5xx. A successful retry refunds whatever it was charged.
+	RetryCost func(err error, class ErrorClass) uint
 }
 
 // Do calls fn until it returns nil, returns an error that is not retryable,
@@ -94,7 +102,10 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 			return &MaxAttemptsError{Attempt: attempt, Err: err}
 		}
 		cost := r.costs.retry
-		if class == ClassThrottle {
+		switch {
+		case o.RetryCost != nil:
+			cost = o.RetryCost(err, class)
+		case class == ClassThrottle:
 			cost = r.costs.throttle
 		}
 		var held heldTokens

@@ -172,3 +172,22 @@ func TestDoBadInput(t *testing.T) {
 	bad := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 0 })
 	assert.ErrorAs(t, jitterretry.Do(context.Background(), bad, func(context.Context) error { return nil }), &oe)
 }
+
+func TestDoRetryCostKeepsTheBudgetForTheSDK(t *testing.T) {
+	r := jitterretry.New(fast)
+	conflicts := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		if conflicts < 5 {
+			conflicts++
+			return &types.ConditionalCheckFailedException{Message: aws.String("moved")}
+		}
+		return nil
+	}, func(o *jitterretry.DoOptions) {
+		o.Classify = retryConflicts
+		o.MaxAttempts = 10
+		o.RetryCost = func(error, jitterretry.ErrorClass) uint { return 1 }
+	})
+	require.NoError(t, err)
+	// Four failed retries at 1 token each; the fifth succeeded and was refunded.
+	assert.Equal(t, uint(496), r.Remaining())
+}
