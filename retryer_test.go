@@ -374,3 +374,20 @@ func TestPartitionsIsolateBudgets(t *testing.T) {
 	left, _ = r.RemainingIn("cold-table")
 	assert.Equal(t, uint(20), left)
 }
+
+func TestBackoffGrowth(t *testing.T) {
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay, o.BackoffGrowth = delayers.StrategyExponential, 10*time.Millisecond, 1.5
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	require.NoError(t, r.Err())
+	for attempt := 1; attempt <= 3; attempt++ {
+		_, err := r.RetryDelay(attempt, nil)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []time.Duration{10 * time.Millisecond, 15 * time.Millisecond, 22500 * time.Microsecond}, delays)
+	var oe *jitterretry.OptionsError
+	require.ErrorAs(t, jitterretry.New(func(o *jitterretry.Options) { o.BackoffGrowth = 0.5 }).Err(), &oe)
+	assert.Equal(t, "BackoffGrowth", oe.Option)
+}
