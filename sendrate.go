@@ -41,6 +41,9 @@ const (
 	// back to five times the rate in six windows when the capacity returns.
 	firstGrowth = 0.05
 	maxGrowth   = 1.0
+	// A cut keeps at least a quarter of the rate: a fivefold drop of
+	// capacity still takes two cuts.
+	minCutTo = 0.25
 )
 
 // SendRateLimiter is an adaptive client-side send-rate limiter: it paces
@@ -48,13 +51,18 @@ const (
 //
 // On a throttle it drops the rate to CutTo times the rate the service
 // actually accepted over the last window or two: the service's capacity,
-// measured rather than guessed. Only a throttle of a request sent after the
-// last cut counts as a new signal, so a burst of throttles from one round
-// trip, however many goroutines share the client, is one cut, not one cut
-// each. Every window without a throttle raises the rate by a step that starts
-// at 5% and doubles each window, up to +100%, so it probes gently near the
-// capacity it found and recovers a fivefold capacity increase in about six
-// windows.
+// measured rather than guessed (but never below a quarter of the rate it
+// had, in case the answers lag). Only a throttle of a request sent after
+// the last cut counts as a new signal, so a burst of throttles from one
+// round trip, however many goroutines share the client, is one cut, not one
+// cut each. Every window without a throttle raises the rate by a step that
+// starts at 5% and doubles each window, up to +100%, so it probes gently
+// near the capacity it found and recovers a fivefold capacity increase in
+// about six windows.
+//
+// Each caller reserves a slot and waits for it, so with K callers waiting a
+// change of rate takes up to K/rate seconds to reach all of them; a rise
+// lets new callers in between the slots already handed out.
 //
 // The methods ending in At take the current time, so tests can drive it with
 // a fake clock. It is safe for concurrent use by multiple goroutines.
@@ -71,7 +79,10 @@ type SendRateLimiter struct {
 	winStart  time.Time
 	winOK     int // successes in the current window
 	winThr    int // throttles in the current window
+	winSent   int // slots handed out in the current window
 	prevOK    int // successes in the previous window
+	prevThr   int // throttles in the previous window
+	prevSent  int // slots handed out in the previous window
 	prevSpan  time.Duration
 	cuts      int
 	throttled bool // a throttle was seen since the limiter started
@@ -151,6 +162,7 @@ func (l *SendRateLimiter) ReserveAt(now time.Time) time.Duration {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.rollLocked(now)
+	l.winSent++
 	if math.IsInf(l.rate, 1) {
 		return 0
 	}
@@ -178,28 +190,54 @@ func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 	if !sentAt.After(l.lastCut) {
 		return // part of a burst already answered by a cut
 	}
-	accepted := l.acceptedRateLocked(now)
-	target := l.cutTo * accepted
-	if math.IsInf(l.rate, 1) || target < l.rate {
+	target := l.cutTo * l.acceptedRateLocked(now)
+	switch {
+	case math.IsInf(l.rate, 1):
 		l.rate = l.clamp(target)
+	case target < l.rate:
+		// An estimate from lagging answers can be far too low, and every
+		// goroutine that reserves a slot meanwhile waits at that rate.
+		l.rate = l.clamp(max(target, minCutTo*l.rate))
 	}
 	l.lastCut = now
 	l.growth = firstGrowth
 	l.cuts++
-	// Re-space the queue at the new rate from now on.
-	if l.next.After(now) {
-		l.next = now
+}
+
+// raiseLocked raises a finite rate to r at now and moves the next slot
+// closer, as if the slots handed out but not yet due had been spaced at the
+// new rate. The callers already waiting keep their slots, so new callers
+// are sent in between them until they are gone. Without it a rise would
+// reach a client only after every goroutine already waiting had been sent
+// at the old rate: K/rate seconds with K goroutines, ten seconds for 1000
+// goroutines at 100/s. A cut leaves the next slot where it is: moving it
+// back to now would hand the waiting callers' slots out twice.
+func (l *SendRateLimiter) raiseLocked(now time.Time, r float64) {
+	old := l.rate
+	l.rate = l.clamp(r)
+	if ahead := l.next.Sub(now); ahead > 0 && l.rate > old {
+		l.next = now.Add(time.Duration(float64(ahead) * old / l.rate))
 	}
 }
 
 // acceptedRateLocked estimates the rate the service accepted, in requests per
-// second, over the current and previous windows.
+// second, over the current and previous windows, and at least one window: a
+// shorter span holds only the service's burst.
+//
+// The successes seen are a lower bound: answers lag. Throttles are cheap to
+// answer and come back before the successes of the same burst, and the
+// first answers to many goroutines that start at once may take longer than
+// a window. The slots handed out and not throttled are an upper bound: they
+// include the requests in flight. The estimate is the larger of the two. An
+// estimate too high costs a few throttles, and the next cut, a round trip
+// later, corrects it; one too low is paid for much longer, since every
+// waiting goroutine already holds a slot at the low rate: K/rate seconds
+// with K goroutines.
 func (l *SendRateLimiter) acceptedRateLocked(now time.Time) float64 {
-	span := now.Sub(l.winStart) + l.prevSpan
-	if span <= 0 {
-		return l.minRate
-	}
-	return float64(l.winOK+l.prevOK) / span.Seconds()
+	span := max(now.Sub(l.winStart)+l.prevSpan, l.window).Seconds()
+	ok := l.winOK + l.prevOK
+	unthrottled := l.winSent + l.prevSent - l.winThr - l.prevThr
+	return float64(max(ok, unthrottled, 0)) / span
 }
 
 // rollLocked closes every window that ended by now; a window without a
@@ -217,16 +255,24 @@ func (l *SendRateLimiter) rollLocked(now time.Time) {
 	// into a rate it never tested.
 	used := float64(l.winOK) >= 0.5*l.rate*elapsed.Seconds()
 	if l.winThr == 0 && l.throttled && used && !math.IsInf(l.rate, 1) {
-		l.rate = l.clamp(l.rate * (1 + l.growth))
+		l.raiseLocked(now, l.rate*(1+l.growth))
 		l.growth = math.Min(l.growth*2, maxGrowth)
 	}
-	if elapsed >= 2*l.window {
+	switch {
+	case math.IsInf(l.rate, 1):
+		// Unlimited, before the first cut: keep the whole history, so that
+		// the first cut counts every slot handed out, however late the
+		// first answers come (many goroutines starting at once on few
+		// cores can take more than two windows).
+		l.prevOK, l.prevThr, l.prevSent = l.prevOK+l.winOK, l.prevThr+l.winThr, l.prevSent+l.winSent
+		l.prevSpan += elapsed
+	case elapsed >= 2*l.window:
 		// Idle for more than a window: what came before says nothing now.
-		l.prevOK, l.prevSpan = 0, 0
-	} else {
-		l.prevOK, l.prevSpan = l.winOK, elapsed
+		l.prevOK, l.prevThr, l.prevSent, l.prevSpan = 0, 0, 0, 0
+	default:
+		l.prevOK, l.prevThr, l.prevSent, l.prevSpan = l.winOK, l.winThr, l.winSent, elapsed
 	}
-	l.winOK, l.winThr = 0, 0
+	l.winOK, l.winThr, l.winSent = 0, 0, 0
 	l.winStart = now
 }
 

@@ -70,6 +70,68 @@ func TestSendRateOneCutPerThrottleEpisode(t *testing.T) {
 	assert.GreaterOrEqual(t, l.Rate(), 1.0, "never below MinRate")
 }
 
+func TestSendRateFirstThrottleBeforeAnySuccess(t *testing.T) {
+	// 64 goroutines share an unlimited client and send at once. Throttles
+	// are cheap to answer: the first comes back before any success.
+	l := jitterretry.NewSendRateLimiter()
+	for range 64 {
+		require.Equal(t, time.Duration(0), l.ReserveAt(t0))
+	}
+	l.ObserveAt(t0, t0.Add(500*time.Microsecond), true)
+	// 63 slots not throttled, over at least one window (100 ms): 630/s.
+	assert.InDelta(t, 0.95*630, l.Rate(), 1e-6, "expect a cut to 95%% of the slots not throttled, got %.1f", l.Rate())
+
+	// 1000 goroutines on two cores: the first answer, a throttle, comes
+	// back after two and a half windows. Every slot still counts.
+	l = jitterretry.NewSendRateLimiter()
+	for range 1000 {
+		l.ReserveAt(t0)
+	}
+	l.ObserveAt(t0, t0.Add(250*time.Millisecond), true)
+	assert.InDelta(t, 0.95*999/0.25, l.Rate(), 1e-6, "expect a cut to 95%% of 999 slots in 250 ms, got %.1f", l.Rate())
+}
+
+func TestSendRateCutKeepsSlotsHandedOut(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
+	for i := range 10 {
+		require.Equal(t, time.Duration(i)*10*time.Millisecond, l.ReserveAt(t0))
+	}
+	l.ObserveAt(t0, t0.Add(time.Millisecond), true)
+	require.Less(t, l.Rate(), 100.0)
+	// The ten slots handed out are still waiting: the next one follows them.
+	wait := l.ReserveAt(t0.Add(time.Millisecond))
+	assert.Equal(t, 99*time.Millisecond, wait, "expect the next slot after the ten handed out, got %v", wait)
+}
+
+func TestSendRateCutKeepsAQuarter(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 400 })
+	// A throttle with no success and no slot seen: an estimate of zero.
+	l.ObserveAt(t0, t0.Add(time.Millisecond), true)
+	assert.Equal(t, 100.0, l.Rate(), "expect a cut to a quarter at most, got %.1f", l.Rate())
+}
+
+func TestSendRateRiseLetsNewCallersIn(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 100, 100 })
+	l.ObserveAt(t0, t0, true) // a throttle: from now on the limiter probes
+	for range 50 {
+		l.ReserveAt(t0) // 50 callers wait, the last until t0+490ms
+	}
+	for range 10 {
+		l.ObserveAt(t0, t0.Add(50*time.Millisecond), false)
+	}
+	l.ReserveAt(t0.Add(100 * time.Millisecond)) // closes the throttled window; waits until t0+500ms
+	for range 10 {
+		l.ObserveAt(t0, t0.Add(150*time.Millisecond), false)
+	}
+	// Closing a window without a throttle raises the rate by 5%, and the
+	// next slot, 310 ms ahead at 100/s, moves as if spaced at 105/s.
+	now := t0.Add(200 * time.Millisecond)
+	wait := l.ReserveAt(now)
+	assert.InDelta(t, 105, l.Rate(), 1e-9)
+	want := 310 * time.Millisecond * 100 / 105
+	assert.InDelta(t, float64(want), float64(wait), float64(time.Microsecond), "expect %v, got %v", want, wait)
+}
+
 func TestSendRateCutsToAcceptedRate(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter()
 	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
