@@ -16,7 +16,7 @@ type ItemCheck struct {
 	// adds one to both.
 	Counter, Version int64
 	// Expected is the acknowledged increments of the item, plus unresolved
-	// ones whose token shows they landed.
+	// and failed ones whose token shows they landed.
 	Expected int64
 }
 
@@ -31,10 +31,15 @@ type Check struct {
 	// Unresolved is the increments whose workers never learned their
 	// outcome; UnresolvedApplied of them had landed.
 	Unresolved, UnresolvedApplied int
+	// Failed is the increments reported as failed (Result.Failed);
+	// FailedApplied of them had landed all the same (a write whose every
+	// response was lost). Neither is a loss: the caller was told.
+	Failed, FailedApplied int
 }
 
 // OK reports whether every counter equals its expected increments and its
-// version, and every increment's outcome was known to its worker.
+// version, and every increment's outcome was known to its worker: either
+// acknowledged or reported as failed.
 func (c Check) OK() bool {
 	if c.Lost != 0 || c.Double != 0 || c.Unresolved != 0 {
 		return false
@@ -50,7 +55,11 @@ func (c Check) OK() bool {
 // String summarises the check for the report's last column.
 func (c Check) String() string {
 	if c.OK() {
-		return fmt.Sprintf("ok (%d/%d items)", len(c.Items), len(c.Items))
+		s := fmt.Sprintf("ok (%d/%d items)", len(c.Items), len(c.Items))
+		if c.Failed > 0 {
+			s += fmt.Sprintf(", %d failed (%d landed)", c.Failed, c.FailedApplied)
+		}
+		return s
 	}
 	s := fmt.Sprintf("FAILED: lost %d, double %d", c.Lost, c.Double)
 	if c.Unresolved > 0 {
@@ -79,11 +88,23 @@ func Verify(ctx context.Context, admin *dynamodb.Client, table string, res *Resu
 		}
 	}
 	expected := append([]int64(nil), res.Acked...)
+	landed := func(p Pending) bool {
+		if p.Item >= 0 && p.Item < len(items) && items[p.Item].token(p.Worker) >= p.Seq {
+			expected[p.Item]++
+			return true
+		}
+		return false
+	}
 	for _, p := range res.Unresolved {
 		c.Unresolved++
-		if p.Item >= 0 && p.Item < len(items) && items[p.Item].token(p.Worker) >= p.Seq {
+		if landed(p) {
 			c.UnresolvedApplied++
-			expected[p.Item]++
+		}
+	}
+	for _, f := range res.Failed {
+		c.Failed++
+		if landed(f.Pending) {
+			c.FailedApplied++
 		}
 	}
 	for i, it := range items {

@@ -167,4 +167,32 @@ func loseFirstWrite(t *testing.T, upstream string) string {
 	return srv.URL
 }
 
+// blackoutAfterFirstWrite is a loopback proxy that forwards everything to
+// upstream and answers normally until a write has reached the server; from
+// then on it replaces every response with HTTP 500 InternalServerError. The
+// first write lands, and no worker can ever learn it.
+func blackoutAfterFirstWrite(t *testing.T, upstream string) string {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	require.NoError(t, err)
+	var dark atomic.Bool
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.ModifyResponse = func(resp *http.Response) error {
+		op := resp.Request.Header.Get("X-Amz-Target")
+		if strings.HasSuffix(op, ".UpdateItem") || strings.HasSuffix(op, ".TransactWriteItems") {
+			dark.Store(true)
+		}
+		if dark.Load() {
+			return errLost
+		}
+		return nil
+	}
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+		ddbwire.WriteError(w, http.StatusInternalServerError, ddbwire.InternalServerError, "response lost: "+err.Error())
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(srv.Close)
+	return srv.URL
+}
+
 var errLost = fmt.Errorf("injected by the test")

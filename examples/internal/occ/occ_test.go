@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
@@ -252,6 +253,8 @@ func TestRunRejectsBadConfig(t *testing.T) {
 	p := fastPolicy(t, "full", 1)
 	_, err := Run(context.Background(), dynamodb.New(dynamodb.Options{}), p, Config{Workers: 0, Increments: 1, Items: 1})
 	require.Error(t, err)
+	_, err = Run(context.Background(), dynamodb.New(dynamodb.Options{}), p, Config{Workers: 1, Increments: 1, Items: 1, MaxRequeues: -1})
+	require.Error(t, err)
 	_, err = NewPolicy("linear", PolicyOptions{})
 	require.Error(t, err)
 }
@@ -276,4 +279,46 @@ func TestPercentile(t *testing.T) {
 	assert.Equal(t, 50*time.Millisecond, r.Percentile(50))
 	assert.Equal(t, 99*time.Millisecond, r.Percentile(99))
 	assert.Equal(t, 100*time.Millisecond, r.Percentile(100))
+}
+
+func TestMinidynBoundedRequeuesReportEveryFailure(t *testing.T) {
+	// The first write lands, then no response comes back at all: no
+	// increment can be acknowledged, one has landed all the same. Each must
+	// be reported as failed, with the SDK's or the retryer's typed error,
+	// and Verify must find the landed one through its token: none lost,
+	// none applied twice.
+	const workers, increments, items = 4, 3, 2
+	s := minidyn(t)
+	table := s.table(t, items)
+	endpoint := blackoutAfterFirstWrite(t, s.URL)
+	p := fastPolicy(t, "full", 5)
+	ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
+	defer cancel()
+	res, err := Run(ctx, s.client(endpoint, p.SDK), p, Config{
+		Table: table, Workers: workers, Increments: increments, Items: items, Seed: 5, MaxRequeues: 1, LoopAttempts: 2,
+	})
+	require.NoError(t, err, "expect failures to be reported per increment, not to stop the run")
+	assert.Zero(t, res.Successes)
+	require.Len(t, res.Failed, workers*increments)
+	ids := map[int]bool{}
+	for _, f := range res.Failed {
+		var sdkMax *retry.MaxAttemptsError
+		var budget *jitterretry.BudgetError
+		assert.True(t, errors.As(f.Err, &sdkMax) || errors.As(f.Err, &budget),
+			"expect a typed give-up error, got %T: %v", f.Err, f.Err)
+		var ise *types.InternalServerError
+		assert.ErrorAs(t, f.Err, &ise, "expect the 500 that caused it inside")
+		assert.False(t, ids[f.Worker], "expect a new identity after each failure, got worker %d twice", f.Worker)
+		ids[f.Worker] = true
+	}
+	check, err := Verify(context.Background(), s.admin(), table, res)
+	require.NoError(t, err)
+	assert.True(t, check.OK(), "got %+v", check)
+	assert.Equal(t, workers*increments, check.Failed)
+	assert.Positive(t, check.FailedApplied, "expect some failed writes to have landed")
+	var sum int64
+	for _, it := range check.Items {
+		sum += it.Counter
+	}
+	assert.Equal(t, int64(check.FailedApplied), sum, "expect the counters to hold exactly the failed increments that landed")
 }

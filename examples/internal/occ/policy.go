@@ -44,6 +44,9 @@ type PolicyOptions struct {
 	// tried again, as a job queue bounds its redelivery delay. Zero means
 	// 1 s.
 	RequeueCap time.Duration
+	// OnRetry, when set, sees every retry Retries counts. It must be safe
+	// for concurrent use and quick.
+	OnRetry func(jitterretry.RetryEvent)
 }
 
 // Policy is one retry strategy, wired the same way for every strategy: SDK
@@ -62,12 +65,17 @@ type Policy struct {
 	// tried again; attempt counts those give-ups.
 	Requeue retry.BackoffDelayer
 
-	refused atomic.Int64
+	refused, retries atomic.Int64
 }
 
 // Refused returns how many retries the shared retry token bucket has
 // refused so far, at either layer.
 func (p *Policy) Refused() int64 { return p.refused.Load() }
+
+// Retries returns how many retries have been made so far, at either layer
+// (the jitterretry.Retryer's OnRetry hook). For SDKStandard it counts only
+// the application loop's retries: the SDK's own retryer has no hook.
+func (p *Policy) Retries() int64 { return p.retries.Load() }
 
 // NewPolicy returns the policy called name (see StrategyNames).
 func NewPolicy(name string, o PolicyOptions) (*Policy, error) {
@@ -92,6 +100,7 @@ func NewPolicy(name string, o PolicyOptions) (*Policy, error) {
 		p.Loop = jitterretry.New(func(jo *jitterretry.Options) {
 			jo.Backoff = retry.BackoffDelayerFunc(std.RetryDelay)
 			jo.RateLimiter = bucket
+			jo.OnRetry = p.onRetry(o.OnRetry)
 		})
 		return p, p.Loop.Err()
 	}
@@ -104,6 +113,7 @@ func NewPolicy(name string, o PolicyOptions) (*Policy, error) {
 		jo.Jitter = strategy
 		jo.BaseDelay, jo.ThrottleBaseDelay, jo.MaxBackoff = o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff
 		jo.Source = delayers.NewSource(o.Seed)
+		jo.OnRetry = p.onRetry(o.OnRetry)
 		jo.OnGiveUp = func(e jitterretry.GiveUpEvent) {
 			if e.Reason == jitterretry.GiveUpBudget {
 				p.refused.Add(1)
@@ -122,6 +132,15 @@ func NewPolicy(name string, o PolicyOptions) (*Policy, error) {
 	}
 	p.SDK, p.Loop, p.Requeue = r, r, requeue
 	return p, nil
+}
+
+func (p *Policy) onRetry(next func(jitterretry.RetryEvent)) func(jitterretry.RetryEvent) {
+	return func(e jitterretry.RetryEvent) {
+		p.retries.Add(1)
+		if next != nil {
+			next(e)
+		}
+	}
 }
 
 // countingLimiter counts the retries the SDK's token bucket refuses.

@@ -36,6 +36,16 @@ type Config struct {
 	// LoopAttempts is the most calls jitterretry.Do makes for one try of an
 	// increment before it goes back to the worker's queue. Zero means 10.
 	LoopAttempts int
+	// MaxRequeues bounds how often an increment goes back to the worker's
+	// queue after jitterretry.Do gave up on it. Zero means no bound: the
+	// increment is tried until it is acknowledged or ctx ends, and an error
+	// no retry can mend stops the run. With a bound, an increment that still
+	// fails after MaxRequeues requeues, or fails with an error no retry can
+	// mend, is recorded in Result.Failed with its error, and the worker goes
+	// on with its next increment under a new identity (a new token
+	// attribute), so that whether the failed one landed can still be read
+	// from the table afterwards, even if a delayed attempt lands late.
+	MaxRequeues int
 	// Progress, when set, is called after each acknowledged increment. It
 	// must be safe for concurrent use.
 	Progress func()
@@ -66,12 +76,22 @@ type Result struct {
 	// Unresolved lists the increments still in flight when the context
 	// ended; Verify finds out whether they landed.
 	Unresolved []Pending
+	// Failed lists the increments the workers gave up on, each with the
+	// error they were given (only with Config.MaxRequeues); Verify finds out
+	// whether they landed anyway.
+	Failed []Failure
 }
 
 // Pending is an increment whose outcome the worker never learned.
 type Pending struct {
 	Worker, Item int
 	Seq          int64
+}
+
+// Failure is an increment that failed, with the error its worker got.
+type Failure struct {
+	Pending
+	Err error
 }
 
 // Percentile returns the p-th percentile (0 < p <= 100, nearest rank) of
@@ -138,6 +158,9 @@ func Run(ctx context.Context, client *dynamodb.Client, p *Policy, cfg Config) (*
 	if cfg.Workers < 1 || cfg.Increments < 1 || cfg.Items < 1 {
 		return nil, fmt.Errorf("occ: workers, increments and items must be at least 1, got %d, %d, %d", cfg.Workers, cfg.Increments, cfg.Items)
 	}
+	if cfg.MaxRequeues < 0 {
+		return nil, fmt.Errorf("occ: MaxRequeues must be 0 (no bound) or positive, got %d", cfg.MaxRequeues)
+	}
 	if cfg.LoopAttempts == 0 {
 		cfg.LoopAttempts = 10
 	}
@@ -161,10 +184,11 @@ func Run(ctx context.Context, client *dynamodb.Client, p *Policy, cfg Config) (*
 				versions:  map[int]int64{},
 				conflicts: &conflicts, recognised: &recognised, gaveUp: &gaveUp,
 			}
-			lat, acked, pending, err := wk.run(ctx)
+			lat, acked, pending, failed, err := wk.run(ctx)
 			succes.Add(int64(len(lat)))
 			mu.Lock()
 			res.Latencies = append(res.Latencies, lat...)
+			res.Failed = append(res.Failed, failed...)
 			for i, n := range acked {
 				res.Acked[i] += n
 			}
@@ -199,16 +223,25 @@ type worker struct {
 	conflicts, recognised, gaveUp *atomic.Int64
 }
 
-func (w *worker) run(ctx context.Context) (lat []time.Duration, acked []int64, pending *Pending, err error) {
+func (w *worker) run(ctx context.Context) (lat []time.Duration, acked []int64, pending *Pending, failed []Failure, err error) {
 	acked = make([]int64, w.cfg.Items)
 	for k := 1; k <= w.cfg.Increments; k++ {
 		it := w.rng.IntN(w.cfg.Items)
 		begin := time.Now()
 		if err := w.increment(ctx, it, int64(k)); err != nil {
-			if ctx.Err() != nil {
-				return lat, acked, &Pending{Worker: w.id, Item: it, Seq: int64(k)}, nil
+			p := Pending{Worker: w.id, Item: it, Seq: int64(k)}
+			switch {
+			case ctx.Err() != nil:
+				return lat, acked, &p, failed, nil
+			case w.cfg.MaxRequeues == 0:
+				return lat, acked, &p, failed, err
 			}
-			return lat, acked, &Pending{Worker: w.id, Item: it, Seq: int64(k)}, err
+			failed = append(failed, Failure{Pending: p, Err: err})
+			// A new identity: no later write of this worker touches the
+			// failed increment's token, so the token tells afterwards
+			// whether that increment landed.
+			w.id += w.cfg.Workers
+			continue
 		}
 		acked[it]++
 		lat = append(lat, time.Since(begin))
@@ -216,7 +249,7 @@ func (w *worker) run(ctx context.Context) (lat []time.Duration, acked []int64, p
 			w.cfg.Progress()
 		}
 	}
-	return lat, acked, nil, nil
+	return lat, acked, nil, failed, nil
 }
 
 // increment applies increment seq of this worker to item it exactly once,
@@ -235,6 +268,9 @@ func (w *worker) increment(ctx context.Context, it int, seq int64) error {
 			return nil
 		}
 		if ctx.Err() != nil || !requeueable(err) {
+			return err
+		}
+		if w.cfg.MaxRequeues > 0 && requeues > w.cfg.MaxRequeues {
 			return err
 		}
 		w.gaveUp.Add(1)
