@@ -3,6 +3,7 @@ package main
 import (
 	"fmt"
 	"image/color"
+	"io"
 	"math"
 	"os"
 	"path/filepath"
@@ -12,11 +13,17 @@ import (
 	"gonum.org/v1/plot/plotter"
 	"gonum.org/v1/plot/plotutil"
 	"gonum.org/v1/plot/vg"
+	"gonum.org/v1/plot/vg/draw"
+	"gonum.org/v1/plot/vg/vgimg"
+	"gonum.org/v1/plot/vg/vgsvg"
 )
 
+// The chart is the plot, with the legend to its right so that no line
+// hides behind it.
 const (
-	chartWidth  = 7 * vg.Inch
+	chartWidth  = 8 * vg.Inch
 	chartHeight = 4.5 * vg.Inch
+	legendWidth = 1.9 * vg.Inch
 )
 
 // plotFile returns the base name of the chart of k goroutines in scenario s.
@@ -39,8 +46,8 @@ func plotRequests(dir string, k int, s scenario, c float64, results []result) er
 	p.Y.Tick.Marker = plot.LogTicks{Prec: -1}
 	p.Y.Min = 1
 	p.X.Min = 0
-	p.Legend.Top = true
-	p.Legend.Left = false
+	lg := plot.NewLegend()
+	lg.Top, lg.Left = true, true
 	p.Add(plotter.NewGrid())
 
 	dur := s.duration()
@@ -60,7 +67,7 @@ func plotRequests(dir string, k int, s scenario, c float64, results []result) er
 	capLine.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
 	capLine.Width = vg.Points(1)
 	p.Add(capLine)
-	p.Legend.Add("capacity", capLine)
+	lg.Add("capacity", capLine)
 
 	for i, r := range results {
 		var xys plotter.XYs
@@ -80,13 +87,39 @@ func plotRequests(dir string, k int, s scenario, c float64, results []result) er
 		line.Dashes = plotutil.Dashes(i / len(plotutil.DefaultColors))
 		line.Width = vg.Points(1.5)
 		p.Add(line)
-		p.Legend.Add(r.mode, line)
+		lg.Add(r.mode, line)
 	}
-	p.Y.Max = ymax * 3 // room for the legend
-	for _, ext := range []string{"svg", "png"} {
-		if err := p.Save(chartWidth, chartHeight, filepath.Join(dir, plotFile(k, s.name)+"."+ext)); err != nil {
-			return err
-		}
+	p.Y.Max = ymax * 1.5
+	base := filepath.Join(dir, plotFile(k, s.name))
+	svg := vgsvg.New(chartWidth, chartHeight)
+	drawChart(svg, p, lg)
+	if err := writeChart(base+".svg", svg); err != nil {
+		return err
 	}
-	return nil
+	png := vgimg.New(chartWidth, chartHeight)
+	drawChart(png, p, lg)
+	return writeChart(base+".png", vgimg.PngCanvas{Canvas: png})
+}
+
+// drawChart draws p on the left of c and lg in the strip on its right.
+func drawChart(c vg.CanvasSizer, p *plot.Plot, lg plot.Legend) {
+	dc := draw.New(c)
+	split := dc.Max.X - legendWidth
+	p.Draw(draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{Min: dc.Min, Max: vg.Point{X: split, Y: dc.Max.Y}}})
+	lg.Draw(draw.Canvas{Canvas: dc.Canvas, Rectangle: vg.Rectangle{
+		Min: vg.Point{X: split + vg.Points(6), Y: dc.Min.Y}, Max: vg.Point{X: dc.Max.X, Y: dc.Max.Y - vg.Points(24)}}})
+}
+
+func writeChart(name string, w interface {
+	WriteTo(io.Writer) (int64, error)
+}) error {
+	f, err := os.Create(name)
+	if err != nil {
+		return err
+	}
+	if _, err := w.WriteTo(f); err != nil {
+		_ = f.Close()
+		return err
+	}
+	return f.Close()
 }
