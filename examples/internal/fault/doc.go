@@ -1,0 +1,16 @@
+// Package fault puts network faults between a client and a server with
+// toxiproxy (github.com/Shopify/toxiproxy/v2), run in-process as a TCP proxy
+// on loopback: latency with jitter, connections reset mid-response, stalled
+// connections that only a client timeout ends, bandwidth limits, and
+// responses sliced into small TCP segments.
+//
+// Toxiproxy is used as a library rather than through its HTTP API or a
+// separate process, so tests need no daemon and no port besides the proxy's
+// own. Its toxics decide per connection, with their toxicity, whether they
+// apply; a Proxy can re-draw that decision on every live connection at a
+// fixed period (Options.Reroll), so that a fault keeps hitting a client that
+// reuses its connections instead of striking once per connection.
+//
+// The matrix of faults the reliability tests run is Matrix; its tests live
+// next to it.
+package fault
