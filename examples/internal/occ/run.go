@@ -36,6 +36,11 @@ type Config struct {
 	// LoopAttempts is the most calls jitterretry.Do makes for one try of an
 	// increment before it goes back to the worker's queue. Zero means 10.
 	LoopAttempts int
+	// LoopRetryCost, when set, is jitterretry.DoOptions.RetryCost for the
+	// application loop: the tokens a retry after err takes from the shared
+	// bucket. Nil means the retryer's costs (14, 5 for a throttle), conflicts
+	// included.
+	LoopRetryCost func(err error, class jitterretry.ErrorClass) uint
 	// MaxRequeues bounds how often an increment goes back to the worker's
 	// queue after jitterretry.Do gave up on it. Zero means no bound: the
 	// increment is tried until it is acknowledged or ctx ends, and an error
@@ -262,6 +267,7 @@ func (w *worker) increment(ctx context.Context, it int, seq int64) error {
 		err := jitterretry.Do(ctx, w.policy.Loop, op.try, func(o *jitterretry.DoOptions) {
 			o.Classify = Classify
 			o.MaxAttempts = w.cfg.LoopAttempts
+			o.RetryCost = w.cfg.LoopRetryCost
 		})
 		if err == nil {
 			w.versions[it] = op.version
