@@ -4,6 +4,7 @@ go 1.26
 
 require (
 	github.com/Shopify/toxiproxy/v2 v2.5.0
+	github.com/aws/aws-lambda-go v1.55.1
 	github.com/aws/aws-sdk-go-v2 v1.48.0
 	github.com/aws/aws-sdk-go-v2/config v1.33.18
 	github.com/aws/aws-sdk-go-v2/credentials v1.21.0

@@ -1,0 +1,214 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"net/http"
+	"net/http/httptest"
+	"net/http/httputil"
+	"net/url"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.uber.org/goleak"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
+	"github.com/jitterretry/jitterretry/examples/internal/ddbtest"
+	"github.com/jitterretry/jitterretry/internal/capacity"
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
+)
+
+func TestMain(m *testing.M) {
+	goleak.VerifyTestMain(m)
+}
+
+// counterTable starts the embedded server with a fresh table.
+func counterTable(t *testing.T) (*ddbtest.Backend, string) {
+	t.Helper()
+	b := ddbtest.Minidyn(t)
+	table := ddbtest.TableName("counter")
+	b.CreateTable(t, table, "pk")
+	return b, table
+}
+
+// newTestHandler wires a Handler as main does, to endpoint, with its own
+// retryer (configured further by optFns) and connection pool.
+func newTestHandler(t *testing.T, b *ddbtest.Backend, table, endpoint string, optFns ...func(*jitterretry.Options)) *Handler {
+	t.Helper()
+	r := NewRetryer(DefaultAttemptTimeout, optFns...)
+	require.NoError(t, r.Err())
+	c := b.NewClient(t, endpoint, func(o *ddbtest.ClientOptions) {
+		o.Retryer = r
+		o.AttemptTimeout = DefaultAttemptTimeout
+	})
+	return &Handler{Client: c.Client, Table: table}
+}
+
+// invoke calls the handler the way the Lambda runtime does: through
+// aws-lambda-go's handler wrapper, with a JSON payload and the request ID
+// in the context.
+func invoke(ctx context.Context, h *Handler, requestID, payload string) (Result, error) {
+	ctx = lambdacontext.NewContext(ctx, &lambdacontext.LambdaContext{AwsRequestID: requestID})
+	out, err := lambda.NewHandler(h.Handle).Invoke(ctx, []byte(payload))
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	err = json.Unmarshal(out, &res)
+	return res, err
+}
+
+func invocation(t *testing.T, d time.Duration) context.Context {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	t.Cleanup(cancel)
+	return ctx
+}
+
+func TestHandlerCountsEachRequestOnce(t *testing.T) {
+	b, table := counterTable(t)
+	h := newTestHandler(t, b, table, b.URL)
+	ctx := invocation(t, 10*time.Second)
+
+	res, err := invoke(ctx, h, "req-1", `{"key":"page"}`)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Key: "page", Count: 1}, res)
+
+	res, err = invoke(ctx, h, "req-1", `{"key":"page"}`)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Key: "page", Count: 1, Replayed: true}, res, "expect Lambda's retry of req-1 not to count twice")
+
+	res, err = invoke(ctx, h, "req-2", `{"key":"page","by":5}`)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Key: "page", Count: 6}, res)
+
+	_, err = invoke(ctx, h, "req-3", `{}`)
+	assert.ErrorContains(t, err, "no key")
+}
+
+func TestHandlerLostResponseCountsOnce(t *testing.T) {
+	b, table := counterTable(t)
+	endpoint, lost := loseFirstWrite(t, b.URL)
+	h := newTestHandler(t, b, table, endpoint)
+
+	res, err := invoke(invocation(t, 10*time.Second), h, "req-1", `{"key":"page"}`)
+
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), lost.Load(), "expect the first transaction's response to have been lost")
+	assert.Equal(t, int64(1), res.Count, "expect the SDK's retry of a landed transaction not to count twice")
+	t.Logf("after a lost response: %+v", res)
+}
+
+func TestHandlerReturnsATypedErrorBeforeTheDeadlineUnderThrottling(t *testing.T) {
+	b, table := counterTable(t)
+	throttle := ddbtest.Capacity(t, b.URL, func(o *capacity.Options) {
+		o.Default = capacity.Capacity{Read: capacity.Unlimited, Write: 0} // every write throttled
+	})
+	var retries atomic.Int64
+	h := newTestHandler(t, b, table, throttle.URL, func(o *jitterretry.Options) {
+		o.Source = delayers.NewSource(3)
+		o.OnRetry = func(jitterretry.RetryEvent) { retries.Add(1) }
+	})
+	// A 2 s invocation: 1.5 s for DynamoDB after the 500 ms reserve.
+	ctx := invocation(t, 2*time.Second)
+
+	_, err := invoke(ctx, h, "req-1", `{"key":"page"}`)
+
+	require.Error(t, err)
+	assert.NoError(t, ctx.Err(), "expect the handler to return before the function's deadline, not to be cut off at it")
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu, "expect the retryer's typed give-up, got %T: %v", err, err)
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+	var ptee *types.ProvisionedThroughputExceededException
+	assert.ErrorAs(t, err, &ptee, "expect the error to wrap the throttle that was being retried")
+	assert.Positive(t, retries.Load(), "expect retries while there was time")
+	assert.Positive(t, throttle.Stats().Throttled)
+	assert.Contains(t, err.Error(), "counter: increment \"page\"")
+	t.Logf("after %d retries, %v before the function's deadline: %v", retries.Load(), time.Until(deadlineOf(ctx)).Round(time.Millisecond), err)
+}
+
+func deadlineOf(ctx context.Context) time.Time {
+	d, _ := ctx.Deadline()
+	return d
+}
+
+func TestHandlerRefusesAnInvocationWithoutTime(t *testing.T) {
+	b, table := counterTable(t)
+	p := ddbtest.Capacity(t, b.URL)
+	h := newTestHandler(t, b, table, p.URL)
+
+	_, err := invoke(invocation(t, 600*time.Millisecond), h, "req-1", `{"key":"page"}`)
+
+	var nt *NoTimeError
+	require.ErrorAs(t, err, &nt, "expect 600 ms to be less than the 500 ms reserve plus a 300 ms attempt")
+	assert.Equal(t, DefaultReserve+DefaultAttemptTimeout, nt.Needed)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.Zero(t, p.Stats().Requests, "expect nothing sent")
+}
+
+func TestHandlerWithoutADeadline(t *testing.T) {
+	b, table := counterTable(t)
+	h := newTestHandler(t, b, table, b.URL)
+	res, err := invoke(context.Background(), h, "req-1", `{"key":"page"}`)
+	require.NoError(t, err)
+	assert.Equal(t, int64(1), res.Count)
+	_, err = h.Handle(context.Background(), Event{Key: "page"})
+	assert.ErrorContains(t, err, "no Lambda request ID")
+}
+
+func TestNewHandlerReadsTheEnvironment(t *testing.T) {
+	env := func(m map[string]string) func(string) string { return func(k string) string { return m[k] } }
+	ctx := context.Background()
+	_, err := newHandler(ctx, env(nil))
+	assert.ErrorContains(t, err, "TABLE_NAME")
+	_, err = newHandler(ctx, env(map[string]string{"TABLE_NAME": "t", "RESERVE_MS": "-1"}))
+	assert.ErrorContains(t, err, "RESERVE_MS")
+
+	h, err := newHandler(ctx, env(map[string]string{"TABLE_NAME": "t", "RESERVE_MS": "750", "AWS_REGION": "us-east-1"}))
+	require.NoError(t, err)
+	assert.Equal(t, "t", h.Table)
+	assert.Equal(t, 750*time.Millisecond, h.Reserve)
+	r, ok := h.Client.Options().Retryer.(*jitterretry.Retryer)
+	require.True(t, ok, "expect the client's retryer to be jitterretry's, got %T", h.Client.Options().Retryer)
+	assert.Zero(t, r.MaxAttempts(), "expect no fixed attempt limit: the deadline and the budget end the retries")
+}
+
+// loseFirstWrite is a loopback proxy in front of upstream that forwards
+// everything and replaces the response to the first TransactWriteItems
+// with HTTP 500: the transaction landed, the client cannot know.
+func loseFirstWrite(t *testing.T, upstream string) (string, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	require.NoError(t, err)
+	var lost atomic.Int64
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = transport
+	rp.ModifyResponse = func(resp *http.Response) error {
+		if strings.HasSuffix(resp.Request.Header.Get("X-Amz-Target"), ".TransactWriteItems") &&
+			resp.StatusCode == http.StatusOK && lost.CompareAndSwap(0, 1) {
+			return errLost
+		}
+		return nil
+	}
+	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
+		ddbwire.WriteError(w, http.StatusInternalServerError, ddbwire.InternalServerError, "response lost: "+err.Error())
+	}
+	srv := httptest.NewServer(rp)
+	t.Cleanup(func() {
+		srv.Close()
+		transport.CloseIdleConnections()
+	})
+	return srv.URL, &lost
+}
+
+var errLost = errors.New("response lost by the test")

@@ -1,0 +1,77 @@
+// Command lambda is an AWS Lambda function that increments a counter in
+// DynamoDB once per invocation, with a jitterretry.Retryer, and returns a
+// clean, typed error before the function's deadline rather than being
+// stopped in the middle of a retry.
+//
+// It keeps a reserve (RESERVE_MS, default 500) before the deadline Lambda
+// gives the invocation: DynamoDB calls get a context whose deadline is that
+// much earlier, each HTTP attempt times out after 300 ms, and the retryer
+// (DeadlineMargin) starts a retry only when its backoff and a whole attempt
+// fit before that earlier deadline. When they do not, the call fails at once
+// with a *jitterretry.GiveUpError that wraps the last real error, such as
+// the throttle.
+//
+// Environment: TABLE_NAME (string partition key "pk", TTL on "expires"),
+// RESERVE_MS. It only runs inside Lambda; its tests invoke the handler
+// against an embedded DynamoDB-compatible server:
+//
+//	go test ./examples/lambda
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+
+	"github.com/aws/aws-lambda-go/lambda"
+	"github.com/aws/aws-sdk-go-v2/aws"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+)
+
+func main() {
+	if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {
+		fmt.Fprintln(os.Stderr, "lambda: this is an AWS Lambda function and runs only inside Lambda; "+
+			"its tests run the handler locally: go test ./examples/lambda")
+		os.Exit(2)
+	}
+	h, err := newHandler(context.Background(), os.Getenv)
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "lambda:", err)
+		os.Exit(1)
+	}
+	lambda.Start(h.Handle)
+}
+
+// newHandler builds the handler once per execution environment, outside the
+// invocations, so every invocation shares the client and its retry budget.
+func newHandler(ctx context.Context, getenv func(string) string) (*Handler, error) {
+	table := getenv("TABLE_NAME")
+	if table == "" {
+		return nil, fmt.Errorf("TABLE_NAME is not set")
+	}
+	reserve := DefaultReserve
+	if v := getenv("RESERVE_MS"); v != "" {
+		ms, err := strconv.Atoi(v)
+		if err != nil || ms < 0 {
+			return nil, fmt.Errorf("RESERVE_MS=%q: want a whole number of milliseconds", v)
+		}
+		reserve = time.Duration(ms) * time.Millisecond
+	}
+	cfg, err := config.LoadDefaultConfig(ctx,
+		config.WithRetryer(func() aws.Retryer { return NewRetryer(DefaultAttemptTimeout) }),
+		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(DefaultAttemptTimeout)),
+	)
+	if err != nil {
+		return nil, fmt.Errorf("load AWS configuration: %w", err)
+	}
+	return &Handler{
+		Client:         dynamodb.NewFromConfig(cfg),
+		Table:          table,
+		Reserve:        reserve,
+		AttemptTimeout: DefaultAttemptTimeout,
+	}, nil
+}
