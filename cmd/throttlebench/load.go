@@ -164,6 +164,7 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		}
 	}
 
+	end := start.Add(dur)
 	bins := make([]atomic.Int64, int((dur+binWidth-1)/binWidth))
 	workers := make([]worker, k)
 	var firstErr [3]atomic.Bool
@@ -180,8 +181,11 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 				t0 := time.Now()
 				_, err := client.PutItem(ctx, in)
 				done := time.Now()
-				if ctx.Err() != nil {
-					w.cutOff++ // ended by the end of the run, whatever its outcome
+				if ctx.Err() != nil || done.After(end) {
+					// Ended by the end of the run, whatever its outcome. The
+					// planned end, not the cancellation, bounds the window: on
+					// a saturated machine the timer that cancels can fire late.
+					w.cutOff++
 					return
 				}
 				w.latencies = append(w.latencies, done.Sub(t0))
@@ -208,10 +212,16 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		return result{}, phaseErr
 	}
 
+	// What the server saw in the scenario's seconds: requests sent after
+	// the planned end, before the cancellation reached every goroutine, are
+	// left out, as their operations are.
 	st := proxy.Stats()
-	r := result{mode: m.name, k: k, scen: scen, capacity: cfg.capacity, requests: st.Requests, throttled: st.Throttled}
-	for _, s := range st.PerSecond {
+	r := result{mode: m.name, k: k, scen: scen, capacity: cfg.capacity}
+	n := int((dur + time.Second - 1) / time.Second)
+	for _, s := range st.PerSecond[:min(n, len(st.PerSecond))] {
 		r.seconds = append(r.seconds, second{requests: s.Requests, throttled: s.Throttled})
+		r.requests += s.Requests
+		r.throttled += s.Throttled
 	}
 	for _, w := range workers {
 		r.successes += w.successes

@@ -115,7 +115,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 const legend = `util % = successes / (capacity × duration); calls/ok = server-seen requests (throttled included) / successes;
 failed = operations that returned an error (budget: the client's retry budget refused a retry; max-att: every attempt failed);
-cut = operations still running at the end (not failures); p50/p99/max = latency of every operation that returned;
+cut = operations still running at the planned end (not failures; they and their requests after it are not counted);
+p50/p99/max = latency of every operation that returned;
 peak ×C = most requests the server saw in one second after the first, over that second's capacity;
 thr/s max = most throttled requests in one second; recovery = time after the capacity returns until the successes
 of a sliding 1 s window first reach 95% of capacity.`
