@@ -19,7 +19,7 @@ LOCAL_AWS_ENV := -u AWS_PROFILE -u AWS_SESSION_TOKEN \
 
 FUZZTIME ?= 30s
 
-.PHONY: test test-short vet fmt-check example fuzz dynalite-start dynalite-stop
+.PHONY: test test-short vet fmt-check example fuzz reliability dynalite-start dynalite-stop
 
 ## test: install and start dynalite, run go test -race over every module
 ## against it, stop it (also when a test fails), and exit with go test's status.
@@ -30,6 +30,18 @@ test:
 	echo "dynalite listening at $$endpoint"; \
 	env $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL_DYNAMODB="$$endpoint" \
 		go test -race $(GO_PACKAGES)
+
+## reliability: the fault matrix (toxiproxy faults on minidyn and dynalite),
+## the end-to-end deadline tests and the Lambda example's tests, verbose, so
+## that the matrix's table is printed. make test runs them too, quietly.
+RELIABILITY_TESTS := TestFaultMatrix|TestDeadline|TestCancel|TestHandler
+reliability:
+	@endpoint="$$($(DYNALITE) start $(DYNALITE_STATE))"; \
+	trap '$(DYNALITE) stop $(DYNALITE_STATE)' EXIT; \
+	trap 'exit 130' INT TERM; \
+	echo "dynalite listening at $$endpoint"; \
+	env $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL_DYNAMODB="$$endpoint" \
+		go test -race -count=1 -v -run '$(RELIABILITY_TESTS)' ./examples/internal/fault ./examples/lambda
 
 ## test-short: go test over every module without dynalite (its tests skip).
 test-short:
