@@ -104,9 +104,12 @@ func (r GiveUpReason) String() string {
 type GiveUpError struct {
 	// Reason is GiveUpDeadline or GiveUpCanceled.
 	Reason GiveUpReason
-	// Attempt is the 1-based number of the attempt that failed.
+	// Attempt is the 1-based number of the attempt that failed; 0 when the
+	// send-rate limiter refused to wait before an attempt (then Err is nil:
+	// the limiter does not know which operation's error slowed it down).
 	Attempt int
-	// Delay is the backoff that was refused (GiveUpDeadline).
+	// Delay is the backoff, or the send-rate wait, that was refused
+	// (GiveUpDeadline).
 	Delay time.Duration
 	// Remaining is the time that was left until the deadline (GiveUpDeadline).
 	Remaining time.Duration
@@ -120,6 +123,11 @@ func (e *GiveUpError) Error() string {
 	var msg string
 	switch e.Reason {
 	case GiveUpDeadline:
+		if e.Attempt == 0 {
+			msg = fmt.Sprintf("jitterretry: gave up before sending: the send-rate limiter's wait %v would end past the context deadline (%v left)",
+				e.Delay, e.Remaining.Round(time.Millisecond))
+			break
+		}
 		msg = fmt.Sprintf("jitterretry: gave up after attempt %d: backoff %v would end past the context deadline (%v left)",
 			e.Attempt, e.Delay, e.Remaining.Round(time.Millisecond))
 	case GiveUpCanceled:

@@ -210,10 +210,33 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		}
 		return nil, err
 	}
+	if ctx.Done() != nil {
+		release, held = refundIfAbandoned(ctx, release, held)
+	}
 	if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
 		r.pending.put(opErr, pendingRetry{deadline: deadline, held: held})
 	}
 	return release, nil
+}
+
+// refundIfAbandoned gives a retry's tokens back when ctx ends before the
+// retry is released. The SDK's middleware returns a retry token's release
+// when the backoff sleep is cancelled but never calls it, so without this a
+// cancelled caller's tokens would be gone until successes earn them back
+// (with no refill, for good). Whichever comes first, the release or the
+// refund, claims the tokens; the other does nothing.
+func refundIfAbandoned(ctx context.Context, release func(error) error, held heldTokens) (func(error) error, heldTokens) {
+	claimed := new(atomic.Bool)
+	held.claimed = claimed
+	stop := context.AfterFunc(ctx, held.refund)
+	held.stop = stop
+	return func(err error) error {
+		stop()
+		if !claimed.CompareAndSwap(false, true) {
+			return nil
+		}
+		return release(err)
+	}, held
 }
 
 // backOffBeforeFailing waits a first retry's backoff before an empty budget
@@ -403,9 +426,22 @@ type heldTokens struct {
 	lane *lane
 	cost uint
 	rel  func() error // the foreign limiter's release, or nil
+
+	// With a context that can end: who has claimed the tokens, and the
+	// refund's registration on the context.
+	claimed *atomic.Bool
+	stop    func() bool
 }
 
+// refund gives the tokens back, unless a release or an earlier refund has
+// claimed them.
 func (h heldTokens) refund() {
+	if h.stop != nil {
+		h.stop()
+	}
+	if h.claimed != nil && !h.claimed.CompareAndSwap(false, true) {
+		return
+	}
 	if h.rel != nil {
 		_ = h.rel()
 		return

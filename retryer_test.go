@@ -391,3 +391,33 @@ func TestBackoffGrowth(t *testing.T) {
 	require.ErrorAs(t, jitterretry.New(func(o *jitterretry.Options) { o.BackoffGrowth = 0.5 }).Err(), &oe)
 	assert.Equal(t, "BackoffGrowth", oe.Option)
 }
+
+// TestCancelledBackoffGivesTokensBack: the SDK's middleware never releases a
+// retry token whose backoff sleep was cancelled; the retryer refunds it when
+// the context ends.
+func TestCancelledBackoffGivesTokensBack(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+		o.DisableDeadlineGiveUp = true
+	})
+	srv := newScriptServer(t, throttle)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	err := putItem(ctx, newClient(srv.URL, r))
+	var canceled *aws.RequestCanceledError
+	require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
+	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, time.Second, time.Millisecond,
+		"expect the abandoned retry's 5 tokens back, got %d", r.Remaining())
+}
+
+func TestReleasedRetryIsNotRefundedTwice(t *testing.T) {
+	r := jitterretry.New(fast)
+	ctx, cancel := context.WithCancel(context.Background())
+	throttleErr := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	release, err := r.GetRetryToken(ctx, throttleErr)
+	require.NoError(t, err)
+	require.NoError(t, release(throttleErr)) // the retry failed: its tokens are spent
+	cancel()
+	time.Sleep(10 * time.Millisecond) // give a wrongly registered refund time to run
+	assert.Equal(t, uint(495), r.Remaining())
+}
