@@ -42,7 +42,9 @@ func (c ErrorClass) String() string {
 // Classify reports how the default rules (the SDK's retry.DefaultRetryables
 // and retry.DefaultThrottles, with the differences listed in the README)
 // classify err. A nil error is ClassNotRetryable. It never formats the error
-// to a string, so it costs a walk of the error chain and no allocation.
+// to a string: for API and HTTP errors it costs one walk of the error chain
+// and no allocation; connection-level errors take a slower errors.As path,
+// and an error with an unknown As method is left to the SDK's own checks.
 func Classify(err error) ErrorClass {
 	return defaultClassifier.classify(err)
 }
@@ -181,15 +183,21 @@ type errorFacts struct {
 	contextCanceled bool // context.Canceled is in the chain
 	network         bool // a connection-level error is in the chain
 	foreignAs       bool // a node has an As method
+	nodes           int  // nodes visited so far
 }
 
-// maxErrorDepth bounds the walk so a cyclic chain cannot loop for ever.
-const maxErrorDepth = 64
+// maxErrorDepth and maxErrorNodes bound the walk, so that a cyclic chain
+// cannot loop for ever and a tree of joined errors cannot grow exponentially.
+const (
+	maxErrorDepth = 64
+	maxErrorNodes = 256
+)
 
 func (f *errorFacts) walk(err error, depth int) {
-	if err == nil || depth > maxErrorDepth {
+	if err == nil || depth > maxErrorDepth || f.nodes >= maxErrorNodes {
 		return
 	}
+	f.nodes++
 	f.visit(err)
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
@@ -232,9 +240,14 @@ func (f *errorFacts) visit(err error) {
 // knownAs reports whether err's As method only looks further down the same
 // chain the walk visits anyway: the SDK's response error delegates to the
 // smithy response error it embeds, whose Unwrap the walk follows.
+// Our own error types' As methods only fill SDK error structs that no
+// classification rule looks for.
 func knownAs(err error) bool {
-	_, ok := err.(*awshttp.ResponseError)
-	return ok
+	switch err.(type) {
+	case *awshttp.ResponseError, *BudgetError, *MaxAttemptsError:
+		return true
+	}
+	return false
 }
 
 // isNetworkNode reports whether err is one of the nodes the SDK's

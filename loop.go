@@ -40,7 +40,12 @@ type DoOptions struct {
 // *MaxAttemptsError when the attempts run out; a *BudgetError when the bucket
 // is empty; a *GiveUpError when ctx is done or the next backoff would end
 // past ctx's deadline. Every one of them wraps fn's last error. A nil fn or
-// invalid options give an *OptionsError; nothing panics.
+// invalid options give an *OptionsError; a nil ctx counts as
+// context.Background(); nothing panics.
+//
+// Do pays only for its own retries: a retry that succeeds gets its cost back,
+// and Do adds no NoRetryIncrement for a first-call success, since the SDK
+// calls inside fn already earn theirs.
 //
 // Decorrelated jitter keeps the loop's real previous delay, as the blog's
 // formula does for one client.
@@ -53,6 +58,9 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 	}
 	if fn == nil {
 		return &OptionsError{Option: "fn", Reason: "must not be nil"}
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	o := DoOptions{Classify: r.Classify}
 	for _, f := range optFns {
@@ -78,16 +86,23 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 	if d, ok := r.backoff.(delayers.Delayer); ok {
 		seq = d.NewSequence()
 	}
-	var release func(error) error
+	var (
+		held    heldTokens // the tokens of the retry about to be made
+		holding bool
+		lastErr error
+	)
 	for attempt := 1; ; attempt++ {
-		if err := ctx.Err(); err != nil {
-			return &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt - 1, Context: err}
+		if cerr := ctx.Err(); cerr != nil {
+			if holding {
+				held.refund()
+			}
+			return &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt - 1, Context: cerr, Err: lastErr}
 		}
 		err := fn(ctx)
-		if release != nil {
-			_ = release(err)
+		if holding && err == nil {
+			held.refund() // a successful retry gets its cost back
 		}
-		_ = l.onSuccess(err)
+		holding, lastErr = false, err
 		if err == nil {
 			return nil
 		}
@@ -108,9 +123,8 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 		case class == ClassThrottle:
 			cost = r.costs.throttle
 		}
-		var held heldTokens
 		var terr error
-		release, held, terr = l.take(ctx, cost)
+		_, held, terr = l.take(ctx, cost)
 		if terr != nil {
 			r.giveUp(GiveUpEvent{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: err})
 			if be, ok := terr.(*BudgetError); ok {
@@ -125,7 +139,7 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 			return derr
 		}
 		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
-			if remaining := deadline.Sub(r.now()); delay+r.margin > remaining {
+			if remaining := deadline.Sub(r.now()); exceeds(delay, r.margin, remaining) {
 				held.refund()
 				r.giveUp(GiveUpEvent{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Err: err})
 				return &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Delay: delay, Remaining: remaining, Err: err}
@@ -134,7 +148,9 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 		if r.onRetry != nil {
 			r.onRetry(RetryEvent{Attempt: attempt, Delay: delay, Class: class, Err: err})
 		}
+		holding = true
 		if serr := sleep(ctx, delay); serr != nil {
+			holding = false
 			held.refund()
 			r.giveUp(GiveUpEvent{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: err})
 			return &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Context: serr, Err: err}

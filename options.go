@@ -253,8 +253,14 @@ func (o *Options) newBackoff(throttle retry.IsErrorThrottle) (retry.BackoffDelay
 
 // PartitionByOperation is a PartitionKey that gives each service operation
 // its own bucket, such as "DynamoDB.PutItem".
+// Outside an SDK operation (in Do, say) it returns "", the unpartitioned
+// bucket.
 func PartitionByOperation(ctx context.Context) string {
-	return awsmiddle.GetServiceID(ctx) + "." + awsmiddle.GetOperationName(ctx)
+	service, op := awsmiddle.GetServiceID(ctx), awsmiddle.GetOperationName(ctx)
+	if service == "" && op == "" {
+		return ""
+	}
+	return service + "." + op
 }
 
 type partitionKey struct{}

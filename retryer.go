@@ -27,7 +27,8 @@ import (
 var _ aws.RetryerV2 = (*Retryer)(nil)
 
 // Retryer is an aws.RetryerV2 with selectable jitter, a client-side retry
-// token bucket and deadline-aware backoff. Build one with New; each
+// token bucket and deadline-aware backoff. Build one with New (the zero value
+// is not usable); each
 // config.WithRetryer call should build its own, so clients do not share a
 // bucket by accident. It is safe for concurrent use by multiple goroutines.
 type Retryer struct {
@@ -132,8 +133,8 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 func (r *Retryer) Classify(err error) ErrorClass { return r.classifier.classify(err) }
 
 // GetAttemptToken is called by the SDK before every attempt. The returned
-// release adds NoRetryIncrement tokens to the bucket when the attempt
-// succeeds.
+// release adds NoRetryIncrement tokens to the bucket when an operation's
+// first attempt succeeds (a successful retry refunds its own cost instead).
 //
 // With the send-rate limiter on, it first waits for a send slot. It never
 // waits past a deadline it can see: when the wait would end past ctx's
@@ -144,6 +145,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if r.err != nil {
 		return nil, r.err
 	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	l := r.laneFor(ctx)
 	if l.sender == nil {
 		return l.onSuccess, nil
@@ -151,7 +155,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	now := r.now()
 	if wait := l.sender.ReserveAt(now); wait > 0 {
 		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
-			if remaining := deadline.Sub(now); wait+r.margin > remaining {
+			if remaining := deadline.Sub(now); exceeds(wait, r.margin, remaining) {
 				return nil, &GiveUpError{Reason: GiveUpDeadline, Delay: wait, Remaining: remaining}
 			}
 		}
@@ -175,7 +179,8 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 }
 
 // GetInitialToken is the deprecated form of GetAttemptToken, for callers that
-// still use aws.Retryer.
+// still use aws.Retryer. Having no context, it always uses the bucket of
+// partition "" and never waits for the send-rate limiter.
 //
 // Deprecated: use GetAttemptToken.
 func (r *Retryer) GetInitialToken() func(error) error {
@@ -184,12 +189,18 @@ func (r *Retryer) GetInitialToken() func(error) error {
 
 // GetRetryToken takes the cost of a retry after opErr from the bucket:
 // ThrottlingRetryCost for a throttle, RetryCost otherwise. The returned
-// release refunds the cost when the retry succeeds. It fails with a
-// *BudgetError when the bucket is empty, and with a *GiveUpError when ctx is
-// already done; both wrap opErr.
+// release refunds the cost when the retry succeeds; if ctx ends during the
+// backoff, before the retry is sent, the cost is refunded too. It fails with a
+// *BudgetError when the bucket is empty, after waiting the first retry's
+// backoff unless FailFastOnEmptyBudget is set (never past ctx's deadline),
+// and with a *GiveUpError when ctx is already done; both wrap opErr. A nil
+// ctx counts as context.Background().
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
 	if r.err != nil {
 		return nil, r.err
+	}
+	if ctx == nil {
+		ctx = context.Background()
 	}
 	l := r.laneFor(ctx)
 	if err := ctx.Err(); err != nil {
@@ -211,10 +222,12 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		return nil, err
 	}
 	if ctx.Done() != nil {
-		release, held = refundIfAbandoned(ctx, release, held)
-	}
-	if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
-		r.pending.put(opErr, pendingRetry{deadline: deadline, held: held})
+		release, held = r.refundIfAbandoned(ctx, release, held)
+		p := pendingRetry{held: held}
+		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
+			p.deadline, p.hasDeadline = deadline, true
+		}
+		r.pending.put(opErr, p)
 	}
 	return release, nil
 }
@@ -225,18 +238,34 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 // cancelled caller's tokens would be gone until successes earn them back
 // (with no refill, for good). Whichever comes first, the release or the
 // refund, claims the tokens; the other does nothing.
-func refundIfAbandoned(ctx context.Context, release func(error) error, held heldTokens) (func(error) error, heldTokens) {
-	claimed := new(atomic.Bool)
-	held.claimed = claimed
-	stop := context.AfterFunc(ctx, held.refund)
-	held.stop = stop
+//
+// Once RetryDelay has fixed the backoff, the refund applies only while the
+// backoff lasts: a retry that was sent has spent its tokens, as in the SDK,
+// even if its context ends before the middleware releases it.
+func (r *Retryer) refundIfAbandoned(ctx context.Context, release func(error) error, held heldTokens) (func(error) error, heldTokens) {
+	held.abandon = &abandonment{}
+	a := held.abandon
+	a.stop = context.AfterFunc(ctx, func() {
+		if w := a.wakeAt.Load(); w != 0 && r.now().UnixNano() >= w {
+			return // the retry was sent: its tokens are spent
+		}
+		held.refund()
+	})
 	return func(err error) error {
-		stop()
-		if !claimed.CompareAndSwap(false, true) {
+		a.stop()
+		if !a.claimed.CompareAndSwap(false, true) {
 			return nil
 		}
 		return release(err)
 	}, held
+}
+
+// abandonment is the state a retry's release and its refund on an ended
+// context share.
+type abandonment struct {
+	claimed atomic.Bool
+	wakeAt  atomic.Int64 // when the backoff ends, in Unix nanoseconds; 0 until RetryDelay
+	stop    func() bool
 }
 
 // backOffBeforeFailing waits a first retry's backoff before an empty budget
@@ -251,7 +280,7 @@ func (r *Retryer) backOffBeforeFailing(ctx context.Context, opErr error) {
 	if err != nil || d <= 0 {
 		return
 	}
-	if deadline, ok := ctx.Deadline(); ok && d+r.margin > deadline.Sub(r.now()) {
+	if deadline, ok := ctx.Deadline(); ok && exceeds(d, r.margin, deadline.Sub(r.now())) {
 		return
 	}
 	_ = sleep(ctx, d)
@@ -262,20 +291,36 @@ func (r *Retryer) backOffBeforeFailing(ctx context.Context, opErr error) {
 // deadline and the backoff, after the service's x-amz-retry-after hint, plus
 // DeadlineMargin would end past it, RetryDelay refunds the retry's tokens and
 // returns a *GiveUpError that wraps opErr instead of a delay.
+//
+// The SDK gives GetRetryToken the context and RetryDelay the attempt number,
+// calling one right after the other with the same error value; the deadline
+// is handed from one to the other keyed by that error, so the check applies
+// when the error is a pointer (every error the SDK's middleware produces is)
+// and at most 4096 retries are between the two calls at once. For a
+// long-polling operation whose budget is empty, the SDK calls RetryDelay
+// after a failed GetRetryToken; OnRetry then reports a retry that is not made.
 func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if r.err != nil {
 		return 0, r.err
 	}
+	p, handedOff := r.pending.take(opErr)
 	d, err := r.backoff.BackoffDelay(attempt, opErr)
 	if err != nil {
+		if handedOff {
+			p.held.refund()
+		}
 		return 0, err
 	}
-	if p, ok := r.pending.take(opErr); ok {
+	if handedOff {
+		now := r.now()
 		wait := withRetryAfter(d, opErr)
-		if remaining := p.deadline.Sub(r.now()); wait+r.margin > remaining {
+		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, r.margin, remaining) {
 			p.held.refund()
 			r.giveUp(GiveUpEvent{Reason: GiveUpDeadline, Attempt: attempt, Partition: p.held.lane.key, Err: opErr})
 			return 0, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Delay: wait, Remaining: remaining, Err: opErr}
+		}
+		if a := p.held.abandon; a != nil {
+			a.wakeAt.Store(now.Add(wait).UnixNano())
 		}
 	}
 	if r.onRetry != nil {
@@ -292,6 +337,9 @@ func (r *Retryer) Remaining() uint { return r.main.remaining() }
 // RemainingIn returns the tokens left in the bucket of partition key, and
 // false when that partition has not been used yet.
 func (r *Retryer) RemainingIn(key string) (uint, bool) {
+	if key == "" {
+		return r.main.remaining(), true
+	}
 	r.mu.RLock()
 	l, ok := r.lanes[key]
 	r.mu.RUnlock()
@@ -427,20 +475,19 @@ type heldTokens struct {
 	cost uint
 	rel  func() error // the foreign limiter's release, or nil
 
-	// With a context that can end: who has claimed the tokens, and the
-	// refund's registration on the context.
-	claimed *atomic.Bool
-	stop    func() bool
+	// With a context that can end: shared with the release, so that the
+	// tokens are claimed once.
+	abandon *abandonment
 }
 
 // refund gives the tokens back, unless a release or an earlier refund has
 // claimed them.
 func (h heldTokens) refund() {
-	if h.stop != nil {
-		h.stop()
-	}
-	if h.claimed != nil && !h.claimed.CompareAndSwap(false, true) {
-		return
+	if a := h.abandon; a != nil {
+		a.stop()
+		if !a.claimed.CompareAndSwap(false, true) {
+			return
+		}
 	}
 	if h.rel != nil {
 		_ = h.rel()
@@ -536,8 +583,18 @@ type pendingRetries struct {
 }
 
 type pendingRetry struct {
-	deadline time.Time
-	held     heldTokens
+	deadline    time.Time
+	hasDeadline bool
+	held        heldTokens
+}
+
+// exceeds reports whether a wait plus margin would end past remaining,
+// without overflow for any values.
+func exceeds(wait, margin, remaining time.Duration) bool {
+	if remaining <= 0 {
+		return true
+	}
+	return wait > remaining-margin
 }
 
 // maxPending bounds the hand-off table should a caller take retry tokens
@@ -561,9 +618,12 @@ func (p *pendingRetries) put(err error, v pendingRetry) {
 		p.m = map[error]pendingRetry{}
 	}
 	if len(p.m) >= maxPending {
+		// Entries whose claim is settled, or whose deadline passed, will
+		// never be needed.
 		now := time.Now()
 		for k, e := range p.m {
-			if e.deadline.Before(now) {
+			settled := e.held.abandon != nil && e.held.abandon.claimed.Load()
+			if settled || (e.hasDeadline && e.deadline.Before(now)) {
 				delete(p.m, k)
 			}
 		}

@@ -3,7 +3,11 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -20,6 +24,7 @@ import (
 
 	"github.com/jitterretry/jitterretry"
 	"github.com/jitterretry/jitterretry/delayers"
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
 )
 
 // fast scales the delays down to milliseconds so the suite stays quick.
@@ -47,7 +52,7 @@ func TestSameBehaviourAsStandard(t *testing.T) {
 		tokens uint
 		check  func(t *testing.T, err error)
 	}{
-		"success first attempt earns a token back from a drained bucket": {
+		"success on the first attempt": {
 			script: []reply{ok}, calls: 1, tokens: 500,
 		},
 		"two throttles then success refunds the throttle cost": {
@@ -420,4 +425,49 @@ func TestReleasedRetryIsNotRefundedTwice(t *testing.T) {
 	cancel()
 	time.Sleep(10 * time.Millisecond) // give a wrongly registered refund time to run
 	assert.Equal(t, uint(495), r.Remaining())
+}
+
+// TestSentRetryKeepsItsCostWhenTheContextEnds: once the backoff is over and
+// the retry is on the wire, its tokens are spent, as in the SDK, even if the
+// caller's deadline then cuts the retry short.
+func TestSentRetryKeepsItsCostWhenTheContextEnds(t *testing.T) {
+	hang := make(chan struct{})
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if calls.Add(1) == 1 {
+			ddbwire.WriteError(w, 500, ddbwire.InternalServerError, "boom")
+			return
+		}
+		select { // the retry hangs until the caller gives up
+		case <-hang:
+		case <-req.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang) // before Close, which waits for the hanging handler
+	r := jitterretry.New(fast)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	require.Error(t, putItem(ctx, newClient(srv.URL, r)))
+	<-ctx.Done()
+	time.Sleep(20 * time.Millisecond) // let a wrongly armed refund run
+	assert.Equal(t, uint(486), r.Remaining(), "expect the sent retry's 14 tokens spent, as retry.NewStandard does")
+}
+
+func TestHugeDeadlineMarginGivesUp(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.DeadlineMargin = time.Duration(math.MaxInt64) })
+	srv := newScriptServer(t, throttle, ok)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, putItem(ctx, newClient(srv.URL, r)), &gu, "expect no overflow of backoff+margin")
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+}
+
+func TestRemainingInMainAndPartitionOutsideAnOperation(t *testing.T) {
+	r := jitterretry.New()
+	left, ok := r.RemainingIn("")
+	assert.True(t, ok)
+	assert.Equal(t, uint(500), left)
+	assert.Equal(t, "", jitterretry.PartitionByOperation(context.Background()))
 }

@@ -170,7 +170,7 @@ func (l *SendRateLimiter) ReserveAt(now time.Time) time.Duration {
 		l.next = now
 	}
 	wait := l.next.Sub(now)
-	l.next = l.next.Add(time.Duration(float64(time.Second) / l.rate))
+	l.next = l.next.Add(slotInterval(l.rate))
 	return wait
 }
 
@@ -278,4 +278,17 @@ func (l *SendRateLimiter) rollLocked(now time.Time) {
 
 func (l *SendRateLimiter) clamp(r float64) float64 {
 	return math.Min(math.Max(r, l.minRate), l.maxRate)
+}
+
+// maxSlotInterval bounds the spacing of sends, so that a tiny rate cannot
+// overflow a time.Duration (which would turn pacing off).
+const maxSlotInterval = time.Hour
+
+// slotInterval returns the time between sends at rate requests per second.
+func slotInterval(rate float64) time.Duration {
+	iv := float64(time.Second) / rate
+	if !(iv < float64(maxSlotInterval)) {
+		return maxSlotInterval
+	}
+	return time.Duration(iv)
 }

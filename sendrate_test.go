@@ -3,9 +3,11 @@ package jitterretry_test
 import (
 	"context"
 	"math"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -247,24 +249,34 @@ func TestSendRateOptionsValidated(t *testing.T) {
 }
 
 func TestEmptyBudgetBacksOffBeforeFailing(t *testing.T) {
-	slow := func(o *jitterretry.Options) {
-		o.Bucket.Capacity = 10
-		o.BaseDelay, o.MaxBackoff = time.Hour, time.Hour
-		o.Jitter = "exponential"
-	}
 	for name, failFast := range map[string]bool{"default backs off": false, "fail fast": true} {
 		t.Run(name, func(t *testing.T) {
-			r := jitterretry.New(slow, func(o *jitterretry.Options) { o.FailFastOnEmptyBudget = failFast })
+			var backoffs atomic.Int32
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Bucket.Capacity = 10 // a 14-token retry is refused at once
+				o.FailFastOnEmptyBudget = failFast
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
+					backoffs.Add(1)
+					return time.Millisecond, nil
+				})
+			})
 			srv := newScriptServer(t, serverErr)
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-			err := putItem(ctx, newClient(srv.URL, r))
+			err := putItem(context.Background(), newClient(srv.URL, r))
 			assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
-			// Backing off, the call returns only when the context ends the
-			// hour-long backoff; failing fast, it returns before that.
-			assert.Equal(t, !failFast, ctx.Err() != nil, "expect backoff=%v before the budget error", !failFast)
 			assert.Equal(t, 1, srv.Calls())
+			// The refused retry never asks for a delay: only the wait before
+			// the budget error does.
+			want := int32(1)
+			if failFast {
+				want = 0
+			}
+			assert.Equal(t, want, backoffs.Load(), "expect backoff=%v before the budget error", !failFast)
 		})
 	}
+}
+
+func TestTinyMinRateStillPaces(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 1e-11, 1e-11 })
+	assert.Equal(t, time.Duration(0), l.ReserveAt(t0))
+	assert.Equal(t, time.Hour, l.ReserveAt(t0), "expect the slot spacing capped, not overflowed to zero")
 }

@@ -31,9 +31,10 @@ type TokenBucketOptions struct {
 
 	// RefillPerSecond adds tokens continuously, up to Capacity, so that a
 	// fleet of workers that are all retrying cannot drain the bucket for
-	// good (the SDK's bucket refills only on first-attempt successes). Zero,
-	// negative or NaN means no refill, the SDK's behaviour; +Inf keeps the
-	// bucket full.
+	// good (the SDK's bucket refills only on first-attempt successes). Zero
+	// means no refill, the SDK's behaviour; +Inf keeps the bucket full.
+	// NewTokenBucket treats negative and NaN as zero; a Retryer's
+	// Options.Bucket rejects them (see Retryer.Err).
 	RefillPerSecond float64
 
 	// Clock returns the current time for refills. Nil means time.Now; tests
