@@ -26,10 +26,10 @@ import (
 	"io"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
 
+	"github.com/jitterretry/jitterretry/cmd/internal/listflag"
 	"github.com/jitterretry/jitterretry/internal/sim"
 )
 
@@ -119,10 +119,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	cfg.throttle.Duration, cfg.throttle.Warmup = *duration, *warmup
 
 	var err error
-	if cfg.clients, err = parseInts("clients", *clients); err != nil {
+	if cfg.clients, err = listflag.PositiveInts("clients", *clients); err != nil {
 		return cfg, err
 	}
-	if cfg.k, err = parseInts("k", *k); err != nil {
+	if cfg.k, err = listflag.PositiveInts("k", *k); err != nil {
 		return cfg, err
 	}
 	if cfg.runs < 1 {
@@ -143,35 +143,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("invalid -scenario %q: want %s or %s", cfg.scenario, scenarioOCC, scenarioThrottled)
 	}
 	if *strategies != "" {
-		cfg.strategies = splitList(*strategies)
+		cfg.strategies = listflag.Split(*strategies)
 	}
 	return cfg, nil
-}
-
-// parseInts parses a comma-separated list of positive integers.
-func parseInts(name, s string) ([]int, error) {
-	var out []int
-	for _, f := range splitList(s) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("invalid -%s element %q: want a positive integer", name, f)
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("invalid -%s %q: empty list", name, s)
-	}
-	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }
 
 func experimentalNames() []string {

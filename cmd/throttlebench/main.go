@@ -35,9 +35,10 @@ import (
 	"math"
 	"os"
 	"runtime"
-	"strconv"
 	"strings"
 	"time"
+
+	"github.com/jitterretry/jitterretry/cmd/internal/listflag"
 )
 
 // config is the parsed command line.
@@ -145,7 +146,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("unexpected arguments %q", fs.Args())
 	}
 	var err error
-	if cfg.k, err = parseInts("k", *k); err != nil {
+	if cfg.k, err = listflag.PositiveInts("k", *k); err != nil {
 		return cfg, err
 	}
 	for _, n := range cfg.k {
@@ -170,7 +171,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	case cfg.pause < 0:
 		return cfg, fmt.Errorf("invalid -pause %v: must not be negative", cfg.pause)
 	}
-	for _, name := range splitList(*scenarios) {
+	for _, name := range listflag.Split(*scenarios) {
 		s, err := newScenario(name, *scale)
 		if err != nil {
 			return cfg, err
@@ -184,30 +185,4 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg.load.trace = stderr
 	}
 	return cfg, nil
-}
-
-// parseInts parses a comma-separated list of positive integers.
-func parseInts(name, s string) ([]int, error) {
-	var out []int
-	for _, f := range splitList(s) {
-		n, err := strconv.Atoi(f)
-		if err != nil || n < 1 {
-			return nil, fmt.Errorf("invalid -%s element %q: want a positive integer", name, f)
-		}
-		out = append(out, n)
-	}
-	if len(out) == 0 {
-		return nil, fmt.Errorf("invalid -%s %q: empty list", name, s)
-	}
-	return out, nil
-}
-
-func splitList(s string) []string {
-	var out []string
-	for _, f := range strings.Split(s, ",") {
-		if f = strings.TrimSpace(f); f != "" {
-			out = append(out, f)
-		}
-	}
-	return out
 }

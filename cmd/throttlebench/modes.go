@@ -10,6 +10,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 
 	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/cmd/internal/listflag"
 	"github.com/jitterretry/jitterretry/delayers"
 )
 
@@ -80,7 +81,7 @@ func parseMode(name string) (mode, error) {
 
 // parseModes parses a comma-separated list of modes; "all" is defaultModes.
 func parseModes(s string) ([]mode, error) {
-	names := splitList(s)
+	names := listflag.Split(s)
 	if len(names) == 1 && names[0] == "all" {
 		names = defaultModes
 	}
