@@ -38,21 +38,30 @@ func runOCC(cfg config, w io.Writer) error {
 }
 
 func writeOCCCSV(w io.Writer, rows []sim.OCCRow) error {
+	return writeCSV(w, occCSVHeader, len(rows), func(i int) []string {
+		r := rows[i]
+		return []string{strconv.Itoa(r.Clients), r.Strategy,
+			f2(r.Calls.Mean), f2(r.Calls.SE), f2(r.TimeMs.Mean), f2(r.TimeMs.SE), f2(r.P50Ms.Mean), f2(r.P99Ms.Mean)}
+	})
+}
+
+// writeCSV writes header and n records, record(i) giving the i-th.
+func writeCSV(w io.Writer, header []string, n int, record func(i int) []string) error {
 	cw := csv.NewWriter(w)
-	if err := cw.Write(occCSVHeader); err != nil {
+	if err := cw.Write(header); err != nil {
 		return err
 	}
-	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
-	for _, r := range rows {
-		rec := []string{strconv.Itoa(r.Clients), r.Strategy,
-			f(r.Calls.Mean), f(r.Calls.SE), f(r.TimeMs.Mean), f(r.TimeMs.SE), f(r.P50Ms.Mean), f(r.P99Ms.Mean)}
-		if err := cw.Write(rec); err != nil {
+	for i := range n {
+		if err := cw.Write(record(i)); err != nil {
 			return err
 		}
 	}
 	cw.Flush()
 	return cw.Error()
 }
+
+// f2 formats a figure for CSV with two decimals.
+func f2(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
 
 func writeOCCTable(w io.Writer, cfg config, sts []sim.Strategy, rows []sim.OCCRow) error {
 	fmt.Fprintf(w, "OCC experiment: base 5 ms, cap 2000 ms, message delay |N(10 ms, 2 ms)|, %d runs per row, seed %d\n", cfg.runs, cfg.seed)

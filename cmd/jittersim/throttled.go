@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/csv"
 	"fmt"
 	"io"
 	"strconv"
@@ -33,21 +32,12 @@ func runThrottled(cfg config, w io.Writer) error {
 }
 
 func writeThrottledCSV(w io.Writer, rows []sim.ThrottleRow) error {
-	cw := csv.NewWriter(w)
-	if err := cw.Write(throttledCSVHeader); err != nil {
-		return err
-	}
-	f := func(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
-	for _, r := range rows {
-		rec := []string{strconv.Itoa(r.Clients), r.Retryer, f(r.Ops.Mean), f(r.GoodputPerS.Mean), f(r.GoodputPerS.SE),
-			f(r.Amplification.Mean), f(r.Amplification.SE), f(r.FailedPct.Mean), f(r.FailedPct.SE), f(r.QuotaPct.Mean),
-			f(r.P50Ms.Mean), f(r.P99Ms.Mean)}
-		if err := cw.Write(rec); err != nil {
-			return err
-		}
-	}
-	cw.Flush()
-	return cw.Error()
+	return writeCSV(w, throttledCSVHeader, len(rows), func(i int) []string {
+		r := rows[i]
+		return []string{strconv.Itoa(r.Clients), r.Retryer, f2(r.Ops.Mean), f2(r.GoodputPerS.Mean), f2(r.GoodputPerS.SE),
+			f2(r.Amplification.Mean), f2(r.Amplification.SE), f2(r.FailedPct.Mean), f2(r.FailedPct.SE), f2(r.QuotaPct.Mean),
+			f2(r.P50Ms.Mean), f2(r.P99Ms.Mean)}
+	})
 }
 
 func writeThrottledTable(w io.Writer, cfg config, rts []sim.Retryer, rows []sim.ThrottleRow) error {
