@@ -146,25 +146,10 @@ func fastPolicy(t *testing.T, name string, seed uint64) *Policy {
 // and, for the first write only, replaces the server's response with HTTP
 // 500 InternalServerError: the write landed, the client cannot know.
 func loseFirstWrite(t *testing.T, upstream string) string {
-	t.Helper()
-	u, err := url.Parse(upstream)
-	require.NoError(t, err)
 	var lost atomic.Bool
-	rp := httputil.NewSingleHostReverseProxy(u)
-	rp.ModifyResponse = func(resp *http.Response) error {
-		op := resp.Request.Header.Get("X-Amz-Target")
-		write := strings.HasSuffix(op, ".UpdateItem") || strings.HasSuffix(op, ".TransactWriteItems")
-		if write && resp.StatusCode == http.StatusOK && lost.CompareAndSwap(false, true) {
-			return errLost
-		}
-		return nil
-	}
-	rp.ErrorHandler = func(w http.ResponseWriter, _ *http.Request, err error) {
-		ddbwire.WriteError(w, http.StatusInternalServerError, ddbwire.InternalServerError, "response lost: "+err.Error())
-	}
-	srv := httptest.NewServer(rp)
-	t.Cleanup(srv.Close)
-	return srv.URL
+	return losingProxy(t, upstream, func(write bool, status int) bool {
+		return write && status == http.StatusOK && lost.CompareAndSwap(false, true)
+	})
 }
 
 // blackoutAfterFirstWrite is a loopback proxy that forwards everything to
@@ -172,17 +157,27 @@ func loseFirstWrite(t *testing.T, upstream string) string {
 // then on it replaces every response with HTTP 500 InternalServerError. The
 // first write lands, and no worker can ever learn it.
 func blackoutAfterFirstWrite(t *testing.T, upstream string) string {
+	var dark atomic.Bool
+	return losingProxy(t, upstream, func(write bool, _ int) bool {
+		if write {
+			dark.Store(true)
+		}
+		return dark.Load()
+	})
+}
+
+// losingProxy forwards everything to upstream and replaces with HTTP 500
+// InternalServerError each response for which lose, told whether the request
+// was a write and the server's status, returns true.
+func losingProxy(t *testing.T, upstream string, lose func(write bool, status int) bool) string {
 	t.Helper()
 	u, err := url.Parse(upstream)
 	require.NoError(t, err)
-	var dark atomic.Bool
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.ModifyResponse = func(resp *http.Response) error {
 		op := resp.Request.Header.Get("X-Amz-Target")
-		if strings.HasSuffix(op, ".UpdateItem") || strings.HasSuffix(op, ".TransactWriteItems") {
-			dark.Store(true)
-		}
-		if dark.Load() {
+		write := strings.HasSuffix(op, ".UpdateItem") || strings.HasSuffix(op, ".TransactWriteItems")
+		if lose(write, resp.StatusCode) {
 			return errLost
 		}
 		return nil
