@@ -167,6 +167,12 @@ func (r *Retryer) loopDelay(seq *delayers.Sequence, attempt int, err error) (tim
 
 // sleep waits for d or until ctx is done, and returns ctx's error then.
 func sleep(ctx context.Context, d time.Duration) error {
+	return sleepUntilChanged(ctx, d, nil)
+}
+
+// sleepUntilChanged is sleep that also ends, without error, when changed is
+// closed. A nil changed never is.
+func sleepUntilChanged(ctx context.Context, d time.Duration, changed <-chan struct{}) error {
 	if d <= 0 {
 		return ctx.Err()
 	}
@@ -174,6 +180,8 @@ func sleep(ctx context.Context, d time.Duration) error {
 	defer t.Stop()
 	select {
 	case <-t.C:
+		return nil
+	case <-changed:
 		return nil
 	case <-ctx.Done():
 		return ctx.Err()

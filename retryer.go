@@ -152,19 +152,8 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if l.sender == nil {
 		return l.onSuccess, nil
 	}
-	now := r.now()
-	if wait := l.sender.ReserveAt(now); wait > 0 {
-		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
-			if remaining := deadline.Sub(now); exceeds(wait, r.margin, remaining) {
-				return nil, &GiveUpError{Reason: GiveUpDeadline, Delay: wait, Remaining: remaining}
-			}
-		}
-		if r.onSendWait != nil {
-			r.onSendWait(SendWaitEvent{Partition: l.key, Wait: wait, Rate: l.sender.Rate()})
-		}
-		if err := sleep(ctx, wait); err != nil {
-			return nil, &GiveUpError{Reason: GiveUpCanceled, Context: err}
-		}
+	if err := r.waitToSend(ctx, l); err != nil {
+		return nil, err
 	}
 	sentAt := r.now()
 	return func(err error) error {
@@ -176,6 +165,37 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		}
 		return l.onSuccess(err)
 	}, nil
+}
+
+// waitToSend queues for a send slot of lane l and waits until it is due,
+// measuring the delay again whenever the rate changes: a cut or a rise
+// reaches every waiting caller at once. It gives the slot back and fails
+// when the delay would end past ctx's visible deadline or ctx ends first.
+func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
+	now := r.now()
+	res := l.sender.ReserveAt(now)
+	reported := false
+	for {
+		wait, changed := l.sender.DelayAt(res, now)
+		if wait <= 0 {
+			return nil
+		}
+		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
+			if remaining := deadline.Sub(now); exceeds(wait, r.margin, remaining) {
+				l.sender.CancelAt(res, now)
+				return &GiveUpError{Reason: GiveUpDeadline, Delay: wait, Remaining: remaining}
+			}
+		}
+		if !reported && r.onSendWait != nil {
+			r.onSendWait(SendWaitEvent{Partition: l.key, Wait: wait, Rate: l.sender.Rate()})
+			reported = true
+		}
+		if err := sleepUntilChanged(ctx, wait, changed); err != nil {
+			l.sender.CancelAt(res, r.now())
+			return &GiveUpError{Reason: GiveUpCanceled, Context: err}
+		}
+		now = r.now()
+	}
 }
 
 // GetInitialToken is the deprecated form of GetAttemptToken, for callers that

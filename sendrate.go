@@ -60,9 +60,11 @@ const (
 // near the capacity it found and recovers a fivefold capacity increase in
 // about six windows.
 //
-// Each caller reserves a slot and waits for it, so with K callers waiting a
-// change of rate takes up to K/rate seconds to reach all of them; a rise
-// lets new callers in between the slots already handed out.
+// Callers queue first come, first served: each takes a place (ReserveAt),
+// and a place is due once the queue ahead of it has been sent at the current
+// rate. A change of rate applies at once to every caller already waiting,
+// so with many callers queued a cut cannot be followed by the sends already
+// promised at the old rate, nor a rise by new callers sent alongside them.
 //
 // The methods ending in At take the current time, so tests can drive it with
 // a fake clock. It is safe for concurrent use by multiple goroutines.
@@ -71,21 +73,30 @@ type SendRateLimiter struct {
 	window           time.Duration
 	cutTo            float64
 
-	mu        sync.Mutex
-	rate      float64 // requests per second; +Inf while unlimited
-	next      time.Time
+	mu       sync.Mutex
+	rate     float64 // requests per second; +Inf while unlimited
+	issued   uint64  // places handed out; the next one is number issued
+	served   float64 // places due by servedAt: place n is due once served >= n
+	servedAt time.Time
+	changed  chan struct{} // closed, and replaced, when the rate changes
+
 	lastCut   time.Time
 	growth    float64
 	winStart  time.Time
-	winOK     int // successes in the current window
-	winThr    int // throttles in the current window
-	winSent   int // slots handed out in the current window
-	prevOK    int // successes in the previous window
-	prevThr   int // throttles in the previous window
-	prevSent  int // slots handed out in the previous window
+	winOK     int     // successes in the current window
+	winThr    int     // throttles in the current window
+	winSent   float64 // places that came due in the current window
+	prevOK    int     // successes in the previous window
+	prevThr   int     // throttles in the previous window
+	prevSent  float64 // places that came due in the previous window
 	prevSpan  time.Duration
 	cuts      int
 	throttled bool // a throttle was seen since the limiter started
+}
+
+// SendReservation is a caller's place in a SendRateLimiter's queue.
+type SendReservation struct {
+	place uint64
 }
 
 // NewSendRateLimiter returns a limiter configured by optFns. Invalid values
@@ -99,7 +110,8 @@ func NewSendRateLimiter(optFns ...func(*SendRateOptions)) *SendRateLimiter {
 		}
 	}
 	o = o.withDefaults()
-	l := &SendRateLimiter{minRate: o.MinRate, maxRate: o.MaxRate, window: o.Window, cutTo: o.CutTo, rate: math.Inf(1), growth: firstGrowth}
+	l := &SendRateLimiter{minRate: o.MinRate, maxRate: o.MaxRate, window: o.Window, cutTo: o.CutTo,
+		rate: math.Inf(1), growth: firstGrowth, changed: make(chan struct{})}
 	if o.InitialRate > 0 {
 		l.rate = l.clamp(o.InitialRate)
 	}
@@ -155,23 +167,53 @@ func (l *SendRateLimiter) Cuts() int {
 	return l.cuts
 }
 
-// ReserveAt reserves the next send slot at time now and returns how long the
-// caller must wait before sending: zero while unlimited or idle. A caller that
-// then gives up without sending leaves its slot unused.
-func (l *SendRateLimiter) ReserveAt(now time.Time) time.Duration {
+// ReserveAt takes the next place in the queue at time now. The caller then
+// asks DelayAt how long to wait, and gives the place back with CancelAt if it
+// does not send. A place is due at once while the limiter is unlimited or
+// idle: no unused rate is carried over from an idle spell.
+func (l *SendRateLimiter) ReserveAt(now time.Time) SendReservation {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.rollLocked(now)
-	l.winSent++
+	l.syncLocked(now)
+	res := SendReservation{place: l.issued}
+	l.issued++
 	if math.IsInf(l.rate, 1) {
-		return 0
+		l.served = float64(l.issued)
+		l.winSent++
 	}
-	if l.next.Before(now) {
-		l.next = now
+	return res
+}
+
+// DelayAt returns how long, from now and at the current rate, res waits
+// before it may be sent: zero once it is due. The channel is closed when the
+// rate changes, after which the delay must be asked for again: a waiter
+// sleeps until the delay has passed or the channel is closed, whichever is
+// first. A delay too long for a time.Duration is reported as the longest one.
+func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Duration, <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.syncLocked(now)
+	ahead := float64(res.place) - l.served
+	if ahead <= 0 || math.IsInf(l.rate, 1) {
+		return 0, l.changed
 	}
-	wait := l.next.Sub(now)
-	l.next = l.next.Add(slotInterval(l.rate))
-	return wait
+	return secondsToDuration(ahead / l.rate), l.changed
+}
+
+// CancelAt gives back a place that will not be sent, at time now, so that the
+// callers behind it move up by one. A place already due is sent or wasted
+// and changes nothing.
+func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.syncLocked(now)
+	switch {
+	case float64(res.place) < l.served:
+	case res.place+1 == l.issued:
+		l.issued--
+	default:
+		l.served = math.Min(l.served+1, float64(l.issued))
+	}
 }
 
 // ObserveAt records the outcome, seen at time now, of a request sent at
@@ -180,7 +222,7 @@ func (l *SendRateLimiter) ReserveAt(now time.Time) time.Duration {
 func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.rollLocked(now)
+	l.syncLocked(now)
 	if !throttled {
 		l.winOK++
 		return
@@ -193,31 +235,38 @@ func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 	target := l.cutTo * l.acceptedRateLocked(now)
 	switch {
 	case math.IsInf(l.rate, 1):
-		l.rate = l.clamp(target)
+		l.setRateLocked(target)
 	case target < l.rate:
-		// An estimate from lagging answers can be far too low, and every
-		// goroutine that reserves a slot meanwhile waits at that rate.
-		l.rate = l.clamp(max(target, minCutTo*l.rate))
+		// An estimate from lagging answers can be far too low, and it holds
+		// until the next window.
+		l.setRateLocked(max(target, minCutTo*l.rate))
 	}
 	l.lastCut = now
 	l.growth = firstGrowth
 	l.cuts++
 }
 
-// raiseLocked raises a finite rate to r at now and moves the next slot
-// closer, as if the slots handed out but not yet due had been spaced at the
-// new rate. The callers already waiting keep their slots, so new callers
-// are sent in between them until they are gone. Without it a rise would
-// reach a client only after every goroutine already waiting had been sent
-// at the old rate: K/rate seconds with K goroutines, ten seconds for 1000
-// goroutines at 100/s. A cut leaves the next slot where it is: moving it
-// back to now would hand the waiting callers' slots out twice.
-func (l *SendRateLimiter) raiseLocked(now time.Time, r float64) {
-	old := l.rate
-	l.rate = l.clamp(r)
-	if ahead := l.next.Sub(now); ahead > 0 && l.rate > old {
-		l.next = now.Add(time.Duration(float64(ahead) * old / l.rate))
+// setRateLocked sets the rate to r, clamped, and wakes the waiting callers
+// so they measure their delay again.
+func (l *SendRateLimiter) setRateLocked(r float64) {
+	r = l.clamp(r)
+	if r == l.rate {
+		return
 	}
+	l.rate = r
+	close(l.changed)
+	l.changed = make(chan struct{})
+}
+
+// syncLocked brings the queue and the windows up to now.
+func (l *SendRateLimiter) syncLocked(now time.Time) {
+	if dt := now.Sub(l.servedAt); dt > 0 {
+		before := l.served
+		l.served = math.Min(l.served+l.rate*dt.Seconds(), float64(l.issued))
+		l.winSent += l.served - before
+		l.servedAt = now
+	}
+	l.rollLocked(now)
 }
 
 // acceptedRateLocked estimates the rate the service accepted, in requests per
@@ -236,8 +285,8 @@ func (l *SendRateLimiter) raiseLocked(now time.Time, r float64) {
 func (l *SendRateLimiter) acceptedRateLocked(now time.Time) float64 {
 	span := max(now.Sub(l.winStart)+l.prevSpan, l.window).Seconds()
 	ok := l.winOK + l.prevOK
-	unthrottled := l.winSent + l.prevSent - l.winThr - l.prevThr
-	return float64(max(ok, unthrottled, 0)) / span
+	unthrottled := l.winSent + l.prevSent - float64(l.winThr+l.prevThr)
+	return max(float64(ok), unthrottled, 0) / span
 }
 
 // rollLocked closes every window that ended by now; a window without a
@@ -255,7 +304,7 @@ func (l *SendRateLimiter) rollLocked(now time.Time) {
 	// into a rate it never tested.
 	used := float64(l.winOK) >= 0.5*l.rate*elapsed.Seconds()
 	if l.winThr == 0 && l.throttled && used && !math.IsInf(l.rate, 1) {
-		l.raiseLocked(now, l.rate*(1+l.growth))
+		l.setRateLocked(l.rate * (1 + l.growth))
 		l.growth = math.Min(l.growth*2, maxGrowth)
 	}
 	switch {
@@ -280,15 +329,12 @@ func (l *SendRateLimiter) clamp(r float64) float64 {
 	return math.Min(math.Max(r, l.minRate), l.maxRate)
 }
 
-// maxSlotInterval bounds the spacing of sends, so that a tiny rate cannot
-// overflow a time.Duration (which would turn pacing off).
-const maxSlotInterval = time.Hour
-
-// slotInterval returns the time between sends at rate requests per second.
-func slotInterval(rate float64) time.Duration {
-	iv := float64(time.Second) / rate
-	if !(iv < float64(maxSlotInterval)) {
-		return maxSlotInterval
+// secondsToDuration converts s seconds to a Duration, saturating instead of
+// overflowing.
+func secondsToDuration(s float64) time.Duration {
+	ns := s * float64(time.Second)
+	if !(ns < math.MaxInt64) {
+		return math.MaxInt64
 	}
-	return time.Duration(iv)
+	return time.Duration(ns)
 }

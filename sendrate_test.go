@@ -40,7 +40,7 @@ func (s *fakeService) admit(now time.Time) bool {
 func run(l *jitterretry.SendRateLimiter, s *fakeService, start time.Time, d, rtt time.Duration) (ok, throttled int) {
 	now := start
 	for now.Before(start.Add(d)) {
-		wait := l.ReserveAt(now)
+		wait := reserve(l, now)
 		if wait == 0 {
 			wait = time.Millisecond // an unlimited client sends 1000/s here
 		}
@@ -54,6 +54,21 @@ func run(l *jitterretry.SendRateLimiter, s *fakeService, start time.Time, d, rtt
 		}
 	}
 	return ok, throttled
+}
+
+// reserve takes a place at now and returns its delay.
+func reserve(l *jitterretry.SendRateLimiter, now time.Time) time.Duration {
+	wait, _ := l.DelayAt(l.ReserveAt(now), now)
+	return wait
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
 }
 
 func TestSendRateOneCutPerThrottleEpisode(t *testing.T) {
@@ -77,7 +92,7 @@ func TestSendRateFirstThrottleBeforeAnySuccess(t *testing.T) {
 	// are cheap to answer: the first comes back before any success.
 	l := jitterretry.NewSendRateLimiter()
 	for range 64 {
-		require.Equal(t, time.Duration(0), l.ReserveAt(t0))
+		require.Equal(t, time.Duration(0), reserve(l, t0))
 	}
 	l.ObserveAt(t0, t0.Add(500*time.Microsecond), true)
 	// 63 slots not throttled, over at least one window (100 ms): 630/s.
@@ -93,16 +108,39 @@ func TestSendRateFirstThrottleBeforeAnySuccess(t *testing.T) {
 	assert.InDelta(t, 0.95*999/0.25, l.Rate(), 1e-6, "expect a cut to 95%% of 999 slots in 250 ms, got %.1f", l.Rate())
 }
 
-func TestSendRateCutKeepsSlotsHandedOut(t *testing.T) {
+func TestSendRateCutReachesWaitingCallers(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
-	for i := range 10 {
-		require.Equal(t, time.Duration(i)*10*time.Millisecond, l.ReserveAt(t0))
+	places := make([]jitterretry.SendReservation, 10)
+	for i := range places {
+		places[i] = l.ReserveAt(t0)
+		wait, _ := l.DelayAt(places[i], t0)
+		require.Equal(t, time.Duration(i)*10*time.Millisecond, wait)
 	}
-	l.ObserveAt(t0, t0.Add(time.Millisecond), true)
-	require.Less(t, l.Rate(), 100.0)
-	// The ten slots handed out are still waiting: the next one follows them.
-	wait := l.ReserveAt(t0.Add(time.Millisecond))
-	assert.Equal(t, 99*time.Millisecond, wait, "expect the next slot after the ten handed out, got %v", wait)
+	_, changed := l.DelayAt(places[9], t0)
+	// A throttle with no answer yet to estimate from: a cut to a quarter.
+	now := t0.Add(time.Millisecond)
+	l.ObserveAt(t0, now, true)
+	require.Equal(t, 25.0, l.Rate())
+	assert.True(t, closed(changed), "expect the waiting callers woken by the cut")
+	// 0.1 places went out in the millisecond at 100/s; the last of the ten
+	// callers already waiting now waits for 8.9 places at 25/s, not at 100/s.
+	wait, _ := l.DelayAt(places[9], now)
+	assert.InDelta(t, float64(356*time.Millisecond), float64(wait), float64(time.Microsecond), "got %v", wait)
+	// And a new caller queues behind them.
+	wait = reserve(l, now)
+	assert.InDelta(t, float64(396*time.Millisecond), float64(wait), float64(time.Microsecond), "got %v", wait)
+}
+
+func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
+	first, middle, last := l.ReserveAt(t0), l.ReserveAt(t0), l.ReserveAt(t0)
+	l.CancelAt(middle, t0)
+	wait, _ := l.DelayAt(last, t0)
+	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller behind a cancelled place to move up")
+	l.CancelAt(last, t0)
+	assert.Equal(t, 10*time.Millisecond, reserve(l, t0), "expect the last place given back to be taken again")
+	l.CancelAt(first, t0) // already due: nothing to give back
+	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
 }
 
 func TestSendRateCutKeepsAQuarter(t *testing.T) {
@@ -112,25 +150,26 @@ func TestSendRateCutKeepsAQuarter(t *testing.T) {
 	assert.Equal(t, 100.0, l.Rate(), "expect a cut to a quarter at most, got %.1f", l.Rate())
 }
 
-func TestSendRateRiseLetsNewCallersIn(t *testing.T) {
+func TestSendRateRiseReachesWaitingCallers(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 100, 100 })
 	l.ObserveAt(t0, t0, true) // a throttle: from now on the limiter probes
+	var last jitterretry.SendReservation
 	for range 50 {
-		l.ReserveAt(t0) // 50 callers wait, the last until t0+490ms
+		last = l.ReserveAt(t0) // 50 callers wait, the last until t0+490ms
 	}
 	for range 10 {
-		l.ObserveAt(t0, t0.Add(50*time.Millisecond), false)
+		l.ObserveAt(t0, t0.Add(150*time.Millisecond), false) // closes the throttled window
 	}
-	l.ReserveAt(t0.Add(100 * time.Millisecond)) // closes the throttled window; waits until t0+500ms
-	for range 10 {
-		l.ObserveAt(t0, t0.Add(150*time.Millisecond), false)
-	}
-	// Closing a window without a throttle raises the rate by 5%, and the
-	// next slot, 310 ms ahead at 100/s, moves as if spaced at 105/s.
-	now := t0.Add(200 * time.Millisecond)
-	wait := l.ReserveAt(now)
+	_, changed := l.DelayAt(last, t0.Add(150*time.Millisecond))
+	require.Equal(t, 100.0, l.Rate())
+	// Closing a window with no throttle and the rate in use raises it by 5%,
+	// for the callers already waiting too: 25 places went out by t0+250ms,
+	// and the last caller waits for the other 24 at 105/s.
+	now := t0.Add(250 * time.Millisecond)
+	wait, _ := l.DelayAt(last, now)
 	assert.InDelta(t, 105, l.Rate(), 1e-9)
-	want := 310 * time.Millisecond * 100 / 105
+	assert.True(t, closed(changed), "expect the waiting callers woken by the rise")
+	want := 24 * time.Second / 105
 	assert.InDelta(t, float64(want), float64(wait), float64(time.Microsecond), "expect %v, got %v", want, wait)
 }
 
@@ -183,10 +222,10 @@ func TestSendRateDoesNotGrowWhenIdle(t *testing.T) {
 
 func TestSendRateSpacesSends(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
-	assert.Equal(t, time.Duration(0), l.ReserveAt(t0))
-	assert.Equal(t, 10*time.Millisecond, l.ReserveAt(t0))
-	assert.Equal(t, 20*time.Millisecond, l.ReserveAt(t0))
-	assert.Equal(t, time.Duration(0), l.ReserveAt(t0.Add(time.Second)), "no debt carried over an idle second")
+	assert.Equal(t, time.Duration(0), reserve(l, t0))
+	assert.Equal(t, 10*time.Millisecond, reserve(l, t0))
+	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
+	assert.Equal(t, time.Duration(0), reserve(l, t0.Add(time.Second)), "no debt carried over an idle second")
 }
 
 func TestSendRateDeadlineAndCancel(t *testing.T) {
@@ -277,6 +316,6 @@ func TestEmptyBudgetBacksOffBeforeFailing(t *testing.T) {
 
 func TestTinyMinRateStillPaces(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 1e-11, 1e-11 })
-	assert.Equal(t, time.Duration(0), l.ReserveAt(t0))
-	assert.Equal(t, time.Hour, l.ReserveAt(t0), "expect the slot spacing capped, not overflowed to zero")
+	assert.Equal(t, time.Duration(0), reserve(l, t0))
+	assert.Equal(t, time.Duration(math.MaxInt64), reserve(l, t0), "expect the longest delay, not one overflowed to zero or below")
 }
