@@ -44,6 +44,10 @@ const (
 	// A cut keeps at least a quarter of the rate: a fivefold drop of
 	// capacity still takes two cuts.
 	minCutTo = 0.25
+	// A cut within a window of the last one keeps at most 80% of the rate:
+	// a fivefold fall of capacity is found in a few round trips, and an
+	// overshoot costs a few windows of probing.
+	consecutiveCutTo = 0.8
 )
 
 // SendRateLimiter is an adaptive client-side send-rate limiter: it paces
@@ -233,6 +237,13 @@ func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 		return // part of a burst already answered by a cut
 	}
 	target := l.cutTo * l.acceptedRateLocked(now)
+	if !l.lastCut.IsZero() && now.Sub(l.lastCut) < l.window {
+		// The last cut, under a window ago, was not enough: a request sent
+		// at the new rate was throttled. The measure still counts answers
+		// from before the capacity fell, so cut by a step as well rather
+		// than wait windows for it while most requests are throttled.
+		target = min(target, consecutiveCutTo*l.rate)
+	}
 	switch {
 	case math.IsInf(l.rate, 1):
 		l.setRateLocked(target)

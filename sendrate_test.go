@@ -143,6 +143,24 @@ func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
 }
 
+func TestSendRateCutAgainWithinAWindowTakesAStep(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter()
+	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
+	run(l, s, t0, time.Second, 2*time.Millisecond)
+	cuts, rate := l.Cuts(), l.Rate()
+	// The capacity falls: a request sent after a cut is throttled again
+	// a round trip later, while the measured rate still holds the answers
+	// from before the fall.
+	now := t0.Add(time.Second)
+	l.ObserveAt(now, now.Add(2*time.Millisecond), true)
+	first := l.Rate()
+	require.Equal(t, cuts+1, l.Cuts())
+	now = now.Add(3 * time.Millisecond)
+	l.ObserveAt(now, now.Add(2*time.Millisecond), true)
+	// The measure alone, unchanged in 3 ms, would leave the rate as it is.
+	assert.InDelta(t, 0.8*first, l.Rate(), 1e-9, "expect the second cut to 80%% of %.0f (from %.0f)", first, rate)
+}
+
 func TestSendRateCutKeepsAQuarter(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 400 })
 	// A throttle with no success and no slot seen: an estimate of zero.
