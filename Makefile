@@ -9,7 +9,9 @@ SHELL := bash
 GO_PACKAGES := ./... ./cmd/... ./examples/...
 
 DYNALITE := tools/dynalite/run.sh
-DYNALITE_STATE := out/dynalite
+# One server state directory per target, so that make test and make
+# reliability in the same checkout do not stop each other's server.
+DYNALITE_STATE = out/dynalite/$@
 
 # Dummy credentials and region for the local servers; real ones are never
 # needed by the tests. IMDS is off so nothing reaches beyond loopback.
@@ -72,7 +74,7 @@ fuzz:
 ## dynalite-start / dynalite-stop: a server for running tests by hand;
 ## export the printed URL as AWS_ENDPOINT_URL_DYNAMODB.
 dynalite-start:
-	@$(DYNALITE) start $(DYNALITE_STATE)
+	@$(DYNALITE) start out/dynalite/manual
 
 dynalite-stop:
-	@$(DYNALITE) stop $(DYNALITE_STATE)
+	@$(DYNALITE) stop out/dynalite/manual

@@ -58,7 +58,13 @@ stop() {
 start() {
 	mkdir -p "$state"
 	stop # a server left over from an interrupted run
-	(cd "$here" && npm ci --no-audit --no-fund --loglevel=error) >&2
+	# npm ci empties node_modules first: skip it when the lock file is the one
+	# installed, so that a second start does not pull the modules from under
+	# a server that is running.
+	if ! cmp -s "$here/package-lock.json" "$here/node_modules/.installed-lock.json"; then
+		(cd "$here" && npm ci --no-audit --no-fund --loglevel=error) >&2
+		cp "$here/package-lock.json" "$here/node_modules/.installed-lock.json"
+	fi
 
 	local attempt port pid
 	for attempt in 1 2 3; do
