@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -103,4 +104,52 @@ func ExampleGiveUpError() {
 	var gu *jitterretry.GiveUpError
 	fmt.Println(errors.As(err, &gu), gu.Reason, errors.Is(err, context.DeadlineExceeded), errors.Is(err, throttle))
 	// Output: true backoff past deadline true true
+}
+
+// The send-rate limiter paces callers in turn at a learnt rate; a throttle
+// cuts the rate for the callers already waiting too. Its At methods take
+// the time, so this runs on a fake clock.
+func ExampleSendRateLimiter() {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
+	start := time.Unix(0, 0)
+	var places []jitterretry.SendReservation
+	for range 3 {
+		places = append(places, l.ReserveAt(start))
+	}
+	for _, p := range places {
+		wait, _ := l.DelayAt(p, start)
+		fmt.Print(wait, " ")
+	}
+	fmt.Println("at", l.Rate(), "/s")
+
+	// The first request comes back throttled 2 ms later, before any
+	// success: the limiter keeps a quarter of its rate and the third caller,
+	// still waiting, now waits for 1.8 places at 25/s.
+	now := start.Add(2 * time.Millisecond)
+	l.ObserveAt(start, now, true)
+	wait, _ := l.DelayAt(places[2], now)
+	fmt.Println(wait, "at", l.Rate(), "/s")
+	// Output:
+	// 0s 10ms 20ms at 100 /s
+	// 72ms at 25 /s
+}
+
+// With Options.SendRate set, every attempt waits its turn in GetAttemptToken,
+// and OnSendWait sees the waits.
+func ExampleOptions_sendRate() {
+	var waits atomic.Int64
+	r := jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 50}
+		o.OnSendWait = func(jitterretry.SendWaitEvent) { waits.Add(1) }
+	})
+	for range 3 {
+		release, err := r.GetAttemptToken(context.Background()) // 0, 20 and 40 ms
+		if err != nil {
+			panic(err)
+		}
+		_ = release(nil) // the attempt succeeded
+	}
+	rate, _ := r.SendRateIn("")
+	fmt.Println(waits.Load(), "waits at", rate, "/s")
+	// Output: 2 waits at 50 /s
 }

@@ -125,14 +125,15 @@ type Options struct {
 
 	// SendRate, when set, turns on the adaptive client-side send-rate
 	// limiter (see SendRateLimiter): every attempt waits in GetAttemptToken
-	// for a send slot, at a rate learnt from the service's throttles, one
+	// for its turn to send, at a rate learnt from the service's throttles, one
 	// limiter per PartitionKey. With it on, ThrottleBaseDelay defaults to
 	// BaseDelay, since the limiter already slows the client down. Default nil
 	// (off), as the SDK's standard mode.
 	SendRate *SendRateOptions
 
-	// OnSendWait, when set, is called whenever the send-rate limiter makes an
-	// attempt wait. It must be safe for concurrent use and quick.
+	// OnSendWait, when set, is called once for every attempt the send-rate
+	// limiter makes wait, before the wait. It must be safe for concurrent use
+	// and quick.
 	OnSendWait func(SendWaitEvent)
 
 	// FailFastOnEmptyBudget returns the *BudgetError at once when the retry
@@ -151,7 +152,9 @@ type Options struct {
 type SendWaitEvent struct {
 	// Partition is the limiter's partition key, if any.
 	Partition string
-	// Wait is how long the attempt waits before it is sent.
+	// Wait is how long the attempt is due to wait before it is sent, at the
+	// rate when it joined the queue; a cut or a rise during the wait
+	// lengthens or shortens it.
 	Wait time.Duration
 	// Rate is the limiter's send rate, in requests per second.
 	Rate float64

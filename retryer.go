@@ -136,7 +136,7 @@ func (r *Retryer) Classify(err error) ErrorClass { return r.classifier.classify(
 // release adds NoRetryIncrement tokens to the bucket when an operation's
 // first attempt succeeds (a successful retry refunds its own cost instead).
 //
-// With the send-rate limiter on, it first waits for a send slot. It never
+// With the send-rate limiter on, it first queues for its turn to send. It never
 // waits past a deadline it can see: when the wait would end past ctx's
 // deadline it fails at once with a *GiveUpError (GiveUpDeadline), and when
 // ctx is done during the wait, with a *GiveUpError (GiveUpCanceled). It also
@@ -167,9 +167,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	}, nil
 }
 
-// waitToSend queues for a send slot of lane l and waits until it is due,
+// waitToSend queues for a place in lane l's send queue and waits until it is due,
 // measuring the delay again whenever the rate changes: a cut or a rise
-// reaches every waiting caller at once. It gives the slot back and fails
+// reaches every waiting caller at once. It gives the place back and fails
 // when the delay would end past ctx's visible deadline or ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	now := r.now()

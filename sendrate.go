@@ -287,12 +287,11 @@ func (l *SendRateLimiter) syncLocked(now time.Time) {
 // The successes seen are a lower bound: answers lag. Throttles are cheap to
 // answer and come back before the successes of the same burst, and the
 // first answers to many goroutines that start at once may take longer than
-// a window. The slots handed out and not throttled are an upper bound: they
-// include the requests in flight. The estimate is the larger of the two. An
-// estimate too high costs a few throttles, and the next cut, a round trip
-// later, corrects it; one too low is paid for much longer, since every
-// waiting goroutine already holds a slot at the low rate: K/rate seconds
-// with K goroutines.
+// a window. The places that came due and were not throttled are an upper
+// bound: they include the requests in flight. The estimate is the larger of
+// the two. An estimate too high costs a few throttles, and the next cut, a
+// round trip later, corrects it; one too low holds every waiting caller at
+// the low rate until probing finds the capacity again.
 func (l *SendRateLimiter) acceptedRateLocked(now time.Time) float64 {
 	span := max(now.Sub(l.winStart)+l.prevSpan, l.window).Seconds()
 	ok := l.winOK + l.prevOK
@@ -321,7 +320,7 @@ func (l *SendRateLimiter) rollLocked(now time.Time) {
 	switch {
 	case math.IsInf(l.rate, 1):
 		// Unlimited, before the first cut: keep the whole history, so that
-		// the first cut counts every slot handed out, however late the
+		// the first cut counts every place sent, however late the
 		// first answers come (many goroutines starting at once on few
 		// cores can take more than two windows).
 		l.prevOK, l.prevThr, l.prevSent = l.prevOK+l.winOK, l.prevThr+l.winThr, l.prevSent+l.winSent
