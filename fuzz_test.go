@@ -92,3 +92,75 @@ func FuzzOptions(f *testing.F) {
 		require.GreaterOrEqual(t, r.MaxAttempts(), 0)
 	})
 }
+
+// FuzzSendRateLimiter drives a limiter on a fake clock through a sequence of
+// reservations, cancellations, sends and answers, and checks what its callers
+// rely on: rates within [MinRate, MaxRate] once limited, no negative delay,
+// first come first served, and no caller waiting longer than the places still
+// ahead of it need at the current rate.
+func FuzzSendRateLimiter(f *testing.F) {
+	f.Add(0.0, 0.0, 0.0, int64(0), []byte{0, 0, 0, 4, 0, 3, 1, 2, 0})
+	f.Add(100.0, 50.0, 200.0, int64(time.Millisecond), []byte{0, 0, 4, 4, 12, 2, 3, 5, 255, 0, 1})
+	f.Add(1e-9, 1e-9, 0.0, int64(time.Hour), []byte{0, 0, 0, 4, 1, 1})
+	f.Fuzz(func(t *testing.T, initial, minRate, maxRate float64, window int64, ops []byte) {
+		so := jitterretry.SendRateOptions{InitialRate: initial, MinRate: minRate, MaxRate: maxRate, Window: time.Duration(window)}
+		if so.Window > time.Hour {
+			so.Window = time.Hour
+		}
+		l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { *o = so })
+		valid := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &so }).Err() == nil
+		now := t0
+		var waiting []jitterretry.SendReservation // in the order reserved
+		var sent []time.Time
+		for i, op := range ops {
+			now = now.Add(time.Duration(op>>3) * time.Millisecond)
+			switch op & 7 {
+			case 0, 1:
+				waiting = append(waiting, l.ReserveAt(now))
+			case 2: // cancel one
+				if len(waiting) > 0 {
+					k := i % len(waiting)
+					l.CancelAt(waiting[k], now)
+					waiting = append(waiting[:k], waiting[k+1:]...)
+				}
+			case 3, 4: // ask every waiting caller; the due ones send
+				rate := l.Rate()
+				var prev time.Duration
+				kept := waiting[:0]
+				for k, res := range waiting {
+					d, _ := l.DelayAt(res, now)
+					require.GreaterOrEqual(t, d, time.Duration(0))
+					require.GreaterOrEqual(t, d, prev, "expect first come, first served")
+					prev = d
+					if bound := float64(k+1) / rate * float64(time.Second); bound < math.MaxInt64/2 {
+						require.LessOrEqual(t, float64(d), bound+float64(time.Microsecond),
+							"expect no wait beyond the %d places ahead at %v/s", k, rate)
+					}
+					if d == 0 {
+						sent = append(sent, now)
+					} else {
+						kept = append(kept, res)
+					}
+				}
+				waiting = kept
+			default: // an answer to a request sent earlier
+				if len(sent) > 0 {
+					l.ObserveAt(sent[0], now, op&1 == 1)
+					sent = sent[1:]
+				}
+			}
+			rate := l.Rate()
+			require.False(t, math.IsNaN(rate) || rate <= 0, "rate %v", rate)
+			if valid && !math.IsInf(rate, 1) {
+				lo := so.MinRate
+				if lo == 0 {
+					lo = 1
+				}
+				require.GreaterOrEqual(t, rate, lo)
+				if so.MaxRate > 0 {
+					require.LessOrEqual(t, rate, so.MaxRate)
+				}
+			}
+		}
+	})
+}

@@ -2,6 +2,8 @@ package jitterretry
 
 import (
 	"math"
+	"slices"
+	"sort"
 	"sync"
 	"time"
 )
@@ -19,7 +21,8 @@ type SendRateOptions struct {
 	MinRate float64
 
 	// MaxRate is the ceiling the rate never grows above, in requests per
-	// second. Zero means none.
+	// second. Zero means none; a ceiling below MinRate (default 1) is
+	// invalid.
 	MaxRate float64
 
 	// Window is how often the limiter measures the service's accepted rate
@@ -35,6 +38,7 @@ type SendRateOptions struct {
 // Default send-rate numbers.
 const (
 	defaultSendWindow = 100 * time.Millisecond
+	defaultMinRate    = 1.0
 	defaultCutTo      = 0.95
 	// The first increase after a cut is 5%, and each throttle-free window
 	// doubles it up to +100%: gentle near the capacity it just found, and
@@ -82,6 +86,7 @@ type SendRateLimiter struct {
 	issued   uint64  // places handed out; the next one is number issued
 	served   float64 // places due by servedAt: place n is due once served >= n
 	servedAt time.Time
+	holes    []uint64 // places given back, after served and before issued, ascending
 	changed  chan struct{} // closed, and replaced, when the rate changes
 
 	lastCut   time.Time
@@ -130,8 +135,8 @@ func (o SendRateOptions) validate() error {
 		return &OptionsError{Option: "SendRate.MinRate", Reason: "must be zero (default 1) or a positive finite rate"}
 	case o.MaxRate < 0 || math.IsNaN(o.MaxRate):
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must be zero (none) or positive"}
-	case o.MaxRate > 0 && o.MaxRate < o.MinRate:
-		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must not be below MinRate"}
+	case o.MaxRate > 0 && o.MaxRate < max(o.MinRate, defaultMinRate):
+		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must not be below MinRate (default 1)"}
 	case o.Window < 0:
 		return &OptionsError{Option: "SendRate.Window", Reason: "must not be negative"}
 	case o.CutTo < 0 || o.CutTo > 1 || math.IsNaN(o.CutTo):
@@ -142,7 +147,7 @@ func (o SendRateOptions) validate() error {
 
 func (o SendRateOptions) withDefaults() SendRateOptions {
 	if !(o.MinRate > 0) || math.IsInf(o.MinRate, 1) {
-		o.MinRate = 1
+		o.MinRate = defaultMinRate
 	}
 	if !(o.MaxRate > 0) || o.MaxRate < o.MinRate {
 		o.MaxRate = math.Inf(1)
@@ -201,22 +206,29 @@ func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Dura
 	if ahead <= 0 || math.IsInf(l.rate, 1) {
 		return 0, l.changed
 	}
+	ahead -= float64(sort.Search(len(l.holes), func(i int) bool { return l.holes[i] >= res.place }))
 	return secondsToDuration(ahead / l.rate), l.changed
 }
 
 // CancelAt gives back a place that will not be sent, at time now, so that the
 // callers behind it move up by one. A place already due is sent or wasted
-// and changes nothing.
+// and changes nothing; so does giving a place back twice.
 func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.syncLocked(now)
-	switch {
-	case float64(res.place) < l.served:
-	case res.place+1 == l.issued:
+	if float64(res.place) <= l.served || res.place >= l.issued {
+		return
+	}
+	i := sort.Search(len(l.holes), func(i int) bool { return l.holes[i] >= res.place })
+	if i < len(l.holes) && l.holes[i] == res.place {
+		return
+	}
+	l.holes = slices.Insert(l.holes, i, res.place)
+	// Places given back at the end of the queue are simply not handed out.
+	for n := len(l.holes); n > 0 && l.holes[n-1]+1 == l.issued; n-- {
+		l.holes = l.holes[:n-1]
 		l.issued--
-	default:
-		l.served = math.Min(l.served+1, float64(l.issued))
 	}
 }
 
@@ -271,10 +283,25 @@ func (l *SendRateLimiter) setRateLocked(r float64) {
 
 // syncLocked brings the queue and the windows up to now.
 func (l *SendRateLimiter) syncLocked(now time.Time) {
-	if dt := now.Sub(l.servedAt); dt > 0 {
-		before := l.served
-		l.served = math.Min(l.served+l.rate*dt.Seconds(), float64(l.issued))
-		l.winSent += l.served - before
+	switch dt := now.Sub(l.servedAt); {
+	case math.IsInf(l.rate, 1):
+		l.served, l.holes, l.servedAt = float64(l.issued), nil, now // counted when reserved
+	case dt > 0:
+		sent := l.rate * dt.Seconds()
+		target := l.served + sent
+		// A place given back costs no time: the queue steps over it.
+		skipped := 0
+		for skipped < len(l.holes) && float64(l.holes[skipped]) <= target {
+			skipped++
+			target++
+		}
+		l.holes = l.holes[skipped:]
+		if limit := float64(l.issued); target > limit {
+			sent -= target - limit
+			target = limit
+		}
+		l.served = target
+		l.winSent += max(sent, 0)
 		l.servedAt = now
 	}
 	l.rollLocked(now)

@@ -3,11 +3,14 @@ package jitterretry_test
 import (
 	"context"
 	"math"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -291,11 +294,12 @@ func TestSendRatePerPartition(t *testing.T) {
 
 func TestSendRateOptionsValidated(t *testing.T) {
 	for name, sr := range map[string]jitterretry.SendRateOptions{
-		"negative initial": {InitialRate: -1},
-		"NaN min":          {MinRate: math.NaN()},
-		"max below min":    {MinRate: 10, MaxRate: 5},
-		"cut above one":    {CutTo: 1.5},
-		"negative window":  {Window: -time.Second},
+		"negative initial":      {InitialRate: -1},
+		"NaN min":               {MinRate: math.NaN()},
+		"max below min":         {MinRate: 10, MaxRate: 5},
+		"max below default min": {MaxRate: 0.5},
+		"cut above one":         {CutTo: 1.5},
+		"negative window":       {Window: -time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &sr })
@@ -336,4 +340,46 @@ func TestTinyMinRateStillPaces(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 1e-11, 1e-11 })
 	assert.Equal(t, time.Duration(0), reserve(l, t0))
 	assert.Equal(t, time.Duration(math.MaxInt64), reserve(l, t0), "expect the longest delay, not one overflowed to zero or below")
+}
+
+// Many goroutines queue on one limiter while throttles cut its rate and quiet
+// windows raise it: every attempt gets its turn, none is lost or stuck, and
+// the race detector sees the queue's state under its lock.
+func TestSendRateManyWaitersUnderCuts(t *testing.T) {
+	var waits atomic.Int64
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		// Between 1000/s and 4000/s: the 800 attempts take under a second.
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 4000, MinRate: 1000, MaxRate: 4000}
+		o.OnSendWait = func(jitterretry.SendWaitEvent) { waits.Add(1) }
+	})
+	throttle := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var sent atomic.Int64
+	var wg sync.WaitGroup
+	for g := range 40 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				release, err := r.GetAttemptToken(ctx)
+				if !assert.NoError(t, err) {
+					return
+				}
+				sent.Add(1)
+				var outcome error
+				if (g+i)%7 == 0 {
+					outcome = throttle
+				}
+				_ = release(outcome)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(800), sent.Load())
+	assert.Positive(t, waits.Load(), "expect callers to have queued")
+	rate, ok := r.SendRateIn("")
+	require.True(t, ok)
+	assert.GreaterOrEqual(t, rate, 1000.0)
+	assert.LessOrEqual(t, rate, 4000.0)
 }
