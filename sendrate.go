@@ -86,7 +86,7 @@ type SendRateLimiter struct {
 	issued   uint64  // places handed out; the next one is number issued
 	served   float64 // places due by servedAt: place n is due once served >= n
 	servedAt time.Time
-	holes    []uint64 // places given back, after served and before issued, ascending
+	holes    []uint64      // places given back, after served and before issued, ascending
 	changed  chan struct{} // closed, and replaced, when the rate changes
 
 	lastCut   time.Time
