@@ -164,3 +164,61 @@ func FuzzSendRateLimiter(f *testing.F) {
 		}
 	})
 }
+
+// FuzzSendRatePacing holds the rate fixed and checks the pacing itself: the
+// places that come due, in any mix of reservations, give-backs and pauses,
+// are at least one interval apart. The due time of each place waiting is
+// asked again after every step, so a give-back that moves it earlier is seen.
+func FuzzSendRatePacing(f *testing.F) {
+	f.Add(100.0, []byte{0, 0, 0, 2, 9, 0, 1, 2, 2, 40, 0})
+	f.Add(1.0, []byte{0, 1, 2, 3, 0, 0, 2, 255, 255, 0})
+	f.Add(33333.0, []byte{0, 0, 0, 0, 0, 0, 2, 2, 8, 8, 16})
+	f.Fuzz(func(t *testing.T, rate float64, ops []byte) {
+		if !(rate >= 1 && rate <= 1e5) {
+			return
+		}
+		l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) {
+			o.InitialRate, o.MinRate, o.MaxRate = rate, rate, rate
+		})
+		interval := time.Duration(float64(time.Second) / rate)
+		now := t0
+		type waiter struct {
+			res jitterretry.SendReservation
+			due time.Time
+		}
+		var waiting []waiter
+		var lastDue time.Time
+		for i, op := range ops {
+			switch op & 3 {
+			case 0, 1:
+				waiting = append(waiting, waiter{res: l.ReserveAt(now)})
+			case 2:
+				if len(waiting) > 0 {
+					k := i % len(waiting)
+					l.CancelAt(waiting[k].res, now)
+					waiting = append(waiting[:k], waiting[k+1:]...)
+				}
+			case 3:
+				now = now.Add(time.Duration(op>>2) * interval / 8)
+			}
+			kept := waiting[:0]
+			for _, w := range waiting {
+				d, _ := l.DelayAt(w.res, now)
+				if d > 0 {
+					w.due = now.Add(d)
+					kept = append(kept, w)
+					continue
+				}
+				if w.due.IsZero() || w.due.After(now) {
+					w.due = now // due on arrival, or since this step
+				}
+				if !lastDue.IsZero() {
+					require.GreaterOrEqual(t, w.due.Sub(lastDue), interval-time.Microsecond,
+						"expect sends at least %v apart at %v/s", interval, rate)
+				}
+				lastDue = w.due
+			}
+			waiting = kept
+		}
+	})
+}

@@ -138,9 +138,9 @@ func (r *Retryer) Classify(err error) ErrorClass { return r.classifier.classify(
 //
 // With the send-rate limiter on, it first queues for its turn to send. It never
 // waits past a deadline it can see: when the wait would end past ctx's
-// deadline it fails at once with a *GiveUpError (GiveUpDeadline), and when
-// ctx is done during the wait, with a *GiveUpError (GiveUpCanceled). It also
-// fails for invalid options.
+// deadline, at first or after a cut lengthens it, it fails with a
+// *GiveUpError (GiveUpDeadline), and when ctx is done during the wait, with a
+// *GiveUpError (GiveUpCanceled). It also fails for invalid options.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -167,22 +167,29 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	}, nil
 }
 
-// waitToSend queues for a place in lane l's send queue and waits until it is due,
-// measuring the delay again whenever the rate changes: a cut or a rise
-// reaches every waiting caller at once. It gives the place back and fails
-// when the delay would end past ctx's visible deadline or ctx ends first.
+// waitToSend queues for a place in lane l's send queue and waits until it is
+// due, asking again at least once a window and whenever the limiter wakes
+// it: a cut, a rise or a place given back ahead reaches every waiting caller.
+// It gives the place back and fails when the delay would end past ctx's
+// visible deadline or ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	now := r.now()
 	res := l.sender.ReserveAt(now)
+	due := false
+	defer func() {
+		if !due { // an error, or a panicking OnSendWait
+			l.sender.CancelAt(res, r.now())
+		}
+	}()
 	reported := false
 	for {
 		wait, changed := l.sender.DelayAt(res, now)
 		if wait <= 0 {
+			due = true
 			return nil
 		}
 		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
 			if remaining := deadline.Sub(now); exceeds(wait, r.margin, remaining) {
-				l.sender.CancelAt(res, now)
 				return &GiveUpError{Reason: GiveUpDeadline, Delay: wait, Remaining: remaining}
 			}
 		}
@@ -190,8 +197,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			r.onSendWait(SendWaitEvent{Partition: l.key, Wait: wait, Rate: l.sender.Rate()})
 			reported = true
 		}
-		if err := sleepUntilChanged(ctx, wait, changed); err != nil {
-			l.sender.CancelAt(res, r.now())
+		if err := sleepUntilChanged(ctx, min(wait, l.sender.window), changed); err != nil {
 			return &GiveUpError{Reason: GiveUpCanceled, Context: err}
 		}
 		now = r.now()

@@ -74,8 +74,14 @@ const (
 // so with many callers queued a cut cannot be followed by the sends already
 // promised at the old rate, nor a rise by new callers sent alongside them.
 //
+// A caller waiting for its turn sleeps at most one window before asking
+// again, and is woken at once by a change of rate and by the first place
+// given back ahead of it in a window: a burst of callers giving up wakes the
+// others once, not once each.
+//
 // The methods ending in At take the current time, so tests can drive it with
-// a fake clock. It is safe for concurrent use by multiple goroutines.
+// a fake clock. It is safe for concurrent use by multiple goroutines. Use
+// NewSendRateLimiter: the zero value is not usable.
 type SendRateLimiter struct {
 	minRate, maxRate float64
 	window           time.Duration
@@ -87,7 +93,9 @@ type SendRateLimiter struct {
 	served   float64 // places due by servedAt: place n is due once served >= n
 	servedAt time.Time
 	holes    []uint64      // places given back, after served and before issued, ascending
-	changed  chan struct{} // closed, and replaced, when the rate changes
+	changed  chan struct{} // closed, and replaced, to wake the waiting callers
+	watched  bool          // changed was handed to a waiting caller
+	wokenAt  time.Time     // when a give-back last woke the waiting callers
 
 	lastCut   time.Time
 	growth    float64
@@ -135,7 +143,7 @@ func (o SendRateOptions) validate() error {
 		return &OptionsError{Option: "SendRate.MinRate", Reason: "must be zero (default 1) or a positive finite rate"}
 	case o.MaxRate < 0 || math.IsNaN(o.MaxRate):
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must be zero (none) or positive"}
-	case o.MaxRate > 0 && o.MaxRate < max(o.MinRate, defaultMinRate):
+	case o.MaxRate > 0 && o.MaxRate < o.withDefaults().MinRate:
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must not be below MinRate (default 1)"}
 	case o.Window < 0:
 		return &OptionsError{Option: "SendRate.Window", Reason: "must not be negative"}
@@ -169,7 +177,9 @@ func (l *SendRateLimiter) Rate() float64 {
 	return l.rate
 }
 
-// Cuts returns how many times the limiter has lowered its rate.
+// Cuts returns how many throttle episodes the limiter has answered with a
+// cut. A cut leaves the rate as it is when it is already at MinRate or
+// below CutTo times the measured accepted rate.
 func (l *SendRateLimiter) Cuts() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -195,9 +205,10 @@ func (l *SendRateLimiter) ReserveAt(now time.Time) SendReservation {
 
 // DelayAt returns how long, from now and at the current rate, res waits
 // before it may be sent: zero once it is due. The channel is closed when the
-// rate changes, after which the delay must be asked for again: a waiter
-// sleeps until the delay has passed or the channel is closed, whichever is
-// first. A delay too long for a time.Duration is reported as the longest one.
+// delay may have changed (a change of rate, a place given back ahead), after
+// which the delay must be asked for again: a waiter sleeps until the delay or
+// a window has passed or the channel is closed, whichever is first, and asks
+// again. A delay too long for a time.Duration is reported as the longest one.
 func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -207,12 +218,14 @@ func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Dura
 		return 0, l.changed
 	}
 	ahead -= float64(sort.Search(len(l.holes), func(i int) bool { return l.holes[i] >= res.place }))
+	l.watched = true
 	return secondsToDuration(ahead / l.rate), l.changed
 }
 
 // CancelAt gives back a place that will not be sent, at time now, so that the
 // callers behind it move up by one. A place already due is sent or wasted
-// and changes nothing; so does giving a place back twice.
+// and changes nothing; so does giving a place back twice. Place numbers are
+// never handed out again.
 func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -225,10 +238,9 @@ func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
 		return
 	}
 	l.holes = slices.Insert(l.holes, i, res.place)
-	// Places given back at the end of the queue are simply not handed out.
-	for n := len(l.holes); n > 0 && l.holes[n-1]+1 == l.issued; n-- {
-		l.holes = l.holes[:n-1]
-		l.issued--
+	if res.place+1 < l.issued && (l.wokenAt.IsZero() || now.Sub(l.wokenAt) >= l.window) {
+		l.wokenAt = now
+		l.wakeLocked()
 	}
 }
 
@@ -277,13 +289,26 @@ func (l *SendRateLimiter) setRateLocked(r float64) {
 		return
 	}
 	l.rate = r
+	l.wakeLocked()
+}
+
+// wakeLocked wakes the callers waiting on the current channel, if any.
+func (l *SendRateLimiter) wakeLocked() {
+	if !l.watched {
+		return
+	}
 	close(l.changed)
 	l.changed = make(chan struct{})
+	l.watched = false
 }
 
 // syncLocked brings the queue and the windows up to now.
 func (l *SendRateLimiter) syncLocked(now time.Time) {
 	switch dt := now.Sub(l.servedAt); {
+	case dt < -l.window:
+		// A clock stepped back: start again from now rather than freeze
+		// the queue for as long as the step.
+		l.servedAt = now
 	case math.IsInf(l.rate, 1):
 		l.served, l.holes, l.servedAt = float64(l.issued), nil, now // counted when reserved
 	case dt > 0:

@@ -19,10 +19,8 @@ import (
 
 var t0 = time.Unix(1_000_000, 0)
 
-// drive feeds the limiter a closed loop at the service's capacity for d:
-// each reserved slot is sent at once and answered after rtt, throttled when
-// the service's own token bucket (capacity per second, burst) is empty. It
-// returns the time reached.
+// fakeService is a service with its own token bucket (capacity per second,
+// burst): a request finds it empty and is throttled.
 type fakeService struct {
 	capacity, burst, tokens float64
 	last                    time.Time
@@ -38,8 +36,9 @@ func (s *fakeService) admit(now time.Time) bool {
 	return false
 }
 
-// run sends as fast as the limiter allows for d from start, answering every
-// request after rtt, and returns the number of successes and throttles.
+// run sends, one caller at a time, as fast as the limiter allows for d from
+// start, answering every request after rtt, and returns the number of
+// successes and throttles.
 func run(l *jitterretry.SendRateLimiter, s *fakeService, start time.Time, d, rtt time.Duration) (ok, throttled int) {
 	now := start
 	for now.Before(start.Add(d)) {
@@ -98,17 +97,17 @@ func TestSendRateFirstThrottleBeforeAnySuccess(t *testing.T) {
 		require.Equal(t, time.Duration(0), reserve(l, t0))
 	}
 	l.ObserveAt(t0, t0.Add(500*time.Microsecond), true)
-	// 63 slots not throttled, over at least one window (100 ms): 630/s.
-	assert.InDelta(t, 0.95*630, l.Rate(), 1e-6, "expect a cut to 95%% of the slots not throttled, got %.1f", l.Rate())
+	// 63 sends not throttled, over at least one window (100 ms): 630/s.
+	assert.InDelta(t, 0.95*630, l.Rate(), 1e-6, "expect a cut to 95%% of the sends not throttled, got %.1f", l.Rate())
 
 	// 1000 goroutines on two cores: the first answer, a throttle, comes
-	// back after two and a half windows. Every slot still counts.
+	// back after two and a half windows. Every send still counts.
 	l = jitterretry.NewSendRateLimiter()
 	for range 1000 {
 		l.ReserveAt(t0)
 	}
 	l.ObserveAt(t0, t0.Add(250*time.Millisecond), true)
-	assert.InDelta(t, 0.95*999/0.25, l.Rate(), 1e-6, "expect a cut to 95%% of 999 slots in 250 ms, got %.1f", l.Rate())
+	assert.InDelta(t, 0.95*999/0.25, l.Rate(), 1e-6, "expect a cut to 95%% of 999 sends in 250 ms, got %.1f", l.Rate())
 }
 
 func TestSendRateCutReachesWaitingCallers(t *testing.T) {
@@ -166,7 +165,7 @@ func TestSendRateCutAgainWithinAWindowTakesAStep(t *testing.T) {
 
 func TestSendRateCutKeepsAQuarter(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 400 })
-	// A throttle with no success and no slot seen: an estimate of zero.
+	// A throttle with no success and no send counted yet: an estimate of zero.
 	l.ObserveAt(t0, t0.Add(time.Millisecond), true)
 	assert.Equal(t, 100.0, l.Rate(), "expect a cut to a quarter at most, got %.1f", l.Rate())
 }
@@ -266,13 +265,72 @@ func TestSendRateDeadlineAndCancel(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
 	assert.NoError(t, ctx.Err(), "expect to give up before the deadline, not at it")
 
-	ctx2, cancel2 := context.WithCancel(context.Background())
-	go func() { time.Sleep(10 * time.Millisecond); cancel2() }()
-	_, err = r.GetAttemptToken(ctx2) // would wait ~2 s for its slot
-	require.ErrorAs(t, err, &gu)
-	assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
-	require.NotEmpty(t, waits, "expect the wait visible to the hook")
-	assert.Greater(t, waits[0].Wait, time.Duration(0))
+	// The caller that gave up gave its place back: the next one waits about
+	// a second for its turn, not two.
+	for range 2 {
+		ctx2, cancel2 := context.WithCancel(context.Background())
+		go func() { time.Sleep(10 * time.Millisecond); cancel2() }()
+		_, err = r.GetAttemptToken(ctx2)
+		require.ErrorAs(t, err, &gu)
+		assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+	}
+	require.Len(t, waits, 2, "expect each wait visible to the hook")
+	for i, w := range waits {
+		assert.Greater(t, w.Wait, 500*time.Millisecond)
+		assert.Less(t, w.Wait, 1500*time.Millisecond, "wait %d: expect the places given back skipped, got %v", i, w.Wait)
+	}
+}
+
+func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate, o.MaxRate = 100, 100, 100 })
+	places := make([]jitterretry.SendReservation, 12)
+	for i := range places {
+		places[i] = l.ReserveAt(t0)
+	}
+	stale, woken := l.DelayAt(places[11], t0)
+	require.Equal(t, 110*time.Millisecond, stale)
+	for _, p := range places[1:11] {
+		l.CancelAt(p, t0)
+	}
+	assert.True(t, closed(woken), "expect the caller behind the places given back woken")
+	wait, again := l.DelayAt(places[11], t0)
+	assert.Equal(t, 10*time.Millisecond, wait, "expect it next after the first place")
+	assert.Equal(t, 20*time.Millisecond, reserve(l, t0), "expect a newcomer behind it, not ahead")
+
+	// More give-backs within the window wake nobody: the woken callers ask
+	// again within a window anyway, and a burst of n give-ups must not wake
+	// the others n times.
+	extra := l.ReserveAt(t0)
+	l.CancelAt(extra, t0.Add(time.Millisecond)) // the last place: nobody behind
+	l.CancelAt(l.ReserveAt(t0), t0.Add(2*time.Millisecond))
+	l.ReserveAt(t0)
+	l.CancelAt(l.ReserveAt(t0), t0.Add(3*time.Millisecond))
+	assert.False(t, closed(again), "expect one wake per window for give-backs")
+}
+
+func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate, o.MaxRate = 100, 100, 100 })
+	l.ReserveAt(t0)
+	gone := l.ReserveAt(t0)
+	l.CancelAt(gone, t0)
+	mine := l.ReserveAt(t0)
+	l.CancelAt(gone, t0) // a stale second give-back
+	theirs := l.ReserveAt(t0)
+	a, _ := l.DelayAt(mine, t0)
+	b, _ := l.DelayAt(theirs, t0)
+	assert.Equal(t, 10*time.Millisecond, a)
+	assert.Equal(t, 20*time.Millisecond, b, "expect two places, not one handed out twice")
+}
+
+func TestSendRateClockSteppedBack(t *testing.T) {
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate, o.MaxRate = 100, 100, 100 })
+	l.ReserveAt(t0)
+	next := l.ReserveAt(t0)
+	back := t0.Add(-time.Hour)
+	wait, _ := l.DelayAt(next, back)
+	assert.Equal(t, 10*time.Millisecond, wait)
+	wait, _ = l.DelayAt(next, back.Add(10*time.Millisecond))
+	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time, not stand still for an hour")
 }
 
 func TestSendRatePerPartition(t *testing.T) {
@@ -290,6 +348,13 @@ func TestSendRatePerPartition(t *testing.T) {
 	require.True(t, ok2)
 	assert.False(t, math.IsInf(hotRate, 1), "expect the throttled partition to be limited")
 	assert.True(t, math.IsInf(coldRate, 1), "expect the other partition untouched")
+}
+
+func TestSendRateSlowCeilingWithSlowerFloor(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{MinRate: 0.1, MaxRate: 0.5}
+	})
+	assert.NoError(t, r.Err(), "expect a ceiling below 1/s valid with a floor below it")
 }
 
 func TestSendRateOptionsValidated(t *testing.T) {
