@@ -108,6 +108,9 @@ func FuzzSendRateLimiter(f *testing.F) {
 			so.Window = time.Hour
 		}
 		l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { *o = so })
+		if so == (jitterretry.SendRateOptions{}) {
+			l = &jitterretry.SendRateLimiter{} // the zero value is the same limiter
+		}
 		valid := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &so }).Err() == nil
 		now := t0
 		var waiting []jitterretry.SendReservation // in the order reserved

@@ -80,8 +80,8 @@ const (
 // others once, not once each.
 //
 // The methods ending in At take the current time, so tests can drive it with
-// a fake clock. It is safe for concurrent use by multiple goroutines. Use
-// NewSendRateLimiter: the zero value is not usable.
+// a fake clock. It is safe for concurrent use by multiple goroutines. The
+// zero value is an unlimited limiter with the default options.
 type SendRateLimiter struct {
 	minRate, maxRate float64
 	window           time.Duration
@@ -126,13 +126,27 @@ func NewSendRateLimiter(optFns ...func(*SendRateOptions)) *SendRateLimiter {
 			fn(&o)
 		}
 	}
+	l := &SendRateLimiter{}
+	l.init(o)
+	return l
+}
+
+// init configures l from o, with defaults for invalid values.
+func (l *SendRateLimiter) init(o SendRateOptions) {
 	o = o.withDefaults()
-	l := &SendRateLimiter{minRate: o.MinRate, maxRate: o.MaxRate, window: o.Window, cutTo: o.CutTo,
-		rate: math.Inf(1), growth: firstGrowth, changed: make(chan struct{})}
+	l.minRate, l.maxRate, l.window, l.cutTo = o.MinRate, o.MaxRate, o.Window, o.CutTo
+	l.rate, l.growth, l.changed = math.Inf(1), firstGrowth, make(chan struct{})
 	if o.InitialRate > 0 {
 		l.rate = l.clamp(o.InitialRate)
 	}
-	return l
+}
+
+// initLocked makes the zero value the limiter NewSendRateLimiter returns
+// without options.
+func (l *SendRateLimiter) initLocked() {
+	if l.changed == nil {
+		l.init(SendRateOptions{})
+	}
 }
 
 func (o SendRateOptions) validate() error {
@@ -174,6 +188,7 @@ func (o SendRateOptions) withDefaults() SendRateOptions {
 func (l *SendRateLimiter) Rate() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	l.initLocked()
 	return l.rate
 }
 
@@ -304,6 +319,7 @@ func (l *SendRateLimiter) wakeLocked() {
 
 // syncLocked brings the queue and the windows up to now.
 func (l *SendRateLimiter) syncLocked(now time.Time) {
+	l.initLocked()
 	switch dt := now.Sub(l.servedAt); {
 	case dt < -l.window:
 		// A clock stepped back: start again from now rather than freeze

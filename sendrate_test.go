@@ -350,6 +350,19 @@ func TestSendRatePerPartition(t *testing.T) {
 	assert.True(t, math.IsInf(coldRate, 1), "expect the other partition untouched")
 }
 
+func TestSendRateZeroValueIsUnlimited(t *testing.T) {
+	var l jitterretry.SendRateLimiter
+	assert.True(t, math.IsInf(l.Rate(), 1))
+	first, second := l.ReserveAt(t0), l.ReserveAt(t0)
+	l.ObserveAt(t0, t0.Add(time.Millisecond), true) // a cut: from now on it paces
+	require.False(t, math.IsInf(l.Rate(), 1))
+	third := l.ReserveAt(t0.Add(time.Millisecond))
+	l.CancelAt(second, t0.Add(time.Millisecond))
+	l.CancelAt(first, t0.Add(time.Millisecond))
+	wait, _ := l.DelayAt(third, t0.Add(time.Millisecond))
+	assert.Equal(t, time.Duration(0), wait, "expect the first place after the cut due at once")
+}
+
 func TestSendRateSlowCeilingWithSlowerFloor(t *testing.T) {
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.SendRate = &jitterretry.SendRateOptions{MinRate: 0.1, MaxRate: 0.5}
