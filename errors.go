@@ -71,7 +71,8 @@ const (
 	GiveUpMaxAttempts
 	// GiveUpBudget: the client-side retry token bucket is empty.
 	GiveUpBudget
-	// GiveUpDeadline: the next backoff would end past the context's deadline.
+	// GiveUpDeadline: the next backoff, or the wait for the send-rate
+	// limiter, would end past the context's deadline.
 	GiveUpDeadline
 	// GiveUpCanceled: the context was cancelled or its deadline passed.
 	GiveUpCanceled
@@ -86,17 +87,18 @@ func (r GiveUpReason) String() string {
 	case GiveUpBudget:
 		return "retry budget exhausted"
 	case GiveUpDeadline:
-		return "backoff past deadline"
+		return "wait past deadline"
 	case GiveUpCanceled:
 		return "context done"
 	}
 	return fmt.Sprintf("GiveUpReason(%d)", uint8(r))
 }
 
-// GiveUpError reports a retry the retryer refused to start because of the
-// operation's context: its deadline is too close for the backoff
-// (GiveUpDeadline), or it is already done (GiveUpCanceled). It wraps the
-// failed attempt's error, so the real cause is never lost.
+// GiveUpError reports a retry, or with the send-rate limiter an attempt, the
+// retryer refused to start because of the operation's context: its deadline
+// is too close for the backoff or the limiter's wait (GiveUpDeadline), or it
+// is done (GiveUpCanceled). It wraps the failed attempt's error, if there is
+// one, so the real cause is never lost.
 //
 // With GiveUpDeadline, errors.Is(err, context.DeadlineExceeded) is true, so
 // callers that handle timeouts keep working; with GiveUpCanceled it matches

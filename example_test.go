@@ -103,7 +103,7 @@ func ExampleGiveUpError() {
 	_, err := r.RetryDelay(1, throttle) // 1 s throttle base > 500 ms left
 	var gu *jitterretry.GiveUpError
 	fmt.Println(errors.As(err, &gu), gu.Reason, errors.Is(err, context.DeadlineExceeded), errors.Is(err, throttle))
-	// Output: true backoff past deadline true true
+	// Output: true wait past deadline true true
 }
 
 // The send-rate limiter paces callers in turn at a learnt rate; a throttle

@@ -153,10 +153,12 @@ type SendWaitEvent struct {
 	// Partition is the limiter's partition key, if any.
 	Partition string
 	// Wait is how long the attempt is due to wait before it is sent, at the
-	// rate when it joined the queue; a cut or a rise during the wait
-	// lengthens or shortens it.
+	// rate when it joined the queue; a cut during the wait lengthens it, and
+	// a rise or places given back ahead shorten it.
 	Wait time.Duration
-	// Rate is the limiter's send rate, in requests per second.
+	// Rate is the limiter's send rate, in requests per second, read just
+	// after Wait: under concurrency it may already differ from the rate Wait
+	// was measured at.
 	Rate float64
 }
 
@@ -169,7 +171,8 @@ type RetryEvent struct {
 	Delay time.Duration
 	// Class is the failed attempt's error class.
 	Class ErrorClass
-	// Err is the failed attempt's error.
+	// Err is the failed attempt's error; nil for a wait for the send-rate
+	// limiter.
 	Err error
 }
 
@@ -179,11 +182,13 @@ type GiveUpEvent struct {
 	Reason GiveUpReason
 	// Attempt is the 1-based number of the attempt that failed, or 0 where
 	// the SDK does not tell the retryer (GiveUpNotRetryable, GiveUpBudget,
-	// GiveUpCanceled under the retry middleware).
+	// GiveUpCanceled under the retry middleware) and for a wait for the
+	// send-rate limiter, which comes before an attempt.
 	Attempt int
 	// Partition is the retry token bucket's partition key, if any.
 	Partition string
-	// Err is the failed attempt's error.
+	// Err is the failed attempt's error; nil for a wait for the send-rate
+	// limiter.
 	Err error
 }
 

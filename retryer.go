@@ -136,11 +136,14 @@ func (r *Retryer) Classify(err error) ErrorClass { return r.classifier.classify(
 // release adds NoRetryIncrement tokens to the bucket when an operation's
 // first attempt succeeds (a successful retry refunds its own cost instead).
 //
-// With the send-rate limiter on, it first queues for its turn to send. It never
-// waits past a deadline it can see: when the wait would end past ctx's
-// deadline, at first or after a cut lengthens it, it fails with a
-// *GiveUpError (GiveUpDeadline), and when ctx is done during the wait, with a
-// *GiveUpError (GiveUpCanceled). It also fails for invalid options.
+// With the send-rate limiter on, it first queues for its turn to send, and
+// the release also reports the attempt's outcome (a success or a throttle)
+// to the limiter. Unless DisableDeadlineGiveUp is set, it never waits past a
+// deadline it can see: when the wait, plus DeadlineMargin, would end past
+// ctx's deadline, at first or after a cut lengthens it, it fails with a
+// *GiveUpError (GiveUpDeadline); when ctx is done during the wait, with a
+// *GiveUpError (GiveUpCanceled). OnGiveUp sees both. It also fails for
+// invalid options.
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
 	if r.err != nil {
 		return nil, r.err
@@ -169,9 +172,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 
 // waitToSend queues for a place in lane l's send queue and waits until it is
 // due, asking again at least once a window and whenever the limiter wakes
-// it: a cut, a rise or a place given back ahead reaches every waiting caller.
-// It gives the place back and fails when the delay would end past ctx's
-// visible deadline or ctx ends first.
+// it (a cut, a rise, the first place given back in a window). It gives the
+// place back and fails when the delay would end past ctx's visible deadline
+// (unless deadline give-ups are off) or ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	now := r.now()
 	res := l.sender.ReserveAt(now)
@@ -190,6 +193,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		}
 		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
 			if remaining := deadline.Sub(now); exceeds(wait, r.margin, remaining) {
+				r.giveUp(GiveUpEvent{Reason: GiveUpDeadline, Partition: l.key})
 				return &GiveUpError{Reason: GiveUpDeadline, Delay: wait, Remaining: remaining}
 			}
 		}
@@ -198,6 +202,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			reported = true
 		}
 		if err := sleepUntilChanged(ctx, min(wait, l.sender.window), changed); err != nil {
+			r.giveUp(GiveUpEvent{Reason: GiveUpCanceled, Partition: l.key})
 			return &GiveUpError{Reason: GiveUpCanceled, Context: err}
 		}
 		now = r.now()

@@ -12,8 +12,8 @@ import (
 // field means its default.
 type SendRateOptions struct {
 	// InitialRate is the send rate, in requests per second, before the first
-	// throttle. Zero means unlimited: the limiter does nothing until the
-	// service first throttles.
+	// throttle, clamped to [MinRate, MaxRate]. Zero (or +Inf) means
+	// unlimited: the limiter does nothing until the service first throttles.
 	InitialRate float64
 
 	// MinRate is the floor the rate never drops below, in requests per
@@ -26,7 +26,11 @@ type SendRateOptions struct {
 	MaxRate float64
 
 	// Window is how often the limiter measures the service's accepted rate
-	// and, when nothing was throttled, raises its own. Default 100 ms.
+	// and, when nothing was throttled and the rate was in use, raises its
+	// own. It also sets the span the accepted rate is measured over (one or
+	// two windows), how soon a second cut takes a step, how often a place
+	// given back wakes the waiting callers, and the longest a waiting caller
+	// sleeps before asking again. Default 100 ms; negative is invalid.
 	Window time.Duration
 
 	// CutTo is the fraction of the measured accepted rate the limiter drops
@@ -63,10 +67,13 @@ const (
 // had, in case the answers lag). Only a throttle of a request sent after
 // the last cut counts as a new signal, so a burst of throttles from one
 // round trip, however many goroutines share the client, is one cut, not one
-// cut each. Every window without a throttle raises the rate by a step that
-// starts at 5% and doubles each window, up to +100%, so it probes gently
-// near the capacity it found and recovers a fivefold capacity increase in
-// about six windows.
+// cut each; a second cut within a window of the last keeps at most 80% of
+// the rate, since the measure lags a fall of capacity. Once a throttle has
+// been seen, every window without a throttle in which at least half the
+// rate was used (in successes reported to ObserveAt) raises the rate by a
+// step that starts at 5% and doubles each window, up to +100%, so it probes
+// gently near the capacity it found and recovers a fivefold capacity
+// increase in about six windows.
 //
 // Callers queue first come, first served: each takes a place (ReserveAt),
 // and a place is due once the queue ahead of it has been sent at the current
@@ -111,7 +118,10 @@ type SendRateLimiter struct {
 	throttled bool // a throttle was seen since the limiter started
 }
 
-// SendReservation is a caller's place in a SendRateLimiter's queue.
+// SendReservation is a caller's place in a SendRateLimiter's queue, valid
+// only with the limiter that handed it out (ReserveAt). Its zero value is
+// the first place ever handed out. A place given back keeps reporting a
+// delay from DelayAt; it is not sent.
 type SendReservation struct {
 	place uint64
 }
@@ -184,7 +194,8 @@ func (o SendRateOptions) withDefaults() SendRateOptions {
 }
 
 // Rate returns the current send rate in requests per second; +Inf while
-// unlimited.
+// unlimited. A rise due at the end of a window shows after the next call of
+// a method ending in At.
 func (l *SendRateLimiter) Rate() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -193,8 +204,8 @@ func (l *SendRateLimiter) Rate() float64 {
 }
 
 // Cuts returns how many throttle episodes the limiter has answered with a
-// cut. A cut leaves the rate as it is when it is already at MinRate or
-// below CutTo times the measured accepted rate.
+// cut. A cut can leave the rate as it is: at MinRate, or (more than a window
+// after the last cut) already below CutTo times the measured accepted rate.
 func (l *SendRateLimiter) Cuts() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -220,10 +231,11 @@ func (l *SendRateLimiter) ReserveAt(now time.Time) SendReservation {
 
 // DelayAt returns how long, from now and at the current rate, res waits
 // before it may be sent: zero once it is due. The channel is closed when the
-// delay may have changed (a change of rate, a place given back ahead), after
-// which the delay must be asked for again: a waiter sleeps until the delay or
-// a window has passed or the channel is closed, whichever is first, and asks
-// again. A delay too long for a time.Duration is reported as the longest one.
+// delay may have changed (a change of rate, the first place given back in a
+// window), after which the delay must be asked for again: a waiter sleeps
+// until the delay or a window has passed or the channel is closed, whichever
+// is first, and asks again. A delay too long for a time.Duration is reported
+// as the longest one.
 func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -260,8 +272,11 @@ func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
 }
 
 // ObserveAt records the outcome, seen at time now, of a request sent at
-// sentAt: throttled, or a success. Other failures carry no rate signal and
-// need not be reported.
+// sentAt: throttled, or a success. Successes must be reported too: the rate
+// grows back only in windows whose successes show it in use. A throttle of a
+// request sent at or before the last cut (or with a zero sentAt) is counted
+// but cuts nothing: it belongs to an episode already answered. Other
+// failures carry no rate signal and need not be reported.
 func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -323,8 +338,11 @@ func (l *SendRateLimiter) syncLocked(now time.Time) {
 	switch dt := now.Sub(l.servedAt); {
 	case dt < -l.window:
 		// A clock stepped back: start again from now rather than freeze
-		// the queue for as long as the step.
-		l.servedAt = now
+		// the queue, the windows and the cuts for as long as the step.
+		l.servedAt, l.winStart = now, now
+		if l.lastCut.After(now) {
+			l.lastCut = now
+		}
 	case math.IsInf(l.rate, 1):
 		l.served, l.holes, l.servedAt = float64(l.issued), nil, now // counted when reserved
 	case dt > 0:

@@ -250,9 +250,11 @@ func TestSendRateSpacesSends(t *testing.T) {
 
 func TestSendRateDeadlineAndCancel(t *testing.T) {
 	var waits []jitterretry.SendWaitEvent
+	var gaveUp []jitterretry.GiveUpReason
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1, MinRate: 1} // one send a second
 		o.OnSendWait = func(e jitterretry.SendWaitEvent) { waits = append(waits, e) }
+		o.OnGiveUp = func(e jitterretry.GiveUpEvent) { gaveUp = append(gaveUp, e.Reason) }
 	})
 	_, err := r.GetAttemptToken(context.Background())
 	require.NoError(t, err)
@@ -275,6 +277,8 @@ func TestSendRateDeadlineAndCancel(t *testing.T) {
 		assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
 	}
 	require.Len(t, waits, 2, "expect each wait visible to the hook")
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpDeadline, jitterretry.GiveUpCanceled, jitterretry.GiveUpCanceled}, gaveUp,
+		"expect every give-up visible to OnGiveUp")
 	for i, w := range waits {
 		assert.Greater(t, w.Wait, 500*time.Millisecond)
 		assert.Less(t, w.Wait, 1500*time.Millisecond, "wait %d: expect the places given back skipped, got %v", i, w.Wait)
