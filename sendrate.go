@@ -11,9 +11,10 @@ import (
 // SendRateOptions configures a SendRateLimiter. The zero value of every
 // field means its default.
 type SendRateOptions struct {
-	// InitialRate is the send rate, in requests per second, before the first
-	// throttle, clamped to [MinRate, MaxRate]. Zero (or +Inf) means
-	// unlimited: the limiter does nothing until the service first throttles.
+	// InitialRate is the send rate, in requests per second, the limiter
+	// starts at, clamped to [MinRate, MaxRate]; it probes upwards from there
+	// like from any rate. Zero (or +Inf) means unlimited: the limiter does
+	// nothing until the service first throttles.
 	InitialRate float64
 
 	// MinRate is the floor the rate never drops below, in requests per
@@ -68,12 +69,12 @@ const (
 // the last cut counts as a new signal, so a burst of throttles from one
 // round trip, however many goroutines share the client, is one cut, not one
 // cut each; a second cut within a window of the last keeps at most 80% of
-// the rate, since the measure lags a fall of capacity. Once a throttle has
-// been seen, every window without a throttle in which at least half the
-// rate was used (in successes reported to ObserveAt) raises the rate by a
-// step that starts at 5% and doubles each window, up to +100%, so it probes
-// gently near the capacity it found and recovers a fivefold capacity
-// increase in about six windows.
+// the rate, since the measure lags a fall of capacity. Once the rate is
+// finite (after a first cut, or from InitialRate), every window without a
+// throttle in which at least half the rate was used (in successes reported
+// to ObserveAt) raises it by a step that starts at 5% and doubles each
+// window, up to +100%, so it probes gently near the capacity it found and
+// recovers a fivefold capacity increase in about six windows.
 //
 // Callers queue first come, first served: each takes a place (ReserveAt),
 // and a place is due once the queue ahead of it has been sent at the current
@@ -104,18 +105,17 @@ type SendRateLimiter struct {
 	watched  bool          // changed was handed to a waiting caller
 	wokenAt  time.Time     // when a give-back last woke the waiting callers
 
-	lastCut   time.Time
-	growth    float64
-	winStart  time.Time
-	winOK     int     // successes in the current window
-	winThr    int     // throttles in the current window
-	winSent   float64 // places that came due in the current window
-	prevOK    int     // successes in the previous window
-	prevThr   int     // throttles in the previous window
-	prevSent  float64 // places that came due in the previous window
-	prevSpan  time.Duration
-	cuts      int
-	throttled bool // a throttle was seen since the limiter started
+	lastCut  time.Time
+	growth   float64
+	winStart time.Time
+	winOK    int     // successes in the current window
+	winThr   int     // throttles in the current window
+	winSent  float64 // places that came due in the current window
+	prevOK   int     // successes in the previous window
+	prevThr  int     // throttles in the previous window
+	prevSent float64 // places that came due in the previous window
+	prevSpan time.Duration
+	cuts     int
 }
 
 // SendReservation is a caller's place in a SendRateLimiter's queue, valid
@@ -286,7 +286,6 @@ func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 		return
 	}
 	l.winThr++
-	l.throttled = true
 	if !sentAt.After(l.lastCut) {
 		return // part of a burst already answered by a cut
 	}
@@ -386,7 +385,7 @@ func (l *SendRateLimiter) acceptedRateLocked(now time.Time) float64 {
 }
 
 // rollLocked closes every window that ended by now; a window without a
-// throttle, after the first throttle, raises the rate.
+// throttle in which a finite rate was in use raises it.
 func (l *SendRateLimiter) rollLocked(now time.Time) {
 	if l.winStart.IsZero() {
 		l.winStart = now
@@ -399,7 +398,7 @@ func (l *SendRateLimiter) rollLocked(now time.Time) {
 	// Grow only a rate that was in use: an idle client must not talk itself
 	// into a rate it never tested.
 	used := float64(l.winOK) >= 0.5*l.rate*elapsed.Seconds()
-	if l.winThr == 0 && l.throttled && used && !math.IsInf(l.rate, 1) {
+	if l.winThr == 0 && used && !math.IsInf(l.rate, 1) {
 		l.setRateLocked(l.rate * (1 + l.growth))
 		l.growth = math.Min(l.growth*2, maxGrowth)
 	}

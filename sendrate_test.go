@@ -228,6 +228,16 @@ func TestSendRateRecoversWithinASecond(t *testing.T) {
 	assert.LessOrEqual(t, recovered, time.Second, "expect ≥95%% of capacity within 1 s of recovery, took %v", recovered)
 }
 
+func TestSendRateGrowsFromInitialRate(t *testing.T) {
+	// A rate set below the capacity is probed upwards from the start,
+	// without waiting for a throttle that would never come.
+	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
+	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
+	run(l, s, t0, time.Second, 2*time.Millisecond)
+	ok, _ := run(l, s, t0.Add(time.Second), time.Second, 2*time.Millisecond)
+	assert.InDelta(t, 500, ok, 25, "expect the capacity found within a second, got %d successes in the next", ok)
+}
+
 func TestSendRateDoesNotGrowWhenIdle(t *testing.T) {
 	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 100, 50 })
 	l.ObserveAt(t0, t0.Add(time.Millisecond), true) // learn that throttles happen

@@ -132,6 +132,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		scenarios = fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios: steady (10 s at C), drop (2 s at C, 5 s at C/5, 5 s at C)")
 		scale     = fs.Float64("scale", 1, "multiplies every scenario's durations, in (0, 10]")
 		trace     = fs.Bool("trace", false, "print the send rate of ours with the limiter every second to standard error")
+		initial   = fs.Float64("initial-rate", 0, "the send rate, requests per second, the +rate modes start at before the first throttle; 0 is unlimited")
 	)
 	fs.Float64Var(&cfg.load.capacity, "capacity", 500, "capacity C of the table, requests per second")
 	fs.Float64Var(&cfg.load.burstSeconds, "burst", 0.1, "the table's bucket size, in seconds of capacity")
@@ -154,7 +155,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 			return cfg, fmt.Errorf("invalid -k %d: at most %d", n, maxK)
 		}
 	}
-	if cfg.modes, err = parseModes(*modes); err != nil {
+	if !(*initial >= 0) {
+		return cfg, fmt.Errorf("invalid -initial-rate %v: must be zero (unlimited) or positive", *initial)
+	}
+	if cfg.modes, err = parseModes(*modes, *initial); err != nil {
 		return cfg, err
 	}
 	switch {

@@ -34,7 +34,7 @@ func TestRunOneCountsWhatTheServerSaw(t *testing.T) {
 	up, err := startUpstream(0)
 	require.NoError(t, err)
 	defer func() { _ = up.Close() }()
-	m, err := parseMode("ours-full")
+	m, err := parseMode("ours-full", 0)
 	require.NoError(t, err)
 	s := mustScenario(t, scenarioSteady, 0.03)
 	r, err := runOne(loadConfig{capacity: 1000, burstSeconds: 0.1, drain: 30 * time.Second}, up, m, 2, s)

@@ -45,8 +45,9 @@ type mode struct {
 	retryer func() aws.Retryer
 }
 
-// parseMode returns the mode called name.
-func parseMode(name string) (mode, error) {
+// parseMode returns the mode called name; the "+rate" modes start their
+// limiter at initialRate requests per second (0: unlimited).
+func parseMode(name string, initialRate float64) (mode, error) {
 	switch name {
 	case modeSDKDefault:
 		return mode{name: name}, nil
@@ -70,7 +71,7 @@ func parseMode(name string) (mode, error) {
 		o.Jitter = jitter
 		o.FailFastOnEmptyBudget = failFast
 		if rate {
-			o.SendRate = &jitterretry.SendRateOptions{}
+			o.SendRate = &jitterretry.SendRateOptions{InitialRate: initialRate}
 		}
 	}
 	if err := jitterretry.New(jitterretry.DynamoDB, opts).Err(); err != nil {
@@ -80,7 +81,7 @@ func parseMode(name string) (mode, error) {
 }
 
 // parseModes parses a comma-separated list of modes; "all" is defaultModes.
-func parseModes(s string) ([]mode, error) {
+func parseModes(s string, initialRate float64) ([]mode, error) {
 	names := listflag.Split(s)
 	if len(names) == 1 && names[0] == "all" {
 		names = defaultModes
@@ -95,7 +96,7 @@ func parseModes(s string) ([]mode, error) {
 			return nil, fmt.Errorf("invalid -modes: %q twice", n)
 		}
 		seen[n] = true
-		m, err := parseMode(n)
+		m, err := parseMode(n, initialRate)
 		if err != nil {
 			return nil, err
 		}

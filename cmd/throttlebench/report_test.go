@@ -157,7 +157,7 @@ func TestFailureKind(t *testing.T) {
 }
 
 func TestParseModes(t *testing.T) {
-	all, err := parseModes("all")
+	all, err := parseModes("all", 0)
 	require.NoError(t, err)
 	require.Len(t, all, len(defaultModes))
 	assert.Nil(t, all[0].retryer, "expect sdk-default to keep the client's own retryer")
@@ -166,7 +166,7 @@ func TestParseModes(t *testing.T) {
 		assert.NotNil(t, m.retryer(), m.name)
 	}
 
-	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive")
+	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive", 0)
 	require.NoError(t, err)
 	require.Len(t, ms, 2)
 	r, ok := ms[0].retryer().(*jitterretry.Retryer)
@@ -178,7 +178,7 @@ func TestParseModes(t *testing.T) {
 	assert.True(t, ok)
 
 	for _, bad := range []string{"", "sdk", "ours-", "ours-full+failfast+rate", "ours-bogus", "ours-full,ours-full"} {
-		_, err := parseModes(bad)
+		_, err := parseModes(bad, 0)
 		assert.Error(t, err, "expect %q rejected", bad)
 	}
 }
@@ -202,6 +202,7 @@ func TestParseFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-k", "0"}, {"-k", "99999"}, {"-capacity", "0"}, {"-burst", "-1"}, {"-scale", "0"},
 		{"-scale", "11"}, {"-scenarios", ","}, {"-modes", "nope"}, {"-service", "-1ms"}, {"extra"},
+		{"-initial-rate", "-1"}, {"-initial-rate", "NaN"},
 	} {
 		_, err := parseFlags(args, &bytes.Buffer{})
 		assert.Error(t, err, "expect %q rejected", strings.Join(args, " "))
