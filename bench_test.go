@@ -48,23 +48,30 @@ func BenchmarkRetryDecision(b *testing.B) {
 	}
 	ctx := context.Background()
 	for _, r := range retryers {
-		b.Run(r.name, func(b *testing.B) {
-			retryer := r.new()
-			b.ReportAllocs()
-			for b.Loop() {
-				retryDecision(ctx, retryer, throttleErr)
+		benchSerialAndParallel(b, r.name, r.new, func(retryer aws.RetryerV2) { retryDecision(ctx, retryer, throttleErr) })
+	}
+}
+
+// benchSerialAndParallel runs op on a fresh retryer from newRetryer as the
+// sub-benchmark name, and again from all GOMAXPROCS goroutines as
+// name-parallel.
+func benchSerialAndParallel(b *testing.B, name string, newRetryer func() aws.RetryerV2, op func(aws.RetryerV2)) {
+	b.Run(name, func(b *testing.B) {
+		retryer := newRetryer()
+		b.ReportAllocs()
+		for b.Loop() {
+			op(retryer)
+		}
+	})
+	b.Run(name+"-parallel", func(b *testing.B) {
+		retryer := newRetryer()
+		b.ReportAllocs()
+		b.RunParallel(func(pb *testing.PB) {
+			for pb.Next() {
+				op(retryer)
 			}
 		})
-		b.Run(r.name+"-parallel", func(b *testing.B) {
-			retryer := r.new()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					retryDecision(ctx, retryer, throttleErr)
-				}
-			})
-		})
-	}
+	})
 }
 
 // BenchmarkAttempt is what every attempt pays before it is sent and after
@@ -99,21 +106,6 @@ func BenchmarkAttempt(b *testing.B) {
 		_ = release(nil)
 	}
 	for _, r := range retryers {
-		b.Run(r.name, func(b *testing.B) {
-			retryer := r.new()
-			b.ReportAllocs()
-			for b.Loop() {
-				attempt(retryer)
-			}
-		})
-		b.Run(r.name+"-parallel", func(b *testing.B) {
-			retryer := r.new()
-			b.ReportAllocs()
-			b.RunParallel(func(pb *testing.PB) {
-				for pb.Next() {
-					attempt(retryer)
-				}
-			})
-		})
+		benchSerialAndParallel(b, r.name, r.new, attempt)
 	}
 }

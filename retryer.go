@@ -155,10 +155,10 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if l.sender == nil {
 		return l.onSuccess, nil
 	}
-	if err := r.waitToSend(ctx, l); err != nil {
+	sentAt, err := r.waitToSend(ctx, l)
+	if err != nil {
 		return nil, err
 	}
-	sentAt := r.now()
 	return func(err error) error {
 		switch {
 		case err == nil:
@@ -174,8 +174,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // due, asking again at least once a window and whenever the limiter wakes
 // it (a cut, a rise, the first place given back in a window). It gives the
 // place back and fails when the delay would end past ctx's visible deadline
-// (unless deadline give-ups are off) or ctx ends first.
-func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
+// (unless deadline give-ups are off) or ctx ends first. It returns the time
+// the place was found due: the send time.
+func (r *Retryer) waitToSend(ctx context.Context, l *lane) (time.Time, error) {
 	now := r.now()
 	res := l.sender.ReserveAt(now)
 	due := false
@@ -189,12 +190,12 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		wait, changed := l.sender.DelayAt(res, now)
 		if wait <= 0 {
 			due = true
-			return nil
+			return now, nil
 		}
 		if deadline, ok := ctx.Deadline(); ok && r.deadlineGiveUp {
 			if remaining := deadline.Sub(now); exceeds(wait, r.margin, remaining) {
 				r.giveUp(GiveUpEvent{Reason: GiveUpDeadline, Partition: l.key})
-				return &GiveUpError{Reason: GiveUpDeadline, Delay: wait, Remaining: remaining}
+				return time.Time{}, &GiveUpError{Reason: GiveUpDeadline, Delay: wait, Remaining: remaining}
 			}
 		}
 		if !reported && r.onSendWait != nil {
@@ -203,7 +204,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		}
 		if err := sleepUntilChanged(ctx, min(wait, l.sender.window), changed); err != nil {
 			r.giveUp(GiveUpEvent{Reason: GiveUpCanceled, Partition: l.key})
-			return &GiveUpError{Reason: GiveUpCanceled, Context: err}
+			return time.Time{}, &GiveUpError{Reason: GiveUpCanceled, Context: err}
 		}
 		now = r.now()
 	}

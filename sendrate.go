@@ -244,7 +244,7 @@ func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Dura
 	if ahead <= 0 || math.IsInf(l.rate, 1) {
 		return 0, l.changed
 	}
-	ahead -= float64(sort.Search(len(l.holes), func(i int) bool { return l.holes[i] >= res.place }))
+	ahead -= float64(l.holesBeforeLocked(res.place))
 	l.watched = true
 	return secondsToDuration(ahead / l.rate), l.changed
 }
@@ -260,7 +260,7 @@ func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
 	if float64(res.place) <= l.served || res.place >= l.issued {
 		return
 	}
-	i := sort.Search(len(l.holes), func(i int) bool { return l.holes[i] >= res.place })
+	i := l.holesBeforeLocked(res.place)
 	if i < len(l.holes) && l.holes[i] == res.place {
 		return
 	}
@@ -308,6 +308,12 @@ func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 	l.lastCut = now
 	l.growth = firstGrowth
 	l.cuts++
+}
+
+// holesBeforeLocked returns how many places given back come before place,
+// which is also where place would go among them.
+func (l *SendRateLimiter) holesBeforeLocked(place uint64) int {
+	return sort.Search(len(l.holes), func(i int) bool { return l.holes[i] >= place })
 }
 
 // setRateLocked sets the rate to r, clamped, and wakes the waiting callers
