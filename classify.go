@@ -19,32 +19,48 @@ type ErrorClass uint8
 
 const (
 	// ClassNotRetryable is an error that is not retried: a client error such
-	// as ConditionalCheckFailedException, or a cancelled context.
+	// as a ValidationException, or a cancelled context.
 	ClassNotRetryable ErrorClass = iota
 	// ClassTransient is a retryable error that is not a throttle: a 5xx
 	// response, a dropped or refused connection, a timeout.
 	ClassTransient
-	// ClassThrottle is a throttling error, which retries with the throttle
-	// base delay and the cheaper throttling retry cost.
+	// ClassThrottle is a throttling error, which retries with
+	// ThrottleBaseDelay and the cheaper ThrottlingRetryCost.
 	ClassThrottle
+	// ClassConflict is an optimistic-concurrency conflict that the
+	// application retries after reading again: a
+	// ConditionalCheckFailedException or TransactionConflictException, or an
+	// error marked with Conflict. Only Do retries conflicts, with a budget
+	// of their own (DoOptions.MaxConflicts); under the SDK's middleware they
+	// are not retryable, as in retry.Standard.
+	ClassConflict
 )
 
+// String returns the class as a short identifier, also used as the value of
+// the "class" attribute of the retryer's metrics: "not_retryable",
+// "transient", "throttle" or "conflict".
 func (c ErrorClass) String() string {
 	switch c {
 	case ClassTransient:
 		return "transient"
 	case ClassThrottle:
 		return "throttle"
+	case ClassConflict:
+		return "conflict"
 	}
-	return "not-retryable"
+	return "not_retryable"
 }
 
-// Classify reports how the default rules (the SDK's retry.DefaultRetryables
-// and retry.DefaultThrottles, with the differences listed in the README)
-// classify err. A nil error is ClassNotRetryable. It never formats the error
-// to a string: for API and HTTP errors it costs one walk of the error chain
-// and no allocation; connection-level errors take a slower errors.As path,
-// and an error with an unknown As method is left to the SDK's own checks.
+// Classify reports the class of err under the default rules: the SDK's
+// retry.DefaultRetryables and retry.DefaultThrottles, with the differences
+// the README lists, and ClassConflict for the conflicts Do retries. A nil
+// error is ClassNotRetryable.
+//
+// API and HTTP errors cost one walk of the error chain and no allocation;
+// connection-level errors take the SDK's errors.As checks; only an error
+// that carries neither an HTTP status nor an error code, and passes no
+// other check, is formatted to look for "connection reset" and "use of
+// closed network connection", as the SDK does.
 func Classify(err error) ErrorClass {
 	return defaultClassifier.classify(err)
 }
@@ -85,13 +101,41 @@ func (c *classifier) classify(err error) ErrorClass {
 	}
 	var f errorFacts
 	f.walk(err, 0)
-	if !c.retryable(err, &f) {
+	return c.classOf(err, &f)
+}
+
+func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
+	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
+		if !v.Bool() {
+			return ClassNotRetryable
+		}
+	} else if f.isConflict() {
+		return ClassConflict
+	} else if !c.builtinRetryable(err, f) {
 		return ClassNotRetryable
 	}
-	if c.throttle(err, &f) {
+	if c.throttle(err, f) {
 		return ClassThrottle
 	}
 	return ClassTransient
+}
+
+// doClass is Do's default classification: conflicts are ClassConflict, an
+// error the SDK's retry middleware already gave up on (a
+// *retry.MaxAttemptsError, or a *GiveUpError of this retryer) is not retried
+// again, and the rest follows the retryer's rules. So a Do loop around SDK
+// calls retries conflicts only, and around plain functions what the SDK
+// would.
+func (c *classifier) doClass(err error) ErrorClass {
+	if err == nil {
+		return ClassNotRetryable
+	}
+	var f errorFacts
+	f.walk(err, 0)
+	if f.gaveUp && !f.isConflict() {
+		return ClassNotRetryable
+	}
+	return c.classOf(err, &f)
 }
 
 // isThrottle is the retry.IsErrorThrottle the delayers use.
@@ -104,10 +148,9 @@ func (c *classifier) isThrottle(err error) aws.Ternary {
 	return aws.BoolTernary(c.throttle(err, &f))
 }
 
-func (c *classifier) retryable(err error, f *errorFacts) bool {
-	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
-		return v.Bool()
-	}
+// builtinRetryable applies the SDK's default retryable checks, in their
+// order, to what the walk found.
+func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 	if f.foreignAs {
 		// An error with its own As method can pose as any type, which only
 		// errors.As sees; defer to the SDK's own checks for it.
@@ -144,7 +187,20 @@ func (c *classifier) retryable(err error, f *errorFacts) bool {
 			return true
 		}
 	}
+	// Deliberate: the SDK searches the text of every error, API errors
+	// included, for "connection reset"; only an error that is no API or
+	// HTTP error has its text searched here, and only now that the cheap
+	// checks have failed.
+	if !f.statusSeen && !f.code.seen {
+		return brokenConnectionText(err.Error())
+	}
 	return false
+}
+
+// brokenConnectionText reports whether an error message says that a
+// connection broke, as the SDK's RetryableConnectionError looks for it.
+func brokenConnectionText(msg string) bool {
+	return strings.Contains(msg, "connection reset") || strings.Contains(msg, "use of closed network connection")
 }
 
 func (c *classifier) throttle(err error, f *errorFacts) bool {
@@ -180,6 +236,8 @@ type errorFacts struct {
 	apiSeen      bool
 	modeled      bool // the first smithy.APIError is not a *smithy.GenericAPIError
 
+	conflictMark    bool // an error marked with Conflict is in the chain
+	gaveUp          bool // a *retry.MaxAttemptsError or *GiveUpError is in the chain
 	contextCanceled bool // context.Canceled is in the chain
 	network         bool // a connection-level error is in the chain
 	foreignAs       bool // a node has an As method
@@ -209,7 +267,28 @@ func (f *errorFacts) walk(err error, depth int) {
 	}
 }
 
+// conflictCodes are the DynamoDB error codes of a lost optimistic-concurrency
+// race, which Do retries after the application reads again.
+var conflictCodes = map[string]struct{}{
+	"ConditionalCheckFailedException": {},
+	"TransactionConflictException":    {},
+}
+
+func (f *errorFacts) isConflict() bool {
+	if f.conflictMark {
+		return true
+	}
+	_, ok := conflictCodes[f.code.value]
+	return f.code.seen && ok
+}
+
 func (f *errorFacts) visit(err error) {
+	switch err.(type) {
+	case *conflictError:
+		f.conflictMark = true
+	case *retry.MaxAttemptsError, *GiveUpError:
+		f.gaveUp = true
+	}
 	if err == context.Canceled {
 		f.contextCanceled = true
 	}
@@ -244,7 +323,7 @@ func (f *errorFacts) visit(err error) {
 // classification rule looks for.
 func knownAs(err error) bool {
 	switch err.(type) {
-	case *awshttp.ResponseError, *BudgetError, *MaxAttemptsError:
+	case *awshttp.ResponseError, *GiveUpError:
 		return true
 	}
 	return false
@@ -266,9 +345,10 @@ func isNetworkNode(err error) bool {
 }
 
 // connectionRetryable follows the SDK's RetryableConnectionError, with
-// errors.Is on the syscall and net errors where the SDK searches the
+// errors.Is on the syscall and net errors first, where the SDK searches the
 // formatted message for "connection reset", "use of closed network
-// connection" and "connection refused".
+// connection" and "connection refused"; the text is searched only when they
+// fail.
 func connectionRetryable(err error) aws.Ternary {
 	if err == nil {
 		return aws.UnknownTernary
@@ -292,10 +372,10 @@ func connectionRetryable(err error) aws.Ternary {
 	switch {
 	case errors.As(err, &connErr) && connErr.ConnectionError():
 		return aws.TrueTernary
-	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), brokenConnectionText(err.Error()):
 		return aws.TrueTernary
 	case errors.As(err, &urlErr):
-		if errors.Is(urlErr, syscall.ECONNREFUSED) {
+		if errors.Is(urlErr, syscall.ECONNREFUSED) || strings.Contains(urlErr.Error(), "connection refused") {
 			return aws.TrueTernary
 		}
 		return connectionRetryable(urlErr.Unwrap())

@@ -9,7 +9,6 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/dynamodb v1.74.0
 	github.com/aws/smithy-go v1.28.9
 	github.com/stretchr/testify v1.12.1
-	golang.org/x/time v0.12.0
 )
 
 require (

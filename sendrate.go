@@ -8,8 +8,8 @@ import (
 	"time"
 )
 
-// SendRateOptions configures a SendRateLimiter. The zero value of every
-// field means its default.
+// SendRateOptions configures the adaptive send-rate limiter (see
+// Options.SendRate). The zero value of every field means its default.
 type SendRateOptions struct {
 	// InitialRate is the send rate, in requests per second, the limiter
 	// starts at, clamped to [MinRate, MaxRate]; it probes upwards from there
@@ -18,33 +18,19 @@ type SendRateOptions struct {
 	InitialRate float64
 
 	// MinRate is the floor the rate never drops below, in requests per
-	// second. Default 1.
+	// second. Zero means 1.
 	MinRate float64
 
 	// MaxRate is the ceiling the rate never grows above, in requests per
-	// second. Zero means none; a ceiling below MinRate (default 1) is
-	// invalid.
+	// second. Zero means none; a ceiling below MinRate is invalid.
 	MaxRate float64
-
-	// Window is how often the limiter measures the service's accepted rate
-	// and, when nothing was throttled and the rate was in use, raises its
-	// own. It also sets the span the accepted rate is measured over (one or
-	// two windows), how soon a second cut takes a step, how often a place
-	// given back wakes the waiting callers, and the longest a waiting caller
-	// sleeps before asking again. Default 100 ms; negative is invalid.
-	Window time.Duration
-
-	// CutTo is the fraction of the measured accepted rate the limiter drops
-	// to on a throttle, leaving the service's burst room to refill. Default
-	// 0.95; values outside (0, 1] are invalid.
-	CutTo float64
 }
 
 // Default send-rate numbers.
 const (
-	defaultSendWindow = 100 * time.Millisecond
-	defaultMinRate    = 1.0
-	defaultCutTo      = 0.95
+	sendWindow     = 100 * time.Millisecond
+	defaultMinRate = 1.0
+	cutTo          = 0.95
 	// The first increase after a cut is 5%, and each throttle-free window
 	// doubles it up to +100%: gentle near the capacity it just found, and
 	// back to five times the rate in six windows when the capacity returns.
@@ -59,7 +45,7 @@ const (
 	consecutiveCutTo = 0.8
 )
 
-// SendRateLimiter is an adaptive client-side send-rate limiter: it paces
+// sendRate is an adaptive client-side send-rate limiter: it paces
 // attempts evenly at a rate it learns from the service's throttles.
 //
 // On a throttle it drops the rate to CutTo times the rate the service
@@ -72,11 +58,11 @@ const (
 // the rate, since the measure lags a fall of capacity. Once the rate is
 // finite (after a first cut, or from InitialRate), every window without a
 // throttle in which at least half the rate was used (in successes reported
-// to ObserveAt) raises it by a step that starts at 5% and doubles each
+// to observe) raises it by a step that starts at 5% and doubles each
 // window, up to +100%, so it probes gently near the capacity it found and
 // recovers a fivefold capacity increase in about six windows.
 //
-// Callers queue first come, first served: each takes a place (ReserveAt),
+// Callers queue first come, first served: each takes a place (reserve),
 // and a place is due once the queue ahead of it has been sent at the current
 // rate. A change of rate applies at once to every caller already waiting,
 // so with many callers queued a cut cannot be followed by the sends already
@@ -90,10 +76,9 @@ const (
 // The methods ending in At take the current time, so tests can drive it with
 // a fake clock. It is safe for concurrent use by multiple goroutines. The
 // zero value is an unlimited limiter with the default options.
-type SendRateLimiter struct {
+type sendRate struct {
 	minRate, maxRate float64
-	window           time.Duration
-	cutTo            float64
+	initialRate      float64 // the rate a new limiter starts at; +Inf when unlimited
 
 	mu       sync.Mutex
 	rate     float64 // requests per second; +Inf while unlimited
@@ -118,42 +103,44 @@ type SendRateLimiter struct {
 	cuts     int
 }
 
-// SendReservation is a caller's place in a SendRateLimiter's queue, valid
-// only with the limiter that handed it out (ReserveAt). Its zero value is
+// sendPlace is a caller's place in a sendRate's queue, valid
+// only with the limiter that handed it out (reserve). Its zero value is
 // the first place ever handed out. A place given back keeps reporting a
-// delay from DelayAt; it is not sent.
-type SendReservation struct {
+// delay from delay; it is not sent.
+type sendPlace struct {
 	place uint64
 }
 
-// NewSendRateLimiter returns a limiter configured by optFns. Invalid values
-// are replaced by their defaults; Options validation reports them for a
-// Retryer.
-func NewSendRateLimiter(optFns ...func(*SendRateOptions)) *SendRateLimiter {
-	var o SendRateOptions
-	for _, fn := range optFns {
-		if fn != nil {
-			fn(&o)
-		}
-	}
-	l := &SendRateLimiter{}
+// newSendRate returns a limiter configured by o, which validate has
+// accepted.
+func newSendRate(o SendRateOptions) *sendRate {
+	l := &sendRate{}
 	l.init(o)
 	return l
 }
 
-// init configures l from o, with defaults for invalid values.
-func (l *SendRateLimiter) init(o SendRateOptions) {
+// init configures l from o, with defaults for zero values.
+func (l *sendRate) init(o SendRateOptions) {
 	o = o.withDefaults()
-	l.minRate, l.maxRate, l.window, l.cutTo = o.MinRate, o.MaxRate, o.Window, o.CutTo
+	l.minRate, l.maxRate = o.MinRate, o.MaxRate
 	l.rate, l.growth, l.changed = math.Inf(1), firstGrowth, make(chan struct{})
 	if o.InitialRate > 0 {
 		l.rate = l.clamp(o.InitialRate)
 	}
+	l.initialRate = l.rate
 }
 
-// initLocked makes the zero value the limiter NewSendRateLimiter returns
-// without options.
-func (l *SendRateLimiter) initLocked() {
+// forgettable reports whether a new limiter would behave the same: the rate
+// is where it started and no caller waits.
+func (l *sendRate) forgettable() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.initLocked()
+	return l.rate == l.initialRate && l.served >= float64(l.issued)
+}
+
+// initLocked makes the zero value an unlimited limiter with the defaults.
+func (l *sendRate) initLocked() {
 	if l.changed == nil {
 		l.init(SendRateOptions{})
 	}
@@ -169,10 +156,6 @@ func (o SendRateOptions) validate() error {
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must be zero (none) or positive"}
 	case o.MaxRate > 0 && o.MaxRate < o.withDefaults().MinRate:
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must not be below MinRate (default 1)"}
-	case o.Window < 0:
-		return &OptionsError{Option: "SendRate.Window", Reason: "must not be negative"}
-	case o.CutTo < 0 || o.CutTo > 1 || math.IsNaN(o.CutTo):
-		return &OptionsError{Option: "SendRate.CutTo", Reason: "must be in (0, 1], or zero for 0.95"}
 	}
 	return nil
 }
@@ -184,19 +167,13 @@ func (o SendRateOptions) withDefaults() SendRateOptions {
 	if !(o.MaxRate > 0) || o.MaxRate < o.MinRate {
 		o.MaxRate = math.Inf(1)
 	}
-	if o.Window <= 0 {
-		o.Window = defaultSendWindow
-	}
-	if !(o.CutTo > 0 && o.CutTo <= 1) {
-		o.CutTo = defaultCutTo
-	}
 	return o
 }
 
 // Rate returns the current send rate in requests per second; +Inf while
 // unlimited. A rise due at the end of a window shows after the next call of
 // a method ending in At.
-func (l *SendRateLimiter) Rate() float64 {
+func (l *sendRate) currentRate() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.initLocked()
@@ -206,21 +183,21 @@ func (l *SendRateLimiter) Rate() float64 {
 // Cuts returns how many throttle episodes the limiter has answered with a
 // cut. A cut can leave the rate as it is: at MinRate, or (more than a window
 // after the last cut) already below CutTo times the measured accepted rate.
-func (l *SendRateLimiter) Cuts() int {
+func (l *sendRate) cutCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cuts
 }
 
-// ReserveAt takes the next place in the queue at time now. The caller then
-// asks DelayAt how long to wait, and gives the place back with CancelAt if it
+// reserve takes the next place in the queue at time now. The caller then
+// asks delay how long to wait, and gives the place back with cancel if it
 // does not send. A place is due at once while the limiter is unlimited or
 // idle: no unused rate is carried over from an idle spell.
-func (l *SendRateLimiter) ReserveAt(now time.Time) SendReservation {
+func (l *sendRate) reserve(now time.Time) sendPlace {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.syncLocked(now)
-	res := SendReservation{place: l.issued}
+	res := sendPlace{place: l.issued}
 	l.issued++
 	if math.IsInf(l.rate, 1) {
 		l.served = float64(l.issued)
@@ -229,14 +206,14 @@ func (l *SendRateLimiter) ReserveAt(now time.Time) SendReservation {
 	return res
 }
 
-// DelayAt returns how long, from now and at the current rate, res waits
+// delay returns how long, from now and at the current rate, res waits
 // before it may be sent: zero once it is due. The channel is closed when the
 // delay may have changed (a change of rate, the first place given back in a
 // window), after which the delay must be asked for again: a waiter sleeps
 // until the delay or a window has passed or the channel is closed, whichever
 // is first, and asks again. A delay too long for a time.Duration is reported
 // as the longest one.
-func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Duration, <-chan struct{}) {
+func (l *sendRate) delay(res sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.syncLocked(now)
@@ -249,11 +226,11 @@ func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Dura
 	return secondsToDuration(ahead / l.rate), l.changed
 }
 
-// CancelAt gives back a place that will not be sent, at time now, so that the
+// cancel gives back a place that will not be sent, at time now, so that the
 // callers behind it move up by one. A place already due is sent or wasted
 // and changes nothing; so does giving a place back twice. Place numbers are
 // never handed out again.
-func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
+func (l *sendRate) cancel(res sendPlace, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.syncLocked(now)
@@ -265,19 +242,19 @@ func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
 		return
 	}
 	l.holes = slices.Insert(l.holes, i, res.place)
-	if res.place+1 < l.issued && (l.wokenAt.IsZero() || now.Sub(l.wokenAt) >= l.window) {
+	if res.place+1 < l.issued && (l.wokenAt.IsZero() || now.Sub(l.wokenAt) >= sendWindow) {
 		l.wokenAt = now
 		l.wakeLocked()
 	}
 }
 
-// ObserveAt records the outcome, seen at time now, of a request sent at
+// observe records the outcome, seen at time now, of a request sent at
 // sentAt: throttled, or a success. Successes must be reported too: the rate
 // grows back only in windows whose successes show it in use. A throttle of a
 // request sent at or before the last cut (or with a zero sentAt) is counted
 // but cuts nothing: it belongs to an episode already answered. Other
 // failures carry no rate signal and need not be reported.
-func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
+func (l *sendRate) observe(sentAt, now time.Time, throttled bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.syncLocked(now)
@@ -289,8 +266,8 @@ func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 	if !sentAt.After(l.lastCut) {
 		return // part of a burst already answered by a cut
 	}
-	target := l.cutTo * l.acceptedRateLocked(now)
-	if !l.lastCut.IsZero() && now.Sub(l.lastCut) < l.window {
+	target := cutTo * l.acceptedRateLocked(now)
+	if !l.lastCut.IsZero() && now.Sub(l.lastCut) < sendWindow {
 		// The last cut, under a window ago, was not enough: a request sent
 		// at the new rate was throttled. The measure still counts answers
 		// from before the capacity fell, so cut by a step as well rather
@@ -312,13 +289,13 @@ func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
 
 // holesBeforeLocked returns how many places given back come before place,
 // which is also where place would go among them.
-func (l *SendRateLimiter) holesBeforeLocked(place uint64) int {
+func (l *sendRate) holesBeforeLocked(place uint64) int {
 	return sort.Search(len(l.holes), func(i int) bool { return l.holes[i] >= place })
 }
 
 // setRateLocked sets the rate to r, clamped, and wakes the waiting callers
 // so they measure their delay again.
-func (l *SendRateLimiter) setRateLocked(r float64) {
+func (l *sendRate) setRateLocked(r float64) {
 	r = l.clamp(r)
 	if r == l.rate {
 		return
@@ -328,7 +305,7 @@ func (l *SendRateLimiter) setRateLocked(r float64) {
 }
 
 // wakeLocked wakes the callers waiting on the current channel, if any.
-func (l *SendRateLimiter) wakeLocked() {
+func (l *sendRate) wakeLocked() {
 	if !l.watched {
 		return
 	}
@@ -338,10 +315,10 @@ func (l *SendRateLimiter) wakeLocked() {
 }
 
 // syncLocked brings the queue and the windows up to now.
-func (l *SendRateLimiter) syncLocked(now time.Time) {
+func (l *sendRate) syncLocked(now time.Time) {
 	l.initLocked()
 	switch dt := now.Sub(l.servedAt); {
-	case dt < -l.window:
+	case dt < -sendWindow:
 		// A clock stepped back: start again from now rather than freeze
 		// the queue, the windows and the cuts for as long as the step.
 		l.servedAt, l.winStart = now, now
@@ -383,8 +360,8 @@ func (l *SendRateLimiter) syncLocked(now time.Time) {
 // the two. An estimate too high costs a few throttles, and the next cut, a
 // round trip later, corrects it; one too low holds every waiting caller at
 // the low rate until probing finds the capacity again.
-func (l *SendRateLimiter) acceptedRateLocked(now time.Time) float64 {
-	span := max(now.Sub(l.winStart)+l.prevSpan, l.window).Seconds()
+func (l *sendRate) acceptedRateLocked(now time.Time) float64 {
+	span := max(now.Sub(l.winStart)+l.prevSpan, sendWindow).Seconds()
 	ok := l.winOK + l.prevOK
 	unthrottled := l.winSent + l.prevSent - float64(l.winThr+l.prevThr)
 	return max(float64(ok), unthrottled, 0) / span
@@ -392,13 +369,13 @@ func (l *SendRateLimiter) acceptedRateLocked(now time.Time) float64 {
 
 // rollLocked closes every window that ended by now; a window without a
 // throttle in which a finite rate was in use raises it.
-func (l *SendRateLimiter) rollLocked(now time.Time) {
+func (l *sendRate) rollLocked(now time.Time) {
 	if l.winStart.IsZero() {
 		l.winStart = now
 		return
 	}
 	elapsed := now.Sub(l.winStart)
-	if elapsed < l.window {
+	if elapsed < sendWindow {
 		return
 	}
 	// Grow only a rate that was in use: an idle client must not talk itself
@@ -416,7 +393,7 @@ func (l *SendRateLimiter) rollLocked(now time.Time) {
 		// cores can take more than two windows).
 		l.prevOK, l.prevThr, l.prevSent = l.prevOK+l.winOK, l.prevThr+l.winThr, l.prevSent+l.winSent
 		l.prevSpan += elapsed
-	case elapsed >= 2*l.window:
+	case elapsed >= 2*sendWindow:
 		// Idle for more than a window: what came before says nothing now.
 		l.prevOK, l.prevThr, l.prevSent, l.prevSpan = 0, 0, 0, 0
 	default:
@@ -426,7 +403,7 @@ func (l *SendRateLimiter) rollLocked(now time.Time) {
 	l.winStart = now
 }
 
-func (l *SendRateLimiter) clamp(r float64) float64 {
+func (l *sendRate) clamp(r float64) float64 {
 	return math.Min(math.Max(r, l.minRate), l.maxRate)
 }
 

@@ -7,49 +7,20 @@ import (
 	"time"
 )
 
-// Default retry token bucket numbers, the SDK's retry behaviour 2.1 values.
-const (
-	// DefaultBucketCapacity is the bucket's size and initial content: 500
-	// tokens.
-	DefaultBucketCapacity uint = 500
-	// DefaultRetryCost is the cost of a retry after an error that is not a
-	// throttle: 14 tokens, so a full bucket buys 35 such retries.
-	DefaultRetryCost uint = 14
-	// DefaultThrottlingRetryCost is the cost of a retry after a throttling
-	// error: 5 tokens, so a full bucket buys 100 such retries.
-	DefaultThrottlingRetryCost uint = 5
-	// DefaultNoRetryIncrement is what an operation that succeeds on its first
-	// attempt adds back: 1 token.
-	DefaultNoRetryIncrement uint = 1
-)
-
-// TokenBucketOptions configures a TokenBucket.
-type TokenBucketOptions struct {
-	// Capacity is the most tokens the bucket holds; it starts full. Zero
-	// means DefaultBucketCapacity (500).
-	Capacity uint
-
-	// RefillPerSecond adds tokens continuously, up to Capacity, so that a
-	// fleet of workers that are all retrying cannot drain the bucket for
-	// good (the SDK's bucket refills only on first-attempt successes). Zero
-	// means no refill, the SDK's behaviour; +Inf keeps the bucket full.
-	// NewTokenBucket treats negative and NaN as zero; a Retryer's
-	// Options.Bucket rejects them (see Retryer.Err).
-	RefillPerSecond float64
-
-	// Clock returns the current time for refills. Nil means time.Now; tests
-	// inject a fake clock.
-	Clock func() time.Time
-}
+// This file owns the retry token bucket.
 
 // TokenBucket is a client-side retry token bucket: retries spend tokens,
 // successes earn them back, and an empty bucket refuses retries at once
-// instead of adding load to a struggling service.
+// instead of adding load to a struggling service. Each Retryer has its own
+// (see Options.BucketCapacity); NewTokenBucket makes one to share or to plug
+// elsewhere.
 //
 // It implements the SDK's retry.RateLimiter (GetToken and AddTokens), so it
-// also plugs into retry.NewStandard through StandardOptions.RateLimiter.
-// Tokens never go below 0 or above the capacity. It is safe for concurrent
-// use by multiple goroutines.
+// also plugs into retry.NewStandard through StandardOptions.RateLimiter,
+// where it adds a refill over time to the SDK's own retryer. Tokens never go
+// below 0 or above the capacity. It is safe for concurrent use by multiple
+// goroutines. The zero value is an empty bucket of capacity 0, which refuses
+// every retry; use NewTokenBucket.
 type TokenBucket struct {
 	capacity uint
 	refill   float64 // tokens per second; 0 when off
@@ -61,37 +32,24 @@ type TokenBucket struct {
 	last   time.Time
 }
 
-// NewTokenBucket returns a full bucket configured by optFns.
-func NewTokenBucket(optFns ...func(*TokenBucketOptions)) *TokenBucket {
-	var o TokenBucketOptions
-	for _, fn := range optFns {
-		if fn != nil {
-			fn(&o)
-		}
-	}
-	return newTokenBucket(o)
+// NewTokenBucket returns a full bucket of capacity tokens (the SDK's default
+// is 500; 0 refuses every retry, as the SDK's ratelimit.NewTokenRateLimit(0)
+// does) that refills refillPerSecond tokens per second, continuously, up to
+// the capacity. A refillPerSecond of zero means no refill, the SDK's
+// behaviour, where only successes add tokens; +Inf keeps the bucket full;
+// negative values and NaN count as zero.
+func NewTokenBucket(capacity uint, refillPerSecond float64) *TokenBucket {
+	return newTokenBucket(capacity, refillPerSecond, time.Now)
 }
 
-func newTokenBucket(o TokenBucketOptions) *TokenBucket {
-	b := &TokenBucket{capacity: o.Capacity, now: o.Clock}
-	if b.capacity == 0 {
-		b.capacity = DefaultBucketCapacity
-	}
-	if o.RefillPerSecond > 0 {
-		b.refill = o.RefillPerSecond
-	}
-	if b.now == nil {
-		b.now = time.Now
-	}
-	b.tokens = b.capacity
-	if b.refill > 0 {
-		b.last = b.now()
+func newTokenBucket(capacity uint, refill float64, now func() time.Time) *TokenBucket {
+	b := &TokenBucket{capacity: capacity, tokens: capacity, now: now}
+	if refill > 0 {
+		b.refill = refill
+		b.last = now()
 	}
 	return b
 }
-
-// Capacity returns the most tokens the bucket holds.
-func (b *TokenBucket) Capacity() uint { return b.capacity }
 
 // Remaining returns the tokens in the bucket now.
 func (b *TokenBucket) Remaining() uint {
@@ -102,17 +60,18 @@ func (b *TokenBucket) Remaining() uint {
 }
 
 // GetToken takes cost tokens. It returns a function that gives them back
-// (call it when the retry succeeded), or, when the bucket holds fewer than
-// cost tokens, a *BudgetError without taking any. A done ctx is reported as
-// a *GiveUpError with reason GiveUpCanceled.
+// (the SDK calls it when the retry succeeded), or, when the bucket holds
+// fewer than cost tokens, a *GiveUpError with reason GiveUpBudget ("retry
+// quota exceeded"), without taking any. A done ctx gives a *GiveUpError
+// with reason GiveUpCanceled.
 func (b *TokenBucket) GetToken(ctx context.Context, cost uint) (func() error, error) {
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
-			return nil, &GiveUpError{Reason: GiveUpCanceled, Context: err}
+			return nil, &GiveUpError{Reason: GiveUpCanceled, ctxErr: err}
 		}
 	}
 	if avail, ok := b.take(cost); !ok {
-		return nil, &BudgetError{Available: avail, Requested: cost}
+		return nil, &GiveUpError{Reason: GiveUpBudget, available: avail, requested: cost}
 	}
 	return func() error { b.give(cost); return nil }, nil
 }
@@ -152,7 +111,7 @@ func (b *TokenBucket) give(n uint) {
 }
 
 func (b *TokenBucket) refillLocked() {
-	if b.refill == 0 {
+	if b.refill == 0 || b.now == nil {
 		return
 	}
 	now := b.now()

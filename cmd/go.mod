@@ -22,6 +22,7 @@ require (
 	github.com/aws/aws-sdk-go-v2/service/internal/endpoint-discovery v1.13.12 // indirect
 	github.com/aws/smithy-go v1.28.9 // indirect
 	github.com/golang/freetype v0.0.0-20170609003504-e2365dfdc4a0 // indirect
+	github.com/jitterretry/jitterretry/internal v0.0.0
 	go.yaml.in/yaml/v3 v3.0.5 // indirect
 	golang.org/x/image v0.30.0 // indirect
 	golang.org/x/text v0.28.0 // indirect
@@ -29,3 +30,5 @@ require (
 )
 
 replace github.com/jitterretry/jitterretry => ../
+
+replace github.com/jitterretry/jitterretry/internal => ../internal

@@ -1,0 +1,112 @@
+package jitterretry
+
+// This file owns the learnt deadline margin: an estimate of how long a
+// lane's attempts take, kept from a sample of them without allocating.
+
+import (
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// The deadline check refuses a retry whose backoff plus the attempt after it
+// would end past the deadline. Unless Options.DeadlineMargin fixes it, the
+// attempt's time is the largest of the last attemptSamples sampled attempts
+// of the lane (roughly their 97th percentile), sampling one attempt in
+// attemptSampleEvery. A sample decays by half each attemptSampleHalfLife,
+// so a slow spell is forgotten once attempts are fast again.
+const (
+	attemptSamples        = 32
+	attemptSampleEvery    = 4
+	attemptProbes         = 8 // attempts measured at once, at most
+	attemptSampleHalfLife = time.Minute
+)
+
+// attemptTimes estimates a lane's attempt time.
+type attemptTimes struct {
+	now   func() time.Time
+	count atomic.Uint64
+
+	// probes are the releases that measure an attempt, built once: a
+	// sampled attempt takes a free probe, which records its start.
+	probes [attemptProbes]attemptProbe
+
+	est atomic.Int64 // the current estimate, in nanoseconds
+
+	mu      sync.Mutex
+	samples [attemptSamples]attemptSample
+	next    int
+}
+
+type attemptSample struct {
+	took time.Duration
+	at   time.Time
+}
+
+type attemptProbe struct {
+	busy    atomic.Bool
+	start   time.Time // written by the goroutine that set busy
+	release func(error) error
+}
+
+func (a *attemptTimes) init(now func() time.Time, then func(error) error) {
+	a.now = now
+	for i := range a.probes {
+		p := &a.probes[i]
+		p.release = func(err error) error {
+			a.record(a.now().Sub(p.start))
+			p.busy.Store(false)
+			return then(err)
+		}
+	}
+}
+
+// measure returns a release that records the attempt's time before calling
+// then, for one attempt in attemptSampleEvery while a probe is free, and
+// then itself otherwise. It never allocates.
+func (a *attemptTimes) measure(then func(error) error) func(error) error {
+	if a.now == nil || a.count.Add(1)%attemptSampleEvery != 0 {
+		return then
+	}
+	for i := range a.probes {
+		p := &a.probes[i]
+		if !p.busy.Load() && p.busy.CompareAndSwap(false, true) {
+			p.start = a.now()
+			return p.release
+		}
+	}
+	return then
+}
+
+// record adds one attempt's time.
+func (a *attemptTimes) record(took time.Duration) {
+	if took < 0 {
+		return
+	}
+	now := a.now()
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	a.samples[a.next] = attemptSample{took: took, at: now}
+	a.next = (a.next + 1) % attemptSamples
+	var est time.Duration
+	for _, s := range a.samples {
+		est = max(est, decayed(s, now))
+	}
+	a.est.Store(int64(est))
+}
+
+// decayed halves a sample's weight every attemptSampleHalfLife.
+func decayed(s attemptSample, now time.Time) time.Duration {
+	age := now.Sub(s.at)
+	if age <= 0 || s.at.IsZero() {
+		return s.took
+	}
+	halvings := min(age/attemptSampleHalfLife, 62)
+	return s.took >> uint(halvings)
+}
+
+// estimate returns the expected time of the lane's next attempt: 0 before
+// any attempt was measured.
+func (a *attemptTimes) estimate() time.Duration {
+	return time.Duration(a.est.Load())
+}

@@ -1,0 +1,111 @@
+package jitterretry
+
+// This file owns the retry decision: whether a retry goes ahead, what it
+// costs and how long it waits. GetRetryToken and RetryDelay (the SDK's
+// middleware) and Do run the same two steps, admit and schedule; only where
+// the backoff comes from and who sleeps differ.
+
+import (
+	"context"
+	"time"
+)
+
+// admit is the first step of a retry after opErr, of class class, failed
+// attempt number attempt (0 when the SDK does not say): it refuses a retry
+// whose context is done, or whose deadline is too close for even the
+// shortest wait (the service's x-amz-retry-after hint alone) plus margin,
+// and pays cost from lane l's bucket. On an empty bucket it first
+// reclaims the tokens of retries abandoned with their context, then backs
+// off once (unless FailFastOnEmptyBudget) and refuses.
+func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, cost uint, margin time.Duration) (ticket, *GiveUpError) {
+	if err := ctx.Err(); err != nil {
+		return ticket{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err})
+	}
+	if deadline, ok := r.deadline(ctx); ok {
+		if wait, remaining := withRetryAfter(0, opErr), deadline.Sub(r.now()); exceeds(wait, margin, remaining) {
+			return ticket{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, Remaining: remaining, Err: opErr})
+		}
+	}
+	release, foreign, available, ok := l.take(ctx, cost)
+	if !ok {
+		r.tracked.reclaim()
+		release, foreign, available, ok = l.take(ctx, cost)
+	}
+	if !ok {
+		r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, margin)
+		return ticket{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost})
+	}
+	return ticket{lane: l, cost: cost, foreign: foreign, release: release}, nil
+}
+
+// schedule is the second step: given the backoff drawn for the retry, it
+// works out what will be slept (after the x-amz-retry-after hint, as the
+// SDK's middleware applies it), refuses and refunds a wait that would end,
+// with p's margin, past the deadline, and otherwise notes when the backoff
+// ends and reports the retry. It returns the wait.
+func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff time.Duration, unchecked bool) (time.Duration, *GiveUpError) {
+	now := r.now()
+	wait := withRetryAfter(backoff, opErr)
+	partition := ""
+	if p.lane != nil {
+		partition = p.lane.key
+	}
+	if p.hasDeadline {
+		if remaining := p.deadline.Sub(now); exceeds(wait, p.margin, remaining) {
+			p.refund(r.tracked)
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, Remaining: remaining, Err: opErr})
+		}
+	}
+	r.tracked.backoffEnds(p.ticket, now.Add(wait))
+	var left uint
+	if p.lane != nil && r.hooks.meter != nil {
+		left = p.lane.remaining()
+	}
+	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: unchecked}, left)
+	return wait, nil
+}
+
+// deadline returns ctx's deadline when the deadline check is on.
+func (r *Retryer) deadline(ctx context.Context) (time.Time, bool) {
+	if r.noDeadlineGiveUp {
+		return time.Time{}, false
+	}
+	return ctx.Deadline()
+}
+
+// exceeds reports whether a wait plus margin would end past remaining,
+// without overflow for any values.
+func exceeds(wait, margin, remaining time.Duration) bool {
+	if remaining <= 0 {
+		return true
+	}
+	return wait > remaining-margin
+}
+
+// margin is the time a retry on lane l must leave after its backoff, before
+// the deadline, for the attempt itself: Options.DeadlineMargin when set,
+// otherwise what recent attempts on the lane took.
+func (r *Retryer) margin(l *lane) time.Duration {
+	if r.fixedMargin > 0 {
+		return r.fixedMargin
+	}
+	return l.attempts.estimate()
+}
+
+// backOffBeforeFailing waits the backoff of failed attempt attempt before an
+// empty budget fails the operation, so that callers that send again at once
+// cannot turn the empty budget into a storm. It never waits past ctx's
+// deadline: when the backoff would end past it, it returns at once.
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, margin time.Duration) {
+	if r.failFast {
+		return
+	}
+	d, err := r.backoff.BackoffDelay(attempt, opErr)
+	if err != nil || d <= 0 {
+		return
+	}
+	if deadline, ok := ctx.Deadline(); ok && exceeds(d, margin, deadline.Sub(r.now())) {
+		return
+	}
+	_ = sleep(ctx, d)
+}

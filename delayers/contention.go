@@ -1,0 +1,133 @@
+package delayers
+
+import (
+	"math"
+	"time"
+)
+
+// Contention is the backoff of one optimistic-concurrency loop (read an
+// item, write it back on a version condition, read again on a conflict)
+// that learns from the conflicts themselves how many clients compete for
+// the item, and spaces its attempts so that the item stays busy without
+// being fought over.
+//
+// A conflict that reports the item's current version tells the loop how many
+// writes won since it last looked. Over the span between two conflicts,
+// those wins and the round trip of an attempt give the share of time the
+// item is busy with winning writes, rho; from rho, the load offered by all
+// competitors, G = rho/(1-rho), and from G the number of competitors m.
+// The next sleep is drawn uniformly in [W/2, 3W/2], where W is the mean
+// sleep that brings the competitors' offered load to targetLoad:
+// W = m*rtt/targetLoad - 2*rtt. When rho is close to 1 the item is
+// saturated and G says little, so the estimate of m triples instead. The
+// first retry, before any estimate, waits uniformly up to firstWindow round
+// trips.
+//
+// Without versions (Next with current <= seen) it is blind: full jitter
+// whose window starts at blindBase round trips and grows by blindGrowth
+// per conflict, the best blind strategy of the blog's experiment
+// (BENCHMARKS.md, section 2).
+//
+// Every delay is within [0, Cap]. A Contention is for one loop and is not
+// safe for concurrent use; it draws one value from its Source per Next. The
+// zero value is usable, with a 20 s cap and the runtime's generator.
+type Contention struct {
+	// Cap bounds every delay. Zero means DefaultCap (20 s).
+	Cap time.Duration
+	// Source supplies the randomness. Nil means the runtime's generator.
+	Source Source
+
+	rtt         time.Duration // smoothed round trip of an attempt
+	competitors float64       // estimate of the clients competing, this one included
+	prevAt      time.Time     // when the previous conflict with versions was seen
+	prevVersion int64
+	informed    bool // a conflict with versions was seen
+	conflicts   int
+}
+
+// Tuning of Contention, measured in the blog's experiment (cmd/jittersim):
+// see BENCHMARKS.md, section 2.
+const (
+	// targetLoad is the offered load, in attempts per round trip over all
+	// competitors, that Contention aims at.
+	targetLoad = 2.0
+	// firstWindow is the window of the first retry, in round trips.
+	firstWindow = 14
+	// blindBase and blindGrowth shape the blind fallback.
+	blindBase   = 4
+	blindGrowth = 1.5
+	// saturated is the busy share above which the estimate triples.
+	saturated = 0.9
+)
+
+// Next returns the sleep before the next attempt, after a conflict seen at
+// time at. took is how long the failed attempt took (its round trip); seen is
+// the item's version the attempt read and current the version it had when
+// the write failed. current <= seen means the versions are unknown. Times
+// may come from any clock, virtual ones included, as long as it is the same
+// for every call.
+func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64) time.Duration {
+	capD := c.Cap
+	if capD <= 0 {
+		capD = DefaultCap
+	}
+	src := c.Source
+	if src == nil {
+		src = runtimeSource{}
+	}
+	x := src.Uint64()
+	c.conflicts++
+	took = max(took, time.Microsecond)
+	if c.rtt == 0 {
+		c.rtt = took
+	} else {
+		c.rtt = (3*c.rtt + took) / 4
+	}
+	rtt := float64(c.rtt)
+
+	if current <= seen {
+		// Blind: full jitter over a window in round trips.
+		w := float64(blindBase) * rtt * math.Pow(blindGrowth, float64(min(c.conflicts-1, 256)))
+		return between(0, durationUpTo(w, capD), x)
+	}
+	if !c.informed {
+		c.informed, c.prevAt, c.prevVersion = true, at, current
+		// The wins seen during the attempt itself give a first estimate.
+		c.competitors = 1 + float64(current-seen)
+		return between(0, durationUpTo(firstWindow*rtt, capD), x)
+	}
+	span := at.Sub(c.prevAt)
+	wins := current - c.prevVersion
+	c.prevAt, c.prevVersion = at, current
+	if span > 0 && wins > 0 {
+		rho := float64(wins) * rtt / float64(span)
+		if rho >= saturated {
+			c.competitors = max(3*c.competitors, 2)
+		} else {
+			g := rho / (1 - rho)
+			c.competitors = max(g*float64(span)/rtt, 1)
+		}
+	}
+	mean := c.competitors*rtt/targetLoad - 2*rtt
+	if mean <= 0 {
+		return between(0, durationUpTo(rtt, capD), x)
+	}
+	return between(durationUpTo(mean/2, capD), durationUpTo(1.5*mean, capD), x)
+}
+
+// Reset starts over, as for a new item.
+func (c *Contention) Reset() {
+	capD, src := c.Cap, c.Source
+	*c = Contention{Cap: capD, Source: src}
+}
+
+// durationUpTo converts f nanoseconds to a Duration, saturating at limit.
+func durationUpTo(f float64, limit time.Duration) time.Duration {
+	if !(f < float64(limit)) {
+		return limit
+	}
+	if f <= 0 {
+		return 0
+	}
+	return time.Duration(f)
+}

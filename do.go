@@ -1,0 +1,217 @@
+package jitterretry
+
+// This file owns Do, the retry loop for what only the application can
+// retry.
+
+import (
+	"context"
+	"time"
+
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// DoOptions configures one Do loop. Do fills in the defaults before it runs
+// the option functions, as New does.
+type DoOptions struct {
+	// Classify decides what the loop retries. The default retries
+	// conflicts (ClassConflict: a ConditionalCheckFailedException, a
+	// TransactionConflictException, an error marked with Conflict), leaves
+	// alone an error the SDK's retry middleware already gave up on (a
+	// *retry.MaxAttemptsError, a *GiveUpError), and classifies the rest as
+	// the Retryer does. So around SDK calls, whose throttles and 5xx the
+	// SDK already retried, the loop retries conflicts only; around other
+	// functions, what the SDK would. Nil means the default.
+	Classify func(error) ErrorClass
+
+	// MaxAttempts is the most calls of fn that fail with a transient or
+	// throttling error before the loop gives up with GiveUpMaxAttempts;
+	// conflicts do not count. Default the Retryer's MaxAttempts;
+	// UnlimitedAttempts means no limit; 0 and other negative values are
+	// invalid.
+	MaxAttempts int
+
+	// MaxConflicts is the most conflicts the loop retries before it gives
+	// up with GiveUpConflicts; the context's deadline bounds the loop too.
+	// Default 100, which 32 workers incrementing one item never reached in
+	// our runs (BENCHMARKS.md, section 3); UnlimitedAttempts means no limit
+	// but the context; 0 retries no conflict.
+	MaxConflicts int
+}
+
+const defaultMaxConflicts = 100
+
+// Do calls fn until it returns nil, returns an error that is not to be
+// retried, or the loop gives up, and sleeps between calls.
+//
+// Conflicts (ClassConflict) are the normal price of contention, not a sign
+// of a struggling service: they take no tokens from the Retryer's bucket,
+// which stays for the SDK's own retries of throttles and 5xx; they have a
+// budget of their own (MaxConflicts); and their backoff follows the
+// contention the loop measures (see Conflict and delayers.Contention).
+// Transient and throttling errors go through the same retry decision as the
+// SDK's middleware: the Retryer's jitter (a decorrelated chain keeps the
+// loop's real previous delay), its bucket, the x-amz-retry-after hint, the
+// empty-budget backoff. For every retry, a backoff that would end past ctx's
+// deadline, with a margin of the Retryer's learnt attempt time or of fn's
+// own last duration, whichever is larger, ends the loop at once.
+//
+// Do returns nil on success; fn's own error when it is not to be retried;
+// otherwise a *GiveUpError wrapping fn's last error, with reason
+// GiveUpMaxAttempts, GiveUpConflicts, GiveUpBudget, GiveUpDeadline or
+// GiveUpCanceled. A nil fn, invalid options or a zero Retryer give an
+// *OptionsError; a nil ctx counts as context.Background(); nothing panics.
+//
+// Do pays only for its own retries: a retry that succeeds gets its cost
+// back, and Do adds no NoRetryIncrement for a first-call success, since the
+// SDK calls inside fn earn theirs.
+func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, optFns ...func(*DoOptions)) error {
+	if err := r.ready(); err != nil {
+		return err
+	}
+	if fn == nil {
+		return &OptionsError{Option: "fn", Reason: "must not be nil"}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	o := DoOptions{Classify: r.classes.doClass, MaxAttempts: r.maxAttempts, MaxConflicts: defaultMaxConflicts}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = UnlimitedAttempts
+	}
+	for _, f := range optFns {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.Classify == nil {
+		o.Classify = r.classes.doClass
+	}
+	switch {
+	case o.MaxAttempts == 0 || o.MaxAttempts < UnlimitedAttempts:
+		return &OptionsError{Option: "DoOptions.MaxAttempts", Reason: "must be at least 1, or UnlimitedAttempts (-1)"}
+	case o.MaxConflicts < UnlimitedAttempts:
+		return &OptionsError{Option: "DoOptions.MaxConflicts", Reason: "must be 0 or more, or UnlimitedAttempts (-1)"}
+	}
+	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
+	if d, ok := r.backoff.(delayers.Delayer); ok {
+		loop.seq = d.NewSequence()
+	}
+	loop.conflictBackoff = delayers.Contention{Cap: loop.cap(), Source: r.source}
+	return loop.run(ctx, fn)
+}
+
+// doLoop is the state of one Do call.
+type doLoop struct {
+	r               *Retryer
+	o               DoOptions
+	lane            *lane
+	seq             *delayers.Sequence // the Retryer's jitter for this loop; nil with a custom Backoff
+	conflictBackoff delayers.Contention
+	failures        int     // calls that failed with a transient or throttling error
+	conflicts       int     // conflicts retried
+	paid            *ticket // the tokens of the retry in flight, if any
+}
+
+func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		if cerr := ctx.Err(); cerr != nil {
+			d.refund()
+			return d.r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt - 1, Partition: d.lane.key, Err: lastErr, ctxErr: cerr})
+		}
+		start := d.r.now()
+		err := fn(ctx)
+		end := d.r.now()
+		took := end.Sub(start)
+		if d.paid != nil {
+			if err == nil {
+				_ = d.paid.release(nil) // a successful retry gets its cost back
+			}
+			d.paid = nil
+		}
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+
+		wait, nerr := d.next(ctx, attempt, err, end, took)
+		if nerr != nil {
+			if g, ok := nerr.(*GiveUpError); ok && g.Reason == GiveUpNotRetryable {
+				return err
+			}
+			return nerr
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			d.refund()
+			return d.r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: d.lane.key, Err: err, ctxErr: serr})
+		}
+	}
+}
+
+// next decides the retry after fn's call number attempt failed with err at
+// time at, having taken took: the wait before the next call, or why not (a
+// *GiveUpError, or the error of a custom Backoff).
+func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time, took time.Duration) (time.Duration, error) {
+	r, l := d.r, d.lane
+	class := d.o.Classify(err)
+	p := pendingRetry{ctx: ctx, lane: l, class: class, margin: max(r.margin(l), took)}
+	p.deadline, p.hasDeadline = r.deadline(ctx)
+	var backoff time.Duration
+	switch class {
+	case ClassNotRetryable:
+		return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err})
+	case ClassConflict:
+		if d.o.MaxConflicts != UnlimitedAttempts && d.conflicts >= d.o.MaxConflicts {
+			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpConflicts, Attempt: attempt, Partition: l.key, Err: err})
+		}
+		d.conflicts++
+		seen, current := conflictReport(err)
+		backoff = d.conflictBackoff.Next(at, took, seen, current)
+	default:
+		d.failures++
+		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {
+			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err})
+		}
+		cost := r.costs.retry
+		if class == ClassThrottle {
+			cost = r.costs.throttle
+		}
+		t, gerr := r.admit(ctx, l, attempt, err, cost, p.margin)
+		if gerr != nil {
+			return 0, gerr
+		}
+		d.paid, p.paid = &t, t
+		if d.seq != nil {
+			backoff = d.seq.Next(err)
+		} else {
+			var derr error
+			if backoff, derr = r.backoff.BackoffDelay(d.failures, err); derr != nil {
+				d.refund()
+				return 0, derr
+			}
+		}
+	}
+	wait, gerr := r.schedule(&p, attempt, err, backoff, false)
+	if gerr != nil {
+		d.paid = nil // schedule refunded it
+		return 0, gerr
+	}
+	return wait, nil
+}
+
+// refund gives back the tokens of a retry that will not be sent.
+func (d *doLoop) refund() {
+	if d.paid != nil {
+		d.paid.refund()
+		d.paid = nil
+	}
+}
+
+// cap is the longest conflict backoff: the Retryer's MaxBackoff when it has
+// one.
+func (d *doLoop) cap() time.Duration {
+	if dl, ok := d.r.backoff.(delayers.Delayer); ok {
+		return dl.Cap()
+	}
+	return delayers.DefaultCap
+}
