@@ -11,15 +11,14 @@ import (
 
 // The deadline check refuses a retry whose backoff plus the attempt after it
 // would end past the deadline. Unless Options.DeadlineMargin fixes it, the
-// attempt's time is the largest of the last attemptSamples sampled attempts
-// of the lane (roughly their 97th percentile), sampling one attempt in
-// attemptSampleEvery. A sample decays by half each attemptSampleHalfLife,
-// so a slow spell is forgotten once attempts are fast again.
+// attempt's time is the second largest of the last attemptSamples sampled
+// attempts of the lane: about their 95th percentile, and one stall alone
+// does not make it. One attempt in attemptSampleEvery is sampled, while
+// fewer than attemptProbes are being measured.
 const (
-	attemptSamples        = 32
-	attemptSampleEvery    = 4
-	attemptProbes         = 8 // attempts measured at once, at most
-	attemptSampleHalfLife = time.Minute
+	attemptSamples     = 32
+	attemptSampleEvery = 16
+	attemptProbes      = 8
 )
 
 // attemptTimes estimates a lane's attempt time.
@@ -34,13 +33,8 @@ type attemptTimes struct {
 	est atomic.Int64 // the current estimate, in nanoseconds
 
 	mu      sync.Mutex
-	samples [attemptSamples]attemptSample
+	samples [attemptSamples]time.Duration
 	next    int
-}
-
-type attemptSample struct {
-	took time.Duration
-	at   time.Time
 }
 
 type attemptProbe struct {
@@ -83,26 +77,20 @@ func (a *attemptTimes) record(took time.Duration) {
 	if took < 0 {
 		return
 	}
-	now := a.now()
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.samples[a.next] = attemptSample{took: took, at: now}
+	a.samples[a.next] = took
 	a.next = (a.next + 1) % attemptSamples
-	var est time.Duration
+	var first, second time.Duration
 	for _, s := range a.samples {
-		est = max(est, decayed(s, now))
+		switch {
+		case s > first:
+			first, second = s, first
+		case s > second:
+			second = s
+		}
 	}
-	a.est.Store(int64(est))
-}
-
-// decayed halves a sample's weight every attemptSampleHalfLife.
-func decayed(s attemptSample, now time.Time) time.Duration {
-	age := now.Sub(s.at)
-	if age <= 0 || s.at.IsZero() {
-		return s.took
-	}
-	halvings := min(age/attemptSampleHalfLife, 62)
-	return s.took >> uint(halvings)
+	a.est.Store(int64(second))
 }
 
 // estimate returns the expected time of the lane's next attempt: 0 before

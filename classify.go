@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // ErrorClass is how the retryer classifies a failed attempt's error.
@@ -69,39 +71,80 @@ func Classify(err error) ErrorClass {
 // checks do, by one walk over the error chain instead of a chain of errors.As
 // calls and string searches.
 type classifier struct {
-	retryableCodes map[string]struct{}
-	throttleCodes  map[string]struct{}
+	// codes are the error codes the rules know, looked up once per error.
+	codes map[string]codeKind
 	// extra checks given in Options, consulted before the built-in rules.
 	retryables retry.IsErrorRetryables
 	throttles  retry.IsErrorThrottles
 }
 
+// codeKind is what the rules know of an error code.
+type codeKind uint8
+
+const (
+	codeRetryable codeKind = 1 << iota // retry.DefaultRetryableErrorCodes
+	codeThrottle                       // retry.DefaultThrottleErrorCodes
+	codeConflict                       // conflictCodes
+)
+
+// conflictCodes are the DynamoDB error codes of a lost optimistic-concurrency
+// race, which Do retries after the application reads again.
+var conflictCodes = []string{"ConditionalCheckFailedException", "TransactionConflictException"}
+
 var defaultClassifier = newClassifier(nil, nil)
 
 func newClassifier(retryables []retry.IsErrorRetryable, throttles []retry.IsErrorThrottle) *classifier {
+	codes := map[string]codeKind{}
+	for code := range retry.DefaultRetryableErrorCodes {
+		codes[code] |= codeRetryable
+	}
+	for code := range retry.DefaultThrottleErrorCodes {
+		codes[code] |= codeThrottle
+	}
+	for _, code := range conflictCodes {
+		codes[code] |= codeConflict
+	}
 	return &classifier{
-		retryableCodes: copySet(retry.DefaultRetryableErrorCodes),
-		throttleCodes:  copySet(retry.DefaultThrottleErrorCodes),
-		retryables:     append(retry.IsErrorRetryables(nil), retryables...),
-		throttles:      append(retry.IsErrorThrottles(nil), throttles...),
+		codes:      codes,
+		retryables: append(retry.IsErrorRetryables(nil), retryables...),
+		throttles:  append(retry.IsErrorThrottles(nil), throttles...),
 	}
 }
 
-func copySet(m map[string]struct{}) map[string]struct{} {
-	c := make(map[string]struct{}, len(m))
-	for k := range m {
-		c[k] = struct{}{}
+// facts walks err's chain once and looks its error code up.
+func (c *classifier) facts(err error) errorFacts {
+	var f errorFacts
+	f.walk(err, 0)
+	if f.code.seen {
+		f.kind = c.codes[f.code.value]
 	}
-	return c
+	return f
 }
 
 func (c *classifier) classify(err error) ErrorClass {
+	class, _ := c.inspect(err)
+	return class
+}
+
+// inspect returns err's class and the x-amz-retry-after hint of the
+// response it carries, from one walk of its chain.
+func (c *classifier) inspect(err error) (ErrorClass, retryAfter) {
 	if err == nil {
-		return ClassNotRetryable
+		return ClassNotRetryable, retryAfter{}
+	}
+	f := c.facts(err)
+	return c.classOf(err, &f), retryAfterOf(f.httpResponse(err))
+}
+
+// retryAfterIn returns the x-amz-retry-after hint of the response err
+// carries, if any.
+func retryAfterIn(err error) retryAfter {
+	if err == nil {
+		return retryAfter{}
 	}
 	var f errorFacts
 	f.walk(err, 0)
-	return c.classOf(err, &f)
+	return retryAfterOf(f.httpResponse(err))
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
@@ -130,8 +173,7 @@ func (c *classifier) doClass(err error) ErrorClass {
 	if err == nil {
 		return ClassNotRetryable
 	}
-	var f errorFacts
-	f.walk(err, 0)
+	f := c.facts(err)
 	if f.gaveUp && !f.isConflict() {
 		return ClassNotRetryable
 	}
@@ -143,8 +185,7 @@ func (c *classifier) isThrottle(err error) aws.Ternary {
 	if err == nil {
 		return aws.UnknownTernary
 	}
-	var f errorFacts
-	f.walk(err, 0)
+	f := c.facts(err)
 	return aws.BoolTernary(c.throttle(err, &f))
 }
 
@@ -179,13 +220,8 @@ func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 			return true
 		}
 	}
-	if f.code.seen {
-		if _, ok := c.retryableCodes[f.code.value]; ok {
-			return true
-		}
-		if _, ok := c.throttleCodes[f.code.value]; ok {
-			return true
-		}
+	if f.kind&(codeRetryable|codeThrottle) != 0 {
+		return true
 	}
 	// Deliberate: the SDK searches the text of every error, API errors
 	// included, for "connection reset"; only an error that is no API or
@@ -210,12 +246,7 @@ func (c *classifier) throttle(err error, f *errorFacts) bool {
 	if f.foreignAs {
 		return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool()
 	}
-	if f.code.seen {
-		if _, ok := c.throttleCodes[f.code.value]; ok {
-			return true
-		}
-	}
-	return f.status == 429 && !f.modeled
+	return f.kind&codeThrottle != 0 || f.status == 429 && !f.modeled
 }
 
 type seenBool struct{ seen, value bool }
@@ -231,6 +262,7 @@ type errorFacts struct {
 	canceled     seenBool   // CanceledError() bool
 	retryableErr seenBool   // RetryableError() bool
 	code         seenString // ErrorCode() string
+	kind         codeKind   // what the classifier knows of code
 	status       int        // HTTPStatusCode() int; 0 when absent
 	statusSeen   bool
 	apiSeen      bool
@@ -242,6 +274,20 @@ type errorFacts struct {
 	network         bool // a connection-level error is in the chain
 	foreignAs       bool // a node has an As method
 	nodes           int  // nodes visited so far
+	response        *http.Response
+}
+
+// httpResponse returns the response of the first smithy HTTP response error
+// in err's chain, as errors.As finds it.
+func (f *errorFacts) httpResponse(err error) *http.Response {
+	if f.foreignAs {
+		var re *smithyhttp.ResponseError
+		if errors.As(err, &re) && re.Response != nil {
+			return re.Response.Response
+		}
+		return nil
+	}
+	return f.response
 }
 
 // maxErrorDepth and maxErrorNodes bound the walk, so that a cyclic chain
@@ -267,32 +313,48 @@ func (f *errorFacts) walk(err error, depth int) {
 	}
 }
 
-// conflictCodes are the DynamoDB error codes of a lost optimistic-concurrency
-// race, which Do retries after the application reads again.
-var conflictCodes = map[string]struct{}{
-	"ConditionalCheckFailedException": {},
-	"TransactionConflictException":    {},
-}
-
 func (f *errorFacts) isConflict() bool {
-	if f.conflictMark {
-		return true
-	}
-	_, ok := conflictCodes[f.code.value]
-	return f.code.seen && ok
+	return f.conflictMark || f.kind&codeConflict != 0
 }
 
 func (f *errorFacts) visit(err error) {
-	switch err.(type) {
+	// The SDK's own node types first: their behaviours are known, so they
+	// skip the interface checks below, which cost an itab lookup each.
+	switch e := err.(type) {
+	case *awshttp.ResponseError:
+		// Its As method hands errors.As the smithy response error it
+		// embeds, which the walk does not visit: Unwrap skips it.
+		if e.ResponseError != nil {
+			f.visitResponse(e.ResponseError)
+		}
+		return
+	case *smithyhttp.ResponseError:
+		f.visitResponse(e)
+		return
+	case *smithy.GenericAPIError:
+		if !f.code.seen {
+			f.code = seenString{true, e.Code}
+		}
+		if !f.apiSeen {
+			f.apiSeen = true // generic: not modelled
+		}
+		return
+	case *smithy.OperationError:
+		return
 	case *conflictError:
 		f.conflictMark = true
-	case *retry.MaxAttemptsError, *GiveUpError:
+		return
+	case *retry.MaxAttemptsError:
 		f.gaveUp = true
+		return
+	case *GiveUpError:
+		f.gaveUp = true
+		return
 	}
 	if err == context.Canceled {
 		f.contextCanceled = true
 	}
-	if _, ok := err.(interface{ As(any) bool }); ok && !knownAs(err) {
+	if _, ok := err.(interface{ As(any) bool }); ok {
 		f.foreignAs = true
 	}
 	if v, ok := err.(interface{ CanceledError() bool }); ok && !f.canceled.seen {
@@ -304,29 +366,33 @@ func (f *errorFacts) visit(err error) {
 	if v, ok := err.(interface{ HTTPStatusCode() int }); ok && !f.statusSeen {
 		f.statusSeen, f.status = true, v.HTTPStatusCode()
 	}
-	if v, ok := err.(interface{ ErrorCode() string }); ok && !f.code.seen {
+	if v, ok := err.(smithy.APIError); ok {
+		if !f.code.seen {
+			f.code = seenString{true, v.ErrorCode()}
+		}
+		if !f.apiSeen {
+			f.apiSeen, f.modeled = true, true
+		}
+	} else if v, ok := err.(interface{ ErrorCode() string }); ok && !f.code.seen {
 		f.code = seenString{true, v.ErrorCode()}
-	}
-	if _, ok := err.(smithy.APIError); ok && !f.apiSeen {
-		_, generic := err.(*smithy.GenericAPIError)
-		f.apiSeen, f.modeled = true, !generic
 	}
 	if !f.network {
 		f.network = isNetworkNode(err)
 	}
 }
 
-// knownAs reports whether err's As method only looks further down the same
-// chain the walk visits anyway: the SDK's response error delegates to the
-// smithy response error it embeds, whose Unwrap the walk follows.
-// Our own error types' As methods only fill SDK error structs that no
-// classification rule looks for.
-func knownAs(err error) bool {
-	switch err.(type) {
-	case *awshttp.ResponseError, *GiveUpError:
-		return true
+// visitResponse records a smithy HTTP response error: its status and its
+// response.
+func (f *errorFacts) visitResponse(e *smithyhttp.ResponseError) {
+	if e.Response == nil || e.Response.Response == nil {
+		return
 	}
-	return false
+	if !f.statusSeen {
+		f.statusSeen, f.status = true, e.Response.StatusCode
+	}
+	if f.response == nil {
+		f.response = e.Response.Response
+	}
 }
 
 // isNetworkNode reports whether err is one of the nodes the SDK's

@@ -17,13 +17,18 @@ import (
 // and pays cost from lane l's bucket. On an empty bucket it first
 // reclaims the tokens of retries abandoned with their context, then backs
 // off once (unless FailFastOnEmptyBudget) and refuses.
-func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, cost uint, margin time.Duration) (ticket, *GiveUpError) {
+//
+// It returns the paid ticket and the time it read, when it read one (for a
+// deadline).
+func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, class ErrorClass, hint retryAfter, cost uint, margin time.Duration) (ticket, time.Time, *GiveUpError) {
 	if err := ctx.Err(); err != nil {
-		return ticket{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err})
+		return ticket{}, time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err})
 	}
+	var now time.Time
 	if deadline, ok := r.deadline(ctx); ok {
-		if wait, remaining := withRetryAfter(0, opErr), deadline.Sub(r.now()); exceeds(wait, margin, remaining) {
-			return ticket{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, Remaining: remaining, Err: opErr})
+		now = r.now()
+		if wait, remaining := hint.wait(0), deadline.Sub(now); exceeds(wait, margin, remaining) {
+			return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, Remaining: remaining, Err: opErr})
 		}
 	}
 	release, foreign, available, ok := l.take(ctx, cost)
@@ -32,31 +37,37 @@ func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, 
 		release, foreign, available, ok = l.take(ctx, cost)
 	}
 	if !ok {
-		r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, margin)
-		return ticket{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost})
+		r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, class, margin)
+		return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost})
 	}
-	return ticket{lane: l, cost: cost, foreign: foreign, release: release}, nil
+	return ticket{lane: l, cost: cost, foreign: foreign, release: release}, now, nil
 }
 
-// schedule is the second step: given the backoff drawn for the retry, it
+// schedule is the second step: given the backoff drawn for the retry (p
+// holds its lane, class, response, deadline and margin), it
 // works out what will be slept (after the x-amz-retry-after hint, as the
 // SDK's middleware applies it), refuses and refunds a wait that would end,
 // with p's margin, past the deadline, and otherwise notes when the backoff
 // ends and reports the retry. It returns the wait.
 func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff time.Duration, unchecked bool) (time.Duration, *GiveUpError) {
-	now := r.now()
-	wait := withRetryAfter(backoff, opErr)
+	wait := p.hint.wait(backoff)
 	partition := ""
 	if p.lane != nil {
 		partition = p.lane.key
 	}
-	if p.hasDeadline {
-		if remaining := p.deadline.Sub(now); exceeds(wait, p.margin, remaining) {
+	if p.hasDeadline || p.ticket.slot != nil {
+		// The clock read in GetRetryToken, microseconds ago under the SDK's
+		// middleware, is good enough and saves a read.
+		now := p.at
+		if now.IsZero() {
+			now = r.now()
+		}
+		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
 			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, Remaining: remaining, Err: opErr})
 		}
+		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
-	r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	var left uint
 	if p.lane != nil && r.hooks.meter != nil {
 		left = p.lane.remaining()
@@ -96,11 +107,11 @@ func (r *Retryer) margin(l *lane) time.Duration {
 // empty budget fails the operation, so that callers that send again at once
 // cannot turn the empty budget into a storm. It never waits past ctx's
 // deadline: when the backoff would end past it, it returns at once.
-func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, margin time.Duration) {
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration) {
 	if r.failFast {
 		return
 	}
-	d, err := r.backoff.BackoffDelay(attempt, opErr)
+	d, err := r.backoffFor(attempt, opErr, class)
 	if err != nil || d <= 0 {
 		return
 	}

@@ -154,7 +154,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time, took time.Duration) (time.Duration, error) {
 	r, l := d.r, d.lane
 	class := d.o.Classify(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, margin: max(r.margin(l), took)}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: retryAfterIn(err), margin: max(r.margin(l), took)}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {
@@ -176,16 +176,16 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 		if class == ClassThrottle {
 			cost = r.costs.throttle
 		}
-		t, gerr := r.admit(ctx, l, attempt, err, cost, p.margin)
+		t, at, gerr := r.admit(ctx, l, attempt, err, class, p.hint, cost, p.margin)
 		if gerr != nil {
 			return 0, gerr
 		}
-		d.paid, p.paid = &t, t
+		d.paid, p.paid, p.at = &t, t, at
 		if d.seq != nil {
 			backoff = d.seq.Next(err)
 		} else {
 			var derr error
-			if backoff, derr = r.backoff.BackoffDelay(d.failures, err); derr != nil {
+			if backoff, derr = r.backoffFor(d.failures, err, class); derr != nil {
 				d.refund()
 				return 0, derr
 			}

@@ -42,8 +42,11 @@ type handoffSlot struct {
 	key       error // the pending entry's error; kept alive while pending
 	pending   int   // hand-offs of key not yet taken
 	ambiguous bool  // more than one operation handed key off at once
+	deadlines bool  // one of the pending hand-offs had a deadline to check
 	evicted   error // the key of the last entry evicted before it was taken
-	entry     pendingRetry
+	// evictedDeadline: the evicted entry had a deadline to check.
+	evictedDeadline bool
+	entry           pendingRetry
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -51,10 +54,13 @@ type pendingRetry struct {
 	ctx         context.Context
 	lane        *lane
 	class       ErrorClass
+	hint        retryAfter // the failed attempt's x-amz-retry-after
+	at          time.Time  // when GetRetryToken ran; zero when it did not read the clock
 	deadline    time.Time
 	hasDeadline bool
 	margin      time.Duration // what the attempt after the backoff needs
 	ticket      trackRef      // the paid retry, when tracked
+	spread      uintptr       // the shard of the tracking table it is in
 	paid        ticket        // the paid retry, when not tracked
 	refused     bool          // GetRetryToken refused the retry and already backed off
 }
@@ -63,7 +69,7 @@ type pendingRetry struct {
 func (p *pendingRetry) refund(tr *tracked) {
 	switch {
 	case p.ticket.slot != nil:
-		tr.refund(p.ticket)
+		tr.refund(p.ticket, p.spread)
 	case p.paid.lane != nil:
 		p.paid.refund()
 	}
@@ -79,54 +85,64 @@ const (
 	handoffLost                           // this operation's entry was evicted
 )
 
-// put hands e off under err. It reports whether it evicted an entry of
-// another error that no RetryDelay took.
-func (h *handoff) put(err error, e pendingRetry) (evicted bool) {
-	s := h.slot(err)
+// unchecked reports whether a deadline check was due but could not be made.
+func (s handoffStatus) unchecked(hadDeadline bool) bool {
+	return hadDeadline && (s == handoffAmbiguous || s == handoffLost)
+}
+
+// put hands e off under err, whose keyHash is hash. It reports whether it
+// evicted an entry of another error that no RetryDelay took.
+func (h *handoff) put(err error, hash uintptr, e pendingRetry) (evicted bool) {
+	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending > 0 {
 		if sameKey(s.key, err) {
 			s.pending++
 			s.ambiguous = true
+			s.deadlines = s.deadlines || e.hasDeadline
 			s.entry = pendingRetry{}
 			return false
 		}
-		s.evicted, evicted = s.key, true
+		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, true
 	}
-	s.key, s.pending, s.ambiguous, s.entry = err, 1, false, e
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.hasDeadline, e
 	return evicted
 }
 
-// take takes the entry handed off under err.
-func (h *handoff) take(err error) (pendingRetry, handoffStatus) {
-	s := h.slot(err)
+// take takes the entry handed off under err. For an ambiguous or lost
+// entry, hadDeadline reports whether a deadline check was due.
+func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending > 0 && sameKey(s.key, err) {
 		s.pending--
-		status, e := handoffFound, s.entry
+		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
 		if s.ambiguous {
 			status, e = handoffAmbiguous, pendingRetry{}
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.entry = nil, false, pendingRetry{}
+			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
 		}
-		return e, status
+		return e, status, hadDeadline
 	}
 	if s.evicted != nil && sameKey(s.evicted, err) {
-		s.evicted = nil
-		return pendingRetry{}, handoffLost
+		hadDeadline = s.evictedDeadline
+		s.evicted, s.evictedDeadline = nil, false
+		return pendingRetry{}, handoffLost, hadDeadline
 	}
-	return pendingRetry{}, handoffMissing
+	return pendingRetry{}, handoffMissing, false
 }
 
-func (h *handoff) slot(err error) *handoffSlot {
-	return &h.slots[keyHash(err)%handoffSlots]
+// isPointer reports whether err's dynamic type is a pointer, whose identity
+// is the value.
+func isPointer(err error) bool {
+	return err != nil && reflect.TypeOf(err).Kind() == reflect.Pointer
 }
 
 // keyHash spreads pointers (by address) and other errors (by dynamic type)
-// over the slots. A nil error has slot 0.
+// over the slots of a table. A nil error has slot 0.
 func keyHash(err error) uintptr {
 	if err == nil {
 		return 0

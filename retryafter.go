@@ -4,41 +4,55 @@ package jitterretry
 // middleware actually sleeps for a given backoff.
 
 import (
-	"errors"
+	"net/http"
 	"strconv"
 	"time"
-
-	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // maxRetryAfterExtra is how far the SDK's middleware lets an
 // x-amz-retry-after hint stretch a backoff.
 const maxRetryAfterExtra = 5 * time.Second
 
-// withRetryAfter returns what the SDK's retry middleware (v1.48.0) sleeps
-// after RetryDelay returned backoff: the x-amz-retry-after hint, in
-// milliseconds, clamped to [backoff, backoff+5s]; backoff when the hint is
-// missing, not a number or negative.
+// retryAfter is the x-amz-retry-after hint of a failed attempt's response,
+// read once: ms milliseconds when ok.
+type retryAfter struct {
+	ms int64
+	ok bool
+}
+
+// retryAfterOf reads the hint from resp (nil when the error carried none).
+// A missing, non-numeric or negative value is no hint, as in the SDK.
+func retryAfterOf(resp *http.Response) retryAfter {
+	if resp == nil {
+		return retryAfter{}
+	}
+	// The header's canonical key, looked up as http.Header.Get would
+	// without canonicalising it on every call.
+	v := resp.Header["X-Amz-Retry-After"]
+	if len(v) == 0 || v[0] == "" {
+		return retryAfter{}
+	}
+	ms, err := strconv.ParseInt(v[0], 10, 64)
+	if err != nil || ms < 0 {
+		return retryAfter{}
+	}
+	return retryAfter{ms: ms, ok: true}
+}
+
+// wait returns what the SDK's retry middleware (v1.48.0) sleeps after
+// RetryDelay returned backoff: the hint clamped to [backoff, backoff+5s];
+// backoff when there is no hint.
 //
 // It is the middleware's own arithmetic, overflow included: a hint of
 // 9,223,372,036,855 ms or more wraps around when converted to a Duration,
 // and the middleware then sleeps whatever the clamp makes of the wrapped
 // value (often the backoff itself). Reproducing it keeps the deadline check
 // and OnRetry true to what is slept.
-func withRetryAfter(backoff time.Duration, err error) time.Duration {
-	var re *smithyhttp.ResponseError
-	if !errors.As(err, &re) || re.Response == nil || re.Response.Response == nil {
+func (h retryAfter) wait(backoff time.Duration) time.Duration {
+	if !h.ok {
 		return backoff
 	}
-	v := re.Response.Header.Get("X-Amz-Retry-After")
-	if v == "" {
-		return backoff
-	}
-	ms, perr := strconv.ParseInt(v, 10, 64)
-	if perr != nil || ms < 0 {
-		return backoff
-	}
-	hint := time.Duration(ms) * time.Millisecond // wraps as the SDK's does
+	hint := time.Duration(h.ms) * time.Millisecond // wraps as the SDK's does
 	upper := maxRetryAfterExtra + backoff
 	switch {
 	case hint < backoff:

@@ -28,11 +28,13 @@ type Retryer struct {
 
 	maxAttempts      int // as the SDK reads it: 0 means no limit
 	backoff          retry.BackoffDelayer
+	delayer          delayers.Delayer // backoff, when it is one of ours; nil otherwise
 	source           delayers.Source // nil: the runtime's generator
 	classes          *classifier
 	costs            costs
 	lanes            *lanes
 	handoff          *handoff
+	classCache       *classCache
 	tracked          *tracked
 	now              func() time.Time
 	hooks            hooks
@@ -70,6 +72,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		classes:          newClassifier(o.Retryables, o.Throttles),
 		costs:            costs{retry: o.RetryCost, throttle: o.ThrottlingRetryCost, success: o.NoRetryIncrement},
 		handoff:          &handoff{},
+		classCache:       &classCache{},
 		tracked:          newTracked(o.Clock),
 		now:              o.Clock,
 		hooks:            hooks{onRetry: o.OnRetry, onGiveUp: o.OnGiveUp},
@@ -85,6 +88,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		r.maxAttempts = 1
 		return r
 	}
+	r.delayer, _ = r.backoff.(delayers.Delayer)
 	if o.SendRate != nil {
 		sr := *o.SendRate
 		o.SendRate = &sr
@@ -136,8 +140,10 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 	if r.ready() != nil || err == nil {
 		return false
 	}
-	switch r.classes.classify(err) {
+	class, hint := r.classes.inspect(err)
+	switch class {
 	case ClassTransient, ClassThrottle:
+		r.classCache.store(err, keyHash(err), class, hint) // for the GetRetryToken that follows
 		return true
 	}
 	if r.hooks.onGiveUp != nil || r.hooks.meter != nil {
@@ -216,44 +222,47 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		ctx = context.Background()
 	}
 	l := r.lanes.get(ctx)
-	class := r.classes.classify(opErr)
+	hash := keyHash(opErr)
+	class, hint, cached := r.classCache.load(opErr, hash)
+	if !cached {
+		class, hint = r.classes.inspect(opErr)
+	}
 	cost := r.costs.retry
 	if class == ClassThrottle {
 		cost = r.costs.throttle
 	}
 	margin := r.margin(l)
-	t, gerr := r.admit(ctx, l, 0, opErr, cost, margin)
+	t, at, gerr := r.admit(ctx, l, 0, opErr, class, hint, cost, margin)
 	if gerr != nil {
 		gerr.joined = true
 		if gerr.Reason == GiveUpBudget {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already.
-			r.put(opErr, pendingRetry{refused: true})
+			r.put(opErr, hash, pendingRetry{refused: true})
 		}
 		return nil, gerr
 	}
-	p := pendingRetry{ctx: ctx, lane: l, class: class, margin: margin, paid: t}
-	if ctx.Done() == nil {
-		// No deadline, and nothing can abandon the retry: hand off only
-		// what the hooks and metrics report.
-		if r.hooks.observed() {
-			r.put(opErr, p)
-		}
-		return t.release, nil
-	}
-	p.deadline, p.hasDeadline = r.deadline(ctx)
+	// RetryDelay learns the class, the response and the lane from the
+	// hand-off rather than walk the error again.
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: hint, at: at, margin: margin, paid: t}
 	release := t.release
-	if ref, tracked := r.tracked.track(ctx, t); ref.slot != nil {
-		p.ticket, p.paid, release = ref, ticket{}, tracked
+	// A context with a deadline can end; asking Done only when there is
+	// none spares a fresh context the channel it makes on first use.
+	_, canEnd := ctx.Deadline()
+	if canEnd || ctx.Done() != nil {
+		p.deadline, p.hasDeadline = r.deadline(ctx)
+		if ref, tracked := r.tracked.track(ctx, t, hash); ref.slot != nil {
+			p.ticket, p.spread, p.paid, release = ref, hash, ticket{}, tracked
+		}
 	}
-	r.put(opErr, p)
+	r.put(opErr, hash, p)
 	return release, nil
 }
 
 // put hands p off to the RetryDelay that follows, and counts an entry it
 // evicted.
-func (r *Retryer) put(opErr error, p pendingRetry) {
-	if r.handoff.put(opErr, p) && r.hooks.meter != nil {
+func (r *Retryer) put(opErr error, hash uintptr, p pendingRetry) {
+	if r.handoff.put(opErr, hash, p) && r.hooks.meter != nil {
 		r.hooks.meter.uncheckedEviction()
 	}
 }
@@ -274,22 +283,31 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
 	}
-	p, status := r.handoff.take(opErr)
+	p, status, hadDeadline := r.handoff.take(opErr)
 	if status == handoffFound && p.refused {
 		return 0, nil
 	}
-	d, err := r.backoff.BackoffDelay(attempt, opErr)
+	if status != handoffFound {
+		p.class, p.hint = r.classes.inspect(opErr)
+	}
+	d, err := r.backoffFor(attempt, opErr, p.class)
 	if err != nil {
 		p.refund(r.tracked)
 		return 0, err
 	}
-	if status != handoffFound {
-		p.class = r.classes.classify(opErr)
-	}
-	if _, gerr := r.schedule(&p, attempt, opErr, d, status == handoffAmbiguous || status == handoffLost); gerr != nil {
+	if _, gerr := r.schedule(&p, attempt, opErr, d, status.unchecked(hadDeadline)); gerr != nil {
 		return 0, gerr
 	}
 	return d, nil
+}
+
+// backoffFor returns the backoff after failed attempt attempt with opErr, of
+// class class: without classifying opErr again when the delayer is ours.
+func (r *Retryer) backoffFor(attempt int, opErr error, class ErrorClass) (time.Duration, error) {
+	if r.delayer != nil {
+		return r.delayer.Delay(attempt, class == ClassThrottle), nil
+	}
+	return r.backoff.BackoffDelay(attempt, opErr)
 }
 
 // Remaining returns the tokens left in the retry token bucket of the shared

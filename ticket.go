@@ -6,6 +6,7 @@ package jitterretry
 
 import (
 	"context"
+	"runtime"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -27,9 +28,10 @@ func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
 // with the context, so without tracking, a cancelled caller's tokens would
 // be gone until successes earn them back (with no refill, for good). A
 // context.AfterFunc per retry would cost four allocations and a lock of the
-// caller's context; instead, retries whose context can end take a slot in
-// a table that a sweep walks when the table needs room or the bucket runs
-// dry. A sweep refunds a held retry whose context it finds done when
+// caller's context; instead, a retry whose context can end takes a slot in
+// a fixed table, and a sweep walks the table when the bucket runs dry (and
+// when the retryer's Remaining is read). A sweep refunds a held retry whose
+// context it finds done when
 //
 //   - it saw the context done before the retry's backoff was due to end
 //     (the sleep was cut short, so the retry was never sent), or
@@ -39,151 +41,191 @@ func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
 //
 // A released retry keeps the SDK's accounting: a sent retry has spent its
 // cost, even if its context ends before the middleware releases it.
+//
+// Each slot has its release built once, so a retry allocates nothing. The
+// release relies on what the SDK guarantees: it is called at most once. A
+// slot whose retry was refunded instead of released is retired, never
+// handed out again, and replaced by a new one, so that a release that still
+// comes, late, cannot touch another retry's tokens.
 const (
 	reclaimGrace = time.Second
-	// maxTracked bounds the table; retries beyond it are not tracked and,
-	// as with the SDK, a cancelled backoff keeps their cost.
-	maxTracked = 4096
+	// trackSlots is the size of each of the trackShards shards: at most
+	// 512 retries are tracked at once; beyond that, as with the SDK, a
+	// cancelled backoff keeps its cost.
+	trackSlots  = 64
+	trackShards = 8
+)
+
+// Slot states.
+const (
+	slotFree     uint32 = iota
+	slotSetup           // being filled by track
+	slotHeld            // a retry holds it
+	slotSweeping        // a sweep looks at it; the owner waits
+	slotRetired         // refunded; never handed out again
 )
 
 // tracked is the table of held retries whose context can end.
 type tracked struct {
-	now   func() time.Time
-	epoch time.Time
-
-	mu    sync.Mutex
-	slots []*trackSlot
-	free  []*trackSlot
+	now    func() time.Time
+	epoch  time.Time
+	shards [trackShards]trackShard
 }
 
-// trackSlot is one held retry. state is gen<<1 | held: claiming a retry is
-// one compare-and-swap, and a release from a retry the slot held before
-// (an older gen) cannot touch the current one.
+type trackShard struct {
+	cursor  atomic.Uint32
+	slots   [trackSlots]atomic.Pointer[trackSlot]
+	sweepMu sync.Mutex // one sweep of the shard at a time
+}
+
+// trackSlot is one held retry.
 type trackSlot struct {
-	state atomic.Uint64
-	// wake is when the backoff ends, in microseconds since the epoch, with
-	// the slot's gen in the low 16 bits; 0 until known.
-	wake atomic.Uint64
+	state atomic.Uint32
+	// wake is when the backoff ends, since the table's epoch; 0 until known.
+	wake atomic.Int64
+	// doneSeen is when a sweep first saw the context done, since the
+	// epoch; 0 before.
+	doneSeen atomic.Int64
 
-	// Set under tracked.mu when the slot is taken; read by sweeps.
-	ctx      context.Context
-	t        ticket
-	doneSeen time.Duration // since the epoch, when a sweep first saw ctx done; 0 before
-	isFree   bool
+	// Written by track in slotSetup, read by the owner and by sweeps in
+	// slotHeld or slotSweeping.
+	ctx context.Context
+	t   ticket
+
+	release func(error) error // built once: claims the slot and releases t
 }
 
-// trackRef names a held retry in the table: its slot and gen. The zero
-// value names none.
-type trackRef struct {
-	slot *trackSlot
-	gen  uint64
-	t    ticket // a copy, so that a refund never reads a slot another retry may hold
-}
+// trackRef names a held retry in the table; the zero value names none.
+type trackRef struct{ slot *trackSlot }
 
 func newTracked(now func() time.Time) *tracked {
-	return &tracked{now: now, epoch: now()}
+	tr := &tracked{now: now, epoch: now()}
+	for i := range tr.shards {
+		for j := range tr.shards[i].slots {
+			tr.shards[i].slots[j].Store(newTrackSlot())
+		}
+	}
+	return tr
+}
+
+func newTrackSlot() *trackSlot {
+	s := &trackSlot{}
+	s.release = func(err error) error {
+		t := s.t // the owner's; see the comment on the table
+		if s.claim(slotFree) {
+			return t.release(err)
+		}
+		return nil
+	}
+	return s
+}
+
+// claim moves a held slot to state to, waiting out a sweep that looks at
+// it. It fails when the slot was refunded.
+func (s *trackSlot) claim(to uint32) bool {
+	for {
+		switch s.state.Load() {
+		case slotHeld:
+			if s.state.CompareAndSwap(slotHeld, to) {
+				return true
+			}
+		case slotSweeping:
+			runtime.Gosched()
+		default:
+			return false
+		}
+	}
 }
 
 // since returns the monotonic time since the table's epoch.
 func (tr *tracked) since(t time.Time) time.Duration { return t.Sub(tr.epoch) }
 
-// track holds t for a retry whose context ctx can end, and returns its
-// reference and the release to hand to the SDK: the first of the release and
-// a sweep's refund claims the tokens. When the table is full the retry is
-// not tracked: the zero reference and t's own release.
-func (tr *tracked) track(ctx context.Context, t ticket) (trackRef, func(error) error) {
-	tr.mu.Lock()
-	s := tr.slotLocked()
-	if s == nil {
-		tr.mu.Unlock()
-		return trackRef{}, t.release
-	}
-	gen := s.state.Load()>>1 + 1
-	s.ctx, s.t, s.doneSeen, s.isFree = ctx, t, 0, false
-	s.wake.Store(0)
-	s.state.Store(gen<<1 | 1)
-	tr.mu.Unlock()
-
-	release := t.release
-	return trackRef{slot: s, gen: gen, t: t}, func(err error) error {
-		if s.state.CompareAndSwap(gen<<1|1, gen<<1) {
-			return release(err)
-		}
-		return nil
-	}
-}
-
-// slotLocked returns a free slot, sweeping or growing the table when none
-// is free, or nil when the table is full.
-func (tr *tracked) slotLocked() *trackSlot {
-	if len(tr.free) == 0 {
-		tr.sweepLocked(tr.now())
-	}
-	if len(tr.free) < len(tr.slots)/4 || len(tr.free) == 0 {
-		// Mostly held: grow by doubling, so sweeps stay rare.
-		grow := min(max(len(tr.slots), 16), maxTracked-len(tr.slots))
-		for range grow {
-			s := &trackSlot{isFree: true}
-			tr.slots = append(tr.slots, s)
-			tr.free = append(tr.free, s)
+// track holds t for a retry whose context ctx can end, in the shard that
+// spread (any well-mixed number, such as the hash of the retry's error)
+// picks, and returns its reference and the release to hand to the SDK: the
+// first of the release and a refund claims the tokens. When the shard has
+// no free slot the retry is not tracked: the zero reference and t's own
+// release.
+func (tr *tracked) track(ctx context.Context, t ticket, spread uintptr) (trackRef, func(error) error) {
+	sh := &tr.shards[spread%trackShards]
+	for range trackSlots {
+		s := sh.slots[sh.cursor.Add(1)%trackSlots].Load()
+		if s.state.Load() == slotFree && s.state.CompareAndSwap(slotFree, slotSetup) {
+			s.ctx, s.t = ctx, t
+			s.wake.Store(0)
+			s.doneSeen.Store(0)
+			s.state.Store(slotHeld)
+			return trackRef{slot: s}, s.release
 		}
 	}
-	if len(tr.free) == 0 {
-		return nil
-	}
-	s := tr.free[len(tr.free)-1]
-	tr.free = tr.free[:len(tr.free)-1]
-	return s
+	return trackRef{}, t.release
 }
 
 // backoffEnds records when the backoff of the retry ref ends.
 func (tr *tracked) backoffEnds(ref trackRef, at time.Time) {
-	if ref.slot == nil {
-		return
+	if ref.slot != nil {
+		ref.slot.wake.Store(int64(max(tr.since(at), 1)))
 	}
-	us := uint64(max(tr.since(at), 0) / time.Microsecond)
-	ref.slot.wake.Store(us<<16 | ref.gen&0xffff)
 }
 
 // refund gives the tokens of retry ref back, unless its release or an
-// earlier refund claimed them.
-func (tr *tracked) refund(ref trackRef) {
-	if ref.slot != nil && ref.slot.state.CompareAndSwap(ref.gen<<1|1, ref.gen<<1) {
-		ref.t.refund()
+// earlier refund claimed them, and retires its slot.
+func (tr *tracked) refund(ref trackRef, spread uintptr) {
+	if ref.slot == nil {
+		return
+	}
+	t := ref.slot.t
+	if ref.slot.claim(slotRetired) {
+		t.refund()
+		tr.replace(ref.slot, spread)
+	}
+}
+
+// replace puts a new slot where the retired slot s was.
+func (tr *tracked) replace(s *trackSlot, spread uintptr) {
+	sh := &tr.shards[spread%trackShards]
+	for i := range sh.slots {
+		if sh.slots[i].CompareAndSwap(s, newTrackSlot()) {
+			return
+		}
 	}
 }
 
 // reclaim sweeps the table: it refunds the retries whose context ended
 // during their backoff, as the comment above the table says.
 func (tr *tracked) reclaim() {
-	tr.mu.Lock()
-	defer tr.mu.Unlock()
-	tr.sweepLocked(tr.now())
+	at := tr.since(tr.now())
+	for i := range tr.shards {
+		sh := &tr.shards[i]
+		sh.sweepMu.Lock()
+		for j := range sh.slots {
+			s := sh.slots[j].Load()
+			if s.state.Load() != slotHeld || !s.state.CompareAndSwap(slotHeld, slotSweeping) {
+				continue
+			}
+			if s.due(at) {
+				s.state.Store(slotRetired)
+				s.t.refund()
+				sh.slots[j].Store(newTrackSlot())
+				continue
+			}
+			s.state.Store(slotHeld)
+		}
+		sh.sweepMu.Unlock()
+	}
 }
 
-func (tr *tracked) sweepLocked(now time.Time) {
-	at := tr.since(now)
-	for _, s := range tr.slots {
-		st := s.state.Load()
-		if st&1 == 1 && s.ctx.Err() != nil {
-			if s.doneSeen == 0 {
-				s.doneSeen = max(at, 1)
-			}
-			gen := st >> 1
-			wake, known := time.Duration(0), false
-			if w := s.wake.Load(); w != 0 && w&0xffff == gen&0xffff {
-				wake, known = time.Duration(w>>16)*time.Microsecond, true
-			}
-			if (known && s.doneSeen < wake) || at-s.doneSeen >= reclaimGrace {
-				if s.state.CompareAndSwap(st, gen<<1) {
-					s.t.refund()
-					st = gen << 1
-				}
-			}
-		}
-		if st&1 == 0 && !s.isFree {
-			s.ctx, s.t, s.isFree = nil, ticket{}, true
-			tr.free = append(tr.free, s)
-		}
+// due reports whether a sweep at time at should refund the slot's retry.
+func (s *trackSlot) due(at time.Duration) bool {
+	if s.ctx.Err() == nil {
+		s.doneSeen.Store(0)
+		return false
 	}
+	seen := s.doneSeen.Load()
+	if seen == 0 {
+		seen = int64(max(at, 1))
+		s.doneSeen.Store(seen)
+	}
+	wake := s.wake.Load()
+	return (wake != 0 && seen < wake) || at-time.Duration(seen) >= reclaimGrace
 }

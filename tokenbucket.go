@@ -4,6 +4,7 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -26,10 +27,11 @@ type TokenBucket struct {
 	refill   float64 // tokens per second; 0 when off
 	now      func() time.Time
 
-	mu     sync.Mutex
-	tokens uint
-	frac   float64 // refilled fraction of a token not yet credited
-	last   time.Time
+	tokens atomic.Uint64
+
+	mu   sync.Mutex // with a refill: guards tokens' changes, frac and last
+	frac float64    // refilled fraction of a token not yet credited
+	last time.Time
 }
 
 // NewTokenBucket returns a full bucket of capacity tokens (the SDK's default
@@ -43,7 +45,8 @@ func NewTokenBucket(capacity uint, refillPerSecond float64) *TokenBucket {
 }
 
 func newTokenBucket(capacity uint, refill float64, now func() time.Time) *TokenBucket {
-	b := &TokenBucket{capacity: capacity, tokens: capacity, now: now}
+	b := &TokenBucket{capacity: capacity, now: now}
+	b.tokens.Store(uint64(capacity))
 	if refill > 0 {
 		b.refill = refill
 		b.last = now()
@@ -53,10 +56,12 @@ func newTokenBucket(capacity uint, refill float64, now func() time.Time) *TokenB
 
 // Remaining returns the tokens in the bucket now.
 func (b *TokenBucket) Remaining() uint {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refillLocked()
-	return b.tokens
+	if b.refill != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.refillLocked()
+	}
+	return uint(b.tokens.Load())
 }
 
 // GetToken takes cost tokens. It returns a function that gives them back
@@ -82,17 +87,27 @@ func (b *TokenBucket) AddTokens(n uint) error {
 	return nil
 }
 
+// Without a refill the bucket is a single atomic counter, so concurrent
+// retries never wait for a lock; with one, every change happens under mu,
+// after the refill it is due.
+
 // take removes cost tokens if the bucket holds that many, and reports what is
 // left (or what was available, when it refuses).
 func (b *TokenBucket) take(cost uint) (uint, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refillLocked()
-	if cost > b.tokens {
-		return b.tokens, false
+	if b.refill != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.refillLocked()
 	}
-	b.tokens -= cost
-	return b.tokens, true
+	for {
+		t := b.tokens.Load()
+		if uint64(cost) > t {
+			return uint(t), false
+		}
+		if b.tokens.CompareAndSwap(t, t-uint64(cost)) {
+			return uint(t) - cost, true
+		}
+	}
 }
 
 // give adds n tokens, saturating at the capacity.
@@ -100,34 +115,43 @@ func (b *TokenBucket) give(n uint) {
 	if n == 0 {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refillLocked()
-	if n >= b.capacity-b.tokens {
-		b.tokens = b.capacity
-		return
+	if b.refill != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.refillLocked()
 	}
-	b.tokens += n
+	for {
+		t := b.tokens.Load()
+		next := uint64(b.capacity)
+		if room := next - t; uint64(n) < room {
+			next = t + uint64(n)
+		}
+		if b.tokens.CompareAndSwap(t, next) {
+			return
+		}
+	}
 }
 
 func (b *TokenBucket) refillLocked() {
-	if b.refill == 0 || b.now == nil {
+	if b.now == nil {
 		return
 	}
 	now := b.now()
 	elapsed := now.Sub(b.last).Seconds()
 	b.last = now
-	if elapsed <= 0 || b.tokens == b.capacity {
+	tokens := uint(b.tokens.Load())
+	if elapsed <= 0 || tokens == b.capacity {
 		b.frac = 0
 		return
 	}
 	add := elapsed*b.refill + b.frac
-	room := float64(b.capacity - b.tokens)
+	room := float64(b.capacity - tokens)
 	if math.IsInf(add, 1) || add >= room {
-		b.tokens, b.frac = b.capacity, 0
+		b.tokens.Store(uint64(b.capacity))
+		b.frac = 0
 		return
 	}
 	whole := math.Floor(add)
-	b.tokens += uint(whole)
+	b.tokens.Store(uint64(tokens + uint(whole)))
 	b.frac = add - whole
 }

@@ -57,14 +57,20 @@ func NewDecorrelated(optFns ...func(*Options)) (*Decorrelated, error) {
 // maxDecorrelatedChain) values from the Source. The error result is always
 // nil.
 func (d *Decorrelated) BackoffDelay(attempt int, err error) (time.Duration, error) {
+	return d.Delay(attempt, d.orDefaults().isThrottle(err)), nil
+}
+
+// Delay is BackoffDelay for a caller that has classified the error already:
+// throttle selects ThrottleBase() over Base().
+func (d *Decorrelated) Delay(attempt int, throttle bool) time.Duration {
 	s := d.orDefaults()
-	base := s.baseFor(err)
+	base := s.baseOf(throttle)
 	steps := min(max(attempt, 1), maxDecorrelatedChain)
 	prev := base
 	for i := 1; i <= steps; i++ {
 		prev = d.step(s, base, i, prev, s.source.Uint64())
 	}
-	return prev, nil
+	return prev
 }
 
 func (d *Decorrelated) step(s *settings, base time.Duration, _ int, prev time.Duration, x uint64) time.Duration {

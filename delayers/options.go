@@ -202,14 +202,22 @@ func (s *settings) orDefaults() *settings {
 	return &d
 }
 
-// baseFor returns the base that applies to err. A nil error is not a
-// throttle.
-func (s *settings) baseFor(err error) time.Duration {
-	if err != nil && s.throttle.IsErrorThrottle(err) == aws.TrueTernary {
+// isThrottle reports whether Options.Throttle classifies err as a
+// throttle. A nil error is not one.
+func (s *settings) isThrottle(err error) bool {
+	return err != nil && s.throttle.IsErrorThrottle(err) == aws.TrueTernary
+}
+
+// baseOf returns ThrottleBase for a throttle and Base otherwise.
+func (s *settings) baseOf(throttle bool) time.Duration {
+	if throttle {
 		return s.throttleBase
 	}
 	return s.base
 }
+
+// baseFor returns the base that applies to err.
+func (s *settings) baseFor(err error) time.Duration { return s.baseOf(s.isThrottle(err)) }
 
 // The accessors below are defined once on settings and promoted to every
 // strategy type (Exponential, Full, Equal, Decorrelated), so d.Base(),

@@ -20,9 +20,9 @@ func newWindowed(optFns []func(*Options)) (windowed, error) {
 func (d *windowed) Growth() float64 { return d.orDefaults().growth }
 
 // delay is the BackoffDelay of a windowed strategy whose jitter is jitter.
-func (d *windowed) delay(jitter func(time.Duration, uint64) time.Duration, attempt int, err error) time.Duration {
+func (d *windowed) delay(jitter func(time.Duration, uint64) time.Duration, attempt int, throttle bool) time.Duration {
 	s := d.orDefaults()
-	return jitter(grownWindow(s.baseFor(err), s.cap, s.growth, attempt), s.source.Uint64())
+	return jitter(grownWindow(s.baseOf(throttle), s.cap, s.growth, attempt), s.source.Uint64())
 }
 
 // windowStepper is the stepper of a windowed strategy, for its Sequences.
@@ -51,7 +51,13 @@ type Exponential struct{ windowed }
 // any larger attempt, up to math.MaxInt. It draws one value from the Source.
 // The error result is always nil.
 func (d *Exponential) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	return d.delay(exponentialJitter, attempt, err), nil
+	return d.delay(exponentialJitter, attempt, d.orDefaults().isThrottle(err)), nil
+}
+
+// Delay is BackoffDelay for a caller that has classified the error already:
+// throttle selects ThrottleBase() over Base().
+func (d *Exponential) Delay(attempt int, throttle bool) time.Duration {
+	return d.delay(exponentialJitter, attempt, throttle)
 }
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
@@ -84,7 +90,13 @@ type Full struct{ windowed }
 // Exponential.BackoffDelay describes it. It draws one value from the
 // Source. The error result is always nil.
 func (d *Full) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	return d.delay(fullJitter, attempt, err), nil
+	return d.delay(fullJitter, attempt, d.orDefaults().isThrottle(err)), nil
+}
+
+// Delay is BackoffDelay for a caller that has classified the error already:
+// throttle selects ThrottleBase() over Base().
+func (d *Full) Delay(attempt int, throttle bool) time.Duration {
+	return d.delay(fullJitter, attempt, throttle)
 }
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
@@ -116,7 +128,13 @@ type Equal struct{ windowed }
 // window w as Exponential.BackoffDelay describes it. It draws one value from
 // the Source. The error result is always nil.
 func (d *Equal) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	return d.delay(equalJitter, attempt, err), nil
+	return d.delay(equalJitter, attempt, d.orDefaults().isThrottle(err)), nil
+}
+
+// Delay is BackoffDelay for a caller that has classified the error already:
+// throttle selects ThrottleBase() over Base().
+func (d *Equal) Delay(attempt int, throttle bool) time.Duration {
+	return d.delay(equalJitter, attempt, throttle)
 }
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
