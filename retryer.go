@@ -29,7 +29,7 @@ type Retryer struct {
 	maxAttempts      int // as the SDK reads it: 0 means no limit
 	backoff          retry.BackoffDelayer
 	delayer          delayers.Delayer // backoff, when it is one of ours; nil otherwise
-	source           delayers.Source // nil: the runtime's generator
+	source           delayers.Source  // nil: the runtime's generator
 	classes          *classifier
 	costs            costs
 	lanes            *lanes

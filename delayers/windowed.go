@@ -62,7 +62,9 @@ func (d *Exponential) Delay(attempt int, throttle bool) time.Duration {
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
 // what BackoffDelay(k, err) would.
-func (d *Exponential) NewSequence() *Sequence { return newSequence(d.orDefaults(), windowStepper(exponentialJitter)) }
+func (d *Exponential) NewSequence() *Sequence {
+	return newSequence(d.orDefaults(), windowStepper(exponentialJitter))
+}
 
 func exponentialJitter(w time.Duration, _ uint64) time.Duration { return w }
 
@@ -139,7 +141,9 @@ func (d *Equal) Delay(attempt int, throttle bool) time.Duration {
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
 // what BackoffDelay(k, err) would.
-func (d *Equal) NewSequence() *Sequence { return newSequence(d.orDefaults(), windowStepper(equalJitter)) }
+func (d *Equal) NewSequence() *Sequence {
+	return newSequence(d.orDefaults(), windowStepper(equalJitter))
+}
 
 // NewEqual returns equal jitter. optFns are applied in order to a zero
 // Options, whose zero fields then take their defaults (Base 50 ms,
