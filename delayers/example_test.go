@@ -188,11 +188,10 @@ func ExampleNew() {
 }
 
 // Invalid settings are reported, never silently replaced: a negative
-// duration, or an explicit base above the cap.
+// duration, say. (A base above the cap is not invalid: the cap applies.)
 func ExampleOptionError() {
 	_, err := delayers.NewFull(func(o *delayers.Options) {
-		o.Base = 2 * time.Second
-		o.Cap = time.Second
+		o.Cap = -time.Second
 	})
 	var oe *delayers.OptionError
 	if errors.As(err, &oe) {
@@ -201,8 +200,8 @@ func ExampleOptionError() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, delayers.ErrInvalidOption))
 	// Output:
-	// Base 2s
-	// delayers: invalid Base 2s: is larger than Cap 1s
+	// Cap -1s
+	// delayers: invalid Cap -1s: must not be negative
 	// true
 }
 
