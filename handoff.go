@@ -60,7 +60,6 @@ type pendingRetry struct {
 	hasDeadline bool
 	margin      time.Duration // what the attempt after the backoff needs
 	ticket      trackRef      // the paid retry, when tracked
-	spread      uintptr       // the shard of the tracking table it is in
 	paid        ticket        // the paid retry, when not tracked
 	refused     bool          // GetRetryToken refused the retry and already backed off
 }
@@ -69,7 +68,7 @@ type pendingRetry struct {
 func (p *pendingRetry) refund(tr *tracked) {
 	switch {
 	case p.ticket.slot != nil:
-		tr.refund(p.ticket, p.spread)
+		tr.refund(p.ticket)
 	case p.paid.lane != nil:
 		p.paid.refund()
 	}

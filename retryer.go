@@ -251,8 +251,8 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	_, canEnd := ctx.Deadline()
 	if canEnd || ctx.Done() != nil {
 		p.deadline, p.hasDeadline = r.deadline(ctx)
-		if ref, tracked := r.tracked.track(ctx, t, hash); ref.slot != nil {
-			p.ticket, p.spread, p.paid, release = ref, hash, ticket{}, tracked
+		if ref, tracked := r.tracked.track(ctx, t, at); ref.slot != nil {
+			p.ticket, p.paid, release = ref, ticket{}, tracked
 		}
 	}
 	r.put(opErr, hash, p)

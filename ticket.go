@@ -29,15 +29,17 @@ func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
 // be gone until successes earn them back (with no refill, for good). A
 // context.AfterFunc per retry would cost four allocations and a lock of the
 // caller's context; instead, a retry whose context can end takes a slot in
-// a fixed table, and a sweep walks the table when the bucket runs dry (and
-// when the retryer's Remaining is read). A sweep refunds a held retry whose
+// a fixed table, and a sweep walks the table when the bucket runs dry, when
+// the table is full, at most once a reclaimGrace as retries come, and when
+// the retryer's Remaining is read. A sweep refunds a held retry whose
 // context it finds done when
 //
 //   - it saw the context done before the retry's backoff was due to end
 //     (the sleep was cut short, so the retry was never sent), or
 //   - the context has been done for reclaimGrace and the retry is still not
 //     released (the SDK releases a sent retry as soon as its attempt
-//     returns, which a done context makes prompt).
+//     returns, which a done context makes prompt; a release later than
+//     that finds its tokens refunded, which costs the bucket nothing).
 //
 // A released retry keeps the SDK's accounting: a sent retry has spent its
 // cost, even if its context ends before the middleware releases it.
@@ -48,11 +50,14 @@ func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
 // handed out again, and replaced by a new one, so that a release that still
 // comes, late, cannot touch another retry's tokens.
 const (
-	reclaimGrace = time.Second
+	reclaimGrace = 50 * time.Millisecond
 	// trackSlots is the size of each of the trackShards shards: at most
-	// 512 retries are tracked at once; beyond that, as with the SDK, a
-	// cancelled backoff keeps its cost.
-	trackSlots  = 64
+	// 4096 retries are tracked at once (a retry whose backoff was cut
+	// stays tracked for reclaimGrace after a sweep first sees it, so this
+	// covers some 80,000 cuts a second); beyond that, as with the SDK, a
+	// cancelled backoff keeps its cost. Slots, about 100 bytes each, are
+	// made as they are first needed.
+	trackSlots  = 512
 	trackShards = 8
 )
 
@@ -67,9 +72,11 @@ const (
 
 // tracked is the table of held retries whose context can end.
 type tracked struct {
-	now    func() time.Time
-	epoch  time.Time
-	shards [trackShards]trackShard
+	now       func() time.Time
+	epoch     time.Time
+	lastSweep atomic.Int64  // since the epoch
+	next      atomic.Uint32 // the shard the next retry starts at
+	shards    [trackShards]trackShard
 }
 
 type trackShard struct {
@@ -95,17 +102,15 @@ type trackSlot struct {
 	release func(error) error // built once: claims the slot and releases t
 }
 
-// trackRef names a held retry in the table; the zero value names none.
-type trackRef struct{ slot *trackSlot }
+// trackRef names a held retry in the table, and its shard; the zero value
+// names none.
+type trackRef struct {
+	slot  *trackSlot
+	shard *trackShard
+}
 
 func newTracked(now func() time.Time) *tracked {
-	tr := &tracked{now: now, epoch: now()}
-	for i := range tr.shards {
-		for j := range tr.shards[i].slots {
-			tr.shards[i].slots[j].Store(newTrackSlot())
-		}
-	}
-	return tr
+	return &tracked{now: now, epoch: now()}
 }
 
 func newTrackSlot() *trackSlot {
@@ -140,25 +145,68 @@ func (s *trackSlot) claim(to uint32) bool {
 // since returns the monotonic time since the table's epoch.
 func (tr *tracked) since(t time.Time) time.Duration { return t.Sub(tr.epoch) }
 
-// track holds t for a retry whose context ctx can end, in the shard that
-// spread (any well-mixed number, such as the hash of the retry's error)
-// picks, and returns its reference and the release to hand to the SDK: the
-// first of the release and a refund claims the tokens. When the shard has
-// no free slot the retry is not tracked: the zero reference and t's own
-// release.
-func (tr *tracked) track(ctx context.Context, t ticket, spread uintptr) (trackRef, func(error) error) {
-	sh := &tr.shards[spread%trackShards]
-	for range trackSlots {
-		s := sh.slots[sh.cursor.Add(1)%trackSlots].Load()
-		if s.state.Load() == slotFree && s.state.CompareAndSwap(slotFree, slotSetup) {
-			s.ctx, s.t = ctx, t
-			s.wake.Store(0)
-			s.doneSeen.Store(0)
-			s.state.Store(slotHeld)
-			return trackRef{slot: s}, s.release
+// track holds t for a retry whose context ctx can end, and returns its
+// reference and the release to hand to the SDK: the first of the release and
+// a refund claims the tokens. When the table has no free slot the retry is
+// not tracked: the zero reference and t's own release.
+//
+// now is the time the caller read, or zero; with it, track sweeps the table
+// when the last sweep is more than reclaimGrace old.
+func (tr *tracked) track(ctx context.Context, t ticket, now time.Time) (trackRef, func(error) error) {
+	if !now.IsZero() {
+		tr.reclaimEvery(reclaimGrace, now)
+	}
+	start := tr.next.Add(1)
+	for try := range 2 {
+		for i := range uint32(trackShards) {
+			sh := &tr.shards[(start+i)%trackShards]
+			if s := sh.take(); s != nil {
+				s.ctx, s.t = ctx, t
+				s.wake.Store(0)
+				s.doneSeen.Store(0)
+				s.state.Store(slotHeld)
+				return trackRef{slot: s, shard: sh}, s.release
+			}
+		}
+		if try == 0 {
+			// Full: sweep once, unless a sweep ran in the last
+			// millisecond (a table full of live retries would make
+			// every retry sweep).
+			tr.reclaimEvery(time.Millisecond, tr.now())
 		}
 	}
 	return trackRef{}, t.release
+}
+
+// reclaimEvery sweeps the table unless a sweep ran less than every ago.
+func (tr *tracked) reclaimEvery(every time.Duration, now time.Time) {
+	at := int64(tr.since(now))
+	last := tr.lastSweep.Load()
+	if at-last < int64(every) || !tr.lastSweep.CompareAndSwap(last, at) {
+		return
+	}
+	tr.sweep(now)
+}
+
+// take returns a free slot of the shard in slotSetup, making one where none
+// was made yet, or nil when every slot is taken.
+func (sh *trackShard) take() *trackSlot {
+	for range trackSlots {
+		p := &sh.slots[sh.cursor.Add(1)%trackSlots]
+		s := p.Load()
+		if s == nil {
+			s = newTrackSlot()
+			s.state.Store(slotSetup)
+			if p.CompareAndSwap(nil, s) {
+				return s
+			}
+			continue
+		}
+		if s.state.Load() == slotFree && s.state.CompareAndSwap(slotFree, slotSetup) {
+			return s
+		}
+	}
+	return nil
 }
 
 // backoffEnds records when the backoff of the retry ref ends.
@@ -170,22 +218,22 @@ func (tr *tracked) backoffEnds(ref trackRef, at time.Time) {
 
 // refund gives the tokens of retry ref back, unless its release or an
 // earlier refund claimed them, and retires its slot.
-func (tr *tracked) refund(ref trackRef, spread uintptr) {
+func (tr *tracked) refund(ref trackRef) {
 	if ref.slot == nil {
 		return
 	}
 	t := ref.slot.t
 	if ref.slot.claim(slotRetired) {
 		t.refund()
-		tr.replace(ref.slot, spread)
+		ref.shard.forget(ref.slot)
 	}
 }
 
-// replace puts a new slot where the retired slot s was.
-func (tr *tracked) replace(s *trackSlot, spread uintptr) {
-	sh := &tr.shards[spread%trackShards]
+// forget empties the place of the retired slot s; a new slot is made there
+// when one is next needed.
+func (sh *trackShard) forget(s *trackSlot) {
 	for i := range sh.slots {
-		if sh.slots[i].CompareAndSwap(s, newTrackSlot()) {
+		if sh.slots[i].CompareAndSwap(s, nil) {
 			return
 		}
 	}
@@ -194,19 +242,25 @@ func (tr *tracked) replace(s *trackSlot, spread uintptr) {
 // reclaim sweeps the table: it refunds the retries whose context ended
 // during their backoff, as the comment above the table says.
 func (tr *tracked) reclaim() {
-	at := tr.since(tr.now())
+	now := tr.now()
+	tr.lastSweep.Store(int64(tr.since(now)))
+	tr.sweep(now)
+}
+
+func (tr *tracked) sweep(now time.Time) {
+	at := tr.since(now)
 	for i := range tr.shards {
 		sh := &tr.shards[i]
 		sh.sweepMu.Lock()
 		for j := range sh.slots {
 			s := sh.slots[j].Load()
-			if s.state.Load() != slotHeld || !s.state.CompareAndSwap(slotHeld, slotSweeping) {
+			if s == nil || s.state.Load() != slotHeld || !s.state.CompareAndSwap(slotHeld, slotSweeping) {
 				continue
 			}
 			if s.due(at) {
 				s.state.Store(slotRetired)
 				s.t.refund()
-				sh.slots[j].Store(newTrackSlot())
+				sh.slots[j].CompareAndSwap(s, nil)
 				continue
 			}
 			s.state.Store(slotHeld)

@@ -18,9 +18,9 @@ func TestOptionErrors(t *testing.T) {
 		value  time.Duration
 		reason string
 	}{
-		"negative base":              {opts: Options{Base: -1}, option: "Base", value: -1, reason: "negative"},
-		"negative throttle base":     {opts: Options{ThrottleBase: -time.Second}, option: "ThrottleBase", value: -time.Second, reason: "negative"},
-		"negative cap":               {opts: Options{Cap: -time.Minute}, option: "Cap", value: -time.Minute, reason: "negative"},
+		"negative base":          {opts: Options{Base: -1}, option: "Base", value: -1, reason: "negative"},
+		"negative throttle base": {opts: Options{ThrottleBase: -time.Second}, option: "ThrottleBase", value: -time.Second, reason: "negative"},
+		"negative cap":           {opts: Options{Cap: -time.Minute}, option: "Cap", value: -time.Minute, reason: "negative"},
 	}
 	for name, c := range cases {
 		for _, strategy := range Strategies() {
@@ -157,17 +157,17 @@ func TestGrowthOptionErrors(t *testing.T) {
 		strategies []Strategy
 		reason     string
 	}{
-		"one, a constant window":   {growth: 1, strategies: windowedStrategies, reason: "must be within [1.01, 8], or 0 for the default 2"},
-		"just below MinGrowth":     {growth: math.Nextafter(MinGrowth, 0), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"just above MaxGrowth":     {growth: math.Nextafter(MaxGrowth, 9), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"a half, a shrinking one":  {growth: 0.5, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"negative":                 {growth: -2, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"smallest subnormal":       {growth: math.SmallestNonzeroFloat64, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"NaN":                      {growth: math.NaN(), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"+Inf":                     {growth: math.Inf(1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"-Inf":                     {growth: math.Inf(-1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"decorrelated, 1.5":        {growth: 1.5, strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
-		"decorrelated, NaN":        {growth: math.NaN(), strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
+		"one, a constant window":  {growth: 1, strategies: windowedStrategies, reason: "must be within [1.01, 8], or 0 for the default 2"},
+		"just below MinGrowth":    {growth: math.Nextafter(MinGrowth, 0), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"just above MaxGrowth":    {growth: math.Nextafter(MaxGrowth, 9), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"a half, a shrinking one": {growth: 0.5, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"negative":                {growth: -2, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"smallest subnormal":      {growth: math.SmallestNonzeroFloat64, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"NaN":                     {growth: math.NaN(), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"+Inf":                    {growth: math.Inf(1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"-Inf":                    {growth: math.Inf(-1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"decorrelated, 1.5":       {growth: 1.5, strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
+		"decorrelated, NaN":       {growth: math.NaN(), strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
 	}
 	for name, c := range cases {
 		for _, strategy := range c.strategies {

@@ -1,0 +1,156 @@
+package jitterretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/smithy-go"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// Build the retryer once, check its options at startup, and hand it to the
+// SDK: config.WithRetryer(func() aws.Retryer { return r }) or a client's
+// Options.Retryer. Keep r for Do.
+func ExampleNew() {
+	r := jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyDecorrelated
+	})
+	if err := r.Err(); err != nil {
+		panic(err) // bad options show up here, not on the first call
+	}
+	var _ aws.RetryerV2 = r
+	fmt.Println(r.MaxAttempts(), r.Remaining())
+	// Output: 4 500
+}
+
+// Invalid options never panic: New reports them through Err, in the name
+// of the field the caller wrote, and every operation fails with them.
+func ExampleRetryer_Err() {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 0 })
+	var oe *jitterretry.OptionsError
+	fmt.Println(errors.As(r.Err(), &oe), oe.Option)
+	_, err := r.GetAttemptToken(context.Background())
+	fmt.Println(errors.Is(err, r.Err()))
+	// Output:
+	// true MaxAttempts
+	// true
+}
+
+// Do retries what only the application can retry. A failed version
+// condition is a conflict: it costs no retry token and has a budget of its
+// own, and the versions the attempt learnt steer the backoff.
+func ExampleDo() {
+	r := jitterretry.New()
+	version, attempts := int64(7), 0
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		attempts++
+		seen := version // read the item
+		if attempts < 3 {
+			version += 2 // two other writers won meanwhile
+			failed := &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"}
+			return jitterretry.Conflict(failed, seen, version)
+		}
+		return nil // the conditional write went through
+	})
+	fmt.Println(err, attempts, r.Remaining())
+	// Output: <nil> 3 500
+}
+
+// Conflict marks any error as a conflict for Do, and keeps it inside.
+func ExampleConflict() {
+	lost := errors.New("version 8 is not 7")
+	err := jitterretry.Conflict(lost, 7, 8)
+	fmt.Println(jitterretry.Classify(err), errors.Is(err, lost))
+	// Output: conflict true
+}
+
+// The bucket also serves the SDK's own retryer; when it is empty the error
+// says that it is the client-side budget, not AWS, that refused.
+func ExampleNewTokenBucket() {
+	b := jitterretry.NewTokenBucket(10, 0)
+	_, err := b.GetToken(context.Background(), 14)
+	var q ratelimit.QuotaExceededError
+	fmt.Println(errors.Is(err, jitterretry.ErrRetryBudgetExhausted), errors.As(err, &q), q.Available, b.Remaining())
+	// Output: true true 10 10
+}
+
+// Classify follows the SDK's default rules without formatting API errors.
+func ExampleClassify() {
+	throttled := &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"}
+	conflict := &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"}
+	fmt.Println(jitterretry.Classify(throttled), jitterretry.Classify(conflict), jitterretry.Classify(context.Canceled))
+	// Output: throttle conflict not_retryable
+}
+
+// A context deadline that the next backoff would pass ends the operation at
+// once, with the throttle that caused the retry still in the error.
+func ExampleGiveUpError() {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Jitter = delayers.StrategyExponential })
+	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	defer cancel()
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	if _, err := r.GetRetryToken(ctx, throttle); err != nil {
+		panic(err)
+	}
+	_, err := r.RetryDelay(1, throttle) // 1 s throttle base > 500 ms left
+	var gu *jitterretry.GiveUpError
+	fmt.Println(errors.As(err, &gu), gu.Reason, errors.Is(err, context.DeadlineExceeded), errors.Is(err, throttle))
+	// Output: true deadline true true
+}
+
+// OnRetry and OnGiveUp see every decision.
+func ExampleOptions_hooks() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
+		o.OnRetry = func(e jitterretry.RetryEvent) { fmt.Println("retry", e.Attempt, e.Class, e.Delay) }
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { fmt.Println("give up:", e.Reason) }
+	})
+	calls := 0
+	_ = jitterretry.Do(context.Background(), r, func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return &smithy.GenericAPIError{Code: "RequestTimeout"}
+		}
+		return &smithy.GenericAPIError{Code: "ValidationException"}
+	})
+	// Output:
+	// retry 1 transient 10ms
+	// give up: not_retryable
+}
+
+// Partitions give each table (or tenant) its own bucket, so one hot table
+// cannot spend every other call's budget.
+func ExampleWithPartition() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity = 20
+		o.PartitionKey = jitterretry.PartitionFromContext
+	})
+	hot := jitterretry.WithPartition(context.Background(), "orders")
+	_, err := r.GetRetryToken(hot, &smithy.GenericAPIError{Code: "RequestTimeout"})
+	fmt.Println(err, r.Remaining()) // the shared bucket is untouched
+	// Output: <nil> 20
+}
+
+// With Options.SendRate set, every attempt waits its turn in
+// GetAttemptToken, at a rate learnt from throttles.
+func ExampleOptions_sendRate() {
+	r := jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 50}
+	})
+	start := time.Now()
+	for range 3 {
+		release, err := r.GetAttemptToken(context.Background()) // at 0, 20 and 40 ms
+		if err != nil {
+			panic(err)
+		}
+		_ = release(nil) // the attempt succeeded
+	}
+	fmt.Println(time.Since(start) >= 40*time.Millisecond)
+	// Output: true
+}

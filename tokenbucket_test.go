@@ -1,0 +1,173 @@
+package jitterretry_test
+
+import (
+	"context"
+	"math"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+)
+
+func TestTokenBucketBounds(t *testing.T) {
+	b := jitterretry.NewTokenBucket(500, 0)
+	assert.Equal(t, uint(500), b.Remaining())
+	require.NoError(t, b.AddTokens(math.MaxUint))
+	assert.Equal(t, uint(500), b.Remaining(), "expect never more than the capacity")
+
+	release, err := b.GetToken(context.Background(), 500)
+	require.NoError(t, err)
+	assert.Equal(t, uint(0), b.Remaining())
+	_, err = b.GetToken(context.Background(), 1)
+	var q ratelimit.QuotaExceededError
+	require.ErrorAs(t, err, &q)
+	assert.Equal(t, ratelimit.QuotaExceededError{Available: 0, Requested: 1}, q)
+	assert.Contains(t, err.Error(), "retry quota exceeded", "expect the SDK's wording")
+	require.NoError(t, release())
+	assert.Equal(t, uint(500), b.Remaining())
+
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err = b.GetToken(ctx, 1)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, uint(500), b.Remaining(), "expect a cancelled caller to take nothing")
+
+	empty := jitterretry.NewTokenBucket(0, math.NaN())
+	_, err = empty.GetToken(context.Background(), 0)
+	assert.NoError(t, err, "expect a free retry from an empty bucket, as the SDK's")
+	_, err = empty.GetToken(context.Background(), 1)
+	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+}
+
+// TestBucketRefillOnTheRetryersClock: the refill reads Options.Clock.
+func TestBucketRefillOnTheRetryersClock(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.BucketRefill, o.RetryCost = 100, 10, 50
+		o.Clock = clock
+	})
+	for range 2 {
+		_, err := r.GetRetryToken(context.Background(), serverErr())
+		require.NoError(t, err)
+	}
+	assert.Equal(t, uint(0), r.Remaining())
+	advance(250 * time.Millisecond)
+	assert.Equal(t, uint(2), r.Remaining(), "expect 2.5 tokens refilled, 2 whole")
+	advance(250 * time.Millisecond)
+	assert.Equal(t, uint(5), r.Remaining(), "expect the fraction carried over")
+	advance(time.Hour)
+	assert.Equal(t, uint(100), r.Remaining(), "expect the refill to stop at the capacity")
+	advance(-2 * time.Hour)
+	assert.Equal(t, uint(100), r.Remaining(), "expect a clock stepped back to refill nothing and break nothing")
+}
+
+// TestTokenBucketConservesTokensUnderContention: no lost refund and no
+// double one: what is left is the capacity less what was taken and kept.
+func TestTokenBucketConservesTokensUnderContention(t *testing.T) {
+	for name, refill := range map[string]float64{"no refill": 0, "with refill": 1e-9} {
+		t.Run(name, func(t *testing.T) {
+			const capacity = 100_000
+			b := jitterretry.NewTokenBucket(capacity, refill)
+			var kept, refused atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 32 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 500 {
+						cost := uint(1 + (g+i)%7)
+						release, err := b.GetToken(context.Background(), cost)
+						if err != nil {
+							refused.Add(1)
+							continue
+						}
+						if i%3 == 0 {
+							kept.Add(int64(cost))
+							continue
+						}
+						assert.NoError(t, release())
+					}
+				}()
+			}
+			wg.Wait()
+			assert.Equal(t, uint(capacity-kept.Load()), b.Remaining())
+			assert.Zero(t, refused.Load(), "expect a bucket large enough to refuse nothing")
+		})
+	}
+}
+
+// TestTokenBucketPlugsIntoStandard: the bucket is a retry.RateLimiter for
+// the SDK's own retryer.
+func TestTokenBucketPlugsIntoStandard(t *testing.T) {
+	b := jitterretry.NewTokenBucket(20, 0)
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.RateLimiter = b
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+	})
+	attempts, err := operation(context.Background(), sdk, script(serverErr))
+	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	assert.Contains(t, err.Error(), "retry quota exceeded")
+	requireAttempts(t, 2, attempts, err)
+	assert.Equal(t, uint(6), b.Remaining())
+}
+
+// TestBucketInvariantsUnderLoad runs many operations at once through the
+// SDK's middleware against answers that throttle every other request, and
+// checks that the bucket ends where the SDK's accounting says: each failed
+// retry loses its cost, each first-attempt success earns one token, each
+// successful retry gets its cost back.
+func TestBucketInvariantsUnderLoad(t *testing.T) {
+	const capacity, start = 100_000, 50_000 // room both ways: nothing saturates
+	bucket := jitterretry.NewTokenBucket(capacity, 0)
+	_, err := bucket.GetToken(context.Background(), capacity-start)
+	require.NoError(t, err)
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.MaxAttempts = jitterretry.UnlimitedAttempts
+		o.RateLimiter = bucket
+	})
+	var requests, firstAttemptOK, retryFailed atomic.Int64
+	answer := func(attempt int) error {
+		if requests.Add(1)%2 == 1 {
+			if attempt > 1 {
+				retryFailed.Add(1)
+			}
+			return throttleErr()
+		}
+		if attempt == 1 {
+			firstAttemptOK.Add(1)
+		}
+		return nil
+	}
+	var wg sync.WaitGroup
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 20 {
+				ctx := context.Background()
+				if (g+i)%2 == 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Minute)
+					defer cancel()
+				}
+				_, err := operation(ctx, r, answer)
+				assert.NoError(t, err)
+			}
+		}()
+	}
+	wg.Wait()
+	require.Positive(t, retryFailed.Load(), "expect contention to make some retries fail")
+	want := start - 5*retryFailed.Load() + firstAttemptOK.Load()
+	assert.Equal(t, uint(want), r.Remaining(), "expect %d tokens: %d failed retries, %d first-attempt successes",
+		want, retryFailed.Load(), firstAttemptOK.Load())
+}
