@@ -20,15 +20,18 @@ import (
 //
 // It returns the paid ticket and the time it read, when it read one (for a
 // deadline).
-func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, class ErrorClass, hint retryAfter, cost uint, margin time.Duration) (ticket, time.Time, *GiveUpError) {
+//
+// joined says that the SDK's middleware will join the refusal with opErr, so
+// its message leaves opErr out.
+func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, class ErrorClass, hint retryAfter, cost uint, margin time.Duration, joined bool) (ticket, time.Time, *GiveUpError) {
 	if err := ctx.Err(); err != nil {
-		return ticket{}, time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err})
+		return ticket{}, time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
 	}
 	var now time.Time
 	if deadline, ok := r.deadline(ctx); ok {
 		now = r.now()
 		if wait, remaining := hint.wait(0), deadline.Sub(now); exceeds(wait, margin, remaining) {
-			return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, Remaining: remaining, Err: opErr})
+			return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, Remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
 	release, foreign, available, ok := l.take(ctx, cost)
@@ -38,7 +41,7 @@ func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, 
 	}
 	if !ok {
 		r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, class, margin)
-		return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost})
+		return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined})
 	}
 	return ticket{lane: l, cost: cost, foreign: foreign, release: release}, now, nil
 }
@@ -68,11 +71,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
-	var left uint
-	if p.lane != nil && r.hooks.meter != nil {
-		left = p.lane.remaining()
-	}
-	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: unchecked}, left)
+	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: unchecked}, p.cost, p.lane)
 	return wait, nil
 }
 

@@ -44,14 +44,22 @@ func (h *hooks) observed() bool {
 	return h.onRetry != nil || h.onGiveUp != nil || h.meter != nil
 }
 
-// retry reports a retry. ctx is the operation's context, or nil where the
-// retryer has none (RetryDelay without a hand-off).
-func (h *hooks) retry(ctx context.Context, e RetryEvent, tokensLeft uint) {
+// retry reports a retry that costs cost tokens of lane l (nil when
+// unknown). ctx is the operation's context, or nil where the retryer has
+// none (RetryDelay without a hand-off).
+func (h *hooks) retry(ctx context.Context, e RetryEvent, cost uint, l *lane) {
 	if h.onRetry != nil {
 		h.onRetry(e)
 	}
 	if h.meter != nil {
-		h.meter.retry(ctx, e, tokensLeft)
+		h.meter.retry(ctx, e)
+	}
+	if span, ok := recordingSpan(ctx); ok {
+		var left uint
+		if l != nil {
+			left = l.remaining()
+		}
+		traceRetry(span, e, cost, left)
 	}
 }
 
@@ -63,6 +71,9 @@ func (h *hooks) giveUp(ctx context.Context, e *GiveUpError) *GiveUpError {
 	}
 	if h.meter != nil {
 		h.meter.giveUp(ctx, e)
+	}
+	if span, ok := recordingSpan(ctx); ok {
+		traceGiveUp(span, e)
 	}
 	return e
 }

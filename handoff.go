@@ -59,6 +59,7 @@ type pendingRetry struct {
 	deadline    time.Time
 	hasDeadline bool
 	margin      time.Duration // what the attempt after the backoff needs
+	cost        uint          // the tokens the retry took
 	ticket      trackRef      // the paid retry, when tracked
 	paid        ticket        // the paid retry, when not tracked
 	refused     bool          // GetRetryToken refused the retry and already backed off

@@ -140,7 +140,8 @@ type Options struct {
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
 	// the send-rate limiter and, with reason GiveUpNotRetryable, of an
 	// error that is not retryable. It must be safe for concurrent use and
-	// quick, and must not keep or change the error.
+	// quick, and must not change the error (it is the one the operation
+	// returns).
 	OnGiveUp func(*GiveUpError)
 
 	// SendRate, when set, turns on the adaptive client-side send-rate

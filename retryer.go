@@ -232,9 +232,8 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		cost = r.costs.throttle
 	}
 	margin := r.margin(l)
-	t, at, gerr := r.admit(ctx, l, 0, opErr, class, hint, cost, margin)
+	t, at, gerr := r.admit(ctx, l, 0, opErr, class, hint, cost, margin, true)
 	if gerr != nil {
-		gerr.joined = true
 		if gerr.Reason == GiveUpBudget {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already.
@@ -244,7 +243,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	// RetryDelay learns the class, the response and the lane from the
 	// hand-off rather than walk the error again.
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: hint, at: at, margin: margin, paid: t}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: hint, at: at, margin: margin, cost: cost, paid: t}
 	release := t.release
 	// A context with a deadline can end; asking Done only when there is
 	// none spares a fresh context the channel it makes on first use.
