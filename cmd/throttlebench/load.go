@@ -122,13 +122,22 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	if m.retryer != nil {
 		retryer = m.retryer()
 	}
+	// The retryer no longer exposes its limiter's rate, so -trace counts
+	// the requests the client sends, which the limiter paces.
+	var transport http.RoundTripper = ct
+	ours, traced := retryer.(*jitterretry.Retryer)
+	traced = traced && m.rate && cfg.trace != nil
+	var sent atomic.Int64
+	if traced {
+		transport = countingTransport{next: ct, sent: &sent}
+	}
 	client := dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(endpoint),
 		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
 			return aws.Credentials{AccessKeyID: "throttlebench", SecretAccessKey: "throttlebench", Source: "throttlebench"}, nil
 		}),
-		HTTPClient: &http.Client{Transport: ct},
+		HTTPClient: &http.Client{Transport: transport},
 		Retryer:    retryer, // nil: the client's own default
 	})
 
@@ -154,14 +163,12 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 			sleepUntil(ctx, start.Add(offset))
 		}
 	}()
-	if cfg.trace != nil {
-		if r, ok := retryer.(*jitterretry.Retryer); ok {
-			phasesDone.Add(1)
-			go func() {
-				defer phasesDone.Done()
-				traceRate(ctx, cfg.trace, m.name, r, start)
-			}()
-		}
+	if traced {
+		phasesDone.Add(1)
+		go func() {
+			defer phasesDone.Done()
+			traceRate(ctx, cfg.trace, m.name, ours, &sent, start)
+		}()
 	}
 
 	end := start.Add(dur)
@@ -269,18 +276,31 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
-// traceRate prints the send rate of r's limiter every second until ctx ends.
-func traceRate(ctx context.Context, w io.Writer, name string, r *jitterretry.Retryer, start time.Time) {
+// traceRate prints, every second until ctx ends, the requests the client
+// of r sent in that second (sent counts them) and r's retry budget.
+func traceRate(ctx context.Context, w io.Writer, name string, r *jitterretry.Retryer, sent *atomic.Int64, start time.Time) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var last int64
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			if rate, ok := r.SendRateIn(""); ok {
-				fmt.Fprintf(w, "trace %s t=%.0fs send rate %.0f/s, budget %d\n", name, now.Sub(start).Seconds(), rate, r.Remaining())
-			}
+			n := sent.Load()
+			fmt.Fprintf(w, "trace %s t=%.0fs sent %d/s, budget %d\n", name, now.Sub(start).Seconds(), n-last, r.Remaining())
+			last = n
 		}
 	}
+}
+
+// countingTransport counts the requests it sends.
+type countingTransport struct {
+	next http.RoundTripper
+	sent *atomic.Int64
+}
+
+func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	t.sent.Add(1)
+	return t.next.RoundTrip(req)
 }

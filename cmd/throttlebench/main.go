@@ -131,7 +131,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		modes     = fs.String("modes", "all", "comma-separated modes, or all: "+strings.Join(defaultModes, ","))
 		scenarios = fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios: steady (10 s at C), drop (2 s at C, 5 s at C/5, 5 s at C)")
 		scale     = fs.Float64("scale", 1, "multiplies every scenario's durations, in (0, 10]")
-		trace     = fs.Bool("trace", false, "print the send rate of ours with the limiter every second to standard error")
+		trace     = fs.Bool("trace", false, "print the requests sent and the retry budget of ours with the limiter every second to standard error")
 		initial   = fs.Float64("initial-rate", 0, "the send rate, requests per second, the +rate modes start at before the first throttle; 0 is unlimited")
 	)
 	fs.Float64Var(&cfg.load.capacity, "capacity", 500, "capacity C of the table, requests per second")

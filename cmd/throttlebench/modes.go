@@ -43,6 +43,9 @@ type mode struct {
 	// retryer builds a fresh retryer for one run; nil keeps the client's
 	// default.
 	retryer func() aws.Retryer
+	// rate is set for ours with the send-rate limiter on, whose sends
+	// -trace reports.
+	rate bool
 }
 
 // parseMode returns the mode called name; the "+rate" modes start their
@@ -52,9 +55,9 @@ func parseMode(name string, initialRate float64) (mode, error) {
 	case modeSDKDefault:
 		return mode{name: name}, nil
 	case modeSDKStandard:
-		return mode{name, func() aws.Retryer { return retry.NewStandard() }}, nil
+		return mode{name: name, retryer: func() aws.Retryer { return retry.NewStandard() }}, nil
 	case modeSDKAdaptive:
-		return mode{name, func() aws.Retryer { return retry.NewAdaptiveMode() }}, nil
+		return mode{name: name, retryer: func() aws.Retryer { return retry.NewAdaptiveMode() }}, nil
 	}
 	rest, ok := strings.CutPrefix(name, oursPrefix)
 	if !ok {
@@ -77,7 +80,7 @@ func parseMode(name string, initialRate float64) (mode, error) {
 	if err := jitterretry.New(jitterretry.DynamoDB, opts).Err(); err != nil {
 		return mode{}, fmt.Errorf("invalid mode %q: %w", name, err)
 	}
-	return mode{name, func() aws.Retryer { return jitterretry.New(jitterretry.DynamoDB, opts) }}, nil
+	return mode{name: name, retryer: func() aws.Retryer { return jitterretry.New(jitterretry.DynamoDB, opts) }, rate: rate}, nil
 }
 
 // parseModes parses a comma-separated list of modes; "all" is defaultModes.

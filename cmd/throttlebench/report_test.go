@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -144,7 +145,7 @@ func TestFailureKind(t *testing.T) {
 		err  error
 		want failures
 	}{
-		"ours, budget": {fmt.Errorf("op: %w", &jitterretry.BudgetError{Available: 3, Requested: 5, Err: throttle}), failures{budget: 1}},
+		"ours, budget": {fmt.Errorf("op: %w", &jitterretry.GiveUpError{Reason: jitterretry.GiveUpBudget, Err: throttle}), failures{budget: 1}},
 		"SDK, quota": {fmt.Errorf("failed to get rate limit token, %w",
 			ratelimit.QuotaExceededError{Available: 3, Requested: 5}), failures{budget: 1}},
 		"max attempts": {fmt.Errorf("op: %w", &retry.MaxAttemptsError{Attempt: 4, Err: throttle}), failures{maxAttempts: 1}},
@@ -166,21 +167,46 @@ func TestParseModes(t *testing.T) {
 		assert.NotNil(t, m.retryer(), m.name)
 	}
 
-	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive", 0)
+	// At an initial rate of 1/s the limiter, when on, makes a second
+	// attempt wait about a second: longer than a 200 ms deadline allows.
+	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive, ours-full", 1)
 	require.NoError(t, err)
-	require.Len(t, ms, 2)
+	require.Len(t, ms, 3)
 	r, ok := ms[0].retryer().(*jitterretry.Retryer)
 	require.True(t, ok)
-	_, limited := r.SendRateIn("")
-	assert.True(t, limited, "expect +rate to turn on the send-rate limiter")
+	assert.True(t, ms[0].rate)
+	assert.True(t, sendWaits(t, r), "expect +rate to turn on the send-rate limiter")
 	assert.Equal(t, 4, r.MaxAttempts(), "expect the DynamoDB preset")
 	_, ok = ms[1].retryer().(*retry.AdaptiveMode)
 	assert.True(t, ok)
+	r, ok = ms[2].retryer().(*jitterretry.Retryer)
+	require.True(t, ok)
+	assert.False(t, ms[2].rate)
+	assert.False(t, sendWaits(t, r), "expect no send-rate limiter without +rate")
 
 	for _, bad := range []string{"", "sdk", "ours-", "ours-full+failfast+rate", "ours-bogus", "ours-full,ours-full"} {
 		_, err := parseModes(bad, 0)
 		assert.Error(t, err, "expect %q rejected", bad)
 	}
+}
+
+// sendWaits reports whether r's send-rate limiter refuses a second attempt
+// at once for want of time before a 200 ms deadline.
+func sendWaits(t *testing.T, r *jitterretry.Retryer) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	for range 2 {
+		release, err := r.GetAttemptToken(ctx)
+		var gu *jitterretry.GiveUpError
+		if errors.As(err, &gu) {
+			require.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "expect a send-rate wait past the deadline, got %v", err)
+			return true
+		}
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	return false
 }
 
 func TestParseFlags(t *testing.T) {

@@ -27,7 +27,9 @@ import (
 	"github.com/jitterretry/jitterretry/internal/ddbwire"
 )
 
-// fast scales the delays down to milliseconds so the suite stays quick.
+// fast scales the delays down to milliseconds so the suite stays quick. The
+// delays must stay positive: option functions see the defaults filled in,
+// and a zero delay is invalid, not "default".
 func fast(o *jitterretry.Options) {
 	o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = time.Millisecond, time.Millisecond, 4*time.Millisecond
 	o.Source = delayers.NewSource(1)
@@ -119,7 +121,7 @@ func TestSuccessOnRetryAfterDrainRefundsCost(t *testing.T) {
 	// Partly drained buckets show the refund arithmetic that a full one hides.
 	sdkLimiter := ratelimit.NewTokenRateLimit(500)
 	_, _ = sdkLimiter.GetToken(context.Background(), 100)
-	ourBucket := jitterretry.NewTokenBucket()
+	ourBucket := jitterretry.NewTokenBucket(500, 0)
 	_, _ = ourBucket.GetToken(context.Background(), 100)
 
 	script := []reply{serverErr, throttle, ok, ok}
@@ -136,37 +138,42 @@ func TestSuccessOnRetryAfterDrainRefundsCost(t *testing.T) {
 }
 
 func TestEmptyBucketFailsFastWithTypedError(t *testing.T) {
-	var gaveUp []jitterretry.GiveUpEvent
+	// A cost above BucketCapacity is invalid, so the 10 tokens are what is
+	// left of a shared bucket.
+	bucket := jitterretry.NewTokenBucket(500, 0)
+	_, err := bucket.GetToken(context.Background(), 490)
+	require.NoError(t, err)
+	var gaveUp []jitterretry.GiveUpError
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.Bucket.Capacity = 10
-		o.OnGiveUp = func(e jitterretry.GiveUpEvent) { gaveUp = append(gaveUp, e) }
+		o.RateLimiter = bucket
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, *e) }
 	})
 	srv := newScriptServer(t, serverErr)
-	err := putItem(context.Background(), newClient(srv.URL, r))
+	err = putItem(context.Background(), newClient(srv.URL, r))
 
 	require.Error(t, err)
 	assert.Equal(t, 1, srv.Calls(), "a 14-token retry from a 10-token bucket is refused")
 	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
-	var be *jitterretry.BudgetError
-	require.ErrorAs(t, err, &be)
-	assert.Equal(t, uint(10), be.Available)
-	assert.Equal(t, uint(14), be.Requested)
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpBudget, gu.Reason)
 	var quota ratelimit.QuotaExceededError
 	require.ErrorAs(t, err, &quota, "code written for the SDK's bucket still matches")
+	assert.Equal(t, uint(10), quota.Available)
 	assert.Equal(t, uint(14), quota.Requested)
 	var ise *types.InternalServerError
-	assert.ErrorAs(t, be, &ise, "the budget error keeps the cause")
+	assert.ErrorAs(t, gu, &ise, "the budget error keeps the cause")
 	assert.Contains(t, err.Error(), "not an AWS throttle")
 	require.Len(t, gaveUp, 1)
 	assert.Equal(t, jitterretry.GiveUpBudget, gaveUp[0].Reason)
 }
 
 func TestDeadlineGiveUpKeepsCause(t *testing.T) {
-	var gaveUp []jitterretry.GiveUpEvent
+	var gaveUp []jitterretry.GiveUpError
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential
 		o.ThrottleBaseDelay = 10 * time.Second
-		o.OnGiveUp = func(e jitterretry.GiveUpEvent) { gaveUp = append(gaveUp, e) }
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, *e) }
 	})
 	srv := newScriptServer(t, throttle, ok)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -231,11 +238,11 @@ func TestRetryAfterHeaderHonoured(t *testing.T) {
 func TestHooks(t *testing.T) {
 	var mu sync.Mutex
 	var retries []jitterretry.RetryEvent
-	var gaveUp []jitterretry.GiveUpEvent
+	var gaveUp []jitterretry.GiveUpError
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
 		o.MaxAttempts = 4
 		o.OnRetry = func(e jitterretry.RetryEvent) { mu.Lock(); retries = append(retries, e); mu.Unlock() }
-		o.OnGiveUp = func(e jitterretry.GiveUpEvent) { mu.Lock(); gaveUp = append(gaveUp, e); mu.Unlock() }
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, *e); mu.Unlock() }
 	})
 	srv := newScriptServer(t, throttle, serverErr, ccf)
 	err := putItem(context.Background(), newClient(srv.URL, r))
@@ -296,13 +303,15 @@ func TestWorksThroughSDKWrappersAndConfig(t *testing.T) {
 
 func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 	cases := map[string]func(*jitterretry.Options){
-		"MaxAttempts zero":     func(o *jitterretry.Options) { o.MaxAttempts = 0 },
-		"MaxAttempts negative": func(o *jitterretry.Options) { o.MaxAttempts = -5 },
-		"negative base":        func(o *jitterretry.Options) { o.BaseDelay = -time.Second },
-		"cap below base":       func(o *jitterretry.Options) { o.BaseDelay, o.MaxBackoff = time.Second, time.Millisecond },
-		"unknown jitter":       func(o *jitterretry.Options) { o.Jitter = "sideways" },
-		"negative margin":      func(o *jitterretry.Options) { o.DeadlineMargin = -1 },
-		"negative refill":      func(o *jitterretry.Options) { o.Bucket.RefillPerSecond = -1 },
+		"MaxAttempts zero":      func(o *jitterretry.Options) { o.MaxAttempts = 0 },
+		"MaxAttempts negative":  func(o *jitterretry.Options) { o.MaxAttempts = -5 },
+		"negative base":         func(o *jitterretry.Options) { o.BaseDelay = -time.Second },
+		"zero base":             func(o *jitterretry.Options) { o.BaseDelay = 0 },
+		"zero cap":              func(o *jitterretry.Options) { o.MaxBackoff = 0 },
+		"unknown jitter":        func(o *jitterretry.Options) { o.Jitter = "sideways" },
+		"negative margin":       func(o *jitterretry.Options) { o.DeadlineMargin = -1 },
+		"negative refill":       func(o *jitterretry.Options) { o.BucketRefill = -1 },
+		"cost above the bucket": func(o *jitterretry.Options) { o.BucketCapacity = 10 },
 		"partition with limiter": func(o *jitterretry.Options) {
 			o.RateLimiter = ratelimit.None
 			o.PartitionKey = jitterretry.PartitionByOperation
@@ -323,7 +332,7 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 
 func TestMaxAttemptsValues(t *testing.T) {
 	assert.Equal(t, 3, jitterretry.New().MaxAttempts())
-	assert.Equal(t, 1, jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = jitterretry.NoRetries }).MaxAttempts())
+	assert.Equal(t, 1, jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 1 }).MaxAttempts())
 	assert.Equal(t, 0, jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = jitterretry.UnlimitedAttempts }).MaxAttempts())
 
 	srv := newScriptServer(t, throttle, throttle, throttle, throttle, throttle, ok)
@@ -361,23 +370,35 @@ func TestNilAndOddInputsNeverPanic(t *testing.T) {
 	require.NoError(t, rel(errors.New("x")))
 }
 
+// TestPartitionsIsolateBudgets: a hot partition spends its own bucket. A
+// partition's tokens are read from the refusals, which report what was
+// available.
 func TestPartitionsIsolateBudgets(t *testing.T) {
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.Bucket.Capacity = 20
+		o.BucketCapacity = 20
 		o.PartitionKey = jitterretry.PartitionFromContext
 	})
 	hot := newScriptServer(t, serverErr)
-	cold := newScriptServer(t, serverErr, ok)
+	cold := newScriptServer(t, serverErr, ok, serverErr)
 	hotCtx := jitterretry.WithPartition(context.Background(), "hot-table")
+	var err error
 	for range 3 {
-		_ = putItem(hotCtx, newClient(hot.URL, r))
+		err = putItem(hotCtx, newClient(hot.URL, r))
 	}
-	left, ok := r.RemainingIn("hot-table")
-	require.True(t, ok)
-	assert.Equal(t, uint(6), left, "one 14-token retry, then refused")
-	require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), "cold-table"), newClient(cold.URL, r)))
-	left, _ = r.RemainingIn("cold-table")
-	assert.Equal(t, uint(20), left)
+	assert.Equal(t, 4, hot.Calls(), "one 14-token retry, then refused")
+	var quota ratelimit.QuotaExceededError
+	require.ErrorAs(t, err, &quota)
+	assert.Equal(t, uint(6), quota.Available, "one 14-token retry, then refused")
+
+	coldCtx := jitterretry.WithPartition(context.Background(), "cold-table")
+	require.NoError(t, putItem(coldCtx, newClient(cold.URL, r)))
+	// Had the cold partition fewer than 20 tokens after its refunded retry,
+	// this operation's retry would be refused at once, or find less left.
+	err = putItem(coldCtx, newClient(cold.URL, r))
+	assert.Equal(t, 4, cold.Calls(), "expect one paid retry of the cold partition's own 20 tokens")
+	require.ErrorAs(t, err, &quota)
+	assert.Equal(t, uint(6), quota.Available)
+	assert.Equal(t, uint(20), r.Remaining(), "expect the shared partition untouched")
 }
 
 func TestBackoffGrowth(t *testing.T) {
@@ -464,10 +485,8 @@ func TestHugeDeadlineMarginGivesUp(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
 }
 
-func TestRemainingInMainAndPartitionOutsideAnOperation(t *testing.T) {
+func TestRemainingAndPartitionOutsideAnOperation(t *testing.T) {
 	r := jitterretry.New()
-	left, ok := r.RemainingIn("")
-	assert.True(t, ok)
-	assert.Equal(t, uint(500), left)
+	assert.Equal(t, uint(500), r.Remaining(), "expect the shared partition's full bucket")
 	assert.Equal(t, "", jitterretry.PartitionByOperation(context.Background()))
 }
