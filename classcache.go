@@ -19,30 +19,29 @@ type classCache struct {
 }
 
 type classCacheSlot struct {
-	mu    sync.Mutex
-	key   error
-	class ErrorClass
-	hint  retryAfter
+	mu   sync.Mutex
+	key  error
+	info errorInfo
 }
 
-// store records err's class and hint; h is keyHash(err).
-func (c *classCache) store(err error, h uintptr, class ErrorClass, hint retryAfter) {
+// store records what inspect found of err; h is keyHash(err).
+func (c *classCache) store(err error, h uintptr, info errorInfo) {
 	if !isPointer(err) {
 		return
 	}
 	s := &c.slots[h%classCacheSlots]
 	s.mu.Lock()
-	s.key, s.class, s.hint = err, class, hint
+	s.key, s.info = err, info
 	s.mu.Unlock()
 }
 
-// load returns err's class and hint if they are cached.
-func (c *classCache) load(err error, h uintptr) (ErrorClass, retryAfter, bool) {
+// load returns what inspect found of err, if it is cached.
+func (c *classCache) load(err error, h uintptr) (errorInfo, bool) {
 	s := &c.slots[h%classCacheSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.key == nil || !isPointer(err) || s.key != err {
-		return 0, retryAfter{}, false
+		return errorInfo{}, false
 	}
-	return s.class, s.hint, true
+	return s.info, true
 }

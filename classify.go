@@ -8,6 +8,7 @@ import (
 	"net/url"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -122,29 +123,24 @@ func (c *classifier) facts(err error) errorFacts {
 }
 
 func (c *classifier) classify(err error) ErrorClass {
-	class, _ := c.inspect(err)
-	return class
+	return c.inspect(err).class
 }
 
-// inspect returns err's class and the x-amz-retry-after hint of the
-// response it carries, from one walk of its chain.
-func (c *classifier) inspect(err error) (ErrorClass, retryAfter) {
+// errorInfo is what the retry decision needs to know of a failed attempt's
+// error, found in one walk of its chain.
+type errorInfo struct {
+	class ErrorClass
+	hint  retryAfter    // the response's x-amz-retry-after
+	cut   time.Duration // how long the attempt ran before AttemptTimeout cut it; 0 if it did not
+}
+
+// inspect returns what the retry decision needs to know of err.
+func (c *classifier) inspect(err error) errorInfo {
 	if err == nil {
-		return ClassNotRetryable, retryAfter{}
+		return errorInfo{}
 	}
 	f := c.facts(err)
-	return c.classOf(err, &f), retryAfterOf(f.httpResponse(err))
-}
-
-// retryAfterIn returns the x-amz-retry-after hint of the response err
-// carries, if any.
-func retryAfterIn(err error) retryAfter {
-	if err == nil {
-		return retryAfter{}
-	}
-	var f errorFacts
-	f.walk(err, 0)
-	return retryAfterOf(f.httpResponse(err))
+	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut}
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
@@ -275,6 +271,7 @@ type errorFacts struct {
 	foreignAs       bool // a node has an As method
 	nodes           int  // nodes visited so far
 	response        *http.Response
+	cut             time.Duration // the timeout of an attempt AttemptTimeout cut
 }
 
 // httpResponse returns the response of the first smithy HTTP response error
@@ -349,6 +346,12 @@ func (f *errorFacts) visit(err error) {
 		return
 	case *GiveUpError:
 		f.gaveUp = true
+		return
+	case *attemptTimeoutError:
+		if f.cut == 0 {
+			f.cut = e.timeout
+		}
+		f.retryableErr = seenBool{true, true}
 		return
 	}
 	if err == context.Canceled {

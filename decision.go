@@ -31,7 +31,7 @@ func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, 
 	if deadline, ok := r.deadline(ctx); ok {
 		now = r.now()
 		if wait, remaining := hint.wait(0), deadline.Sub(now); exceeds(wait, margin, remaining) {
-			return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, Remaining: remaining, Err: opErr, joined: joined})
+			return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
 	release, foreign, available, ok := l.take(ctx, cost)
@@ -67,7 +67,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, Remaining: remaining, Err: opErr})
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, remaining: remaining, Err: opErr})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -96,7 +96,7 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 // the deadline, for the attempt itself: Options.DeadlineMargin when set,
 // otherwise what recent attempts on the lane took.
 func (r *Retryer) margin(l *lane) time.Duration {
-	if r.fixedMargin > 0 {
+	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin
 	}
 	return l.attempts.estimate()

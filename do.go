@@ -154,7 +154,8 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time, took time.Duration) (time.Duration, error) {
 	r, l := d.r, d.lane
 	class := d.o.Classify(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: retryAfterIn(err), margin: max(r.margin(l), took)}
+	info := r.classes.inspect(err)
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(l), took, info.cut)}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {

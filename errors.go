@@ -10,6 +10,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 )
@@ -90,18 +91,16 @@ type GiveUpError struct {
 
 	// Delay is the refused backoff, after the service's x-amz-retry-after
 	// hint, or the refused wait of the send-rate limiter (GiveUpDeadline).
+	// The message also says how much time was left.
 	Delay time.Duration
-
-	// Remaining is the time that was left until the context's deadline
-	// (GiveUpDeadline).
-	Remaining time.Duration
 
 	// Err is the failed attempt's error; nil for a wait of the send-rate
 	// limiter before an attempt.
 	Err error
 
-	available, requested uint  // GiveUpBudget
-	ctxErr               error // GiveUpCanceled: the context's error
+	remaining            time.Duration // GiveUpDeadline: time left until the deadline
+	available, requested uint          // GiveUpBudget
+	ctxErr               error         // GiveUpCanceled: the context's error
 	// joined is set when the SDK's middleware joins this error with Err:
 	// the message then leaves Err out, so that the cause is printed once.
 	joined bool
@@ -124,7 +123,7 @@ func (e *GiveUpError) Error() string {
 			what = "send-rate wait"
 		}
 		msg = fmt.Sprintf("jitterretry: gave up: %s %v would end past the context deadline (%v left)",
-			what, e.Delay, e.Remaining.Round(time.Millisecond))
+			what, e.Delay, e.remaining.Round(time.Millisecond))
 	case GiveUpCanceled:
 		msg = fmt.Sprintf("jitterretry: gave up: context done (%v)", e.ctxErr)
 	case GiveUpMaxAttempts:
@@ -158,11 +157,23 @@ func (e *GiveUpError) Is(target error) bool {
 	return false
 }
 
-// As fills a *ratelimit.QuotaExceededError target for GiveUpBudget and a
-// **retry.MaxAttemptsError target for GiveUpMaxAttempts, so code written for
-// the SDK's retry.Standard keeps working.
+// As fills a *ratelimit.QuotaExceededError target for GiveUpBudget, a
+// **retry.MaxAttemptsError target for GiveUpMaxAttempts, and, for
+// GiveUpCanceled, a target of the SDK's cancellation types
+// (**aws.RequestCanceledError, or the interface with CanceledError() bool),
+// so code written for the SDK's retry.Standard keeps working.
 func (e *GiveUpError) As(target any) bool {
 	switch t := target.(type) {
+	case **aws.RequestCanceledError:
+		if e.Reason == GiveUpCanceled {
+			*t = &aws.RequestCanceledError{Err: e.ctxErr}
+			return true
+		}
+	case *interface{ CanceledError() bool }:
+		if e.Reason == GiveUpCanceled {
+			*t = &aws.RequestCanceledError{Err: e.ctxErr}
+			return true
+		}
 	case *ratelimit.QuotaExceededError:
 		if e.Reason == GiveUpBudget {
 			*t = ratelimit.QuotaExceededError{Available: e.available, Requested: e.requested}

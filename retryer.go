@@ -140,10 +140,10 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 	if r.ready() != nil || err == nil {
 		return false
 	}
-	class, hint := r.classes.inspect(err)
-	switch class {
+	info := r.classes.inspect(err)
+	switch info.class {
 	case ClassTransient, ClassThrottle:
-		r.classCache.store(err, keyHash(err), class, hint) // for the GetRetryToken that follows
+		r.classCache.store(err, keyHash(err), info) // for the GetRetryToken that follows
 		return true
 	}
 	if r.hooks.onGiveUp != nil || r.hooks.meter != nil {
@@ -223,18 +223,20 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	l := r.lanes.get(ctx)
 	hash := keyHash(opErr)
-	class, hint, cached := r.classCache.load(opErr, hash)
+	info, cached := r.classCache.load(opErr, hash)
 	if !cached {
-		class, hint = r.classes.inspect(opErr)
+		info = r.classes.inspect(opErr)
 	}
+	class := info.class
 	cost := r.costs.retry
 	if class == ClassThrottle {
 		cost = r.costs.throttle
 	}
-	margin := r.margin(l)
-	t, at, gerr := r.admit(ctx, l, 0, opErr, class, hint, cost, margin, true)
+	// An attempt cut by AttemptTimeout says how long the next one may take.
+	margin := max(r.margin(l), info.cut)
+	t, at, gerr := r.admit(ctx, l, 0, opErr, class, info.hint, cost, margin, true)
 	if gerr != nil {
-		if gerr.Reason == GiveUpBudget {
+		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already.
 			r.put(opErr, hash, pendingRetry{refused: true})
@@ -243,7 +245,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	// RetryDelay learns the class, the response and the lane from the
 	// hand-off rather than walk the error again.
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: hint, at: at, margin: margin, cost: cost, paid: t}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, at: at, margin: margin, cost: cost, paid: t}
 	release := t.release
 	// A context with a deadline can end; asking Done only when there is
 	// none spares a fresh context the channel it makes on first use.
@@ -287,7 +289,8 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 		return 0, nil
 	}
 	if status != handoffFound {
-		p.class, p.hint = r.classes.inspect(opErr)
+		info := r.classes.inspect(opErr)
+		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil), info.cut)
 	}
 	d, err := r.backoffFor(attempt, opErr, p.class)
 	if err != nil {

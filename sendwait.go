@@ -34,7 +34,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) (time.Time, error) {
 		}
 		if deadline, ok := r.deadline(ctx); ok {
 			if remaining := deadline.Sub(now); exceeds(wait, r.margin(l), remaining) {
-				return time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, Remaining: remaining})
+				return time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, remaining: remaining})
 			}
 		}
 		start := now

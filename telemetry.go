@@ -152,7 +152,7 @@ func traceGiveUp(span tracing.Span, e *GiveUpError) {
 		o.Properties.Set("jitterretry.attempt", e.Attempt)
 		if e.Reason == GiveUpDeadline {
 			o.Properties.Set("jitterretry.delay_ms", e.Delay.Milliseconds())
-			o.Properties.Set("jitterretry.remaining_ms", e.Remaining.Milliseconds())
+			o.Properties.Set("jitterretry.remaining_ms", e.remaining.Milliseconds())
 		}
 	})
 }

@@ -6,6 +6,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
 // This file owns the retry token bucket.
@@ -67,12 +69,13 @@ func (b *TokenBucket) Remaining() uint {
 // GetToken takes cost tokens. It returns a function that gives them back
 // (the SDK calls it when the retry succeeded), or, when the bucket holds
 // fewer than cost tokens, a *GiveUpError with reason GiveUpBudget ("retry
-// quota exceeded"), without taking any. A done ctx gives a *GiveUpError
-// with reason GiveUpCanceled.
+// quota exceeded"), without taking any. A done ctx gives, as the SDK's
+// bucket does, an error with CanceledError() true (an
+// *aws.RequestCanceledError), which no retryer retries.
 func (b *TokenBucket) GetToken(ctx context.Context, cost uint) (func() error, error) {
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
-			return nil, &GiveUpError{Reason: GiveUpCanceled, ctxErr: err}
+			return nil, &aws.RequestCanceledError{Err: err}
 		}
 	}
 	if avail, ok := b.take(cost); !ok {
