@@ -40,8 +40,8 @@ func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, 
 		release, foreign, available, ok = l.take(ctx, cost)
 	}
 	if !ok {
-		r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, class, margin)
-		return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined})
+		waited := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, class, margin)
+		return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
 	}
 	return ticket{lane: l, cost: cost, foreign: foreign, release: release}, now, nil
 }
@@ -105,17 +105,21 @@ func (r *Retryer) margin(l *lane) time.Duration {
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an
 // empty budget fails the operation, so that callers that send again at once
 // cannot turn the empty budget into a storm. It never waits past ctx's
-// deadline: when the backoff would end past it, it returns at once.
-func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration) {
+// deadline: when the backoff would end past it, it returns at once. It
+// returns how long it waited.
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration) time.Duration {
 	if r.failFast {
-		return
+		return 0
 	}
 	d, err := r.backoffFor(attempt, opErr, class)
 	if err != nil || d <= 0 {
-		return
+		return 0
 	}
 	if deadline, ok := ctx.Deadline(); ok && exceeds(d, margin, deadline.Sub(r.now())) {
-		return
+		return 0
 	}
-	_ = sleep(ctx, d)
+	if sleep(ctx, d) != nil {
+		return 0
+	}
+	return d
 }

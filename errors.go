@@ -91,7 +91,9 @@ type GiveUpError struct {
 
 	// Delay is the refused backoff, after the service's x-amz-retry-after
 	// hint, or the refused wait of the send-rate limiter (GiveUpDeadline).
-	// The message also says how much time was left.
+	// Refused by GetRetryToken, before the backoff is drawn, it is the
+	// shortest wait the hint allows. The message also says how much time
+	// was left.
 	Delay time.Duration
 
 	// Err is the failed attempt's error; nil for a wait of the send-rate
@@ -99,6 +101,7 @@ type GiveUpError struct {
 	Err error
 
 	remaining            time.Duration // GiveUpDeadline: time left until the deadline
+	waited               time.Duration // GiveUpBudget: the backoff waited before refusing
 	available, requested uint          // GiveUpBudget
 	ctxErr               error         // GiveUpCanceled: the context's error
 	// joined is set when the SDK's middleware joins this error with Err:

@@ -63,6 +63,7 @@ type pendingRetry struct {
 	ticket      trackRef      // the paid retry, when tracked
 	paid        ticket        // the paid retry, when not tracked
 	refused     bool          // GetRetryToken refused the retry and already backed off
+	waited      time.Duration // for that long
 }
 
 // refund gives the tokens of the retry back, unless they were claimed.

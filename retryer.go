@@ -101,6 +101,9 @@ func New(optFns ...func(*Options)) *Retryer {
 		sendRate:  o.SendRate,
 		now:       o.Clock,
 		partition: o.PartitionKey,
+		isThrottle: func(err error) bool {
+			return r.classes.classify(err) == ClassThrottle
+		},
 	})
 	r.hooks.meter = newMeter(o.MeterProvider, r.lanes)
 	return r
@@ -175,20 +178,10 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if l.sender == nil {
 		return l.attempts.measure(l.attemptRelease), nil
 	}
-	sentAt, err := r.waitToSend(ctx, l)
-	if err != nil {
+	if err := r.waitToSend(ctx, l); err != nil {
 		return nil, err
 	}
-	release := l.attempts.measure(l.attemptRelease)
-	return func(err error) error {
-		switch {
-		case err == nil:
-			l.sender.observe(sentAt, r.now(), false)
-		case r.classes.classify(err) == ClassThrottle:
-			l.sender.observe(sentAt, r.now(), true)
-		}
-		return release(err)
-	}, nil
+	return l.attempts.measure(l.sendRelease), nil
 }
 
 // GetInitialToken is the form of GetAttemptToken for callers of the older
@@ -239,7 +232,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already.
-			r.put(opErr, hash, pendingRetry{refused: true})
+			r.put(opErr, hash, pendingRetry{refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
 	}
@@ -279,18 +272,21 @@ func (r *Retryer) put(opErr error, hash uintptr, p pendingRetry) {
 // so the retryer pairs the two calls by their error value (see
 // RetryEvent.Unchecked for when it cannot). After GetRetryToken refused a
 // retry and backed off (a long-polling operation asks for a delay then),
-// RetryDelay returns 0.
+// RetryDelay returns what is left of the attempt's backoff.
 func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
 	}
 	p, status, hadDeadline := r.handoff.take(opErr)
-	if status == handoffFound && p.refused {
-		return 0, nil
-	}
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
 		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil), info.cut)
+	}
+	if status == handoffFound && p.refused {
+		// A long-polling operation's backoff after a refusal: what is
+		// left of this attempt's backoff after the wait before refusing.
+		d, err := r.backoffFor(attempt, opErr, p.class)
+		return max(d-p.waited, 0), err
 	}
 	d, err := r.backoffFor(attempt, opErr, p.class)
 	if err != nil {
