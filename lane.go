@@ -38,6 +38,7 @@ type lane struct {
 
 	// Built once, so that handing them out allocates nothing.
 	attemptRelease              func(error) error
+	sendRelease                 func(error) error // attemptRelease that also tells the limiter
 	retryRefund, throttleRefund func(error) error
 }
 
@@ -60,7 +61,22 @@ func newLane(key string, cfg *laneConfig) *lane {
 	})
 	l.retryRefund = l.refundOnSuccess(l.costs.retry)
 	l.throttleRefund = l.refundOnSuccess(l.costs.throttle)
-	l.attempts.init(cfg.now, l.attemptRelease)
+	release := l.attemptRelease
+	if l.sender != nil {
+		// The limiter learns from successes and throttles; other failures
+		// say nothing about the rate.
+		l.sendRelease = func(err error) error {
+			switch {
+			case err == nil:
+				l.sender.observe(cfg.now(), false, l.attempts.estimate())
+			case cfg.isThrottle(err):
+				l.sender.observe(cfg.now(), true, l.attempts.estimate())
+			}
+			return l.attemptRelease(err)
+		}
+		release = l.sendRelease
+	}
+	l.attempts.init(cfg.now, release)
 	return l
 }
 
@@ -73,6 +89,8 @@ type laneConfig struct {
 	sendRate  *SendRateOptions
 	now       func() time.Time
 	partition func(context.Context) string
+	// isThrottle classifies a failed attempt's error for the limiter.
+	isThrottle func(error) bool
 }
 
 // initialRelease is the release of the deprecated GetInitialToken: as the

@@ -60,7 +60,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 				waiting = kept
 			default: // an answer to a request sent earlier
 				if len(sent) > 0 {
-					l.observe(sent[0], now, op&1 == 1)
+					l.observe(now, op&1 == 1, time.Duration(op>>1)*time.Millisecond)
 					sent = sent[1:]
 				}
 			}

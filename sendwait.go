@@ -12,8 +12,7 @@ import (
 // (a cut, a rise, the first place given back in a window). It gives the
 // place back and fails when the wait would end, with the lane's margin, past
 // ctx's deadline (unless deadline give-ups are off), or when ctx ends first.
-// It returns the time the place was found due: the send time.
-func (r *Retryer) waitToSend(ctx context.Context, l *lane) (time.Time, error) {
+func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	now := r.now()
 	place := l.sender.reserve(now)
 	due := false
@@ -30,16 +29,16 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) (time.Time, error) {
 			if waited > 0 && r.hooks.meter != nil {
 				r.hooks.meter.sendWait(ctx, l.key, waited)
 			}
-			return now, nil
+			return nil
 		}
 		if deadline, ok := r.deadline(ctx); ok {
 			if remaining := deadline.Sub(now); exceeds(wait, r.margin(l), remaining) {
-				return time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, remaining: remaining})
+				return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, remaining: remaining})
 			}
 		}
 		start := now
 		if err := sleepUntil(ctx, min(wait, sendWindow), changed); err != nil {
-			return time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Partition: l.key, ctxErr: err})
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Partition: l.key, ctxErr: err})
 		}
 		now = r.now()
 		waited += now.Sub(start)

@@ -1,0 +1,181 @@
+package jitterretry
+
+import (
+	"container/heap"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// limiterSim runs clients with send-rate limiters against a service model
+// in virtual time, so the limiter's behaviour under load is tested on a
+// fake clock: every worker of a client sends in a closed loop (an attempt,
+// its answer a round trip later, the next attempt at once), waiting for its
+// turn in the client's limiter.
+type limiterSim struct {
+	now     time.Time
+	events  eventHeap
+	rtt     time.Duration
+	service *simService
+	clients []*simClient
+}
+
+type simClient struct {
+	l         *sendRate
+	workers   int
+	unlimited bool          // sends without asking the limiter: the no-limiter baseline
+	stop      time.Duration // workers stop asking from then on; zero: never
+	// successes, throttles and sends per second of virtual time
+	ok, thr, sent []int
+}
+
+// simService admits requests from a token bucket of capacity per second
+// (burst tokens at most), after throttling each with probability p whatever
+// the load.
+type simService struct {
+	capacity func(t time.Duration) float64 // +Inf: unlimited
+	burst    float64
+	p        float64
+	rng      *rand.Rand
+	tokens   float64
+	last     time.Duration
+}
+
+func (s *simService) admit(at time.Duration) bool {
+	if s.p > 0 && s.rng.Float64() < s.p {
+		return false
+	}
+	c := s.capacity(at)
+	if math.IsInf(c, 1) {
+		return true
+	}
+	s.tokens = math.Min(s.burst, s.tokens+(at-s.last).Seconds()*c)
+	s.last = at
+	if s.tokens >= 1 {
+		s.tokens--
+		return true
+	}
+	return false
+}
+
+type simEvent struct {
+	at     time.Time
+	client *simClient
+	place  sendPlace // a worker waiting for its turn
+	answer bool      // an answer arrives
+	ok     bool
+}
+
+type eventHeap []simEvent
+
+func (h eventHeap) Len() int           { return len(h) }
+func (h eventHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)        { *h = append(*h, x.(simEvent)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+func newLimiterSim(rtt time.Duration, service *simService) *limiterSim {
+	return &limiterSim{now: t0, rtt: rtt, service: service}
+}
+
+// add adds a client with workers that start at offset start.
+func (s *limiterSim) add(l *sendRate, workers int, start time.Duration) *simClient {
+	c := &simClient{l: l, workers: workers}
+	s.clients = append(s.clients, c)
+	for range workers {
+		s.ask(c, s.now.Add(start))
+	}
+	return c
+}
+
+// ask has a worker of c take a place at t.
+func (s *limiterSim) ask(c *simClient, t time.Time) {
+	if c.stop > 0 && t.Sub(t0) >= c.stop {
+		return
+	}
+	if c.unlimited {
+		heap.Push(&s.events, simEvent{at: t, client: c, place: sendPlace{place: math.MaxUint64}})
+		return
+	}
+	heap.Push(&s.events, simEvent{at: t, client: c, place: c.l.reserve(t)})
+}
+
+// run processes events until d of virtual time has passed since t0.
+func (s *limiterSim) run(d time.Duration) {
+	end := t0.Add(d)
+	for s.events.Len() > 0 {
+		e := heap.Pop(&s.events).(simEvent)
+		if e.at.After(end) {
+			heap.Push(&s.events, e)
+			return
+		}
+		s.now = e.at
+		sec := int(e.at.Sub(t0) / time.Second)
+		c := e.client
+		if e.answer {
+			if !c.unlimited {
+				c.l.observe(e.at, !e.ok, s.rtt)
+			}
+			bump(&c.ok, sec, e.ok)
+			bump(&c.thr, sec, !e.ok)
+			s.ask(c, e.at)
+			continue
+		}
+		if !c.unlimited {
+			wait, _ := c.l.delay(e.place, e.at)
+			if wait > 0 {
+				e.at = e.at.Add(min(wait, sendWindow))
+				heap.Push(&s.events, e)
+				continue
+			}
+		}
+		bump(&c.sent, sec, true)
+		// Round trips vary by ±20%, as on a real network: without it,
+		// clients lock into phases where one always reaches the service
+		// just before the other.
+		rtt := time.Duration(float64(s.rtt) * (0.8 + 0.4*s.service.rng.Float64()))
+		ok := s.service.admit(e.at.Sub(t0) + rtt/2)
+		heap.Push(&s.events, simEvent{at: e.at.Add(rtt), client: c, answer: true, ok: ok})
+	}
+}
+
+func bump(counts *[]int, sec int, yes bool) {
+	for len(*counts) <= sec {
+		*counts = append(*counts, 0)
+	}
+	if yes {
+		(*counts)[sec]++
+	}
+}
+
+// sum returns the total of counts over seconds [from, to).
+func sum(counts []int, from, to int) int {
+	n := 0
+	for i := from; i < to && i < len(counts); i++ {
+		n += counts[i]
+	}
+	return n
+}
+
+// jain returns Jain's fairness index of xs: 1 when all are equal, 1/n when
+// one has everything.
+func jain(xs []float64) float64 {
+	var s, sq float64
+	for _, x := range xs {
+		s += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 1
+	}
+	return s * s / (float64(len(xs)) * sq)
+}
+
+func constantCapacity(c float64) func(time.Duration) float64 {
+	return func(time.Duration) float64 { return c }
+}

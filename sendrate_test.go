@@ -1,0 +1,185 @@
+package jitterretry
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// The limiter's control, in virtual time (sendrate_sim_test.go): K workers
+// per client in a closed loop, a 2 ms round trip, a service that throttles
+// beyond its capacity (burst 50) or at random.
+
+func service(capacity func(time.Duration) float64, p float64) *simService {
+	return &simService{capacity: capacity, burst: 50, tokens: 50, p: p, rng: rand.New(rand.NewPCG(1, 2))}
+}
+
+// TestSendRateSettlesAtCapacity: one client of 64 workers against a
+// capacity of 500/s settles at it, with few throttles.
+func TestSendRateSettlesAtCapacity(t *testing.T) {
+	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(500), 0))
+	l := newSendRate(SendRateOptions{})
+	if testing.Verbose() {
+		l.trace = t.Logf
+	}
+	c := sim.add(l, 64, 0)
+	sim.run(10 * time.Second)
+	ok, sent := sum(c.ok, 2, 10), sum(c.sent, 2, 10)
+	assert.GreaterOrEqual(t, float64(ok)/8, 0.95*500, "expect ≥95%% of the capacity once settled, got %d/s", ok/8)
+	assert.LessOrEqual(t, float64(sent)/float64(ok), 1.05, "expect ≤1.05 calls per success, got %d/%d", sent, ok)
+}
+
+// TestSendRateIgnoresThrottlesItCannotHelp: when each request is throttled
+// with some probability whatever the rate (other tenants use the table),
+// cutting would not reduce the throttles: the limiter keeps at least 90% of
+// the throughput of no limiter, and makes no more calls per success.
+func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
+	for _, p := range []float64{0.2, 0.05} {
+		for _, k := range []int{8, 64} {
+			t.Run(fmt.Sprintf("p=%v,K=%d", p, k), func(t *testing.T) {
+				run := func(unlimited bool) (ok, sent int) {
+					sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(math.Inf(1)), p))
+					l := newSendRate(SendRateOptions{})
+					if testing.Verbose() && !unlimited {
+						l.trace = t.Logf
+					}
+					c := &simClient{l: l, workers: k, unlimited: unlimited}
+					sim.clients = append(sim.clients, c)
+					for range k {
+						sim.ask(c, sim.now)
+					}
+					sim.run(10 * time.Second)
+					return sum(c.ok, 0, 10), sum(c.sent, 0, 10)
+				}
+				baseOK, baseSent := run(true)
+				ok, sent := run(false)
+				assert.GreaterOrEqual(t, float64(ok), 0.9*float64(baseOK), "expect ≥90%% of the successes without limiter (%d), got %d", baseOK, ok)
+				assert.LessOrEqual(t, float64(sent)/float64(ok), float64(baseSent)/float64(baseOK)*1.01,
+					"expect no more calls per success than without limiter")
+			})
+		}
+	}
+}
+
+// TestSendRateFairShares: independent clients sharing one capacity, each
+// with its own limiter and no way to talk to each other, end with similar
+// shares: two clients, one of which arrives late, and a fleet of 16.
+func TestSendRateFairShares(t *testing.T) {
+	cases := map[string]struct {
+		clients, workers int
+		late             time.Duration // the last client starts then
+	}{
+		"two clients":             {clients: 2, workers: 32},
+		"two, one arriving late":  {clients: 2, workers: 32, late: 5 * time.Second},
+		"a fleet of 16 × 4":       {clients: 16, workers: 4},
+		"a fleet of 16, one late": {clients: 16, workers: 4, late: 5 * time.Second},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(500), 0))
+			for i := range tc.clients {
+				start := time.Duration(0)
+				if i == tc.clients-1 {
+					start = tc.late
+				}
+				l := newSendRate(SendRateOptions{})
+				if testing.Verbose() {
+					id := i
+					l.trace = func(f string, args ...any) { t.Logf(fmt.Sprintf("[%d] ", id)+f, args...) }
+				}
+				sim.add(l, tc.workers, start)
+			}
+			sim.run(30 * time.Second)
+			var shares []float64
+			total := 0
+			for _, c := range sim.clients {
+				n := sum(c.ok, 20, 30)
+				shares = append(shares, float64(n))
+				total += n
+			}
+			assert.GreaterOrEqual(t, jain(shares), 0.9, "expect fair shares over the last 10 s, got %v", shares)
+			assert.GreaterOrEqual(t, float64(total)/10, 0.95*500, "expect ≥95%% of the capacity used, got %d/s", total/10)
+		})
+	}
+}
+
+// TestSendRateAfterWarmUp: an unthrottled warm-up of 1000 workers raises the
+// rate only as far as the service accepted; when the capacity then falls to
+// 500/s, the limiter finds it within a few round trips.
+func TestSendRateAfterWarmUp(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at < time.Second {
+			return math.Inf(1)
+		}
+		return 500
+	}
+	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
+	l := newSendRate(SendRateOptions{InitialRate: 500})
+	c := sim.add(l, 1000, 0)
+	sim.run(time.Second)
+	warm := l.currentRate()
+	sent := float64(sum(c.sent, 0, 1))
+	assert.LessOrEqual(t, warm, 2*sent, "expect the rate at most twice what the warm-up sent (%v/s), got %v", sent, warm)
+	sim.run(3 * time.Second)
+	assert.LessOrEqual(t, sum(c.thr, 1, 2), 300, "expect few throttles in the first throttled second, got %d", sum(c.thr, 1, 2))
+	assert.GreaterOrEqual(t, float64(sum(c.ok, 2, 3)), 0.95*500, "expect the capacity used the second after")
+}
+
+// TestSendRateRecovers: when capacity returns from 100/s to 500/s, the first
+// second after it averages at least 90% of it.
+func TestSendRateRecovers(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at >= 2*time.Second && at < 7*time.Second {
+			return 100
+		}
+		return 500
+	}
+	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
+	c := sim.add(newSendRate(SendRateOptions{}), 64, 0)
+	sim.run(12 * time.Second)
+	assert.LessOrEqual(t, sum(c.ok, 4, 7), int(1.1*100*3), "expect the drop followed")
+	first := sum(c.ok, 7, 8)
+	assert.GreaterOrEqual(t, float64(first), 0.9*500, "expect ≥90%% of the capacity in the first second after it returns, got %d", first)
+}
+
+// TestSendRateForgetsWhenIdle: an idle minute brings the limiter back to its
+// initial rate, and a lane with such a limiter can be forgotten.
+func TestSendRateForgetsWhenIdle(t *testing.T) {
+	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(200), 0))
+	l := newSendRate(SendRateOptions{})
+	c := sim.add(l, 16, 0)
+	c.stop = 3 * time.Second
+	sim.run(3 * time.Second)
+	require.False(t, math.IsInf(l.currentRate(), 1), "expect a limit after throttles")
+	require.False(t, l.forgettable())
+	later := sim.now.Add(2 * time.Minute)
+	l.reserve(later)
+	assert.True(t, math.IsInf(l.currentRate(), 1), "expect the initial (unlimited) rate after an idle spell")
+}
+
+func TestSendRateZeroValueIsUnlimited(t *testing.T) {
+	var l sendRate
+	assert.True(t, math.IsInf(l.currentRate(), 1))
+	assert.Equal(t, time.Duration(0), reserve(&l, t0))
+	assert.True(t, l.forgettable())
+}
+
+func TestSendRateOptionsValidated(t *testing.T) {
+	for name, o := range map[string]SendRateOptions{
+		"negative initial":      {InitialRate: -1},
+		"NaN min":               {MinRate: math.NaN()},
+		"max below min":         {MinRate: 10, MaxRate: 5},
+		"max below default min": {MaxRate: 0.5},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var oe *OptionsError
+			assert.ErrorAs(t, o.validate(), &oe)
+		})
+	}
+	assert.NoError(t, SendRateOptions{MinRate: 0.1, MaxRate: 0.5}.validate(), "expect a slow ceiling valid above a slower floor")
+}
