@@ -11,17 +11,19 @@ import (
 // the item, and spaces its attempts so that the item stays busy without
 // being fought over.
 //
-// A conflict that reports the item's current version tells the loop how many
-// writes won since it last looked. Over the span between two conflicts,
-// those wins and the round trip of an attempt give the share of time the
-// item is busy with winning writes, rho; from rho, the load offered by all
-// competitors, G = rho/(1-rho), and from G the number of competitors m.
-// The next sleep is drawn uniformly in [W/2, 3W/2], where W is the mean
-// sleep that brings the competitors' offered load to targetLoad:
-// W = m*rtt/targetLoad - 2*rtt. When rho is close to 1 the item is
-// saturated and G says little, so the estimate of m triples instead. The
-// first retry, before any estimate, waits uniformly up to firstWindow round
-// trips.
+// A conflict reports the version the attempt read and the item's current
+// version (DynamoDB returns the item with ReturnValuesOnConditionCheckFailure
+// set to ALL_OLD). The wins between the previous conflict and this attempt's
+// read, over that span, give the share of time the item is busy with
+// winning writes, rho, each taking v, the span an attempt holds the item
+// open (half its round trips: from its read to its write); from rho, the
+// load all competitors offer, G = rho/(1-rho), and from G and the client's
+// own cycle the number of competitors m = G*cycle/v. The next sleep is drawn
+// uniformly in [W/2, 3W/2], where W = m*v/targetLoad - 2*v is the mean sleep
+// that brings the competitors' offered load to targetLoad. When rho is
+// close to 1 the item is saturated and G says little, so the estimate of m
+// grows by saturatedGrowth instead. The first retry, before any estimate,
+// waits uniformly up to firstWindow times v.
 //
 // Without versions (Next with current <= seen) it is blind: full jitter
 // whose window starts at blindBase round trips and grows by blindGrowth
@@ -37,27 +39,32 @@ type Contention struct {
 	// Source supplies the randomness. Nil means the runtime's generator.
 	Source Source
 
-	rtt         time.Duration // smoothed round trip of an attempt
+	rtt         time.Duration // v, smoothed
 	competitors float64       // estimate of the clients competing, this one included
 	prevAt      time.Time     // when the previous conflict with versions was seen
 	prevVersion int64
-	informed    bool // a conflict with versions was seen
+	informed    bool    // a conflict with versions was seen
+	lastMean    float64 // the mean sleep last drawn, in nanoseconds
 	conflicts   int
 }
 
-// Tuning of Contention, measured in the blog's experiment (cmd/jittersim):
-// see BENCHMARKS.md, section 2.
+// Tuning of Contention, measured in the blog's experiment (cmd/jittersim,
+// N = 10 to 190, 100 runs; BENCHMARKS.md, section 2): the prototype's
+// numbers (2, 14, 3) made 527 calls in 3,937 ms at N = 100; these, 438 in
+// 3,952.
 const (
-	// targetLoad is the offered load, in attempts per round trip over all
-	// competitors, that Contention aims at.
-	targetLoad = 2.0
-	// firstWindow is the window of the first retry, in round trips.
-	firstWindow = 14
+	// targetLoad is the load, in attempts per v over all competitors, that
+	// Contention aims at.
+	targetLoad = 3.0
+	// firstWindow is the window of the first retry, in units of v.
+	firstWindow = 28
 	// blindBase and blindGrowth shape the blind fallback.
 	blindBase   = 4
 	blindGrowth = 1.5
-	// saturated is the busy share above which the estimate triples.
-	saturated = 0.9
+	// saturated is the busy share above which the estimate grows by
+	// saturatedGrowth instead of being measured.
+	saturated       = 0.9
+	saturatedGrowth = 5.0
 )
 
 // Next returns the sleep before the next attempt, after a conflict seen at
@@ -77,11 +84,13 @@ func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64)
 	}
 	x := src.Uint64()
 	c.conflicts++
-	took = max(took, time.Microsecond)
+	// The span an attempt holds the item open, from its read to its write
+	// reaching the service: about half its round trips.
+	v := max(took/2, time.Microsecond)
 	if c.rtt == 0 {
-		c.rtt = took
+		c.rtt = v
 	} else {
-		c.rtt = (3*c.rtt + took) / 4
+		c.rtt = (3*c.rtt + v) / 4
 	}
 	rtt := float64(c.rtt)
 
@@ -90,25 +99,32 @@ func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64)
 		w := float64(blindBase) * rtt * math.Pow(blindGrowth, float64(min(c.conflicts-1, 256)))
 		return between(0, durationUpTo(w, capD), x)
 	}
+	readAt := at.Add(-took)
 	if !c.informed {
 		c.informed, c.prevAt, c.prevVersion = true, at, current
-		// The wins seen during the attempt itself give a first estimate.
-		c.competitors = 1 + float64(current-seen)
 		return between(0, durationUpTo(firstWindow*rtt, capD), x)
 	}
-	span := at.Sub(c.prevAt)
-	wins := current - c.prevVersion
+	// The wins between the previous conflict and this attempt's read, over
+	// that span, measure the load; this client's own cycle, from conflict
+	// to conflict, says how many it competes with.
+	span := readAt.Sub(c.prevAt)
+	wins := seen - c.prevVersion
+	cycle := c.lastMean + float64(took) // the cycle this client planned
+	if c.lastMean == 0 {
+		cycle = float64(at.Sub(c.prevAt))
+	}
 	c.prevAt, c.prevVersion = at, current
 	if span > 0 && wins > 0 {
 		rho := float64(wins) * rtt / float64(span)
 		if rho >= saturated {
-			c.competitors = max(3*c.competitors, 2)
+			c.competitors = max(saturatedGrowth*c.competitors, 2)
 		} else {
 			g := rho / (1 - rho)
-			c.competitors = max(g*float64(span)/rtt, 1)
+			c.competitors = max(g*cycle/rtt, 1)
 		}
 	}
 	mean := c.competitors*rtt/targetLoad - 2*rtt
+	c.lastMean = max(mean, 0)
 	if mean <= 0 {
 		return between(0, durationUpTo(rtt, capD), x)
 	}

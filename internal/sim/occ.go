@@ -41,6 +41,8 @@ type occClient struct {
 	backoff Backoff
 	retries int // the blog's n: failed writes so far
 	read    int // the version its last read returned
+	current int // the row's version when its last write failed (ALL_OLD)
+	start   time.Duration
 	ok      bool
 	done    time.Duration
 }
@@ -56,6 +58,7 @@ func (c *occClient) handle(now time.Duration, kind int) {
 	case occWriteAtServer:
 		r.calls++
 		c.ok = c.read == r.version
+		c.current = r.version
 		if c.ok {
 			r.version++
 		}
@@ -66,13 +69,23 @@ func (c *occClient) handle(now time.Duration, kind int) {
 			return
 		}
 		c.retries++
-		sleep, err := c.backoff.Delay(c.retries)
+		var sleep time.Duration
+		var err error
+		if cb, ok := c.backoff.(ConflictBackoff); ok {
+			// What a real client sees: when the conflict came back, how
+			// long its read-and-write took, the version it read and the
+			// one the failed write found.
+			sleep = cb.Conflict(now, now-c.start, c.read, c.current)
+		} else {
+			sleep, err = c.backoff.Delay(c.retries)
+		}
 		if err != nil {
 			if r.err == nil {
 				r.err = fmt.Errorf("sim: backoff of retry %d: %w", c.retries, err)
 			}
 			return
 		}
+		c.start = now + sleep // it reads again after its sleep
 		r.sched.at(now+r.net.delay()+sleep, c, occReadAtServer)
 	}
 }
