@@ -26,20 +26,26 @@ const (
 	legendWidth = 1.9 * vg.Inch
 )
 
-// plotFile returns the base name of the chart of k goroutines in scenario s.
-func plotFile(k int, s string) string { return fmt.Sprintf("throttle_k%d_%s", k, s) }
+// plotFile returns the base name of the chart of fleet clients of k
+// goroutines in scenario s; one client keeps the name it had before fleets.
+func plotFile(fleet, k int, s string) string {
+	if fleet > 1 {
+		return fmt.Sprintf("throttle_f%d_k%d_%s", fleet, k, s)
+	}
+	return fmt.Sprintf("throttle_k%d_%s", k, s)
+}
 
 // plotRequests writes a chart of the server-seen requests per second (throttled
-// included), one line per mode, with the capacity as a dashed black line, as
-// SVG and PNG into dir. The y axis is logarithmic so that a storm of
-// thousands and a starvation of a few requests a second both show; a second
-// with no request is drawn at 1.
-func plotRequests(dir string, k int, s scenario, c float64, results []result) error {
+// included; for a fleet, of all its clients), one line per mode, with the
+// capacity as a dashed black line, as SVG and PNG into dir. The y axis is
+// logarithmic so that a storm of thousands and a starvation of a few
+// requests a second both show; a second with no request is drawn at 1.
+func plotRequests(dir string, fleet, k int, s scenario, c float64, results []result) error {
 	if err := os.MkdirAll(dir, 0o755); err != nil {
 		return err
 	}
 	p := plot.New()
-	p.Title.Text = fmt.Sprintf("Server requests per second (throttled included), K=%d, %s", k, s.name)
+	p.Title.Text = fmt.Sprintf("Server requests per second (throttled included), %s, %s", runLabel(fleet, k), s.name)
 	p.X.Label.Text = "seconds"
 	p.Y.Label.Text = "requests/s (log scale)"
 	p.Y.Scale = plot.LogScale{}
@@ -52,22 +58,16 @@ func plotRequests(dir string, k int, s scenario, c float64, results []result) er
 
 	dur := s.duration()
 	n := int(math.Ceil(dur.Seconds()))
-	ymax := 2 * c
-	var capXY plotter.XYs
-	for i := range n {
-		from := time.Duration(i) * time.Second
-		v := s.capacityBetween(c, from, min(from+time.Second, dur)) / min(time.Second, dur-from).Seconds()
-		capXY = append(capXY, plotter.XY{X: float64(i), Y: v}, plotter.XY{X: float64(i + 1), Y: v})
+	var ymax float64
+	if !math.IsInf(c, 1) { // an unlimited capacity has no line
+		ymax = 2 * c
+		capLine, err := capacityLine(s, c, n)
+		if err != nil {
+			return err
+		}
+		p.Add(capLine)
+		lg.Add("capacity", capLine)
 	}
-	capLine, err := plotter.NewLine(capXY)
-	if err != nil {
-		return err
-	}
-	capLine.Color = color.Black
-	capLine.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
-	capLine.Width = vg.Points(1)
-	p.Add(capLine)
-	lg.Add("capacity", capLine)
 
 	for i, r := range results {
 		var xys plotter.XYs
@@ -89,8 +89,8 @@ func plotRequests(dir string, k int, s scenario, c float64, results []result) er
 		p.Add(line)
 		lg.Add(r.mode, line)
 	}
-	p.Y.Max = ymax * 1.5
-	base := filepath.Join(dir, plotFile(k, s.name))
+	p.Y.Max = max(ymax, 1) * 1.5
+	base := filepath.Join(dir, plotFile(fleet, k, s.name))
 	svg := vgsvg.New(chartWidth, chartHeight)
 	drawChart(svg, p, lg)
 	if err := writeChart(base+".svg", svg); err != nil {
@@ -99,6 +99,26 @@ func plotRequests(dir string, k int, s scenario, c float64, results []result) er
 	png := vgimg.New(chartWidth, chartHeight)
 	drawChart(png, p, lg)
 	return writeChart(base+".png", vgimg.PngCanvas{Canvas: png})
+}
+
+// capacityLine returns the capacity of s at nominal c per second over its
+// first n seconds, as a dashed black step line.
+func capacityLine(s scenario, c float64, n int) (*plotter.Line, error) {
+	dur := s.duration()
+	var xys plotter.XYs
+	for i := range n {
+		from := time.Duration(i) * time.Second
+		v := s.capacityBetween(c, from, min(from+time.Second, dur)) / min(time.Second, dur-from).Seconds()
+		xys = append(xys, plotter.XY{X: float64(i), Y: v}, plotter.XY{X: float64(i + 1), Y: v})
+	}
+	line, err := plotter.NewLine(xys)
+	if err != nil {
+		return nil, err
+	}
+	line.Color = color.Black
+	line.Dashes = []vg.Length{vg.Points(4), vg.Points(3)}
+	line.Width = vg.Points(1)
+	return line, nil
 }
 
 // drawChart draws p on the left of c and lg in the strip on its right.
