@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
@@ -161,8 +162,8 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 
 // doClass is Do's default classification: conflicts are ClassConflict, an
 // error the SDK's retry middleware already gave up on (a
-// *retry.MaxAttemptsError, or a *GiveUpError of this retryer) is not retried
-// again, and the rest follows the retryer's rules. So a Do loop around SDK
+// *retry.MaxAttemptsError, the SDK bucket's ratelimit.QuotaExceededError, or
+// a *GiveUpError of this retryer) is not retried again, and the rest follows the retryer's rules. So a Do loop around SDK
 // calls retries conflicts only, and around plain functions what the SDK
 // would.
 func (c *classifier) doClass(err error) ErrorClass {
@@ -341,7 +342,9 @@ func (f *errorFacts) visit(err error) {
 	case *conflictError:
 		f.conflictMark = true
 		return
-	case *retry.MaxAttemptsError:
+	case *retry.MaxAttemptsError, ratelimit.QuotaExceededError, *ratelimit.QuotaExceededError:
+		// The SDK's middleware gave up: out of attempts, or its own bucket
+		// refused the retry.
 		f.gaveUp = true
 		return
 	case *GiveUpError:

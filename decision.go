@@ -35,8 +35,8 @@ func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, 
 		}
 	}
 	release, foreign, available, ok := l.take(ctx, cost)
-	if !ok {
-		r.tracked.reclaim()
+	if !ok && r.tracked.reclaim() {
+		// Tokens of retries abandoned with their context came back.
 		release, foreign, available, ok = l.take(ctx, cost)
 	}
 	if !ok {

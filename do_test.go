@@ -3,6 +3,7 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync"
 	"testing"
 	"time"
@@ -199,6 +200,13 @@ func TestDoLeavesWhatTheSDKGaveUpOn(t *testing.T) {
 	err := jitterretry.Do(context.Background(), r, fn)
 	assert.Same(t, sdkGaveUp, err)
 	assert.Equal(t, 1, *calls)
+
+	// retry.Standard's middleware joins the operation's error with its
+	// bucket's refusal when it has no token for the retry.
+	quota := errors.Join(throttleErr(), fmt.Errorf("failed to get rate limit token, %w", ratelimit.QuotaExceededError{Available: 0, Requested: 5}))
+	fn, calls = sequence(fail(quota))
+	assert.Same(t, quota, jitterretry.Do(context.Background(), r, fn))
+	assert.Equal(t, 1, *calls, "expect a throttle the SDK's bucket refused not retried again")
 
 	fn, calls = sequence(serverErr, ok) // a plain function: the SDK's rules
 	require.NoError(t, jitterretry.Do(context.Background(), r, fn))

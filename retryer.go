@@ -317,6 +317,6 @@ func (r *Retryer) Remaining() uint {
 	if r.ready() != nil {
 		return 0
 	}
-	r.tracked.reclaim()
+	_ = r.tracked.reclaim()
 	return r.lanes.main.remaining()
 }

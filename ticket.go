@@ -185,7 +185,7 @@ func (tr *tracked) reclaimEvery(every time.Duration, now time.Time) {
 	if at-last < int64(every) || !tr.lastSweep.CompareAndSwap(last, at) {
 		return
 	}
-	tr.sweep(now)
+	_ = tr.sweep(now)
 }
 
 // take returns a free slot of the shard in slotSetup, making one where none
@@ -240,14 +240,15 @@ func (sh *trackShard) forget(s *trackSlot) {
 }
 
 // reclaim sweeps the table: it refunds the retries whose context ended
-// during their backoff, as the comment above the table says.
-func (tr *tracked) reclaim() {
+// during their backoff, as the comment above the table says, and reports
+// whether it refunded any.
+func (tr *tracked) reclaim() bool {
 	now := tr.now()
 	tr.lastSweep.Store(int64(tr.since(now)))
-	tr.sweep(now)
+	return tr.sweep(now)
 }
 
-func (tr *tracked) sweep(now time.Time) {
+func (tr *tracked) sweep(now time.Time) (refunded bool) {
 	at := tr.since(now)
 	for i := range tr.shards {
 		sh := &tr.shards[i]
@@ -260,6 +261,7 @@ func (tr *tracked) sweep(now time.Time) {
 			if s.due(at) {
 				s.state.Store(slotRetired)
 				s.t.refund()
+				refunded = true
 				sh.slots[j].CompareAndSwap(s, nil)
 				continue
 			}
@@ -267,6 +269,7 @@ func (tr *tracked) sweep(now time.Time) {
 		}
 		sh.sweepMu.Unlock()
 	}
+	return refunded
 }
 
 // due reports whether a sweep at time at should refund the slot's retry.

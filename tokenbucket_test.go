@@ -171,3 +171,27 @@ func TestBucketInvariantsUnderLoad(t *testing.T) {
 	assert.Equal(t, uint(want), r.Remaining(), "expect %d tokens: %d failed retries, %d first-attempt successes",
 		want, retryFailed.Load(), firstAttemptOK.Load())
 }
+
+// countingLimiter is a custom retry.RateLimiter that counts its calls.
+type countingLimiter struct {
+	retry.RateLimiter
+	gets atomic.Int32
+}
+
+func (c *countingLimiter) GetToken(ctx context.Context, cost uint) (func() error, error) {
+	c.gets.Add(1)
+	return c.RateLimiter.GetToken(ctx, cost)
+}
+
+// TestCustomRateLimiterAskedOncePerRetry: a refusal asks a custom
+// RateLimiter once, so its own counts stay true.
+func TestCustomRateLimiterAskedOncePerRetry(t *testing.T) {
+	limiter := &countingLimiter{RateLimiter: ratelimit.NewTokenRateLimit(0)}
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.RateLimiter = limiter
+		o.FailFastOnEmptyBudget = true
+	})
+	_, err := r.GetRetryToken(context.Background(), serverErr())
+	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	assert.Equal(t, int32(1), limiter.gets.Load())
+}

@@ -85,12 +85,16 @@ func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64)
 	x := src.Uint64()
 	c.conflicts++
 	// The span an attempt holds the item open, from its read to its write
-	// reaching the service: about half its round trips.
+	// reaching the service: about half its round trips. An attempt can take
+	// far longer than its round trips (the SDK's own retries of a throttle
+	// inside it, with their sleeps), so v follows a shorter attempt at once
+	// and a longer one only by an eighth of the difference.
 	v := max(took/2, time.Microsecond)
-	if c.rtt == 0 {
+	switch {
+	case c.rtt == 0 || v < c.rtt:
 		c.rtt = v
-	} else {
-		c.rtt = (3*c.rtt + v) / 4
+	default:
+		c.rtt += (v - c.rtt) / 8
 	}
 	rtt := float64(c.rtt)
 
