@@ -99,11 +99,11 @@ type Handler struct {
 }
 
 // Handle applies ev once for the invocation's request ID. Errors wrap the
-// DynamoDB error and the retryer's: a *jitterretry.GiveUpError when the
-// next retry would not fit before the reserve (it wraps the last real
-// error, such as the throttle), a *jitterretry.BudgetError when the
-// client's retry budget is spent, a *NoTimeError when the invocation began
-// too late. Any error is safe to retry with the same request ID, as Lambda
+// DynamoDB error and the retryer's: a *jitterretry.GiveUpError, with reason
+// GiveUpDeadline when the next retry would not fit before the reserve or
+// GiveUpBudget when the client's retry budget is spent (it wraps the last
+// real error, such as the throttle), a *NoTimeError when the invocation
+// began too late. Any error is safe to retry with the same request ID, as Lambda
 // does: an increment that had landed is then replayed, not applied again.
 func (h *Handler) Handle(ctx context.Context, ev Event) (Result, error) {
 	if ev.Key == "" {

@@ -177,19 +177,9 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 	res, err := occ.Run(runCtx, client.Client, p, occ.Config{
 		Table: table, Workers: matrixWorkers, Increments: matrixIncrements, Items: matrixItems,
 		Seed: seed, MaxRequeues: matrixRequeues,
-		// Conflicts are the price of contention, not a sign of trouble:
-		// they cost no tokens, as the README advises, and the bucket is
-		// left to the retries the faults and the throttles cause.
-		LoopRetryCost: func(err error, class jitterretry.ErrorClass) uint {
-			var c *occ.ConflictError
-			if errors.As(err, &c) {
-				return 0
-			}
-			if class == jitterretry.ClassThrottle {
-				return jitterretry.DefaultThrottlingRetryCost
-			}
-			return jitterretry.DefaultRetryCost
-		},
+		// Conflicts are the price of contention, not a sign of trouble: Do
+		// charges them no tokens, so the bucket is left to the retries the
+		// faults and the throttles cause.
 	})
 	stopThrottling()
 	bucketMin, bucketMax := bucket.stop()
@@ -234,7 +224,7 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 	}
 	assert.GreaterOrEqual(t, int(res.Successes), ops*9/10, "expect the retries to carry at least 90%% of the increments through %s; failures: %v", f.Name, kinds)
 
-	assert.LessOrEqual(t, bucketMax, jitterretry.DefaultBucketCapacity, "expect the retry bucket never above its capacity (nor wrapped below 0)")
+	assert.LessOrEqual(t, bucketMax, defaultBucketCapacity, "expect the retry bucket never above its capacity (nor wrapped below 0)")
 	st := capProxy.Stats()
 	assert.Positive(t, st.Throttled, "expect the capacity proxy to have throttled")
 	assert.Positive(t, causes.get(causeThrottle), "expect throttles to have been retried")
@@ -261,23 +251,17 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 }
 
 // failureKind names the typed error a failed increment was reported with:
-// one of the retryer's, or the SDK's operation error around its cause;
-// "untyped" when it is none of them.
+// the retryer's, by its reason, or the SDK's operation error around its
+// cause; "untyped" when it is none of them.
 func failureKind(err error) string {
 	var (
-		budget  *jitterretry.BudgetError
-		giveUp  *jitterretry.GiveUpError
-		loopMax *jitterretry.MaxAttemptsError
-		sdkMax  *retry.MaxAttemptsError
-		op      *smithy.OperationError
+		giveUp *jitterretry.GiveUpError
+		sdkMax *retry.MaxAttemptsError
+		op     *smithy.OperationError
 	)
 	switch {
-	case errors.As(err, &budget) && budget.Err != nil:
-		return "BudgetError"
-	case errors.As(err, &giveUp) && giveUp.Err != nil:
-		return "GiveUpError"
-	case errors.As(err, &loopMax) && loopMax.Err != nil: // before the SDK's: it also matches that
-		return "Do MaxAttemptsError"
+	case errors.As(err, &giveUp) && giveUp.Err != nil: // before the SDK's: GiveUpMaxAttempts also matches that
+		return "GiveUpError " + giveUp.Reason.String()
 	case errors.As(err, &sdkMax) && sdkMax.Err != nil:
 		return "SDK MaxAttemptsError"
 	case errors.As(err, &op) && op.Err != nil:
@@ -308,6 +292,9 @@ type causeCounter struct {
 
 func (c *causeCounter) record(e jitterretry.RetryEvent) {
 	k := causeOf(e.Err)
+	if e.Class == jitterretry.ClassConflict {
+		k = causeConflict
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	c.n[k]++
@@ -336,15 +323,12 @@ func (c *causeCounter) counts() map[string]int64 {
 
 func causeOf(err error) string {
 	var (
-		conflict *occ.ConflictError
-		ptee     *types.ProvisionedThroughputExceededException
-		ise      *types.InternalServerError
-		netErr   net.Error
-		conn     interface{ ConnectionError() bool }
+		ptee   *types.ProvisionedThroughputExceededException
+		ise    *types.InternalServerError
+		netErr net.Error
+		conn   interface{ ConnectionError() bool }
 	)
 	switch {
-	case errors.As(err, &conflict):
-		return causeConflict
 	case errors.As(err, &ptee):
 		return causeThrottle
 	case errors.As(err, &ise):

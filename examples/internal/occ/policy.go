@@ -32,7 +32,8 @@ type PolicyOptions struct {
 	// Seed makes the jitter deterministic for a given order of draws.
 	Seed uint64
 	// BaseDelay is the first retry's window after an error that is not a
-	// throttle (a conflict, a 500). Zero means 50 ms.
+	// throttle (a 500, a dropped connection). Zero means 50 ms. Conflicts
+	// take Do's contention backoff instead, capped at MaxBackoff.
 	BaseDelay time.Duration
 	// ThrottleBaseDelay is the first retry's window after a throttle. Zero
 	// means 1 s. The SDK's own standard retryer always uses 1 s and ignores
@@ -51,7 +52,8 @@ type PolicyOptions struct {
 
 // Policy is one retry strategy, wired the same way for every strategy: SDK
 // is the DynamoDB client's retryer (throttles and 5xx within one call), Loop
-// the jitterretry.Do retryer (conflicts), both drawing from one retry token
+// the jitterretry.Do retryer (conflicts, which take no tokens, and
+// transactions cancelled by throttling), both drawing from one retry token
 // bucket; Requeue spaces the tries of an increment that Do gave up on.
 // Safe for concurrent use by multiple goroutines.
 type Policy struct {
@@ -111,10 +113,19 @@ func NewPolicy(name string, o PolicyOptions) (*Policy, error) {
 	}
 	r := jitterretry.New(func(jo *jitterretry.Options) {
 		jo.Jitter = strategy
-		jo.BaseDelay, jo.ThrottleBaseDelay, jo.MaxBackoff = o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff
+		// Zero means the default: New has filled the defaults in already.
+		if o.BaseDelay > 0 {
+			jo.BaseDelay = o.BaseDelay
+		}
+		if o.ThrottleBaseDelay > 0 {
+			jo.ThrottleBaseDelay = o.ThrottleBaseDelay
+		}
+		if o.MaxBackoff > 0 {
+			jo.MaxBackoff = o.MaxBackoff
+		}
 		jo.Source = delayers.NewSource(o.Seed)
 		jo.OnRetry = p.onRetry(o.OnRetry)
-		jo.OnGiveUp = func(e jitterretry.GiveUpEvent) {
+		jo.OnGiveUp = func(e *jitterretry.GiveUpError) {
 			if e.Reason == jitterretry.GiveUpBudget {
 				p.refused.Add(1)
 			}
