@@ -7,6 +7,7 @@ import (
 	"io"
 	"maps"
 	"net"
+	"os"
 	"runtime"
 	"slices"
 	"strings"
@@ -30,16 +31,15 @@ import (
 )
 
 // The fault matrix: for each fault of fault.Matrix and each server, 16
-// workers make 100 optimistic-locking increments each through the fault
-// proxy, on top of a capacity proxy that throttles and injects 500s before
+// workers make matrixIncrements() optimistic-locking increments each
+// through the fault proxy, on top of a capacity proxy that throttles and injects 500s before
 // and after forwarding. Afterwards every counter must equal its
 // acknowledged increments plus the failed ones whose token shows they
 // landed: no loss, no double apply, and every failure reported with a typed
 // error.
 const (
-	matrixWorkers    = 16
-	matrixIncrements = 100
-	matrixItems      = 16
+	matrixWorkers = 16
+	matrixItems   = 16
 	// matrixRequeues is how often an increment goes back to its worker's
 	// queue before it is reported as failed.
 	matrixRequeues = 3
@@ -47,6 +47,17 @@ const (
 	// that toxics with a toxicity below 1 keep striking.
 	closeIdleEvery = 25 * time.Millisecond
 )
+
+// matrixIncrements is each worker's number of increments: 100 when
+// JITTERRETRY_FAULT_MATRIX=full (make reliability), 25 otherwise, so that
+// make test runs every fault on both servers in a fraction of the time.
+// 25 still leaves each fault hundreds of new connections to strike.
+func matrixIncrements() int {
+	if os.Getenv("JITTERRETRY_FAULT_MATRIX") == "full" {
+		return 100
+	}
+	return 25
+}
 
 // The capacity proxy's part, on top of every fault: 2% of requests
 // answered 500 before forwarding, 2% after (the write landed), and
@@ -175,7 +186,7 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 	runCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
 	res, err := occ.Run(runCtx, client.Client, p, occ.Config{
-		Table: table, Workers: matrixWorkers, Increments: matrixIncrements, Items: matrixItems,
+		Table: table, Workers: matrixWorkers, Increments: matrixIncrements(), Items: matrixItems,
 		Seed: seed, MaxRequeues: matrixRequeues,
 		// Conflicts are the price of contention, not a sign of trouble: Do
 		// charges them no tokens, so the bucket is left to the retries the
@@ -199,7 +210,7 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 
 	check, err := occ.Verify(ctx, admin.Client, table, res)
 	require.NoError(t, err)
-	ops := matrixWorkers * matrixIncrements
+	ops := matrixWorkers * matrixIncrements()
 	assert.Equal(t, ops, int(res.Successes)+len(res.Failed), "expect every increment either acknowledged or reported as failed")
 	assert.Zero(t, check.Lost, "expect no acknowledged increment missing from the table")
 	assert.Zero(t, check.Double, "expect no increment applied twice")
