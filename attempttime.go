@@ -11,10 +11,13 @@ import (
 
 // The deadline check refuses a retry whose backoff plus the attempt after it
 // would end past the deadline. Unless Options.DeadlineMargin fixes it, the
-// attempt's time is the second largest of the last attemptSamples sampled
-// attempts of the lane: about their 95th percentile, and one stall alone
-// does not make it. One attempt in attemptSampleEvery is sampled, while
-// fewer than attemptProbes are being measured.
+// attempt's time is estimated from the lane's last attemptSamples measured
+// attempts: every attempt is measured until attemptSamples have been, so
+// that a new client (a Lambda cold start) has an estimate from its first
+// failed attempt on, then one in attemptSampleEvery, while fewer than
+// attemptProbes are being measured at once. The estimate is the largest
+// sample until the window is full, then the second largest: about the
+// 95th percentile, and one stall alone does not make it.
 const (
 	attemptSamples     = 32
 	attemptSampleEvery = 16
@@ -32,9 +35,12 @@ type attemptTimes struct {
 
 	est atomic.Int64 // the current estimate, in nanoseconds
 
+	warm atomic.Bool // attemptSamples attempts measured: sample one in attemptSampleEvery
+
 	mu      sync.Mutex
 	samples [attemptSamples]time.Duration
 	next    int
+	full    bool
 }
 
 type attemptProbe struct {
@@ -56,10 +62,11 @@ func (a *attemptTimes) init(now func() time.Time, then func(error) error) {
 }
 
 // measure returns a release that records the attempt's time before calling
-// then, for one attempt in attemptSampleEvery while a probe is free, and
-// then itself otherwise. It never allocates.
+// then, for every attempt until the window is full and one in
+// attemptSampleEvery after, while a probe is free, and then itself
+// otherwise. It never allocates.
 func (a *attemptTimes) measure(then func(error) error) func(error) error {
-	if a.now == nil || a.count.Add(1)%attemptSampleEvery != 0 {
+	if a.now == nil || a.warm.Load() && a.count.Add(1)%attemptSampleEvery != 0 {
 		return then
 	}
 	for i := range a.probes {
@@ -81,6 +88,10 @@ func (a *attemptTimes) record(took time.Duration) {
 	defer a.mu.Unlock()
 	a.samples[a.next] = took
 	a.next = (a.next + 1) % attemptSamples
+	if a.next == 0 && !a.full {
+		a.full = true
+		a.warm.Store(true)
+	}
 	var first, second time.Duration
 	for _, s := range a.samples {
 		switch {
@@ -90,11 +101,14 @@ func (a *attemptTimes) record(took time.Duration) {
 			second = s
 		}
 	}
+	if !a.full {
+		second = first
+	}
 	a.est.Store(int64(second))
 }
 
-// estimate returns the expected time of the lane's next attempt: 0 before
-// any attempt was measured.
+// estimate returns the expected time of the lane's next attempt, without
+// headroom: 0 before any attempt was measured.
 func (a *attemptTimes) estimate() time.Duration {
 	return time.Duration(a.est.Load())
 }

@@ -15,7 +15,9 @@ import (
 )
 
 // ErrAttemptTimeout matches, with errors.Is, the error of an attempt cut by
-// AttemptTimeout: the attempt's own timeout, not the caller's.
+// AttemptTimeout: at its own timeout, or at the operation's deadline less
+// the reserve for the retry decision, whichever came first. The error's
+// message says which.
 var ErrAttemptTimeout = errors.New("jitterretry: attempt timed out")
 
 // attemptReserve is what an attempt leaves of the operation's deadline, so
@@ -58,9 +60,11 @@ func (attemptTimeout) ID() string { return "jitterretry.AttemptTimeout" }
 func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
 	middleware.FinalizeOutput, middleware.Metadata, error,
 ) {
-	limit := m.d
+	limit, byDeadline := m.d, false
 	if deadline, ok := ctx.Deadline(); ok {
-		limit = min(limit, time.Until(deadline)-attemptReserve)
+		if left := time.Until(deadline) - attemptReserve; left < limit {
+			limit, byDeadline = left, true
+		}
 	}
 	if limit <= 0 {
 		return next.HandleFinalize(ctx, in) // no room to cut: the caller's deadline decides
@@ -78,8 +82,12 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	}
 	timer.Stop()
 	cancel()
-	if cut.Load() && ctx.Err() == nil {
-		err = &attemptTimeoutError{timeout: limit, cause: err}
+	// The cut decides, not ctx: when the transport takes longer than the
+	// reserve to return after the cut, ctx's deadline has passed too, and
+	// the SDK's error for the cut would then say "canceled", hiding the
+	// deadline.
+	if cut.Load() {
+		err = &attemptTimeoutError{timeout: limit, byDeadline: byDeadline, cause: err}
 	}
 	return out, md, err
 }
@@ -88,12 +96,17 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 // SDK's error for the cut, a *smithy.CanceledError that no retryer retries,
 // and keeps it only in the message.
 type attemptTimeoutError struct {
-	timeout time.Duration
-	cause   error
+	timeout    time.Duration
+	byDeadline bool // the operation's deadline, less the reserve, set the limit
+	cause      error
 }
 
 func (e *attemptTimeoutError) Error() string {
-	return fmt.Sprintf("jitterretry: attempt timed out after %v (its own timeout, not the caller's): %v", e.timeout, e.cause)
+	which := "the attempt timeout"
+	if e.byDeadline {
+		which = fmt.Sprintf("the operation's deadline less %v for the retry decision", attemptReserve)
+	}
+	return fmt.Sprintf("jitterretry: attempt cut after %v, at %s: %v", e.timeout.Round(time.Millisecond), which, e.cause)
 }
 
 // Unwrap returns context.DeadlineExceeded, not the SDK's cancellation

@@ -129,3 +129,23 @@ func TestAttemptTimeoutOfZeroAddsNothing(t *testing.T) {
 	assert.Empty(t, stack.Finalize.List())
 	assert.Error(t, jitterretry.AttemptTimeout(time.Second)(stack), "expect an error without the SDK's retry middleware to follow")
 }
+
+// TestAttemptTimeoutCutNearTheDeadlineKeepsTheDeadline: an attempt cut at
+// the operation's deadline less the reserve, whose transport takes longer
+// than the reserve to return (a busy machine), is still reported as the
+// deadline it was, not as a cancellation nobody made.
+func TestAttemptTimeoutCutNearTheDeadlineKeepsTheDeadline(t *testing.T) {
+	r := jitterretry.New(fast)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(10 * time.Second)},
+		func(ctx context.Context, attempt int) error {
+			<-ctx.Done()
+			time.Sleep(20 * time.Millisecond) // the transport's teardown after the cut
+			return &smithy.CanceledError{Err: ctx.Err()}
+		})
+	assert.NotErrorIs(t, err, context.Canceled, "expect no cancellation: nobody cancelled")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
+	assert.Contains(t, err.Error(), "deadline")
+}

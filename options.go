@@ -128,9 +128,14 @@ type Options struct {
 
 	// DeadlineMargin is the time a retry must leave after its backoff,
 	// before the deadline, for the attempt itself. Zero (the default) means
-	// learnt: the largest of the last 32 sampled attempts of the partition,
-	// each halved for every minute of its age (see the README). Negative is
-	// invalid.
+	// learnt, per partition, from the time from GetAttemptToken to its
+	// release: every attempt is measured until 32 have been, then one in
+	// 16; the margin is 1.5 times the largest of them until 32 were
+	// measured, then 1.5 times the second largest of the last 32 (about
+	// their 95th percentile; one stall alone does not raise it). Until the
+	// first attempt of a partition ends it is 0. Stalls that last are kept
+	// for 32 samples: AttemptTimeout bounds every attempt, and so the
+	// margin. Negative is invalid.
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after
