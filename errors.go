@@ -25,7 +25,8 @@ type GiveUpReason uint8
 
 const (
 	// GiveUpNotRetryable: the error is not retryable. Reported to OnGiveUp
-	// only; the operation returns the error itself.
+	// only; the operation returns the error itself. Conflicts under the
+	// SDK's middleware are not reported: Do retries them.
 	GiveUpNotRetryable GiveUpReason = iota + 1
 	// GiveUpMaxAttempts: the loop used all its attempts (Do). Under the SDK's
 	// retry middleware the middleware itself returns *retry.MaxAttemptsError.

@@ -92,7 +92,8 @@ func (s handoffStatus) unchecked(hadDeadline bool) bool {
 }
 
 // put hands e off under err, whose keyHash is hash. It reports whether it
-// evicted an entry of another error that no RetryDelay took.
+// evicted an entry of another error that no RetryDelay took and that had
+// a deadline to check.
 func (h *handoff) put(err error, hash uintptr, e pendingRetry) (evicted bool) {
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
@@ -105,7 +106,9 @@ func (h *handoff) put(err error, hash uintptr, e pendingRetry) (evicted bool) {
 			s.entry = pendingRetry{}
 			return false
 		}
-		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, true
+		// Only an entry with a deadline had a check to skip; a refusal's
+		// entry, kept for a long-polling operation, has none.
+		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, s.deadlines
 	}
 	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.hasDeadline, e
 	return evicted

@@ -10,6 +10,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 )
 
@@ -35,6 +36,9 @@ type lane struct {
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
+	// service is the first SDK service the lane served, an attribute of
+	// its gauges; recorded only when the retryer has metrics.
+	service atomic.Pointer[string]
 
 	// Built once, so that handing them out allocates nothing.
 	attemptRelease              func(error) error
@@ -167,13 +171,39 @@ func (l *lane) refund(cost uint, foreignRelease func() error) {
 // remaining returns the tokens in the lane's bucket, or what a foreign
 // limiter reports through a Remaining method (0 when it has none).
 func (l *lane) remaining() uint {
+	n, _ := l.tokens()
+	return n
+}
+
+// tokens returns the tokens left in the lane's bucket, and whether it can
+// tell: a custom RateLimiter without a Remaining() uint method cannot.
+func (l *lane) tokens() (uint, bool) {
 	if l.bucket != nil {
-		return l.bucket.Remaining()
+		return l.bucket.Remaining(), true
 	}
 	if v, ok := l.foreign.(interface{ Remaining() uint }); ok {
-		return v.Remaining()
+		return v.Remaining(), true
 	}
-	return 0
+	return 0, false
+}
+
+// noteService records the SDK service of ctx's operation, the first time
+// the lane serves one.
+func (l *lane) noteService(ctx context.Context) {
+	if l.service.Load() != nil {
+		return
+	}
+	if s := awsmiddle.GetServiceID(ctx); s != "" {
+		l.service.CompareAndSwap(nil, &s)
+	}
+}
+
+// serviceName returns the service noteService recorded, or "".
+func (l *lane) serviceName() string {
+	if s := l.service.Load(); s != nil {
+		return *s
+	}
+	return ""
 }
 
 // idle reports whether forgetting the lane loses nothing: its bucket is

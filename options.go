@@ -144,7 +144,8 @@ type Options struct {
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
 	// the send-rate limiter and, with reason GiveUpNotRetryable, of an
-	// error that is not retryable. It must be safe for concurrent use and
+	// error that is not retryable (but a conflict, which is Do's to
+	// retry). It must be safe for concurrent use and
 	// quick, and must not change the error (it is the one the operation
 	// returns).
 	OnGiveUp func(*GiveUpError)

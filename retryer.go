@@ -5,10 +5,12 @@ package jitterretry
 
 import (
 	"context"
+	"runtime"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go/metrics"
 
 	"github.com/jitterretry/jitterretry/delayers"
 )
@@ -93,6 +95,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		sr := *o.SendRate
 		o.SendRate = &sr
 	}
+	classes := r.classes
 	r.lanes = newLanes(laneConfig{
 		costs:     r.costs,
 		capacity:  o.BucketCapacity,
@@ -101,11 +104,20 @@ func New(optFns ...func(*Options)) *Retryer {
 		sendRate:  o.SendRate,
 		now:       o.Clock,
 		partition: o.PartitionKey,
+		// Not a method value of r: the metrics' gauges hold the lanes, and
+		// must not keep r alive (see below).
 		isThrottle: func(err error) bool {
-			return r.classes.classify(err) == ClassThrottle
+			return classes.classify(err) == ClassThrottle
 		},
 	})
-	r.hooks.meter = newMeter(o.MeterProvider, r.lanes)
+	var gauges []metrics.AsyncInstrument
+	r.hooks.meter, gauges = newMeter(o.MeterProvider, r.lanes)
+	if len(gauges) > 0 {
+		// A retryer made per client (config.WithRetryer) and dropped must
+		// stop being observed: the provider would otherwise report its
+		// buckets, and keep its lanes, for as long as the provider lives.
+		runtime.AddCleanup(r, stopGauges, gauges)
+	}
 	return r
 }
 
@@ -138,7 +150,9 @@ func (r *Retryer) MaxAttempts() int {
 // rules with the README's documented differences: a cancelled context is
 // never retried, API errors are not searched for words, and conflicts
 // (ClassConflict) are left to Do. OnGiveUp sees a refusal with reason
-// GiveUpNotRetryable.
+// GiveUpNotRetryable, but not for a conflict: that is the application's to
+// retry, not a refusal. Having no context, such a refusal carries no
+// service, operation or partition in the metrics.
 func (r *Retryer) IsErrorRetryable(err error) bool {
 	if r.ready() != nil || err == nil {
 		return false
@@ -149,7 +163,7 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 		r.classCache.store(err, keyHash(err), info) // for the GetRetryToken that follows
 		return true
 	}
-	if r.hooks.onGiveUp != nil || r.hooks.meter != nil {
+	if info.class != ClassConflict && (r.hooks.onGiveUp != nil || r.hooks.meter != nil) {
 		r.hooks.giveUp(nil, &GiveUpError{Reason: GiveUpNotRetryable, Err: err})
 	}
 	return false
@@ -175,6 +189,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		ctx = context.Background()
 	}
 	l := r.lanes.get(ctx)
+	if r.hooks.meter != nil {
+		l.noteService(ctx)
+	}
 	if l.sender == nil {
 		return l.attempts.measure(l.attemptRelease), nil
 	}

@@ -321,7 +321,7 @@ func TestHooks(t *testing.T) {
 	})
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
-	_, err := operation(ctx, r, script(throttleErr, serverErr, conflictErr))
+	_, err := operation(ctx, r, script(throttleErr, serverErr, validationErr))
 	require.Error(t, err)
 	require.Len(t, retries, 2)
 	assert.Equal(t, 1, retries[0].Attempt)
@@ -331,6 +331,13 @@ func TestHooks(t *testing.T) {
 	assert.False(t, retries[0].Unchecked)
 	require.Len(t, gaveUp, 1)
 	assert.Equal(t, jitterretry.GiveUpNotRetryable, gaveUp[0].Reason)
+
+	// A conflict is Do's to retry: under the middleware it ends the
+	// operation, and is no refusal.
+	gaveUp = nil
+	_, err = operation(ctx, r, script(conflictErr))
+	require.Error(t, err)
+	assert.Empty(t, gaveUp, "expect no give-up reported for a conflict")
 }
 
 // TestCancelledBackoffGivesTokensBack: the SDK's middleware drops the

@@ -48,12 +48,13 @@ type meter struct {
 	uncheckable metrics.Int64Counter
 }
 
-// newMeter creates the instruments on p, and the gauges that read lanes.
-// An instrument p fails to create is left out, so telemetry can never fail
-// an operation.
-func newMeter(p metrics.MeterProvider, l *lanes) *meter {
+// newMeter creates the instruments on p, and the gauges that read lanes,
+// which it returns for stopping. An instrument p fails to create is left
+// out, so telemetry can never fail an operation. The gauges' callbacks hold
+// l, never the Retryer.
+func newMeter(p metrics.MeterProvider, l *lanes) (*meter, []metrics.AsyncInstrument) {
 	if p == nil {
-		return nil
+		return nil, nil
 	}
 	mt := p.Meter(meterScope)
 	m := &meter{}
@@ -62,27 +63,52 @@ func newMeter(p metrics.MeterProvider, l *lanes) *meter {
 	m.backoff, _ = mt.Float64Histogram(instBackoff, unit("s", "Backoff before a retry, after the x-amz-retry-after hint."))
 	m.waits, _ = mt.Float64Histogram(instSendWait, unit("s", "Time an attempt waited for the send-rate limiter."))
 	m.uncheckable, _ = mt.Int64Counter(instUncheckable, unit("{check}", "Deadline checks that could not be made, by reason."))
-	_, _ = mt.Int64AsyncGauge(instTokens, func(ctx context.Context, o metrics.Int64Observer) {
-		l.each(func(ln *lane) { o.Observe(ctx, int64(ln.remaining()), partitionAttr(ln.key)) })
-	}, unit("{token}", "Tokens left in the retry token bucket, by partition."))
+	var gauges []metrics.AsyncInstrument
+	keep := func(g metrics.AsyncInstrument, err error) {
+		if err == nil && g != nil {
+			gauges = append(gauges, g)
+		}
+	}
+	keep(mt.Int64AsyncGauge(instTokens, func(ctx context.Context, o metrics.Int64Observer) {
+		l.each(func(ln *lane) {
+			if n, ok := ln.tokens(); ok {
+				o.Observe(ctx, int64(n), laneAttrs(ln))
+			}
+		})
+	}, unit("{token}", "Tokens left in the retry token bucket, by service and partition.")))
 	if l.cfg.sendRate != nil {
-		_, _ = mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
+		keep(mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
 			l.each(func(ln *lane) {
 				if r := ln.sender.currentRate(); !math.IsInf(r, 1) {
-					o.Observe(ctx, r, partitionAttr(ln.key))
+					o.Observe(ctx, r, laneAttrs(ln))
 				}
 			})
-		}, unit("{request}/s", "Send rate the limiter allows, by partition; absent while unlimited."))
+		}, unit("{request}/s", "Send rate the limiter allows, by service and partition; absent while unlimited.")))
 	}
-	return m
+	return m, gauges
+}
+
+// stopGauges unregisters the gauges of a Retryer that is gone.
+func stopGauges(gauges []metrics.AsyncInstrument) {
+	for _, g := range gauges {
+		g.Stop()
+	}
 }
 
 func unit(u, description string) metrics.InstrumentOption {
 	return func(o *metrics.InstrumentOptions) { o.UnitLabel, o.Description = u, description }
 }
 
-func partitionAttr(key string) metrics.RecordMetricOption {
-	return func(o *metrics.RecordMetricOptions) { o.Properties.Set(attrPartition, key) }
+// laneAttrs returns the attributes of a lane's gauges: its partition, and
+// the service it served once known, so that the retryers of different
+// clients on one provider report apart.
+func laneAttrs(ln *lane) metrics.RecordMetricOption {
+	return func(o *metrics.RecordMetricOptions) {
+		if s := ln.serviceName(); s != "" {
+			o.Properties.Set(attrService, s)
+		}
+		o.Properties.Set(attrPartition, ln.key)
+	}
 }
 
 // attrs returns the attributes of a record: the operation's service and
