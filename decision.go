@@ -94,15 +94,14 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 
 // margin is the time a retry on lane l must leave after its backoff, before
 // the deadline, for the attempt itself: Options.DeadlineMargin when set,
-// otherwise what recent attempts on the lane took, with half as much again
-// as headroom for the attempts that take longer still and for a sleep that
-// ends late on a busy machine.
+// otherwise twice what recent attempts on the lane took: the headroom is
+// for the attempts that take longer still and for a backoff sleep that ends
+// late on a busy machine, both of which the estimate cannot see.
 func (r *Retryer) margin(l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin
 	}
-	est := l.attempts.estimate()
-	return est + est/2
+	return 2 * l.attempts.estimate()
 }
 
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an

@@ -45,10 +45,10 @@ func (e *modeled) ErrorCode() string             { return e.code }
 func (e *modeled) ErrorMessage() string          { return "scripted" }
 func (e *modeled) ErrorFault() smithy.ErrorFault { return smithy.FaultClient }
 
-func throttleErr() error { return asResponse(400, &modeled{"ProvisionedThroughputExceededException"}) }
-func serverErr() error   { return asResponse(500, &modeled{"InternalServerError"}) }
+func throttleErr() error   { return asResponse(400, &modeled{"ProvisionedThroughputExceededException"}) }
+func serverErr() error     { return asResponse(500, &modeled{"InternalServerError"}) }
 func validationErr() error { return asResponse(400, &modeled{"ValidationException"}) }
-func conflictErr() error { return asResponse(400, &modeled{"ConditionalCheckFailedException"}) }
+func conflictErr() error   { return asResponse(400, &modeled{"ConditionalCheckFailedException"}) }
 
 // retryAfter is a throttle whose response carries x-amz-retry-after ms.
 func retryAfter(ms int64) error {

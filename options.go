@@ -130,9 +130,9 @@ type Options struct {
 	// before the deadline, for the attempt itself. Zero (the default) means
 	// learnt, per partition, from the time from GetAttemptToken to its
 	// release: every attempt is measured until 32 have been, then one in
-	// 16; the margin is 1.5 times the largest of them until 32 were
-	// measured, then 1.5 times the second largest of the last 32 (about
-	// their 95th percentile; one stall alone does not raise it). Until the
+	// 16; the margin is twice the largest of them until 32 were measured,
+	// then twice the second largest of the last 32 (about their 95th
+	// percentile; one stall alone does not raise it). Until the
 	// first attempt of a partition ends it is 0. Stalls that last are kept
 	// for 32 samples: AttemptTimeout bounds every attempt, and so the
 	// margin. Negative is invalid.
