@@ -78,6 +78,16 @@ fuzz:
 		done; \
 	done
 
+## lambda: run the Lambda example for real, as its test does: built as
+## bootstrap, under the Lambda Runtime Interface Emulator (pinned as a tool
+## of the examples module), 200 invocations on 8 emulated execution
+## environments side by side, against DynamoDB that throttles and stalls;
+## prints each invocation, a few log streams and the totals, and fails when
+## an invocation timed out or an increment was lost or applied twice.
+.PHONY: lambda
+lambda:
+	go run ./examples/lambda/cmd/emulate
+
 ## dynalite-start / dynalite-stop: a server for running tests by hand;
 ## export the printed URL as AWS_ENDPOINT_URL_DYNAMODB.
 dynalite-start:
