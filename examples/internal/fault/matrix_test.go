@@ -166,7 +166,7 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 	require.NoError(t, faults.Apply(f))
 
 	causes := &causeCounter{n: map[string]int64{}, sample: map[string]error{}}
-	p, err := occ.NewPolicy("full", occ.PolicyOptions{
+	p, err := occ.NewPolicy(occ.Contention, occ.PolicyOptions{
 		Seed:              seed,
 		BaseDelay:         time.Millisecond,
 		ThrottleBaseDelay: 25 * time.Millisecond,

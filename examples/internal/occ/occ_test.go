@@ -350,3 +350,41 @@ func TestMinidynBoundedRequeuesReportEveryFailure(t *testing.T) {
 	}
 	assert.Equal(t, int64(check.FailedApplied), sum, "expect the counters to hold exactly the failed increments that landed")
 }
+
+func TestPolicyWiring(t *testing.T) {
+	ccf := jitterretry.Conflict(&types.ConditionalCheckFailedException{}, 1, 2)
+	for _, name := range StrategyNames() {
+		t.Run(name, func(t *testing.T) {
+			p, err := NewPolicy(name, PolicyOptions{Seed: 1})
+			require.NoError(t, err)
+			var o jitterretry.DoOptions
+			require.NoError(t, jitterretry.Do(context.Background(), p.Loop, func(context.Context) error { return nil },
+				func(d *jitterretry.DoOptions) { p.DoOptions(7)(d); o = *d }))
+			if name == Contention {
+				assert.False(t, p.Blind())
+				assert.Same(t, p.SDK, p.Loop, "expect Do to share the client's retryer, as the README shows")
+				assert.Equal(t, jitterretry.ClassConflict, o.Classify(ccf))
+				assert.Equal(t, 7, o.MaxAttempts)
+				return
+			}
+			assert.True(t, p.Blind())
+			assert.NotSame(t, p.SDK, p.Loop)
+			assert.Equal(t, jitterretry.ClassTransient, o.Classify(ccf), "expect a conflict retried as any transient error")
+			assert.Equal(t, BlindConflictAttempts, o.MaxAttempts)
+
+			// No bucket: 40 conflicts would cost 560 tokens of a bucket of 500.
+			fast, err := NewPolicy(name, PolicyOptions{Seed: 1, BaseDelay: 100 * time.Microsecond, MaxBackoff: time.Millisecond})
+			require.NoError(t, err)
+			calls := 0
+			err = jitterretry.Do(context.Background(), fast.Loop, func(context.Context) error {
+				if calls++; calls <= 40 {
+					return ccf
+				}
+				return nil
+			}, fast.DoOptions(7))
+			require.NoError(t, err)
+			assert.Equal(t, 41, calls)
+			assert.Zero(t, fast.Refused())
+		})
+	}
+}

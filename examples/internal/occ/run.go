@@ -34,10 +34,12 @@ type Config struct {
 	// UpdateItem (not every server supports transactions).
 	Transact bool
 	// LoopAttempts is jitterretry.DoOptions.MaxAttempts for one try of an
-	// increment: the most calls that fail with a transaction cancelled by
-	// throttling before the increment goes back to the worker's queue.
-	// Conflicts do not count: they have Do's own conflict budget
-	// (DoOptions.MaxConflicts, left at its default). Zero means 10.
+	// increment under the Contention policy: the most calls that fail with a
+	// transaction cancelled by throttling before the increment goes back to
+	// the worker's queue. Conflicts do not count: they have Do's own
+	// conflict budget (DoOptions.MaxConflicts, left at its default). The
+	// blind policies, which retry conflicts as transient errors, allow
+	// BlindConflictAttempts calls instead (see Policy). Zero means 10.
 	LoopAttempts int
 	// MaxRequeues bounds how often an increment goes back to the worker's
 	// queue after jitterretry.Do gave up on it. Zero means no bound: the
@@ -252,10 +254,7 @@ func (w *worker) increment(ctx context.Context, it int, seq int64) error {
 	op := &attempt{w: w, item: it, seq: seq}
 	op.version, op.known = w.versions[it]
 	for requeues := 1; ; requeues++ {
-		err := jitterretry.Do(ctx, w.policy.Loop, op.try, func(o *jitterretry.DoOptions) {
-			o.Classify = Classify(o.Classify)
-			o.MaxAttempts = w.cfg.LoopAttempts
-		})
+		err := jitterretry.Do(ctx, w.policy.Loop, op.try, w.policy.DoOptions(w.cfg.LoopAttempts))
 		if err == nil {
 			w.versions[it] = op.version
 			return nil
