@@ -6,10 +6,11 @@ package jitterretry
 import "errors"
 
 // Conflict marks err as a lost optimistic-concurrency race and reports what
-// the attempt learnt: seen is the item's version that the attempt read, and
-// current the version the item had when the conditional write failed
-// (DynamoDB returns the item with ReturnValuesOnConditionCheckFailure set to
-// ALL_OLD). The result wraps err, so errors.As still finds the
+// the attempt learnt: seen is the item's version that the write expected
+// (the one the attempt read, or, in a loop that writes again without
+// reading, the one the previous conflict returned), and current the version
+// the item had when the conditional write failed (DynamoDB returns the item
+// with ReturnValuesOnConditionCheckFailure set to ALL_OLD). The result wraps err, so errors.As still finds the
 // ConditionalCheckFailedException, and is ClassConflict under Do's default
 // classification.
 //

@@ -167,7 +167,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 		}
 		d.conflicts++
 		seen, current := conflictReport(err)
-		backoff = d.conflictBackoff.Next(at, took, seen, current)
+		backoff = d.conflictBackoff.Next(at, d.attemptSpan(took), seen, current)
 	default:
 		d.failures++
 		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {
@@ -198,6 +198,25 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 		return 0, gerr
 	}
 	return wait, nil
+}
+
+// attemptSpan is the duration of fn's call that took took, as the conflict
+// backoff should see it: the round trips of one attempt of the loop. took
+// includes whatever the SDK did inside fn, its own retries of a throttle
+// and their sleeps, which say nothing of the item's contention and, taken
+// for round trips, would stretch the first conflict's window (firstWindow
+// times took/2) to seconds. So took is bounded by twice the lane's learnt
+// attempt time: fn of the usual loop sends a read and a write at most, and
+// the estimate, about the 95th percentile of the lane's attempts, already
+// covers a slow one. A fn that sends more sees its round trips
+// underestimated by as much, which only shortens its first window. Before
+// any attempt was measured (an fn that does not go through this Retryer's
+// middleware) took is all there is.
+func (d *doLoop) attemptSpan(took time.Duration) time.Duration {
+	if est := d.lane.attempts.estimate(); est > 0 {
+		return min(took, 2*est)
+	}
+	return took
 }
 
 // refund gives back the tokens of a retry that will not be sent.

@@ -190,6 +190,59 @@ func TestDoConflictReport(t *testing.T) {
 	}
 }
 
+// TestDoFirstConflictIgnoresTheSDKsRetriesInsideFn: fn's SDK call was
+// throttled and retried by the SDK's middleware for about a second before
+// its write conflicted. The second says nothing about the item's
+// contention: the first conflict's backoff follows the attempts' own time
+// (10 ms each here), not fn's, and is far below a second. Time is the
+// Retryer's injected clock, advanced by the attempts and by the SDK's
+// throttle retry; the test never reads the wall clock.
+func TestDoFirstConflictIgnoresTheSDKsRetriesInsideFn(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	var firstConflicts []time.Duration
+	var cancel context.CancelFunc
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, time.Millisecond // the SDK's real sleeps stay short
+		o.Source = delayers.NewSource(1)
+		o.Clock = clock
+		o.OnRetry = func(e jitterretry.RetryEvent) {
+			switch e.Class {
+			case jitterretry.ClassThrottle:
+				advance(time.Second) // the SDK's retry of the throttle, as long as a real one can be
+			case jitterretry.ClassConflict:
+				firstConflicts = append(firstConflicts, e.Delay)
+				cancel() // one conflict is enough: Do's sleep ends at once
+			}
+		}
+	})
+	for loop := range 10 {
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			err := stackOperation(ctx, r, nil, func(_ context.Context, attempt int) error {
+				advance(10 * time.Millisecond) // the attempt's round trip
+				if attempt == 1 {
+					return throttleErr()
+				}
+				return conflictErr()
+			})
+			return jitterretry.Conflict(err, int64(10*loop), int64(10*loop+3))
+		})
+		cancel()
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason, "loop %d: expect the test to end the loop after its first conflict", loop)
+	}
+	require.Len(t, firstConflicts, 10)
+	for _, d := range firstConflicts {
+		assert.Less(t, d, 500*time.Millisecond, "expect first-conflict backoffs of attempts of 10 ms, not of a 1 s throttle retry, got %v", firstConflicts)
+	}
+}
+
 // TestDoLeavesWhatTheSDKGaveUpOn: an error the SDK's middleware already
 // retried and gave up on is not retried again by default, so retries do not
 // multiply across the two layers.

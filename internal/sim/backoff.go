@@ -21,8 +21,10 @@ type Backoff interface {
 
 // ConflictBackoff is a Backoff that learns from what a failed write
 // reports: at is when the conflict reached the client, took how long its
-// read and write took, seen the version it read and current the version the
-// write found (a real client has it with ReturnValuesOnConditionCheckFailure
+// attempt took (its read and write; with Params.AllOld, after the first
+// attempt, its write alone), seen the version its write expected (the one it
+// read, or with AllOld the one its previous failed write returned) and
+// current the version the write found (a real client has it with ReturnValuesOnConditionCheckFailure
 // set to ALL_OLD). The OCC experiment calls Conflict instead of Delay.
 type ConflictBackoff interface {
 	Backoff
@@ -82,7 +84,7 @@ const (
 func BlogStrategies() []Strategy {
 	return []Strategy{
 		{
-			Name: StrategyNone, Description: "no backoff: re-read after one network delay", Reproducible: true,
+			Name: StrategyNone, Description: "no backoff: retry as soon as the failed write returns", Reproducible: true,
 			newRun: func(Params, delayers.Source) (func() Backoff, error) {
 				return func() Backoff { return noBackoff{} }, nil
 			},
