@@ -24,6 +24,9 @@ import (
 // joined says that the SDK's middleware will join the refusal with opErr, so
 // its message leaves opErr out.
 func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, class ErrorClass, hint retryAfter, cost uint, margin time.Duration, joined bool) (ticket, time.Time, *GiveUpError) {
+	if class == ClassThrottle {
+		l.throttles.Add(1)
+	}
 	if err := ctx.Err(); err != nil {
 		return ticket{}, time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
 	}

@@ -372,3 +372,50 @@ func TestDoBadInput(t *testing.T) {
 	//nolint:staticcheck // a nil context is bad input Do must survive
 	assert.NoError(t, jitterretry.Do(nil, r, func(context.Context) error { return nil }))
 }
+
+// TestDoConflictsSlowDownWhileThePartitionThrottles: conflicts on an item
+// whose table is at capacity look like little contention (the capacity
+// holds the win rate down), so the contention backoff alone would keep
+// sending into the throttles. A throttle anywhere in the partition since
+// the loop's previous call makes the conflict wait at least the Retryer's
+// throttle backoff.
+func TestDoConflictsSlowDownWhileThePartitionThrottles(t *testing.T) {
+	const throttleBase = 200 * time.Millisecond
+	var cancel context.CancelFunc
+	var conflicts []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential // a throttle's first backoff is exactly throttleBase
+		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, throttleBase
+		o.OnRetry = func(e jitterretry.RetryEvent) {
+			if e.Class == jitterretry.ClassConflict {
+				conflicts = append(conflicts, e.Delay)
+				cancel() // Do's sleep ends at once
+			}
+		}
+	})
+	conflictOnce := func(throttleMeanwhile bool) {
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			if throttleMeanwhile { // another caller of the client, throttled and retried
+				_ = stackOperation(context.Background(), r, nil, func(_ context.Context, attempt int) error {
+					if attempt == 1 {
+						return throttleErr()
+					}
+					return nil
+				})
+			}
+			err := stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
+			return jitterretry.Conflict(err, 1, 3)
+		})
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+	}
+	conflictOnce(false)
+	conflictOnce(true)
+	require.Len(t, conflicts, 2)
+	assert.Less(t, conflicts[0], throttleBase, "expect the contention backoff when nothing was throttled")
+	assert.GreaterOrEqual(t, conflicts[1], throttleBase, "expect at least the throttle backoff while the partition throttles")
+}

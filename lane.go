@@ -36,6 +36,10 @@ type lane struct {
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
+	// throttles counts the retry decisions after a throttle, refused ones
+	// included: Do reads it around a call to learn whether the partition
+	// was throttled meanwhile.
+	throttles atomic.Uint64
 	// service is the first SDK service the lane served, an attribute of
 	// its gauges; recorded only when the retryer has metrics.
 	service atomic.Pointer[string]
