@@ -8,7 +8,10 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/jitterretry/jitterretry"
 	"github.com/jitterretry/jitterretry/delayers"
@@ -153,4 +156,37 @@ func ExampleOptions_sendRate() {
 	}
 	fmt.Println(time.Since(start) >= 40*time.Millisecond)
 	// Output: true
+}
+
+// AttemptTimeout is an SDK API option: add it where the client's other API
+// options go, config.WithAPIOptions or the client's Options.APIOptions. It
+// adds one middleware, right after the SDK's retry middleware.
+func ExampleAttemptTimeout() {
+	// A client's stack has the SDK's signing and retry middlewares; a
+	// stand-in signs here.
+	stack := middleware.NewStack("PutItem", smithyhttp.NewStackRequest)
+	signing := middleware.FinalizeMiddlewareFunc("Signing", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		return next.HandleFinalize(ctx, in)
+	})
+	if err := stack.Finalize.Add(signing, middleware.After); err != nil {
+		panic(err)
+	}
+	if err := retry.AddRetryMiddlewares(stack, retry.AddRetryMiddlewaresOptions{Retryer: jitterretry.New()}); err != nil {
+		panic(err)
+	}
+	if err := jitterretry.AttemptTimeout(300 * time.Millisecond)(stack); err != nil {
+		panic(err)
+	}
+	fmt.Println(stack.Finalize.List())
+	// Output: [Retry jitterretry.AttemptTimeout Signing]
+}
+
+// DynamoDB gives back the SDK's DynamoDB client defaults, which a client
+// built with a custom retryer otherwise loses.
+func ExampleDynamoDB() {
+	r := jitterretry.New(jitterretry.DynamoDB)
+	var seen jitterretry.Options
+	jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) { seen = *o })
+	fmt.Println(r.MaxAttempts(), seen.BaseDelay)
+	// Output: 4 25ms
 }

@@ -246,3 +246,28 @@ func Example_standardRetryer() {
 	// throttled attempt 3: 3.183s
 	// retryable: true
 }
+
+// Contention spaces the retries of one conditional-write loop by what its
+// conflicts show. Here the loop writes again with the version each failed
+// write returned (ALL_OLD), and every time five other writers have won
+// since: it sleeps as long as its estimate of the competitors asks, then
+// retries at once with the version that sleep's conflict returned, which is
+// fresh, and so on, with a growing estimate. Do uses it for conflicts; a
+// loop of one's own keeps one Contention per item.
+func ExampleContention() {
+	c := delayers.Contention{Source: delayers.NewSource(2015)}
+	at, version := time.Unix(0, 0), int64(10)
+	for range 4 {
+		at = at.Add(10 * time.Millisecond) // the write's round trip
+		seen := version
+		version += 5 // others won meanwhile; ALL_OLD returns the new version
+		sleep := c.Next(at, 10*time.Millisecond, seen, version)
+		fmt.Println(sleep.Round(time.Millisecond))
+		at = at.Add(sleep)
+	}
+	// Output:
+	// 125ms
+	// 1ms
+	// 342ms
+	// 1ms
+}
