@@ -127,7 +127,7 @@ func (e *GiveUpError) Error() string {
 			what = "send-rate wait"
 		}
 		msg = fmt.Sprintf("jitterretry: gave up: %s %v would end past the context deadline (%v left)",
-			what, e.Delay, e.remaining.Round(time.Millisecond))
+			what, readable(e.Delay), readable(e.remaining))
 	case GiveUpCanceled:
 		msg = fmt.Sprintf("jitterretry: gave up: context done (%v)", e.ctxErr)
 	case GiveUpMaxAttempts:
@@ -205,4 +205,13 @@ type OptionsError struct {
 
 func (e *OptionsError) Error() string {
 	return "jitterretry: invalid " + e.Option + ": " + e.Reason
+}
+
+// readable rounds d for a message: to the millisecond from 10 ms up, where
+// more digits say nothing, and to the microsecond below.
+func readable(d time.Duration) time.Duration {
+	if d >= 10*time.Millisecond || d <= -10*time.Millisecond {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Microsecond)
 }
