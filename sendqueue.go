@@ -70,6 +70,33 @@ func (q *sendQueue) advance(now time.Time) float64 {
 	return max(sent, 0)
 }
 
+// release makes up to n more of the waiting places due at once, ahead of
+// their turn at the rate, which does not change, and returns how many it
+// made due; the callers waiting are woken to ask again. It serves a short
+// probe above the rate. The queue must be brought up to now first.
+func (q *sendQueue) release(n float64) float64 {
+	if math.IsInf(q.rate, 1) || !(n > 0) {
+		return 0
+	}
+	target := q.served + n
+	skipped := 0
+	for skipped < len(q.holes) && float64(q.holes[skipped]) <= target {
+		skipped++
+		target++
+	}
+	q.holes = q.holes[skipped:]
+	if limit := float64(q.issued); target > limit {
+		n -= target - limit
+		target = limit
+	}
+	if n <= 0 {
+		return 0
+	}
+	q.served = target
+	q.wake()
+	return n
+}
+
 // reserve takes the next place; it reports whether the place is due at once
 // because the queue is unlimited.
 func (q *sendQueue) reserve() (sendPlace, bool) {

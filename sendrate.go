@@ -15,9 +15,12 @@ import (
 type SendRateOptions struct {
 	// InitialRate is the send rate, in requests per second, the limiter
 	// starts at, clamped to [MinRate, MaxRate], and returns to after an
-	// idle spell; it probes upwards from there like from any rate. Zero (or
-	// +Inf) means unlimited: the limiter does nothing until the service
-	// throttles.
+	// idle minute. The rate rises from there while it is in use and not
+	// throttled: by 1/s every 100 ms and, until a cut has measured the
+	// capacity, after two seconds also by 5% every 100 ms, doubling up to
+	// 25%; never to more than twice what the last 100 ms sent and the
+	// service accepted. Zero (or +Inf) means unlimited: the limiter does
+	// nothing until the service throttles.
 	InitialRate float64
 
 	// MinRate is the floor the rate never drops below, in requests per
@@ -29,91 +32,156 @@ type SendRateOptions struct {
 	MaxRate float64
 }
 
-// The limiter's numbers. BENCHMARKS.md, section 4, has the measurements
-// behind them.
+// The limiter's numbers. The comments of sendRate and of the functions that
+// use them say what each does; here is why each is what it is.
 const (
-	// sendWindow is how often the limiter closes a window of answers and,
-	// when nothing was throttled beyond the background and the rate was in
-	// use, raises the rate; the longest a waiting caller sleeps before
-	// asking again.
+	// sendWindow is the period of the rate's rises and of the counts they
+	// read, and the longest a waiting caller sleeps before asking again:
+	// long enough to hold a few answers at low rates, short enough for
+	// the rate to follow a change of capacity within a second.
 	sendWindow     = 100 * time.Millisecond
 	defaultMinRate = 1.0
-	// An episode of throttles ends once its answers show, by more than
-	// three standard deviations, a throttled share above the background
-	// (at least episodeMin answers), or, without a cut, after
-	// episodeMaxAnswers answers or episodeMax.
-	episodeMin        = 20
-	episodeMaxAnswers = 100
-	episodeMax        = time.Second
-	// A cut is judged on at least evalMin answers to requests sent after
-	// it, sooner when they are clear, and after evalMaxAnswers answers or
-	// evalMax at the latest.
-	evalMin        = 40
-	evalMaxAnswers = 200
-	evalMax        = time.Second
-	// probeStep is the additive probe above the known capacity, in
-	// requests per second per window: the same for every client, so that
-	// clients sharing a capacity converge to equal shares (AIMD). After
-	// streakWindows windows in a row without excess throttles the probe
-	// grows multiplicatively instead: the capacity is higher than known.
-	probeStep     = 1.0
-	streakWindows = 10
-	// cutTo is the share of the measured capacity a cut keeps, leaving the
-	// service's burst room to refill; minCutTo bounds one cut: a deeper fall
-	// of capacity takes a chain of cuts, each judged on the answers after
-	// it.
-	cutTo    = 0.95
-	minCutTo = 0.1
-	// The first rise after a cut is firstGrowth, and each further window
-	// without excess throttles doubles it, up to maxGrowth: gentle near the
-	// capacity just found, and ten times the rate in a second and a half
-	// when nothing throttles.
-	firstGrowth = 0.05
-	maxGrowth   = 0.25
-	// holdFirst is how long, after throttles were found not to follow the
-	// rate, their level counts as background; each such finding doubles it
-	// up to holdMax.
-	holdFirst = time.Second
-	holdMax   = 30 * time.Second
-	// peakHalfLife is how fast the highest rate the service accepted ages;
-	// idleReset is the idle spell after which the limiter starts over.
-	peakHalfLife = 30 * time.Second
-	// A jump back to the peak that the service throttles waits jumpFirst
-	// before the next, doubling up to jumpMax.
-	jumpFirst = time.Second
-	jumpMax   = 8 * time.Second
+	// A round trip shorter than minRTT (or not yet measured) is taken as
+	// minRTT when telling the answers to requests sent before a change of
+	// rate from those sent after.
+	minRTT = time.Millisecond
+
+	// Detection. A CUSUM of the answers' log-likelihood ratio between a
+	// throttled share at the background (at least minBackground) and one
+	// minExcess (or half the background) above it alarms at alarmLLR:
+	// with no background, about seven throttles more than the successes
+	// between them explain, which 1% of throttles at random practically
+	// never reach, and an overload of 5% reaches in a few hundred
+	// answers. The cut needs episodeMin answers since the CUSUM left
+	// zero, so that it is sized on more than a burst.
+	alarmLLR      = 12
+	minExcess     = 0.05
+	minBackground = 0.01
+	episodeMin    = 20
+
+	// Cuts. A cut keeps cutTo of the capacity its answers measured (the
+	// rest lets the service's burst refill) and at least minCutTo of the
+	// rate, so a deeper fall takes a chain of cuts, each tested; a share
+	// measured on fewer than sizeMin answers may be a burst of throttles,
+	// so that cut keeps at least smallCutTo: a cut too shallow is
+	// followed by another within a round trip or two, one too deep takes
+	// long to grow back.
+	cutTo      = 0.95
+	minCutTo   = 0.5
+	smallCutTo = 0.85
+	sizeMin    = 100
+
+	// Tests of cuts. A test judges on testMin answers at least, and ends
+	// by testMax answers or testMaxTime, so that a slow client is judged
+	// within a second; a test without testMin answers by testAbandon
+	// leaves the cut standing. A share falls "clearly" at dropZ standard
+	// deviations. When more than maxTheirs of the answers are throttled,
+	// a cut is due whoever causes them. A cut that did not end the
+	// overload is followed by a halving after undoMin answers, and
+	// enough for refThrottles throttles, so that the halving is judged
+	// against a share known well enough to tell it from half; a halving
+	// judged on fewer than undoMin answers stands.
+	testMin      = 20
+	testMax      = 1000
+	testMaxTime  = time.Second
+	testAbandon  = 5 * time.Second
+	dropZ        = 3
+	maxTheirs    = 0.5
+	undoMin      = 100
+	refThrottles = 20
+
+	// The background. Throttles found not to follow the rate are the
+	// background for a hold of holdFirst, doubling with each such finding
+	// in a row up to holdMax: long enough that a service that throttles
+	// at random costs a test every ten seconds or more, short enough that
+	// a wrong finding is tested again soon. During a hold the background
+	// is learnt from the windows, with the weight of up to
+	// backgroundAnswers answers; it excuses throttles for a rise only once
+	// learnt on that many. Outside a hold it falls with windows clearly
+	// below it, with a time constant of backgroundTau.
+	holdFirst         = 10 * time.Second
+	holdMax           = time.Minute
+	backgroundAnswers = 2000
+	backgroundTau     = 10 * time.Second
+
+	// Rises. The rate rises by probeStep a window, or by probeFrac of the
+	// capacity known when that is more (a 5% cut of a large capacity is
+	// regained in a second): a line of time from the last cut, the same
+	// for clients of the same scale whatever their answers, so clients
+	// sharing a capacity converge to equal shares (AIMD). With no capacity
+	// ever measured, after slowStartAfter in use the rise is also
+	// multiplicative, from firstGrowth a window doubling up to maxGrowth.
+	probeStep      = 1.0
+	probeFrac      = 0.005
+	slowStartAfter = 2 * time.Second
+	firstGrowth    = 0.05
+	maxGrowth      = 0.25
+
+	// Jumps back to a capacity recently measured. A cut's measure counts
+	// as one once no other cut followed for peakConfirm, or the next cut
+	// measured at least peakAgree of it: what a client arriving in a
+	// crowd measures as its flood ends is its share of the flood, and the
+	// cuts that soon follow measure much less.
+	// The peak halves every peakHalfLife, so that a capacity not seen for
+	// minutes is no longer probed. A rate in use below 1/jumpRatio of it
+	// (a fall of capacity, not a share lost to another client or two,
+	// whose probes would only take from them) probes it every jumpEvery,
+	// so a capacity that returns is used within a window or two:
+	// jumpProbe waiting requests are sent at once, more than a service's
+	// slack at the rate below absorbs, few enough that a probe that fails
+	// costs a throttle or two. A jump the probe passes is on probation
+	// for jumpProbation. A jump fails on the evidence of the detection's
+	// CUSUM at jumpFail: a single throttle when there is no background.
+	peakHalfLife  = 30 * time.Second
+	peakConfirm   = 500 * time.Millisecond
+	peakAgree     = 0.75
+	jumpRatio     = 3.0
+	jumpEvery     = sendWindow
+	jumpProbe     = 4
+	jumpProbation = 2 * sendWindow
+	jumpFail      = 1.5
+
 	idleReset = time.Minute
-	// backgroundTau is the time constant with which the background throttle
-	// level follows the answers outside episodes.
-	backgroundTau = 10 * time.Second
 )
 
 // sendRate is an adaptive client-side send-rate limiter. It paces attempts
 // through a queue at a rate it learns from the answers, and tells "we send
 // too fast" from "throttled anyway":
 //
-//   - An episode starts with a throttle the background level does not
-//     explain. Its first episodeAnswers answers give the throttled share f;
-//     when f exceeds the background b (by a margin for the count), the rate
-//     is cut to cutTo * S * (1-f)/(1-b), S being the send rate of the last
-//     window or two: the capacity this client gets, measured. A cut keeps
-//     at least minCutTo of S.
-//   - Every cut is tested: the answers to requests sent after it should be
-//     throttled much less if the cut helped (capacity throttles), and as
-//     much if it did not (throttles that other tenants, or chance, cause,
-//     or a share of a fleet so small that this client's rate changes
-//     nothing). In the second case the cut is undone and f becomes the
-//     background for a hold that doubles with each such finding: the
-//     limiter never falls toward its floor on throttles it cannot help.
-//   - A window without excess throttles, whose rate was in use, raises the
-//     rate: back to the capacity measured at recent cuts at once when it
-//     is far below it (the capacity returned), otherwise by a step that
-//     starts at firstGrowth and doubles.
+//   - Detection: a CUSUM over the answers alarms when the throttled share
+//     rises above the background b, the share found not to follow the rate
+//     (zero until found).
+//   - A cut keeps 95% of the capacity the answers measure, the send rate
+//     of the last window or two times (1-f)/(1-b), f being the throttled
+//     share, and at least half the rate (85% when f was measured on few
+//     answers). Clients sharing a capacity see the same share and cut in
+//     proportion to what they send: the multiplicative decrease of AIMD.
+//   - Every cut is tested on the answers to requests sent after it. If the
+//     share fell clearly to the background, the cut stands, and what it
+//     measured is the known capacity. If it fell but not enough, or most
+//     answers are throttled, or it rose, the next cut follows, sized from
+//     the new answers. If it did not fall, the rate is halved, a decisive
+//     test: throttles that follow the rate fall with it, whoever else
+//     shares the capacity (the others, seeing the same throttles, cut
+//     too), while throttles that others or chance cause stay. When they
+//     stay, the cuts are undone (back to unlimited if the limiter was, else
+//     to the rate before the halving) and the share becomes the background
+//     for a hold of ten seconds, doubling with each such finding in a row:
+//     the limiter does not fall toward its floor on throttles it cannot
+//     help. During the hold the background is learnt from the answers, and
+//     the rate rises over it only once it is learnt well; then it is
+//     forgotten, and tested again if the throttles are still there.
+//   - The rate rises along a line of time from the last cut, by 1/s a
+//     window (or 0.5% of the known capacity): the additive increase of
+//     AIMD, the same for clients of the same scale, so that shares
+//     converge. While no capacity was ever measured it also grows
+//     multiplicatively, from InitialRate.
+//   - When the rate in use is below a third of a capacity recently
+//     measured (the peak), each window it probes with a few requests sent
+//     at once, and if none is throttled, jumps back to the peak: a capacity
+//     that returns is used within a window or two; each probe costs a
+//     throttle or two while it has not.
 //   - After an idle minute it starts over from InitialRate.
-//
-// A small client of a fleet thus stays unlimited and competes as the SDK's
-// retryer does, while the clients whose cuts move the throttle rate cut,
-// which hands the capacity toward the smaller ones: shares converge.
 //
 // It is safe for concurrent use. The zero value is an unlimited limiter
 // with the default options.
@@ -127,36 +195,50 @@ type sendRate struct {
 
 	win, prev answers // the current window and the one before
 	lastSeen  time.Time
+	rtt       time.Duration // the last round trip reported, at least minRTT
 
-	episode answers // since the first unexplained throttle; start zero when none
-	eval    cutTest // the test of the last cut; active when cutAt is set
+	// Detection: the CUSUM, the answers since it last left zero, and its
+	// steps for a throttle and a success at the current background.
+	cusum         float64
+	episode       answers
+	llrThr, llrOK float64
 
-	background float64 // throttled share that does not follow the rate
-	holdUntil  time.Time
+	background float64   // the throttled share found not to follow the rate
+	bSamples   float64   // the answers it was learnt on, up to backgroundAnswers
+	holdUntil  time.Time // the end of the current finding's hold; zero when none
 	hold       time.Duration
 
-	// known is the capacity measured: the rate a cut settled at, raised by
-	// every window the service accepted more. peak is the highest known,
-	// aging, for a quick return when the capacity comes back.
-	known    float64
-	peak     float64
-	peakAt   time.Time
-	jumped   time.Time // when the rate last jumped back to the peak
-	jumpWait time.Duration
-	streak   int // windows in a row without excess throttles, since the last cut
-	growth   float64
-	cuts     int
+	test       cutTest
+	jump       jumpTest
+	blindUntil time.Time // answers before it are a failed jump's
+	jumpedAt   time.Time
 
-	trace func(format string, args ...any) // tests only
+	// known is the capacity the last standing cut (or held jump) measured;
+	// peak the highest capacity measured, at peakAt, aging: by a standing
+	// cut once confirmed (see peakConfirm; pending until then), or by what
+	// the service accepted while the limiter was unlimited.
+	known       float64
+	peak        float64
+	peakAt      time.Time
+	pending     float64 // the last stand's measure, not yet counted
+	pendingAt   time.Time
+	pendingCuts int
+	// The rate rises from base, set at baseAt by the last change of rate
+	// that was not a rise.
+	base   float64
+	baseAt time.Time
+	growth float64 // the next multiplicative step, while nothing is known
+	cuts   int
+
+	origin time.Time                        // the first time seen, for traces
+	trace  func(format string, args ...any) // tests only
 }
 
-func (l *sendRate) tracef(format string, args ...any) {
-	if l.trace != nil {
-		l.trace(format, args...)
-	}
+func (l *sendRate) tracef(now time.Time, format string, args ...any) {
+	l.trace("%8.3fs "+format, append([]any{now.Sub(l.origin).Seconds()}, args...)...)
 }
 
-// answers counts answers (and places sent) from start on.
+// answers counts answers (and, in a window, places sent) from start on.
 type answers struct {
 	start    time.Time
 	ok, thr  int
@@ -166,6 +248,14 @@ type answers struct {
 
 func (a answers) total() int { return a.ok + a.thr }
 
+func (a *answers) count(throttled bool) {
+	if throttled {
+		a.thr++
+	} else {
+		a.ok++
+	}
+}
+
 // throttled returns the throttled share of the answers, with half an
 // answer of each kind added, so that a share is never exactly 0 or 1: a
 // cut sized from "all throttled" still measures some capacity.
@@ -173,19 +263,37 @@ func (a answers) throttled() float64 {
 	return (float64(a.thr) + 0.5) / (float64(a.total()) + 1)
 }
 
-// cutTest is a cut under test.
+// cutTest is the last cut of a chain, under test.
 type cutTest struct {
-	cutAt      time.Time
-	countFrom  time.Time // answers before this are to requests sent before the cut
-	from       float64   // the rate before the first cut of the chain
-	sendRate   float64   // S, the send rate before the cut
-	throttled  float64   // f, the throttled share that caused it
-	answers    int       // the answers f was measured on
-	background float64   // b then
-	after      answers
+	at, countFrom time.Time // answers from countFrom on are to requests sent after the cut
+	from          float64   // the rate before the chain, or before its last cut that helped
+	rate          float64   // the rate this cut set
+	prevRate      float64   // the rate before this cut
+	links         int
+	decisive      bool    // this cut halved the rate after one that did not end the overload
+	bounded       bool    // the cut was too small to end the overload alone
+	capacity      float64 // the capacity the cut measured
+	trigger       answers // the answers the cut was sized from
+	first         answers // the answers the chain began with
+	after         answers
 }
 
-func (c cutTest) active() bool { return !c.cutAt.IsZero() }
+func (c cutTest) active() bool { return !c.at.IsZero() }
+
+// jumpTest is a jump back to the peak under test: first a probe of
+// jumpProbe requests sent at once, then, if none of the answers since was
+// throttled beyond the background, the peak itself, on probation.
+type jumpTest struct {
+	at, countFrom time.Time
+	committed     time.Time // when the probe passed and the rate went to the peak
+	from, to      float64
+	after         answers
+	// A CUSUM of the evidence that the jump is throttled beyond the
+	// background, and its steps.
+	score, llrThr, llrOK float64
+}
+
+func (j jumpTest) active() bool { return !j.at.IsZero() }
 
 func newSendRate(o SendRateOptions) *sendRate {
 	l := &sendRate{}
@@ -202,6 +310,7 @@ func (l *sendRate) init(o SendRateOptions) {
 	}
 	l.q.init(l.initialRate)
 	l.growth, l.ready = firstGrowth, true
+	l.setBackgroundLocked(0)
 }
 
 func (l *sendRate) initLocked() {
@@ -254,7 +363,8 @@ func (l *sendRate) forgettable() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.initLocked()
-	return l.q.rate == l.initialRate && !l.q.waiting() && l.known == 0 && l.peak == 0 && l.background == 0
+	return l.q.rate == l.initialRate && !l.q.waiting() && l.known == 0 && l.peak == 0 && l.pending == 0 &&
+		l.background == 0 && !l.test.active() && !l.jump.active()
 }
 
 // reserve takes the next place in the queue at time now; the caller then
@@ -292,189 +402,355 @@ func (l *sendRate) cancel(p sendPlace, now time.Time) {
 
 // observe records an answer seen at time now: throttled, or a success.
 // Other failures carry no rate signal and need not be reported. rtt is the
-// expected round trip of a request: answers within it of a cut belong to
-// requests sent before the cut.
+// expected round trip of a request: answers within it of a change of rate
+// belong to requests sent before it.
 func (l *sendRate) observe(now time.Time, throttled bool, rtt time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.syncLocked(now)
 	l.lastSeen = now
-	count := func(a *answers) {
-		if throttled {
-			a.thr++
-		} else {
-			a.ok++
-		}
-	}
-	count(&l.win)
+	l.rtt = max(rtt, minRTT)
+	l.win.count(throttled)
 	switch {
-	case l.eval.active():
-		if !now.Before(l.eval.countFrom) {
-			count(&l.eval.after)
+	case l.jump.active():
+		if !now.Before(l.jump.countFrom) {
+			l.judgeJumpLocked(now, throttled)
 		}
-		l.judgeLocked(now, false)
-	case !l.episode.start.IsZero():
-		count(&l.episode)
-		l.endEpisodeLocked(now, rtt)
-	case throttled:
-		l.episode = answers{start: now, thr: 1}
+	case l.test.active():
+		if !now.Before(l.test.countFrom) {
+			l.test.after.count(throttled)
+			l.judgeLocked(now)
+		}
+	case now.Before(l.blindUntil):
+	default:
+		l.detectLocked(now, throttled)
 	}
+}
+
+// detectLocked adds an answer to the CUSUM, and cuts when it alarms.
+func (l *sendRate) detectLocked(now time.Time, throttled bool) {
+	if throttled {
+		l.cusum += l.llrThr
+	} else {
+		l.cusum += l.llrOK
+	}
+	if l.cusum <= 0 {
+		l.cusum, l.episode = 0, answers{}
+		return
+	}
+	if l.episode.start.IsZero() {
+		l.episode.start = now
+	}
+	l.episode.count(throttled)
+	if l.cusum >= alarmLLR && l.episode.total() >= episodeMin {
+		l.cutLocked(now, l.episode, false, nil)
+	}
+}
+
+// setBackgroundLocked sets the background and the detection's steps: the
+// CUSUM weighs a throttled share at the background, raised by its standard
+// error (it may be that high), against one minExcess or half the
+// background above it.
+func (l *sendRate) setBackgroundLocked(b float64) {
+	l.background = b
+	if l.bSamples > 0 {
+		b += math.Sqrt(b * (1 - b) / l.bSamples)
+	}
+	l.llrThr, l.llrOK = excessLLR(b)
+}
+
+// excessLLR returns the log-likelihood ratios of a throttle and of a
+// success between a share excessive over the background b and b itself.
+func excessLLR(b float64) (thr, ok float64) {
+	p0 := min(max(b, minBackground), 0.9)
+	p1 := min(p0+max(minExcess, p0/2), 0.99)
+	return math.Log(p1 / p0), math.Log((1 - p1) / (1 - p0))
+}
+
+// cutLocked cuts for the throttled share of trigger and puts the cut under
+// test: the first of a chain, or the next one after chain. A decisive cut
+// halves the rate.
+func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chain *cutTest) {
+	// What the client sends now: the windows may hold sends from before
+	// the last change of rate.
+	s := l.sendRateLocked(now)
+	if !math.IsInf(l.q.rate, 1) {
+		s = min(s, l.q.rate)
+	}
+	if !(s > 0) {
+		l.cusum, l.episode = 0, answers{}
+		return
+	}
+	f := trigger.throttled()
+	b := min(l.background, 0.9)
+	accepted := s * (1 - f)
+	floor := minCutTo
+	if trigger.total() < sizeMin && f <= maxTheirs {
+		floor = smallCutTo
+	}
+	target := max(cutTo*accepted/(1-b), floor*s)
+	if decisive {
+		target = minCutTo * s
+	}
+	if !math.IsInf(l.q.rate, 1) {
+		target = min(target, cutTo*l.q.rate) // a cut always cuts
+	}
+	target = l.clamp(target)
+	t := cutTest{
+		at: now, countFrom: now.Add(l.rtt), from: l.q.rate, rate: target, prevRate: l.q.rate, links: 1,
+		decisive: decisive, bounded: 1-accepted/target > l.background+minExcess,
+		capacity: accepted / (1 - b), trigger: trigger, first: trigger,
+	}
+	if chain != nil {
+		t.from, t.links, t.first = chain.from, chain.links+1, chain.first
+	}
+	if l.trace != nil {
+		l.tracef(now, "cut #%d f=%.3f (n=%d) b=%.3f S=%.0f to %.0f (capacity %.0f)", t.links, f, trigger.total(), l.background, s, target, t.capacity)
+	}
+	l.test = t
+	l.setRateLocked(target)
+	l.growth, l.base, l.baseAt = firstGrowth, target, now
+	l.cusum, l.episode = 0, answers{}
+	l.cuts++
+}
+
+// judgeLocked judges the last cut on the answers to requests sent after it.
+// Two shares tell: za, how far the answers are above the background, and
+// zd, how far they fell from the share the cut was sized from.
+func (l *sendRate) judgeLocked(now time.Time) {
+	t := &l.test
+	a := t.after
+	n := a.total()
+	over := n >= testMax || now.Sub(t.at) >= testMaxTime
+	if n < testMin && !over {
+		return
+	}
+	if n == 0 {
+		l.test = cutTest{} // nothing sent since: the cut stands, unjudged
+		return
+	}
+	za := zAbove(a.throttled(), l.background, n)
+	zd := zDrop(t.trigger, a)
+	switch {
+	case za < 2 && (zd >= dropZ || over && !t.decisive):
+		l.standLocked(now, zd, za) // relieved, or no telling
+	case za >= 3 && a.throttled() > maxTheirs:
+		// So throttled that a cut is due whoever causes it: it stands,
+		// and an undo comes back no higher.
+		t.from = t.rate
+		l.nextCutLocked(now, false)
+	case za >= 3 && t.bounded && zd >= 1:
+		l.nextCutLocked(now, false) // too small a cut to end the overload, and it helped
+	case zd <= -3:
+		// Worse than before: the share the cut was sized from was not the
+		// overload's (the service's burst hid it, or others sharing the
+		// capacity send more). Size the next cut from here.
+		l.nextCutLocked(now, false)
+	case zd >= dropZ:
+		// It helped, not enough: it stands, and the next cut follows.
+		t.from = t.rate
+		l.nextCutLocked(now, false)
+	case za < 2.5 && !t.decisive:
+		if over {
+			l.standLocked(now, zd, za) // no telling
+		}
+	case !t.decisive && zd >= 2:
+		if n >= undoMin || over {
+			l.nextCutLocked(now, false) // it helped some: a little more
+		}
+	case !t.decisive:
+		// The cut did not end the overload: halve the rate, and compare.
+		// These answers are what the halving is judged against: enough
+		// of them to tell their share from half of it.
+		if float64(n) >= max(undoMin, refThrottles/a.throttled()) || over {
+			l.nextCutLocked(now, true)
+		}
+	case n < undoMin:
+		if over {
+			l.standLocked(now, zd, za) // no telling
+		}
+	default:
+		l.judgeHalvingLocked(now, zd, za, over)
+	}
+}
+
+// judgeHalvingLocked judges a decisive cut that halved the rate without a
+// clear fall of the share (zd, za as for judgeLocked): if the throttles
+// were this client's (or a fleet's that cuts as it does), the share would
+// have fallen at least to ours.
+func (l *sendRate) judgeHalvingLocked(now time.Time, zd, za float64, over bool) {
+	t := &l.test
+	a := t.after
+	n := a.total()
+	ours := max(l.background, 1-2*(1-t.trigger.throttled()))
+	zO := (a.throttled() - ours) / math.Sqrt(shareVar(a.throttled(), n))
+	switch {
+	case zDrop(t.first, a) >= dropZ:
+		// Flat now, but far below the share the chain began with: the
+		// cuts before helped. This one stands.
+		if zd < 1 && zO >= dropZ || over {
+			l.standLocked(now, zd, za)
+		}
+	case zd < 1 && zO >= dropZ:
+		l.undoLocked(now, zd, zO) // not this client's to help
+	case over && zd >= 1.5 && zO < dropZ:
+		l.standLocked(now, zd, za) // it helped some, and may be as ours
+	case over:
+		l.undoLocked(now, zd, zO)
+	}
+}
+
+// nextCutLocked cuts again, sized from the last cut's answers.
+func (l *sendRate) nextCutLocked(now time.Time, decisive bool) {
+	c := l.test
+	l.cutLocked(now, c.after, decisive, &c)
+}
+
+// standLocked ends the test: the cut stands, and what it measured is the
+// capacity known.
+func (l *sendRate) standLocked(now time.Time, zd, za float64) {
+	t := l.test
+	l.test = cutTest{}
+	if l.trace != nil {
+		l.tracef(now, "stands after %d links: after=%d/%d drop z=%.1f above z=%.1f, capacity %.0f", t.links, t.after.thr, t.after.total(), zd, za, t.capacity)
+	}
+	l.known = t.capacity
+	if l.pending > 0 && t.capacity >= peakAgree*l.pending {
+		l.notePeakLocked(now, max(l.pending, t.capacity)) // two measures agree
+	}
+	l.pending, l.pendingAt, l.pendingCuts = t.capacity, now, l.cuts
+	l.hold = 0
+}
+
+// undoLocked ends the test: the throttles do not follow this client's
+// rate. The cuts are undone, back to unlimited if the limiter was, and
+// otherwise to the rate before the halving, where the share was measured
+// as it is now: not to before the chain, since a share of the capacity a
+// cut gave up, that others took by growing, is theirs now. The share
+// becomes the background for a hold.
+func (l *sendRate) undoLocked(now time.Time, zd, zO float64) {
+	t := l.test
+	l.test = cutTest{}
+	a := t.after
+	a.ok, a.thr = a.ok+t.trigger.ok, a.thr+t.trigger.thr
+	if math.IsInf(t.from, 1) {
+		l.setRateLocked(t.from)
+	} else {
+		l.setRateLocked(min(t.from, t.prevRate))
+	}
+	if l.trace != nil {
+		l.tracef(now, "undone after %d links: after=%d/%d before=%d/%d z=%.1f/%.1f, back to %.0f", t.links, t.after.thr, t.after.total(), t.trigger.thr, t.trigger.total(), zd, zO, l.q.rate)
+	}
+	l.base, l.baseAt = l.q.rate, now
+	n := float64(a.total())
+	b := (l.background*l.bSamples + float64(a.thr)) / (l.bSamples + n)
+	l.bSamples = min(l.bSamples+n, backgroundAnswers)
+	l.setBackgroundLocked(b)
+	l.hold = min(max(2*l.hold, holdFirst), holdMax)
+	l.holdUntil = now.Add(l.hold)
+	l.cusum, l.episode = 0, answers{}
 }
 
 // zAbove returns how many standard deviations a throttled share f over n
 // answers lies above the background b, using the larger of the two shares
-// for the variance (and at least that of a 5% share).
+// for the variance (and at least that of a 2% share).
 func zAbove(f, b float64, n int) float64 {
 	if n == 0 {
 		return 0
 	}
 	p := max(f, b)
-	return (f - b) / math.Sqrt(max(p*(1-p), 0.0475)/float64(n))
+	return (f - b) / math.Sqrt(max(p*(1-p), 0.0196)/float64(n))
 }
 
-// zDrop returns how many standard deviations the throttled share fell from
-// before (over nb answers) to after (over na answers).
-func zDrop(before float64, nb int, after float64, na int) float64 {
-	if nb == 0 || na == 0 {
+// zDrop returns how many standard deviations the throttled share fell
+// from answers a to answers b.
+func zDrop(a, b answers) float64 {
+	na, nb := float64(a.total()), float64(b.total())
+	if na == 0 || nb == 0 {
 		return 0
 	}
-	p := (before*float64(nb) + after*float64(na)) / float64(nb+na)
-	return (before - after) / math.Sqrt(max(p*(1-p), 0.0475)*(1/float64(nb)+1/float64(na)))
+	p := (float64(a.thr+b.thr) + 0.5) / (na + nb + 1)
+	return (a.throttled() - b.throttled()) / math.Sqrt(max(p*(1-p), 0.0196)*(1/na+1/nb))
 }
 
-// endEpisodeLocked cuts when the episode's answers show throttles the
-// background does not explain, or drops the episode when they do not.
-func (l *sendRate) endEpisodeLocked(now time.Time, rtt time.Duration) {
-	e := l.episode
-	n := e.total()
-	b := l.background
-	if now.Before(l.holdUntil) {
-		b = min(b+0.1, 0.99) // just found not to follow the rate: ask for more
+// shareVar returns the variance of a throttled share p measured on n
+// answers, as if p were at least 2% from 0 or 1.
+func shareVar(p float64, n int) float64 {
+	return max(p*(1-p), 0.0196) / float64(max(n, 1))
+}
+
+// jumpLocked jumps back toward the peak, when the window w used a rate far
+// below it: the capacity may have returned. The jump begins with a probe:
+// jumpProbe places waiting, made due at once. A jump does not stand in for
+// the window's rise: a probe that fails every window while the peak ages
+// would otherwise hold the rate where it is.
+func (l *sendRate) jumpLocked(now time.Time, w answers) {
+	r := l.q.rate
+	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < jumpEvery {
+		return
 	}
-	z := zAbove(e.throttled(), b, n)
-	last := n >= episodeMaxAnswers || now.Sub(e.start) >= episodeMax
+	if p := l.peakLocked(now); p < jumpRatio*r || l.peak <= r {
+		return
+	}
+	to := l.clamp(l.peak)
+	if to <= r {
+		return
+	}
+	sent := l.q.release(jumpProbe)
+	if sent == 0 {
+		return
+	}
+	l.win.sent += sent
+	if l.trace != nil {
+		l.tracef(now, "jump %.0f -> %.0f", r, to)
+	}
+	l.test = cutTest{}
+	thr, ok := excessLLR(l.background)
+	l.jump = jumpTest{
+		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to,
+		llrThr: thr, llrOK: ok,
+	}
+	l.jumpedAt = now
+}
+
+// judgeJumpLocked counts an answer to a request sent after a jump: enough
+// throttles fail it, the probe answered without them commits it.
+func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
+	j := &l.jump
+	j.after.count(throttled)
+	if throttled {
+		j.score += j.llrThr
+	} else {
+		j.score = max(j.score+j.llrOK, 0)
+	}
 	switch {
-	case n >= episodeMin && z >= 3:
-		l.episode = answers{}
-		l.cutLocked(now, e.throttled(), n, rtt, nil)
-	case last, n >= episodeMin && z <= 0:
-		l.episode = answers{}
+	case j.score >= jumpFail:
+		if l.trace != nil {
+			l.tracef(now, "jump failed (%d/%d), back to %.0f", j.after.thr, j.after.total(), j.from)
+		}
+		l.setRateLocked(j.from)
+		if j.committed.IsZero() {
+			// The probe's answers still to come are the probe's.
+			l.blindUntil = j.at.Add(2 * l.rtt)
+		} else {
+			// The answers to the jump's requests still to come are the
+			// jump's, not the rate's, and so are the throttles while
+			// the service refills the burst it took.
+			l.blindUntil = now.Add(l.rtt + sendWindow)
+			l.cusum, l.episode = 0, answers{}
+		}
+		l.jump = jumpTest{}
+		l.base, l.baseAt = l.q.rate, now
+	case j.committed.IsZero() && j.after.total() >= jumpProbe:
+		if l.trace != nil {
+			l.tracef(now, "jump probe passed (%d/%d): to %.0f", j.after.thr, j.after.total(), j.to)
+		}
+		j.committed = now
+		l.setRateLocked(j.to)
 	}
 }
 
-// cutLocked cuts for a throttled share f, measured on n answers, and puts
-// the cut under test: the first of a chain, or, after chain, the next one.
-func (l *sendRate) cutLocked(now time.Time, f float64, n int, rtt time.Duration, chain *cutTest) {
-	// What the client sends now: the windows may still hold sends from
-	// before the last cut.
-	s := min(l.sendRateLocked(now), l.q.rate)
-	keep := max((1-f)/(1-min(l.background, 0.9)), minCutTo)
-	target := max(cutTo*s*keep, minCutTo*s)
-	if !math.IsInf(l.q.rate, 1) {
-		target = min(target, l.q.rate*cutTo)
-	}
-	from := l.q.rate
-	if chain != nil {
-		from = chain.from
-	}
-	l.eval = cutTest{
-		cutAt: now, countFrom: now.Add(max(rtt, time.Millisecond)),
-		from: from, sendRate: s, throttled: f, answers: n, background: l.background,
-	}
-	l.tracef("%v cut f=%.2f b=%.2f S=%.0f from %.0f to %.0f", now.Sub(t0), f, l.background, s, l.eval.from, target)
-	l.setRateLocked(target)
-	l.growth, l.streak = firstGrowth, 0
-	l.cuts++
-}
-
-// judgeLocked judges the last cut on the answers to requests sent after it,
-// once they are clear or the test is over (final forces it). Two
-// hypotheses predict their throttled share:
-//
-//   - the throttles were the client's own (it sent more than its share of
-//     the capacity, S*(1-f)): the share falls to what is left of the
-//     overload at the new rate, or to the background;
-//   - they do not follow this client's rate (other tenants, chance, or a
-//     fleet in which this client is too small to matter): the share stays
-//     f.
-//
-// The answers pick the likelier; a share worse than either predicts sizes
-// the next cut instead (the first was sized from a share the service's
-// burst hid). If the client's own, the rate the cut
-// settled at measures the capacity, and if the overload is not gone the
-// next cut follows; if not, the cut is undone and the share becomes the
-// background.
-func (l *sendRate) judgeLocked(now time.Time, final bool) {
-	c := &l.eval
-	n := c.after.total()
-	ours, theirs := l.predictLocked(c)
-	llr := logLikelihoodRatio(c.after, ours, theirs)
-	// Past evalMax, a test still waits for a few answers, up to four times
-	// as long: a cut deep enough to leave almost nothing sent says little.
-	over := n >= evalMaxAnswers || final ||
-		now.Sub(c.cutAt) >= evalMax && (n >= evalMin/4 || now.Sub(c.cutAt) >= 4*evalMax)
-	if !(n >= evalMin && math.Abs(llr) >= clearLLR) && !over {
-		return
-	}
-	chain := *c
-	l.eval = cutTest{}
-	if n == 0 {
-		return // nothing sent since: the cut stands, unjudged
-	}
-	after := chain.after.throttled()
-	l.tracef("%v judge after=%.2f (n=%d) ours=%.2f theirs=%.2f llr=%.1f", now.Sub(t0), after, n, ours, theirs, llr)
-	rtt := chain.countFrom.Sub(chain.cutAt)
-	if zAbove(after, theirs, n) >= 3 {
-		// Worse than either predicts: the share the cut was sized from
-		// was not the overload's (the service's burst hid it). Size the
-		// next cut from this one.
-		l.cutLocked(now, after, n, rtt, &chain)
-		return
-	}
-	if llr <= 0 {
-		// Not this client's to fix (or no telling): send as without a limiter, as every
-		// other client of a fleet does, until the hold is over.
-		l.setRateLocked(math.Inf(1))
-		l.background = after
-		l.hold = min(max(2*l.hold, holdFirst), holdMax)
-		l.holdUntil = now.Add(l.hold)
-		return
-	}
-	l.hold = 0
-	l.known = l.q.rate / cutTo // the capacity the cut was sized from
-	if !l.jumped.IsZero() && now.Sub(l.jumped) < 2*sendWindow {
-		l.jumpWait = min(max(2*l.jumpWait, jumpFirst), jumpMax) // the jump was too soon
-	}
-	if zAbove(after, chain.background, n) >= 3 {
-		l.cutLocked(now, after, n, rtt, &chain)
-	}
-}
-
-// predictLocked returns the throttled shares after cut c under the two
-// hypotheses: the throttles were the client's own, or they do not follow
-// its rate.
-func (l *sendRate) predictLocked(c *cutTest) (ours, theirs float64) {
-	theirs = c.throttled
-	ours = c.background
-	if r := l.q.rate; !math.IsInf(r, 1) && r > 0 {
-		ours = max(ours, 1-c.sendRate*(1-c.throttled)/r)
-	}
-	return min(ours, theirs), theirs
-}
-
-// clearLLR is the log-likelihood ratio, 100 to 1, at which a test ends
-// before its answers or its time run out.
-const clearLLR = 4.6
-
-// logLikelihoodRatio returns the log-likelihood ratio of answers a under a
-// throttled share p (positive) against q (negative), each kept off 0 and 1.
-func logLikelihoodRatio(a answers, p, q float64) float64 {
-	clamp := func(x float64) float64 { return min(max(x, 0.005), 0.995) }
-	p, q = clamp(p), clamp(q)
-	return float64(a.thr)*math.Log(p/q) + float64(a.ok)*math.Log((1-p)/(1-q))
-}
-
-// peakLocked returns the highest capacity known, halved every
+// peakLocked returns the highest capacity measured, halved every
 // peakHalfLife.
 func (l *sendRate) peakLocked(now time.Time) float64 {
 	if l.peak == 0 {
@@ -501,6 +777,9 @@ func (l *sendRate) setRateLocked(r float64) {
 // syncLocked brings the queue and the windows up to now.
 func (l *sendRate) syncLocked(now time.Time) {
 	l.initLocked()
+	if l.origin.IsZero() {
+		l.origin = now
+	}
 	if now.Before(l.win.start) {
 		l.win.start = now // a clock stepped back: go on from now
 	}
@@ -514,16 +793,18 @@ func (l *sendRate) syncLocked(now time.Time) {
 // startOverLocked forgets what an idle limiter learnt.
 func (l *sendRate) startOverLocked(now time.Time) {
 	l.setRateLocked(l.initialRate)
-	l.episode, l.eval = answers{}, cutTest{}
-	l.background, l.hold, l.holdUntil = 0, 0, time.Time{}
-	l.known, l.peak, l.jumped, l.jumpWait, l.growth = 0, 0, time.Time{}, 0, firstGrowth
+	l.cusum, l.episode, l.test, l.jump = 0, answers{}, cutTest{}, jumpTest{}
+	l.bSamples, l.hold, l.holdUntil = 0, 0, time.Time{}
+	l.setBackgroundLocked(0)
+	l.known, l.peak, l.peakAt, l.pending = 0, 0, time.Time{}, 0
+	l.base, l.baseAt, l.growth = 0, time.Time{}, firstGrowth
 	l.win, l.prev = answers{start: now}, answers{}
 	l.lastSeen = now
 }
 
-// rollLocked closes the window when it is over: a window without excess
-// throttles whose rate was in use raises it, and the background level
-// follows the windows outside episodes and tests.
+// rollLocked closes the window when it is over: it ends the jumps and holds
+// that are over, learns the background, and raises the rate, by a rise or
+// a jump, when the window allows it.
 func (l *sendRate) rollLocked(now time.Time) {
 	if l.win.start.IsZero() {
 		l.win.start = now
@@ -535,13 +816,53 @@ func (l *sendRate) rollLocked(now time.Time) {
 	}
 	w := l.win
 	w.duration = elapsed
-	quiet := zAbove(w.throttled(), l.background, w.total()) < 2
-	if quiet && !l.eval.active() {
-		l.growLocked(now, w)
-		if w.total() > 0 && !now.Before(l.holdUntil) {
-			a := min(elapsed.Seconds()/backgroundTau.Seconds(), 1)
-			l.background += a * (w.throttled() - l.background)
+	l.learnBackgroundLocked(now, w)
+	switch j := l.jump; {
+	case !j.active():
+	case !j.committed.IsZero() && now.Sub(j.committed) >= jumpProbation:
+		if l.trace != nil {
+			l.tracef(now, "jump to %.0f holds (%d/%d)", l.q.rate, j.after.thr, j.after.total())
 		}
+		l.known = max(l.known, l.q.rate)
+		l.jump = jumpTest{}
+		l.base, l.baseAt = l.q.rate, now
+	case j.committed.IsZero() && now.Sub(j.at) >= sendWindow+2*l.rtt:
+		l.jump = jumpTest{} // the probe's answers did not come: no telling
+	}
+	if l.pending > 0 && l.cuts == l.pendingCuts && now.Sub(l.pendingAt) >= peakConfirm {
+		l.notePeakLocked(now, l.pending) // no cut since: it held
+		l.pending = 0
+	}
+	if l.test.active() && now.Sub(l.test.at) >= testAbandon {
+		l.test = cutTest{} // too few answers to judge: the cut stands, unjudged
+	}
+	if !l.holdUntil.IsZero() && !now.Before(l.holdUntil) {
+		// The finding is over: the throttles are tested again.
+		if l.trace != nil {
+			l.tracef(now, "hold over: background %.3f forgotten", l.background)
+		}
+		l.holdUntil, l.bSamples = time.Time{}, 0
+		l.setBackgroundLocked(0)
+	}
+	// A background learnt on few answers excuses no throttles for a rise.
+	b := l.background
+	if l.bSamples < backgroundAnswers {
+		b = 0
+	}
+	free := !l.test.active() && !l.jump.active() && (l.holdUntil.IsZero() || l.bSamples >= backgroundAnswers)
+	quiet := free && zAbove(w.throttled(), b, w.total()) < 2
+	if quiet && math.IsInf(l.q.rate, 1) {
+		l.noteAcceptedLocked(now, w)
+	}
+	// A jump may end the test of a cut that is not decisive: the cut
+	// stands (a capacity that returned is worth more than a verdict).
+	canJump := !l.jump.active() && (l.holdUntil.IsZero() || l.bSamples >= backgroundAnswers) &&
+		(!l.test.active() || !l.test.decisive)
+	if quiet {
+		l.growLocked(now, w)
+	}
+	if canJump {
+		l.jumpLocked(now, w)
 	}
 	if elapsed >= 2*sendWindow {
 		w = answers{} // idle for more than a window: it says nothing of now
@@ -550,48 +871,69 @@ func (l *sendRate) rollLocked(now time.Time) {
 	l.win = answers{start: now}
 }
 
-// growLocked raises a finite rate that the closed window w used:
-//
-//   - far below the peak the service accepted recently, back to it at once
-//     (the capacity has returned; a jump the service throttles waits a
-//     second, doubling, before the next);
-//   - otherwise by probeStep: the same additive step for every client;
-//   - after streakWindows windows without excess throttles, by a step that
-//     doubles each window up to maxGrowth (the capacity is higher than
-//     known, or was never measured).
-//
-// The rate is never raised to more than twice what w sent and the service
-// accepted, so an idle or demand-bound client cannot talk itself into a
-// rate it never tested.
+// learnBackgroundLocked learns the background from the closed window w:
+// both ways during a hold, when the throttles were found not to follow the
+// rate; otherwise only down, when w is clearly below it.
+func (l *sendRate) learnBackgroundLocked(now time.Time, w answers) {
+	n := float64(w.total())
+	if n == 0 {
+		return
+	}
+	share := float64(w.thr) / n
+	b := l.background
+	switch {
+	case now.Before(l.holdUntil):
+		wgt := n / (l.bSamples + n)
+		l.bSamples = min(l.bSamples+n, backgroundAnswers)
+		l.setBackgroundLocked(b + wgt*(share-b))
+	case b > 0 && share < b-2*math.Sqrt(b*(1-b)/n):
+		a := min(w.duration.Seconds()/backgroundTau.Seconds(), 1)
+		l.setBackgroundLocked(b + a*(share-b))
+	}
+}
+
+// notePeakLocked raises the peak to capacity c measured now.
+func (l *sendRate) notePeakLocked(now time.Time, c float64) {
+	if c > l.peakLocked(now) {
+		l.peak, l.peakAt = c, now
+	}
+}
+
+// noteAcceptedLocked raises the peak to what the quiet window w and the
+// one before it accepted, while the limiter is unlimited: what the service
+// took when nothing held the client back.
+func (l *sendRate) noteAcceptedLocked(now time.Time, w answers) {
+	if span := w.duration + l.prev.duration; span > 0 {
+		l.notePeakLocked(now, float64(w.ok+l.prev.ok)/span.Seconds()/(1-min(l.background, 0.9)))
+	}
+}
+
+// growLocked raises a finite rate that the closed window w used, along the
+// line of time from base (see probeStep), and multiplicatively while no
+// capacity was ever measured; never to more than twice what w sent and the
+// service accepted, so that an idle or demand-bound client cannot talk
+// itself into a rate it never tested.
 func (l *sendRate) growLocked(now time.Time, w answers) {
 	r := l.q.rate
 	if math.IsInf(r, 1) {
 		return
 	}
-	sent := w.sent / w.duration.Seconds()
-	if sent < 0.9*r {
+	secs := w.duration.Seconds()
+	if w.sent/secs < 0.9*r || l.baseAt.IsZero() {
+		l.base, l.baseAt = r, now // not in use: the rise starts over from here
 		return
 	}
-	accepted := sent * (1 - w.throttled())
-	l.known = max(l.known, accepted)
-	if l.known > l.peakLocked(now) {
-		l.peak, l.peakAt = l.known, now
-	}
-	l.streak++
-	next := r + probeStep
-	switch peak := l.peakLocked(now); {
-	case peak > 2*r && now.Sub(l.jumped) >= l.jumpWait:
-		next, l.jumped = cutTo*peak, now
-	case l.streak >= streakWindows:
+	accepted := float64(w.ok) / secs
+	since := now.Sub(l.baseAt)
+	next := l.base + max(probeStep, probeFrac*l.known)*float64(since)/float64(sendWindow)
+	if l.known == 0 && l.peak == 0 && since >= slowStartAfter {
 		next = max(next, r*(1+l.growth))
 		l.growth = min(2*l.growth, maxGrowth)
 	}
 	next = min(next, 2*max(accepted, l.minRate))
-	if next <= r {
-		return
+	if next > r {
+		l.setRateLocked(next)
 	}
-	l.tracef("%v grow %.0f -> %.0f (sent %.0f accepted %.0f known %.0f)", now.Sub(t0), r, next, sent, accepted, l.known)
-	l.setRateLocked(next)
 }
 
 func (l *sendRate) clamp(r float64) float64 {

@@ -27,6 +27,15 @@ type simClient struct {
 	stop      time.Duration // workers stop asking from then on; zero: never
 	// successes, throttles and sends per second of virtual time
 	ok, thr, sent []int
+
+	// The workers waiting for their turn sleep until their delay or a
+	// window, or until the limiter closes the channel it gave them, as
+	// waitToSend does: a wake makes them all ask again at once, and the
+	// polls they had scheduled stale (their generation is older).
+	changed <-chan struct{}
+	gen     uint64
+	asleep  []uint64        // the places waiting since the last wake, in order
+	waiting map[uint64]bool // the places still waiting
 }
 
 // simService admits requests from a token bucket of capacity per second
@@ -49,8 +58,13 @@ func (s *simService) admit(at time.Duration) bool {
 	if math.IsInf(c, 1) {
 		return true
 	}
-	s.tokens = math.Min(s.burst, s.tokens+(at-s.last).Seconds()*c)
-	s.last = at
+	// Requests reach the service in a different order than they were
+	// sent (their round trips vary): the bucket refills with the
+	// service's own clock, which never runs back.
+	if at > s.last {
+		s.tokens = math.Min(s.burst, s.tokens+(at-s.last).Seconds()*c)
+		s.last = at
+	}
 	if s.tokens >= 1 {
 		s.tokens--
 		return true
@@ -62,6 +76,7 @@ type simEvent struct {
 	at     time.Time
 	client *simClient
 	place  sendPlace // a worker waiting for its turn
+	gen    uint64    // of the client's wakes, when the poll was scheduled
 	answer bool      // an answer arrives
 	ok     bool
 }
@@ -102,7 +117,26 @@ func (s *limiterSim) ask(c *simClient, t time.Time) {
 		heap.Push(&s.events, simEvent{at: t, client: c, place: sendPlace{place: math.MaxUint64}})
 		return
 	}
-	heap.Push(&s.events, simEvent{at: t, client: c, place: c.l.reserve(t)})
+	heap.Push(&s.events, simEvent{at: t, client: c, place: c.l.reserve(t), gen: c.gen})
+	s.wake(c, t)
+}
+
+// wake makes the sleeping workers of c ask again at t if the limiter
+// closed the channel they wait on.
+func (s *limiterSim) wake(c *simClient, t time.Time) {
+	if c.changed == nil || !closed(c.changed) {
+		return
+	}
+	c.changed = nil
+	c.gen++
+	kept := c.asleep[:0]
+	for _, p := range c.asleep {
+		if c.waiting[p] {
+			kept = append(kept, p)
+			heap.Push(&s.events, simEvent{at: t, client: c, place: sendPlace{place: p}, gen: c.gen})
+		}
+	}
+	c.asleep = kept
 }
 
 // run processes events until d of virtual time has passed since t0.
@@ -120,6 +154,7 @@ func (s *limiterSim) run(d time.Duration) {
 		if e.answer {
 			if !c.unlimited {
 				c.l.observe(e.at, !e.ok, s.rtt)
+				s.wake(c, e.at)
 			}
 			bump(&c.ok, sec, e.ok)
 			bump(&c.thr, sec, !e.ok)
@@ -127,12 +162,25 @@ func (s *limiterSim) run(d time.Duration) {
 			continue
 		}
 		if !c.unlimited {
-			wait, _ := c.l.delay(e.place, e.at)
+			if e.gen != c.gen {
+				continue // a wake made this worker ask again already
+			}
+			wait, changed := c.l.delay(e.place, e.at)
+			s.wake(c, e.at)
 			if wait > 0 {
-				e.at = e.at.Add(min(wait, sendWindow))
+				if c.waiting == nil {
+					c.waiting = map[uint64]bool{}
+				}
+				if !c.waiting[e.place.place] {
+					c.waiting[e.place.place] = true
+					c.asleep = append(c.asleep, e.place.place)
+				}
+				c.changed = changed
+				e.at, e.gen = e.at.Add(min(wait, sendWindow)), c.gen
 				heap.Push(&s.events, e)
 				continue
 			}
+			delete(c.waiting, e.place.place)
 		}
 		bump(&c.sent, sec, true)
 		// Round trips vary by ±20%, as on a real network: without it,

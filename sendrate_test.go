@@ -20,18 +20,31 @@ func service(capacity func(time.Duration) float64, p float64) *simService {
 }
 
 // TestSendRateSettlesAtCapacity: one client of 64 workers against a
-// capacity of 500/s settles at it, with few throttles.
+// capacity of 500/s settles at it, with few throttles; and so it does
+// against other capacities, and with a longer round trip.
 func TestSendRateSettlesAtCapacity(t *testing.T) {
-	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(500), 0))
-	l := newSendRate(SendRateOptions{})
-	if testing.Verbose() {
-		l.trace = t.Logf
+	for _, tc := range []struct {
+		capacity float64
+		rtt      time.Duration
+	}{
+		{500, 2 * time.Millisecond},
+		{200, 2 * time.Millisecond},
+		{2000, 2 * time.Millisecond},
+		{500, 5 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprintf("C=%v,rtt=%v", tc.capacity, tc.rtt), func(t *testing.T) {
+			sim := newLimiterSim(tc.rtt, service(constantCapacity(tc.capacity), 0))
+			l := newSendRate(SendRateOptions{})
+			if testing.Verbose() {
+				l.trace = t.Logf
+			}
+			c := sim.add(l, 64, 0)
+			sim.run(10 * time.Second)
+			ok, sent := sum(c.ok, 2, 10), sum(c.sent, 2, 10)
+			assert.GreaterOrEqual(t, float64(ok)/8, 0.95*tc.capacity, "expect ≥95%% of the capacity once settled, got %d/s", ok/8)
+			assert.LessOrEqual(t, float64(sent)/float64(ok), 1.05, "expect ≤1.05 calls per success, got %d/%d", sent, ok)
+		})
 	}
-	c := sim.add(l, 64, 0)
-	sim.run(10 * time.Second)
-	ok, sent := sum(c.ok, 2, 10), sum(c.sent, 2, 10)
-	assert.GreaterOrEqual(t, float64(ok)/8, 0.95*500, "expect ≥95%% of the capacity once settled, got %d/s", ok/8)
-	assert.LessOrEqual(t, float64(sent)/float64(ok), 1.05, "expect ≤1.05 calls per success, got %d/%d", sent, ok)
 }
 
 // TestSendRateIgnoresThrottlesItCannotHelp: when each request is throttled
