@@ -14,13 +14,15 @@ import (
 // Options.SendRate). The zero value of every field means its default.
 type SendRateOptions struct {
 	// InitialRate is the send rate, in requests per second, the limiter
-	// starts at, clamped to [MinRate, MaxRate], and returns to after an
-	// idle minute. The rate rises from there while it is in use and not
-	// throttled: by 1/s every 100 ms and, until a cut has measured the
-	// capacity, after two seconds also by 5% every 100 ms, doubling up to
-	// 25%; never to more than twice what the last 100 ms sent and the
-	// service accepted. Zero (or +Inf) means unlimited: the limiter does
-	// nothing until the service throttles.
+	// starts at, clamped to [MinRate, MaxRate], and returns to after a
+	// minute with neither sends nor answers. The rate rises from there
+	// while it is in use and not throttled: by 1/s (or 0.5% of the capacity
+	// last measured, if more) for every 100 ms since the last cut and,
+	// until any capacity has been measured, after two seconds also by 5%
+	// every 100 ms, doubling up to 25%; never to more than twice what the
+	// last 100 ms sent and the service accepted. Zero (or +Inf) means
+	// unlimited, or MaxRate when set: until the service throttles, the
+	// limiter only records what the service accepts.
 	InitialRate float64
 
 	// MinRate is the floor the rate never drops below, in requests per
@@ -28,7 +30,8 @@ type SendRateOptions struct {
 	MinRate float64
 
 	// MaxRate is the ceiling the rate never grows above, in requests per
-	// second. Zero means none; a ceiling below MinRate is invalid.
+	// second, from the first request on. Zero means none; a ceiling below
+	// MinRate is invalid.
 	MaxRate float64
 }
 
@@ -126,19 +129,27 @@ const (
 	// minutes is no longer probed. A rate in use below 1/jumpRatio of it
 	// (a fall of capacity, not a share lost to another client or two,
 	// whose probes would only take from them) probes it every jumpEvery,
-	// so a capacity that returns is used within a window or two:
-	// jumpProbe waiting requests are sent at once, more than a service's
-	// slack at the rate below absorbs, few enough that a probe that fails
-	// costs a throttle or two. A jump the probe passes is on probation
-	// for jumpProbation. A jump fails on the evidence of the detection's
-	// CUSUM at jumpFail: a single throttle when there is no background.
+	// so a capacity that returns is used within a window or two; each
+	// failed jump doubles the time to the next, up to jumpEveryMax, so a
+	// peak that is gone (a warm-up's, say) costs few throttles while it
+	// ages. A probe sends jumpProbe waiting requests at once, few enough
+	// that one that fails costs a throttle or two. A jump the probe passes
+	// raises the rate at most jumpStep times, so that one the service's
+	// burst let through floods it with a few round trips' worth at most,
+	// and is on probation for jumpProbation; one that holds is followed at
+	// once by the next while the peak is more than jumpNear times the
+	// rate. A jump fails on the evidence of the detection's CUSUM at
+	// jumpFail: a single throttle when there is no background.
 	peakHalfLife  = 30 * time.Second
 	peakConfirm   = 500 * time.Millisecond
 	peakAgree     = 0.75
 	jumpRatio     = 3.0
 	jumpEvery     = sendWindow
+	jumpEveryMax  = 200 * time.Millisecond
 	jumpProbe     = 4
-	jumpProbation = 2 * sendWindow
+	jumpProbation = sendWindow
+	jumpStep      = 4.0
+	jumpNear      = 1.1
 	jumpFail      = 1.5
 
 	idleReset = time.Minute
@@ -178,10 +189,12 @@ const (
 //     multiplicatively, from InitialRate.
 //   - When the rate in use is below a third of a capacity recently
 //     measured (the peak), each window it probes with a few requests sent
-//     at once, and if none is throttled, jumps back to the peak: a capacity
-//     that returns is used within a window or two; each probe costs a
-//     throttle or two while it has not.
-//   - After an idle minute it starts over from InitialRate.
+//     at once, and if none is throttled, jumps toward the peak, up to four
+//     times the rate a step, step after step while each holds: a capacity
+//     that returns is used within a few windows. A failed jump doubles the
+//     time to the next, up to two windows.
+//   - After a minute with neither sends nor answers it starts over from
+//     InitialRate.
 //
 // It is safe for concurrent use. The zero value is an unlimited limiter
 // with the default options.
@@ -193,8 +206,10 @@ type sendRate struct {
 	initialRate      float64 // +Inf when unlimited
 	ready            bool
 
-	win, prev answers // the current window and the one before
-	lastSeen  time.Time
+	win, prev answers       // the current window and the one before
+	lastSeen  time.Time     // the last answer or send: idleReset counts from it
+	lastNow   time.Time     // the latest time seen, plus skew
+	skew      time.Duration // how far the clock stepped back, in all
 	rtt       time.Duration // the last round trip reported, at least minRTT
 
 	// Detection: the CUSUM, the answers since it last left zero, and its
@@ -212,6 +227,8 @@ type sendRate struct {
 	jump       jumpTest
 	blindUntil time.Time // answers before it are a failed jump's
 	jumpedAt   time.Time
+	jumpGap    time.Duration // the time between jumps: doubles with each failed one
+	jumpChain  bool          // the last jump held: the next may follow at once
 
 	// known is the capacity the last standing cut (or held jump) measured;
 	// peak the highest capacity measured, at peakAt, aging: by a standing
@@ -304,7 +321,8 @@ func newSendRate(o SendRateOptions) *sendRate {
 func (l *sendRate) init(o SendRateOptions) {
 	o = o.withDefaults()
 	l.minRate, l.maxRate = o.MinRate, o.MaxRate
-	l.initialRate = math.Inf(1)
+	// Unlimited is the ceiling, MaxRate, when there is one.
+	l.initialRate = l.clamp(math.Inf(1))
 	if o.InitialRate > 0 {
 		l.initialRate = l.clamp(o.InitialRate)
 	}
@@ -373,7 +391,8 @@ func (l *sendRate) forgettable() bool {
 func (l *sendRate) reserve(now time.Time) sendPlace {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.syncLocked(now)
+	now = l.syncLocked(now)
+	l.lastSeen = now
 	p, due := l.q.reserve()
 	if due {
 		l.win.sent++
@@ -388,7 +407,7 @@ func (l *sendRate) reserve(now time.Time) sendPlace {
 func (l *sendRate) delay(p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.syncLocked(now)
+	now = l.syncLocked(now)
 	return l.q.delay(p)
 }
 
@@ -396,7 +415,7 @@ func (l *sendRate) delay(p sendPlace, now time.Time) (time.Duration, <-chan stru
 func (l *sendRate) cancel(p sendPlace, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.syncLocked(now)
+	now = l.syncLocked(now)
 	l.q.cancel(p, now)
 }
 
@@ -407,7 +426,7 @@ func (l *sendRate) cancel(p sendPlace, now time.Time) {
 func (l *sendRate) observe(now time.Time, throttled bool, rtt time.Duration) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.syncLocked(now)
+	now = l.syncLocked(now)
 	l.lastSeen = now
 	l.rtt = max(rtt, minRTT)
 	l.win.count(throttled)
@@ -507,7 +526,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	if l.trace != nil {
 		l.tracef(now, "cut #%d f=%.3f (n=%d) b=%.3f S=%.0f to %.0f (capacity %.0f)", t.links, f, trigger.total(), l.background, s, target, t.capacity)
 	}
-	l.test = t
+	l.test, l.jumpChain = t, false
 	l.setRateLocked(target)
 	l.growth, l.base, l.baseAt = firstGrowth, target, now
 	l.cusum, l.episode = 0, answers{}
@@ -686,13 +705,14 @@ func shareVar(p float64, n int) float64 {
 // would otherwise hold the rate where it is.
 func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	r := l.q.rate
-	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < jumpEvery {
+	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < max(l.jumpGap, jumpEvery) {
 		return
 	}
-	if p := l.peakLocked(now); p < jumpRatio*r || l.peak <= r {
+	p := l.peakLocked(now)
+	if p < jumpRatio*r && !(l.jumpChain && l.peak > jumpNear*r) {
 		return
 	}
-	to := l.clamp(l.peak)
+	to := l.clamp(min(l.peak, jumpStep*r))
 	if to <= r {
 		return
 	}
@@ -729,6 +749,8 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 			l.tracef(now, "jump failed (%d/%d), back to %.0f", j.after.thr, j.after.total(), j.from)
 		}
 		l.setRateLocked(j.from)
+		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
+		l.jumpChain = false
 		if j.committed.IsZero() {
 			// The probe's answers still to come are the probe's.
 			l.blindUntil = j.at.Add(2 * l.rtt)
@@ -768,26 +790,29 @@ func (l *sendRate) sendRateLocked(now time.Time) float64 {
 }
 
 func (l *sendRate) setRateLocked(r float64) {
-	if !math.IsInf(r, 1) {
-		r = l.clamp(r)
-	}
-	l.q.setRate(r)
+	l.q.setRate(l.clamp(r))
 }
 
 // syncLocked brings the queue and the windows up to now.
-func (l *sendRate) syncLocked(now time.Time) {
+func (l *sendRate) syncLocked(now time.Time) time.Time {
 	l.initLocked()
+	// A clock stepped back (one without a monotonic reading) would hold
+	// every deadline of the control for as long as the step: the control's
+	// time goes on from where it was, by as much as the clock moves.
+	if now.Add(l.skew).Before(l.lastNow) {
+		l.skew = l.lastNow.Sub(now)
+	}
+	now = now.Add(l.skew)
+	l.lastNow = now
 	if l.origin.IsZero() {
 		l.origin = now
-	}
-	if now.Before(l.win.start) {
-		l.win.start = now // a clock stepped back: go on from now
 	}
 	l.win.sent += l.q.advance(now)
 	if !l.lastSeen.IsZero() && now.Sub(l.lastSeen) >= idleReset && !l.q.waiting() {
 		l.startOverLocked(now)
 	}
 	l.rollLocked(now)
+	return now
 }
 
 // startOverLocked forgets what an idle limiter learnt.
@@ -824,7 +849,7 @@ func (l *sendRate) rollLocked(now time.Time) {
 			l.tracef(now, "jump to %.0f holds (%d/%d)", l.q.rate, j.after.thr, j.after.total())
 		}
 		l.known = max(l.known, l.q.rate)
-		l.jump = jumpTest{}
+		l.jump, l.jumpGap, l.jumpChain = jumpTest{}, jumpEvery, true
 		l.base, l.baseAt = l.q.rate, now
 	case j.committed.IsZero() && now.Sub(j.at) >= sendWindow+2*l.rtt:
 		l.jump = jumpTest{} // the probe's answers did not come: no telling

@@ -143,6 +143,35 @@ func TestSendRateAfterWarmUp(t *testing.T) {
 	assert.GreaterOrEqual(t, float64(sum(c.ok, 2, 3)), 0.95*500, "expect the capacity used the second after")
 }
 
+// TestSendRateProbesCheaplyAfterWarmUp: a warm-up on an unlimited service
+// leaves a peak far above the capacity that follows. Probing it back must
+// not flood the service: each probe goes at most a few times above the
+// rate, and probes that keep failing come less often.
+func TestSendRateProbesCheaplyAfterWarmUp(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at < time.Second {
+			return math.Inf(1)
+		}
+		return 500
+	}
+	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
+	c := sim.add(newSendRate(SendRateOptions{}), 1000, 0)
+	sim.run(11 * time.Second)
+	thr, sent := sum(c.thr, 3, 11), sum(c.sent, 3, 11)
+	assert.LessOrEqual(t, float64(thr), 0.05*float64(sent), "expect ≤5%% of the sends throttled once settled, got %d of %d", thr, sent)
+	assert.GreaterOrEqual(t, float64(sum(c.ok, 3, 11))/8, 0.95*500, "expect the capacity used")
+}
+
+// TestSendRateMaxRateWhileUnlimited: a ceiling holds from the first request,
+// before any throttle, and after an idle reset.
+func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
+	l := newSendRate(SendRateOptions{MaxRate: 100})
+	assert.Equal(t, 100.0, l.currentRate())
+	l.reserve(time.Unix(0, 0))
+	l.reserve(time.Unix(1000, 0))
+	assert.Equal(t, 100.0, l.currentRate())
+}
+
 // TestSendRateRecovers: when capacity returns from 100/s to 500/s, the first
 // second after it averages at least 90% of it.
 func TestSendRateRecovers(t *testing.T) {
