@@ -43,7 +43,7 @@ func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, 
 		release, foreign, available, ok = l.take(ctx, cost)
 	}
 	if !ok {
-		waited := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, class, margin)
+		waited := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, class, margin, l)
 		return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
 	}
 	return ticket{lane: l, cost: cost, foreign: foreign, release: release}, now, nil
@@ -112,11 +112,11 @@ func (r *Retryer) margin(l *lane) time.Duration {
 // cannot turn the empty budget into a storm. It never waits past ctx's
 // deadline: when the backoff would end past it, it returns at once. It
 // returns how long it waited.
-func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration) time.Duration {
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) time.Duration {
 	if r.failFast {
 		return 0
 	}
-	d, err := r.backoffFor(attempt, opErr, class)
+	d, err := r.backoffFor(attempt, opErr, class, l)
 	if err != nil || d <= 0 {
 		return 0
 	}

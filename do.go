@@ -188,7 +188,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 			d.capped = 0
 		} else {
 			d.capped++
-			if floor, ferr := r.backoffFor(d.capped, err, ClassThrottle); ferr == nil {
+			if floor, ferr := r.backoffFor(d.capped, err, ClassThrottle, nil); ferr == nil {
 				backoff = max(backoff, floor)
 			}
 		}
@@ -210,7 +210,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 			backoff = d.seq.Next(err)
 		} else {
 			var derr error
-			if backoff, derr = r.backoffFor(d.failures, err, class); derr != nil {
+			if backoff, derr = r.backoffFor(d.failures, err, class, nil); derr != nil {
 				d.refund()
 				return 0, derr
 			}

@@ -46,8 +46,10 @@ type Options struct {
 
 	// ThrottleBaseDelay is BaseDelay for throttling errors. Default 1 s;
 	// must be positive. With SendRate set and ThrottleBaseDelay left at its
-	// default, throttles use BaseDelay, since the limiter already slows the
-	// client down. Ignored when Backoff is set.
+	// default, a throttle uses BaseDelay while the limiter paces its
+	// partition and at most a quarter of the last 100-200 ms's answers were
+	// throttled: the limiter already slows the client down, and the
+	// throttle was a near miss. Ignored when Backoff is set.
 	ThrottleBaseDelay time.Duration
 
 	// MaxBackoff caps every delay, before jitter, so full jitter stays
@@ -264,12 +266,8 @@ func (o *Options) newBackoff(throttle retry.IsErrorThrottle) (retry.BackoffDelay
 	if o.Backoff != nil {
 		return o.Backoff, nil
 	}
-	throttleBase := o.ThrottleBaseDelay
-	if o.SendRate != nil && throttleBase == defaultThrottleBaseDelay {
-		throttleBase = o.BaseDelay
-	}
 	d, err := delayers.New(o.Jitter, func(d *delayers.Options) {
-		d.Base, d.ThrottleBase, d.Cap, d.Growth = o.BaseDelay, throttleBase, o.MaxBackoff, o.BackoffGrowth
+		d.Base, d.ThrottleBase, d.Cap, d.Growth = o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff, o.BackoffGrowth
 		d.Throttle, d.Source = throttle, o.Source
 	})
 	if err != nil {

@@ -31,6 +31,7 @@ type Retryer struct {
 	maxAttempts      int // as the SDK reads it: 0 means no limit
 	backoff          retry.BackoffDelayer
 	delayer          delayers.Delayer // backoff, when it is one of ours; nil otherwise
+	pacedThrottles   bool             // a throttle the send-rate limiter paces backs off from BaseDelay
 	source           delayers.Source  // nil: the runtime's generator
 	classes          *classifier
 	costs            costs
@@ -91,6 +92,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		return r
 	}
 	r.delayer, _ = r.backoff.(delayers.Delayer)
+	r.pacedThrottles = o.SendRate != nil && o.ThrottleBaseDelay == defaultThrottleBaseDelay
 	if o.SendRate != nil {
 		sr := *o.SendRate
 		o.SendRate = &sr
@@ -302,10 +304,10 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if status == handoffFound && p.refused {
 		// A long-polling operation's backoff after a refusal: what is
 		// left of this attempt's backoff after the wait before refusing.
-		d, err := r.backoffFor(attempt, opErr, p.class)
+		d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
 		return max(d-p.waited, 0), err
 	}
-	d, err := r.backoffFor(attempt, opErr, p.class)
+	d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
 	if err != nil {
 		p.refund(r.tracked)
 		return 0, err
@@ -317,10 +319,14 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 }
 
 // backoffFor returns the backoff after failed attempt attempt with opErr, of
-// class class: without classifying opErr again when the delayer is ours.
-func (r *Retryer) backoffFor(attempt int, opErr error, class ErrorClass) (time.Duration, error) {
+// class class, in lane l (nil when unknown): without classifying opErr again
+// when the delayer is ours. A throttle in a lane whose send-rate limiter
+// paces it with few throttles backs off as any other error (see
+// Options.ThrottleBaseDelay).
+func (r *Retryer) backoffFor(attempt int, opErr error, class ErrorClass, l *lane) (time.Duration, error) {
 	if r.delayer != nil {
-		return r.delayer.Delay(attempt, class == ClassThrottle), nil
+		throttle := class == ClassThrottle && !(r.pacedThrottles && l != nil && l.sender != nil && l.sender.paces(r.now()))
+		return r.delayer.Delay(attempt, throttle), nil
 	}
 	return r.backoff.BackoffDelay(attempt, opErr)
 }

@@ -518,3 +518,51 @@ func TestPartitionsAreBounded(t *testing.T) {
 	after.read()
 	assert.Less(t, after.inUse-before.inUse, int64(8<<20), "expect memory bounded whatever keys are used, grew %d bytes", after.inUse-before.inUse)
 }
+
+// TestThrottleBackoffWhileTheLimiterPaces: with the send-rate limiter on, a
+// throttle among mostly accepted requests is a near miss and backs off from
+// BaseDelay; among many throttles (a fleet sharing the capacity, or a flood
+// before the limiter took hold) it backs off from ThrottleBaseDelay, as
+// without the limiter, so retries do not multiply the overload.
+func TestThrottleBackoffWhileTheLimiterPaces(t *testing.T) {
+	for name, tc := range map[string]struct {
+		every   int // one throttle in every answers
+		longest time.Duration
+	}{
+		"few throttles":  {every: 40, longest: 50 * time.Millisecond},
+		"many throttles": {every: 2, longest: time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			now := time.Unix(1_000_000, 0)
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				// A floor well above the test's pace: no attempt waits.
+				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
+				o.Clock = func() time.Time { return now }
+				o.Source = delayers.NewSource(1)
+			})
+			require.NoError(t, r.Err())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var longest time.Duration
+			for i := 1; i <= 400; i++ {
+				now = now.Add(5 * time.Millisecond)
+				release, err := r.GetAttemptToken(ctx)
+				require.NoError(t, err)
+				if i%tc.every != 0 {
+					require.NoError(t, release(nil))
+					continue
+				}
+				throttle := throttleErr()
+				_ = release(throttle)
+				retryRelease, err := r.GetRetryToken(ctx, throttle)
+				require.NoError(t, err)
+				d, err := r.RetryDelay(1, throttle)
+				require.NoError(t, err)
+				longest = max(longest, d)
+				_ = retryRelease(nil)
+			}
+			assert.Less(t, longest, tc.longest, "expect backoffs below %v", tc.longest)
+			assert.Greater(t, longest, tc.longest/4, "expect backoffs drawn up to %v", tc.longest)
+		})
+	}
+}

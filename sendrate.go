@@ -150,9 +150,14 @@ const (
 	jumpProbation = sendWindow
 	jumpStep      = 4.0
 	jumpNear      = 1.1
+	jumpOverhead  = 0.1
 	jumpFail      = 1.5
 
 	idleReset = time.Minute
+
+	// A throttle is a near miss, and backs off as any other error, while
+	// at most pacedShare of the recent answers were throttled.
+	pacedShare = 0.25
 )
 
 // sendRate is an adaptive client-side send-rate limiter. It paces attempts
@@ -304,6 +309,7 @@ type jumpTest struct {
 	at, countFrom time.Time
 	committed     time.Time // when the probe passed and the rate went to the peak
 	from, to      float64
+	probe         int // the places the probe sent
 	after         answers
 	// A CUSUM of the evidence that the jump is throttled beyond the
 	// background, and its steps.
@@ -367,6 +373,19 @@ func (l *sendRate) currentRate() float64 {
 	defer l.mu.Unlock()
 	l.initLocked()
 	return l.q.rate
+}
+
+// paces reports whether the limiter holds the client to a finite rate that
+// the service mostly accepts: at most pacedShare of the answers of the last
+// window or two throttled (few answers count as half throttled), and no
+// throttles held as background. A throttle then was a near miss.
+func (l *sendRate) paces(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now = l.syncLocked(now)
+	a := l.win
+	a.ok, a.thr = a.ok+l.prev.ok, a.thr+l.prev.thr
+	return !math.IsInf(l.q.rate, 1) && l.background == 0 && a.throttled() <= pacedShare
 }
 
 // cutCount returns how many cuts the limiter made (undone ones included).
@@ -705,7 +724,11 @@ func shareVar(p float64, n int) float64 {
 // would otherwise hold the rate where it is.
 func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	r := l.q.rate
-	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < max(l.jumpGap, jumpEvery) {
+	// Probes cost at most jumpOverhead of what the rate sends: at a few
+	// requests a second (a client of a large fleet, whose peak was its
+	// share of the fleet's first flood) they come seconds apart.
+	gap := max(l.jumpGap, jumpEvery, time.Duration(float64(time.Second)/(jumpOverhead*r)))
+	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < gap {
 		return
 	}
 	p := l.peakLocked(now)
@@ -716,7 +739,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	if to <= r {
 		return
 	}
-	sent := l.q.release(jumpProbe)
+	sent := l.q.release(min(jumpProbe, max(1, math.Floor(jumpOverhead*r*gap.Seconds()))))
 	if sent == 0 {
 		return
 	}
@@ -727,7 +750,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	l.test = cutTest{}
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
-		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to,
+		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, probe: int(sent),
 		llrThr: thr, llrOK: ok,
 	}
 	l.jumpedAt = now
@@ -763,7 +786,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		}
 		l.jump = jumpTest{}
 		l.base, l.baseAt = l.q.rate, now
-	case j.committed.IsZero() && j.after.total() >= jumpProbe:
+	case j.committed.IsZero() && j.after.total() >= j.probe:
 		if l.trace != nil {
 			l.tracef(now, "jump probe passed (%d/%d): to %.0f", j.after.thr, j.after.total(), j.to)
 		}

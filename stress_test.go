@@ -190,6 +190,58 @@ func TestStressDoUnderCancel(t *testing.T) {
 	assert.Equal(t, uint(1_000_000), r.Remaining(), "expect Do to refund every retry it did not send")
 }
 
+// TestStressSendRateUnderCancel races attempts through the send-rate
+// limiter, paced low enough that most of them wait, against contexts that
+// are cancelled or reach their deadline at any moment, from many goroutines,
+// with throttles and successes feeding the limiter as they go. Nothing may
+// panic, every wait must return, and a refused wait is a *GiveUpError or the
+// context's own error.
+func TestStressSendRateUnderCancel(t *testing.T) {
+	if !runInChild(t) {
+		return
+	}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 2000, MinRate: 500, MaxRate: 5000}
+		o.BucketCapacity = 1_000_000
+	})
+	require.NoError(t, r.Err())
+	throttle := throttleErr()
+	var wg sync.WaitGroup
+	var done, refused atomic.Int64
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 1000 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((g*7+i*13)%2000)*time.Microsecond)
+				if i%5 == 0 {
+					go cancel() // a cancel from elsewhere, at any moment
+				}
+				release, err := r.GetAttemptToken(ctx)
+				switch {
+				case err == nil:
+					if i%4 == 0 {
+						_ = release(throttle)
+					} else {
+						_ = release(nil)
+					}
+				default:
+					var gu *jitterretry.GiveUpError
+					if !errors.As(err, &gu) && ctx.Err() == nil {
+						panic(fmt.Sprintf("expect a *GiveUpError or the context's error, got %T %v", err, err))
+					}
+					refused.Add(1)
+				}
+				cancel()
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(16000), done.Load())
+	assert.Positive(t, refused.Load(), "expect some waits refused by their deadline, or the stress did not stress the queue")
+}
+
 // TestWrapperReplacingRetryDelayStaysFlat: under retry.AddWithMaxBackoffDelay
 // the retryer's RetryDelay is never called, so no hand-off is ever taken.
 // A million such decisions with fresh deadline contexts leave the heap as it
