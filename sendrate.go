@@ -118,6 +118,8 @@ const (
 	probeFrac      = 0.005
 	slowStartAfter = 2 * time.Second
 	firstGrowth    = 0.05
+	regrowStep     = 0.1
+	regrowTo       = 0.9
 	maxGrowth      = 0.25
 
 	// Jumps back to a capacity recently measured. A cut's measure counts
@@ -133,7 +135,9 @@ const (
 	// failed jump doubles the time to the next, up to jumpEveryMax, so a
 	// peak that is gone (a warm-up's, say) costs few throttles while it
 	// ages. A probe sends jumpProbe waiting requests at once, few enough
-	// that one that fails costs a throttle or two. A jump the probe passes
+	// that one that fails costs a throttle or two, and fewer at low rates:
+	// probes send at most jumpOverhead of what the rate sends between
+	// them. A jump the probe passes
 	// raises the rate at most jumpStep times, so that one the service's
 	// burst let through floods it with a few round trips' worth at most,
 	// and is on probation for jumpProbation; one that holds is followed at
@@ -899,7 +903,7 @@ func (l *sendRate) rollLocked(now time.Time) {
 	}
 	free := !l.test.active() && !l.jump.active() && (l.holdUntil.IsZero() || l.bSamples >= backgroundAnswers)
 	quiet := free && zAbove(w.throttled(), b, w.total()) < 2
-	if quiet && math.IsInf(l.q.rate, 1) {
+	if quiet {
 		l.noteAcceptedLocked(now, w)
 	}
 	// A jump may end the test of a cut that is not decisive: the cut
@@ -948,8 +952,8 @@ func (l *sendRate) notePeakLocked(now time.Time, c float64) {
 }
 
 // noteAcceptedLocked raises the peak to what the quiet window w and the
-// one before it accepted, while the limiter is unlimited: what the service
-// took when nothing held the client back.
+// one before it accepted: the service took that much, so its capacity was
+// at least as high.
 func (l *sendRate) noteAcceptedLocked(now time.Time, w answers) {
 	if span := w.duration + l.prev.duration; span > 0 {
 		l.notePeakLocked(now, float64(w.ok+l.prev.ok)/span.Seconds()/(1-min(l.background, 0.9)))
@@ -974,9 +978,15 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 	accepted := float64(w.ok) / secs
 	since := now.Sub(l.baseAt)
 	next := l.base + max(probeStep, probeFrac*l.known)*float64(since)/float64(sendWindow)
-	if l.known == 0 && l.peak == 0 && since >= slowStartAfter {
+	switch {
+	case l.known == 0 && l.peak == 0 && since >= slowStartAfter:
 		next = max(next, r*(1+l.growth))
 		l.growth = min(2*l.growth, maxGrowth)
+	case r < regrowTo*l.known:
+		// Below the capacity the last standing cut measured (a halving
+		// that stood, a cut sized on a burst): regain it quickly, up to
+		// regrowTo of it, then probe on by the line.
+		next = max(next, min(r*(1+regrowStep), regrowTo*l.known))
 	}
 	next = min(next, 2*max(accepted, l.minRate))
 	if next > r {

@@ -173,20 +173,29 @@ func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
 }
 
 // TestSendRateRecovers: when capacity returns from 100/s to 500/s, the first
-// second after it averages at least 90% of it.
+// second after it averages at least 90% of it: for a limiter that started
+// unlimited, and for one that started at InitialRate and never saw the
+// service unthrottled.
 func TestSendRateRecovers(t *testing.T) {
-	capacity := func(at time.Duration) float64 {
-		if at >= 2*time.Second && at < 7*time.Second {
-			return 100
-		}
-		return 500
+	for _, tc := range []struct {
+		workers int
+		initial float64
+	}{{64, 0}, {1000, 500}} {
+		t.Run(fmt.Sprintf("K=%d,InitialRate=%v", tc.workers, tc.initial), func(t *testing.T) {
+			capacity := func(at time.Duration) float64 {
+				if at >= 2*time.Second && at < 7*time.Second {
+					return 100
+				}
+				return 500
+			}
+			sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
+			c := sim.add(newSendRate(SendRateOptions{InitialRate: tc.initial}), tc.workers, 0)
+			sim.run(12 * time.Second)
+			assert.LessOrEqual(t, sum(c.ok, 4, 7), int(1.1*100*3), "expect the drop followed")
+			first := sum(c.ok, 7, 8)
+			assert.GreaterOrEqual(t, float64(first), 0.9*500, "expect ≥90%% of the capacity in the first second after it returns, got %d", first)
+		})
 	}
-	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
-	c := sim.add(newSendRate(SendRateOptions{}), 64, 0)
-	sim.run(12 * time.Second)
-	assert.LessOrEqual(t, sum(c.ok, 4, 7), int(1.1*100*3), "expect the drop followed")
-	first := sum(c.ok, 7, 8)
-	assert.GreaterOrEqual(t, float64(first), 0.9*500, "expect ≥90%% of the capacity in the first second after it returns, got %d", first)
 }
 
 // TestSendRateForgetsWhenIdle: an idle minute brings the limiter back to its
