@@ -195,7 +195,8 @@ const (
 //     window (or 0.5% of the known capacity): the additive increase of
 //     AIMD, the same for clients of the same scale, so that shares
 //     converge. While no capacity was ever measured it also grows
-//     multiplicatively, from InitialRate.
+//     multiplicatively, from InitialRate; below 90% of the capacity the
+//     last standing cut measured, by 10% a window.
 //   - When the rate in use is below a third of a capacity recently
 //     measured (the peak), each window it probes with a few requests sent
 //     at once, and if none is throttled, jumps toward the peak, up to four
@@ -299,6 +300,7 @@ type cutTest struct {
 	decisive      bool    // this cut halved the rate after one that did not end the overload
 	bounded       bool    // the cut was too small to end the overload alone
 	capacity      float64 // the capacity the cut measured
+	firstCapacity float64 // the capacity the chain's first cut measured
 	trigger       answers // the answers the cut was sized from
 	first         answers // the answers the chain began with
 	after         answers
@@ -543,8 +545,9 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 		decisive: decisive, bounded: 1-accepted/target > l.background+minExcess,
 		capacity: accepted / (1 - b), trigger: trigger, first: trigger,
 	}
+	t.firstCapacity = t.capacity
 	if chain != nil {
-		t.from, t.links, t.first = chain.from, chain.links+1, chain.first
+		t.from, t.links, t.first, t.firstCapacity = chain.from, chain.links+1, chain.first, chain.firstCapacity
 	}
 	if l.trace != nil {
 		l.tracef(now, "cut #%d f=%.3f (n=%d) b=%.3f S=%.0f to %.0f (capacity %.0f)", t.links, f, trigger.total(), l.background, s, target, t.capacity)
@@ -656,7 +659,10 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 	if l.trace != nil {
 		l.tracef(now, "stands after %d links: after=%d/%d drop z=%.1f above z=%.1f, capacity %.0f", t.links, t.after.thr, t.after.total(), zd, za, t.capacity)
 	}
-	l.known = t.capacity
+	// What the cut measured, unless it was sized on a burst of throttles:
+	// the service accepted the rate the cut set (the cut stands), and, when
+	// the chain began, what its first cut measured.
+	l.known = max(t.capacity, t.rate*(1-t.after.throttled()), min(t.firstCapacity, t.from))
 	if l.pending > 0 && t.capacity >= peakAgree*l.pending {
 		l.notePeakLocked(now, max(l.pending, t.capacity)) // two measures agree
 	}
@@ -956,7 +962,10 @@ func (l *sendRate) notePeakLocked(now time.Time, c float64) {
 // at least as high.
 func (l *sendRate) noteAcceptedLocked(now time.Time, w answers) {
 	if span := w.duration + l.prev.duration; span > 0 {
-		l.notePeakLocked(now, float64(w.ok+l.prev.ok)/span.Seconds()/(1-min(l.background, 0.9)))
+		// Answers bunch (a pause, a burst of sends): while limited, the
+		// service cannot have been seen to take more than the rate.
+		accepted := float64(w.ok+l.prev.ok) / span.Seconds() / (1 - min(l.background, 0.9))
+		l.notePeakLocked(now, min(accepted, l.q.rate))
 	}
 }
 
