@@ -9,6 +9,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/metrics"
 )
 
 // client is one client of a run: its own retryer, connections and
@@ -21,9 +22,15 @@ type client struct {
 
 // newClient returns a client of mode m for k goroutines, talking to
 // endpoint; when sent is not nil it counts the requests the client sends.
-func newClient(endpoint string, m mode, k int, sent *atomic.Int64) client {
+// When meter is not nil and m is one of ours, the retryer records into
+// meter; the dynamodb.Client records nothing either way, so that only the
+// retryer's instruments cost.
+func newClient(endpoint string, m mode, k int, sent *atomic.Int64, meter metrics.MeterProvider) client {
 	c := client{transport: clientTransport(k)}
-	if m.retryer != nil {
+	switch {
+	case meter != nil && m.metered != nil:
+		c.retryer = m.metered(meter)
+	case m.retryer != nil:
 		c.retryer = m.retryer()
 	}
 	var transport http.RoundTripper = c.transport

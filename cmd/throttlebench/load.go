@@ -63,6 +63,7 @@ type loadConfig struct {
 	warmup       time.Duration // how long the clients run at unlimited capacity before the scenario
 	drain        time.Duration // how long to wait for operations to stop after the end
 	trace        io.Writer     // when not nil, receives the send rate of ours each second
+	gauges       bool          // give ours' retryers meter providers and sample their gauges (-plot-metrics)
 }
 
 // proxyTransport is the capacity proxy's transport to the upstream: the
@@ -123,8 +124,13 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		sent = new(atomic.Int64)
 	}
 	clients := make([]client, max(cfg.fleet, 1))
+	var gauges *gaugeReaders // nil: no provider, no sampling
+	if cfg.gauges && m.metered != nil {
+		gauges = newGaugeReaders(len(clients))
+		defer gauges.shutdown()
+	}
 	for i := range clients {
-		clients[i] = newClient(endpoint, m, k, sent)
+		clients[i] = newClient(endpoint, m, k, sent, gauges.provider(i))
 		defer clients[i].transport.CloseIdleConnections()
 	}
 
@@ -154,6 +160,15 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	}
 
 	end := start.Add(dur)
+	var samples []gaugeSample
+	var sampleErr error
+	if gauges != nil {
+		phasesDone.Add(1)
+		go func() {
+			defer phasesDone.Done()
+			samples, sampleErr = gauges.record(ctx, start, end)
+		}()
+	}
 	bins := make([]atomic.Int64, int((dur+binWidth-1)/binWidth))
 	workers := make([]worker, len(clients)*k)
 	var firstErr [3]atomic.Bool
@@ -208,12 +223,15 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	if phaseErr != nil {
 		return result{}, phaseErr
 	}
+	if sampleErr != nil {
+		return result{}, fmt.Errorf("%s: sampling the retryers' gauges: %w", m.name, sampleErr)
+	}
 
 	// What the server saw in the scenario's seconds: requests sent after
 	// the planned end, before the cancellation reached every goroutine, are
 	// left out, as their operations are.
 	st := proxy.Stats()
-	r := result{mode: m.name, k: k, scen: scen, capacity: cfg.capacity, clientOK: make([]int64, len(clients))}
+	r := result{mode: m.name, k: k, scen: scen, capacity: cfg.capacity, clientOK: make([]int64, len(clients)), gauges: samples}
 	n := int((dur + time.Second - 1) / time.Second)
 	for _, s := range st.PerSecond[:min(n, len(st.PerSecond))] {
 		r.seconds = append(r.seconds, second{requests: s.Requests, throttled: s.Throttled})

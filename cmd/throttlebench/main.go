@@ -34,6 +34,15 @@
 //	go run ./cmd/throttlebench -capacity 0 -throttle-prob 0.2 -k 8 -scenarios steady
 //	go run ./cmd/throttlebench -k 64 -warmup 1s -scenarios drop -initial-rate 500
 //
+// -plot-metrics DIR charts what our retryers report through their own
+// instruments (Options.MeterProvider, as the README's "Hooks and
+// observability" section lists them): the retry bucket's tokens
+// (jitterretry.bucket.tokens) and the rate the send-rate limiter allows
+// (jitterretry.send_rate.limit), sampled every 100 ms from an OpenTelemetry
+// ManualReader during each run of the ours-* modes.
+//
+//	go run ./cmd/throttlebench -k 64 -scenarios drop -modes ours-full,ours-full+rate -plot-metrics docs/img
+//
 // Each run stops by itself: operations still running when the scenario ends
 // are cancelled and counted as cut off, not as failures. The elapsed time
 // goes to standard error.
@@ -47,6 +56,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -61,6 +71,9 @@ type config struct {
 	load      loadConfig
 	pause     time.Duration
 	plotDir   string
+	// metricsDir receives the charts of ours' gauges (-plot-metrics);
+	// cfg.load.gauges is set with it.
+	metricsDir string
 }
 
 // maxK bounds -k times -fleet: every goroutine holds a connection.
@@ -131,6 +144,11 @@ func run(args []string, stdout, stderr io.Writer) error {
 			printSeconds(stdout, results)
 			if cfg.plotDir != "" {
 				if err := plotRequests(cfg.plotDir, cfg.load.fleet, k, s, c, results); err != nil {
+					return err
+				}
+			}
+			if cfg.metricsDir != "" {
+				if err := plotMetrics(cfg.metricsDir, cfg.load.fleet, k, s, c, results); err != nil {
 					return err
 				}
 			}
@@ -213,6 +231,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.DurationVar(&cfg.load.drain, "drain", 15*time.Second, "longest wait for the goroutines to stop after a run; longer is an error")
 	fs.DurationVar(&cfg.pause, "pause", 500*time.Millisecond, "pause between runs")
 	fs.StringVar(&cfg.plotDir, "plot", "", "write a chart of server requests per second per mode (SVG and PNG) into this directory")
+	fs.StringVar(&cfg.metricsDir, "plot-metrics", "", "give the retryer of every client of the ours-* modes an OpenTelemetry meter provider of its own (one per client:\n"+
+		"on a shared one a fleet's retryers would report under the same attributes), sample its gauges jitterretry.bucket.tokens\n"+
+		"and jitterretry.send_rate.limit every 100 ms, and write a chart per scenario of both over time, one line per mode\n"+
+		"(SVG and PNG, *_metrics), into this directory; with -fleet the line is the mean over the clients and a band runs\n"+
+		"from the least to the most (the rate over the clients whose limiter is limited); the sdk-* modes are left out,\n"+
+		"and ours pay the small cost of recording their instruments")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -236,6 +260,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if cfg.modes, err = parseModes(*modes, *initial); err != nil {
 		return cfg, err
+	}
+	if cfg.metricsDir != "" {
+		if !slices.ContainsFunc(cfg.modes, func(m mode) bool { return m.metered != nil }) {
+			return cfg, errors.New("invalid -plot-metrics without an ours-* mode: only our retryers have the gauges to chart")
+		}
+		cfg.load.gauges = true
 	}
 	switch {
 	case !(cfg.load.capacity >= 0) || math.IsInf(cfg.load.capacity, 1):

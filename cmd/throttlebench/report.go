@@ -50,6 +50,7 @@ type result struct {
 	requests  int64           // server-seen requests, throttled ones included
 	throttled int64
 	seconds   []second
+	gauges    []gaugeSample // ours' retryers' gauges every gaugeInterval, with -plot-metrics; nil otherwise
 }
 
 // unlimited reports whether the table had no capacity limit.
