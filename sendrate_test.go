@@ -143,6 +143,27 @@ func TestSendRateAfterWarmUp(t *testing.T) {
 	assert.GreaterOrEqual(t, float64(sum(c.ok, 2, 3)), 0.95*500, "expect the capacity used the second after")
 }
 
+// TestSendRateAfterAQuietHour: an hour at one request a second, then 200
+// callers against a capacity of 945/s. The quiet hour must not shape the
+// cut (a cut is sized on what the client sends now, and keeps at least half
+// of it): the capacity is in use from the second second on.
+func TestSendRateAfterAQuietHour(t *testing.T) {
+	l := newSendRate(SendRateOptions{})
+	for at := t0.Add(-time.Hour); at.Before(t0); at = at.Add(time.Second) {
+		p := l.reserve(at)
+		d, _ := l.delay(p, at)
+		require.Zero(t, d, "expect no wait at one request a second")
+		l.observe(at.Add(2*time.Millisecond), false, 2*time.Millisecond)
+	}
+	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(945), 0))
+	c := sim.add(l, 200, 0)
+	sim.run(4 * time.Second)
+	assert.GreaterOrEqual(t, l.currentRate(), 0.8*945, "expect no cut far below the capacity")
+	for sec := 1; sec < 4; sec++ {
+		assert.GreaterOrEqual(t, float64(sum(c.ok, sec, sec+1)), 0.9*945, "expect ≥90%% of the capacity used in second %d", sec)
+	}
+}
+
 // TestSendRateProbesCheaplyAfterWarmUp: a warm-up on an unlimited service
 // leaves a peak far above the capacity that follows. Probing it back must
 // not flood the service: each probe goes at most a few times above the
