@@ -33,7 +33,7 @@ type DoOptions struct {
 	// MaxConflicts is the most conflicts the loop retries before it gives
 	// up with GiveUpConflicts; the context's deadline bounds the loop too.
 	// Default 100, which 32 workers incrementing one item never reached in
-	// our runs (BENCHMARKS.md, section 3); UnlimitedAttempts means no limit
+	// our runs (BENCHMARKS.md, section 2b); UnlimitedAttempts means no limit
 	// but the context; 0 retries no conflict.
 	MaxConflicts int
 }
@@ -51,8 +51,9 @@ const defaultMaxConflicts = 100
 // the partition throttles (a throttle since fn's previous call ended, in
 // any operation on the partition of ctx), a conflict waits at least the
 // Retryer's backoff after as many throttles in a row: a table at capacity
-// holds the win rate down, which looks like little contention. Transient and throttling errors go through the same retry decision as the
-// SDK's middleware: the Retryer's jitter (a decorrelated chain keeps the
+// holds the win rate down, which looks like little contention. Transient
+// and throttling errors go through the same retry decision as the SDK's
+// middleware: the Retryer's jitter (a decorrelated chain keeps the
 // loop's real previous delay), its bucket, the x-amz-retry-after hint, the
 // empty-budget backoff. For every retry, a backoff that would end past ctx's
 // deadline, with a margin of the Retryer's learnt attempt time or of fn's
