@@ -47,7 +47,7 @@ type Options struct {
 	// ThrottleBaseDelay is BaseDelay for throttling errors. Default 1 s;
 	// must be positive. With SendRate set and ThrottleBaseDelay left at its
 	// default, a throttle uses BaseDelay while the limiter paces its
-	// partition and at most a quarter of the last 100-200 ms's answers were
+	// partition and at most a tenth of the last 100-200 ms's answers were
 	// throttled: the limiter already slows the client down, and the
 	// throttle was a near miss. Ignored when Backoff is set.
 	ThrottleBaseDelay time.Duration

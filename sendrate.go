@@ -161,7 +161,7 @@ const (
 
 	// A throttle is a near miss, and backs off as any other error, while
 	// at most pacedShare of the recent answers were throttled.
-	pacedShare = 0.25
+	pacedShare = 0.1
 )
 
 // sendRate is an adaptive client-side send-rate limiter. It paces attempts
