@@ -315,7 +315,8 @@ type jumpTest struct {
 	at, countFrom time.Time
 	committed     time.Time // when the probe passed and the rate went to the peak
 	from, to      float64
-	probe         int // the places the probe sent
+	probe         int  // the places the probe sent
+	chained       bool // it followed a jump that held
 	after         answers
 	// A CUSUM of the evidence that the jump is throttled beyond the
 	// background, and its steps.
@@ -552,6 +553,12 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	if l.trace != nil {
 		l.tracef(now, "cut #%d f=%.3f (n=%d) b=%.3f S=%.0f to %.0f (capacity %.0f)", t.links, f, trigger.total(), l.background, s, target, t.capacity)
 	}
+	if chain == nil && math.IsInf(l.q.rate, 1) && l.peak > t.capacity {
+		// What an unlimited client got accepted before (a warm-up on an
+		// idle table, say) is not what the service takes now: the first
+		// cut measures that, and aiming back above it would flood.
+		l.peak, l.peakAt = t.capacity, now
+	}
 	l.test, l.jumpChain = t, false
 	l.setRateLocked(target)
 	l.growth, l.base, l.baseAt = firstGrowth, target, now
@@ -663,6 +670,13 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 	// the service accepted the rate the cut set (the cut stands), and, when
 	// the chain began, what its first cut measured.
 	l.known = max(t.capacity, t.rate*(1-t.after.throttled()), min(t.firstCapacity, t.from))
+	if t.links == 1 && t.trigger.total() < sizeMin && t.after.thr == 0 {
+		// A cut sized on a few answers, after which nothing was
+		// throttled at all: a burst of throttles (sends that bunched,
+		// a service's bucket run dry), not a fall of capacity. The rate
+		// before it was about right; regain it (see regrowTo).
+		l.known = max(l.known, cutTo*t.prevRate)
+	}
 	if l.pending > 0 && t.capacity >= peakAgree*l.pending {
 		l.notePeakLocked(now, max(l.pending, t.capacity)) // two measures agree
 	}
@@ -760,7 +774,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	l.test = cutTest{}
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
-		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, probe: int(sent),
+		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, probe: int(sent), chained: l.jumpChain,
 		llrThr: thr, llrOK: ok,
 	}
 	l.jumpedAt = now
@@ -783,7 +797,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		}
 		l.setRateLocked(j.from)
 		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
-		l.jumpChain = false
+		l.jumpChain = j.chained && !j.committed.IsZero()
 		if j.committed.IsZero() {
 			// The probe's answers still to come are the probe's.
 			l.blindUntil = j.at.Add(2 * l.rtt)
@@ -793,6 +807,14 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 			// the service refills the burst it took.
 			l.blindUntil = now.Add(l.rtt + sendWindow)
 			l.cusum, l.episode = 0, answers{}
+			if j.chained {
+				// A jump that followed one that held failed: the service
+				// takes somewhere between the two now, and the peak beyond
+				// (a warm-up's, say) is gone; aiming at it again would
+				// flood the service each time. The chain goes on, halving
+				// the gap (in ratio) with each failure.
+				l.peak, l.peakAt, l.pending = math.Sqrt(j.from*j.to), now, 0
+			}
 		}
 		l.jump = jumpTest{}
 		l.base, l.baseAt = l.q.rate, now
@@ -959,11 +981,11 @@ func (l *sendRate) notePeakLocked(now time.Time, c float64) {
 
 // noteAcceptedLocked raises the peak to what the quiet window w and the
 // one before it accepted: the service took that much, so its capacity was
-// at least as high.
+// at least as high (until a first cut from unlimited says otherwise).
 func (l *sendRate) noteAcceptedLocked(now time.Time, w answers) {
 	if span := w.duration + l.prev.duration; span > 0 {
-		// Answers bunch (a pause, a burst of sends): while limited, the
-		// service cannot have been seen to take more than the rate.
+		// Answers bunch (a pause, a burst of sends): the service cannot
+		// have been seen to take more than the rate.
 		accepted := float64(w.ok+l.prev.ok) / span.Seconds() / (1 - min(l.background, 0.9))
 		l.notePeakLocked(now, min(accepted, l.q.rate))
 	}
