@@ -202,7 +202,11 @@ const (
 //     at once, and if none is throttled, jumps toward the peak, up to four
 //     times the rate a step, step after step while each holds: a capacity
 //     that returns is used within a few windows. A failed jump doubles the
-//     time to the next, up to two windows.
+//     time to the next, up to two windows; when it followed one that held,
+//     the peak becomes the geometric mean of the two, so that a chain
+//     converges on the capacity. The first cut from unlimited caps the
+//     peak at what it measured: what an unlimited client got accepted
+//     before (a warm-up on an idle table) is not what the service takes.
 //   - After a minute with neither sends nor answers it starts over from
 //     InitialRate.
 //
