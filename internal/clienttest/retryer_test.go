@@ -235,27 +235,39 @@ func TestRetryAfterHeaderHonoured(t *testing.T) {
 	assert.Equal(t, []time.Duration{30 * time.Millisecond}, delays)
 }
 
+// TestHooks: OnRetry sees each retry with its attempt and class; OnGiveUp
+// sees an error that is not retryable, but not a conflict, which is no
+// refusal (Do retries it).
 func TestHooks(t *testing.T) {
-	var mu sync.Mutex
-	var retries []jitterretry.RetryEvent
-	var gaveUp []jitterretry.GiveUpError
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.MaxAttempts = 4
-		o.OnRetry = func(e jitterretry.RetryEvent) { mu.Lock(); retries = append(retries, e); mu.Unlock() }
-		o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, *e); mu.Unlock() }
-	})
-	srv := newScriptServer(t, throttle, serverErr, ccf)
-	err := putItem(context.Background(), newClient(srv.URL, r))
+	for name, tc := range map[string]struct {
+		last    reply
+		gaveUp  []jitterretry.GiveUpReason
+		errType any
+	}{
+		"not retryable": {reply{code: ddbwire.ResourceNotFound}, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, new(*types.ResourceNotFoundException)},
+		"conflict":      {ccf, nil, new(*types.ConditionalCheckFailedException)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var retries []jitterretry.RetryEvent
+			var gaveUp []jitterretry.GiveUpReason
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.MaxAttempts = 4
+				o.OnRetry = func(e jitterretry.RetryEvent) { mu.Lock(); retries = append(retries, e); mu.Unlock() }
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, e.Reason); mu.Unlock() }
+			})
+			srv := newScriptServer(t, throttle, serverErr, tc.last)
+			err := putItem(context.Background(), newClient(srv.URL, r))
 
-	var c *types.ConditionalCheckFailedException
-	require.ErrorAs(t, err, &c)
-	require.Len(t, retries, 2)
-	assert.Equal(t, 1, retries[0].Attempt)
-	assert.Equal(t, jitterretry.ClassThrottle, retries[0].Class)
-	assert.Equal(t, 2, retries[1].Attempt)
-	assert.Equal(t, jitterretry.ClassTransient, retries[1].Class)
-	require.Len(t, gaveUp, 1)
-	assert.Equal(t, jitterretry.GiveUpNotRetryable, gaveUp[0].Reason)
+			require.ErrorAs(t, err, tc.errType)
+			require.Len(t, retries, 2)
+			assert.Equal(t, 1, retries[0].Attempt)
+			assert.Equal(t, jitterretry.ClassThrottle, retries[0].Class)
+			assert.Equal(t, 2, retries[1].Attempt)
+			assert.Equal(t, jitterretry.ClassTransient, retries[1].Class)
+			assert.Equal(t, tc.gaveUp, gaveUp)
+		})
+	}
 }
 
 func TestWorksThroughSDKWrappersAndConfig(t *testing.T) {
