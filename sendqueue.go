@@ -54,30 +54,14 @@ func (q *sendQueue) advance(now time.Time) float64 {
 	case dt <= 0:
 		return 0
 	}
-	sent := q.rate * dt.Seconds()
-	target := q.served + sent
-	skipped := 0
-	for skipped < len(q.holes) && float64(q.holes[skipped]) <= target {
-		skipped++
-		target++
-	}
-	q.holes = q.holes[skipped:]
-	if limit := float64(q.issued); target > limit {
-		sent -= target - limit // the queue ran dry: no unused rate is kept
-		target = limit
-	}
-	q.served, q.servedAt = target, now
-	return max(sent, 0)
+	q.servedAt = now
+	return q.serve(q.rate * dt.Seconds())
 }
 
-// release makes up to n more of the waiting places due at once, ahead of
-// their turn at the rate, which does not change, and returns how many it
-// made due; the callers waiting are woken to ask again. It serves a short
-// probe above the rate. The queue must be brought up to now first.
-func (q *sendQueue) release(n float64) float64 {
-	if math.IsInf(q.rate, 1) || !(n > 0) {
-		return 0
-	}
+// serve makes up to n more places due, stepping over the places given back
+// and going no further than the last place issued (the queue ran dry: no
+// unused rate is kept), and returns how many it made due.
+func (q *sendQueue) serve(n float64) float64 {
 	target := q.served + n
 	skipped := 0
 	for skipped < len(q.holes) && float64(q.holes[skipped]) <= target {
@@ -89,11 +73,21 @@ func (q *sendQueue) release(n float64) float64 {
 		n -= target - limit
 		target = limit
 	}
-	if n <= 0 {
+	q.served = target
+	return max(n, 0)
+}
+
+// release makes up to n more of the waiting places due at once, ahead of
+// their turn at the rate, which does not change, and returns how many it
+// made due; the callers waiting are woken to ask again. It serves a short
+// probe above the rate. The queue must be brought up to now first.
+func (q *sendQueue) release(n float64) float64 {
+	if math.IsInf(q.rate, 1) || !(n > 0) {
 		return 0
 	}
-	q.served = target
-	q.wake()
+	if n = q.serve(n); n > 0 {
+		q.wake()
+	}
 	return n
 }
 
