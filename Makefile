@@ -6,7 +6,12 @@ SHELL := bash
 
 # Every module of the workspace: in workspace mode ./... alone covers only
 # the root module.
-GO_PACKAGES := ./... ./cmd/... ./examples/...
+GO_PACKAGES := ./... ./internal/... ./cmd/... ./examples/...
+
+# gotestsum (pinned as a tool of the cmd module) prints each package's
+# result as it finishes, and the failures in full, instead of go test's
+# output held back package by package.
+GOTESTSUM := go tool gotestsum --format pkgname-and-test-fails --format-hide-empty-pkg --
 
 DYNALITE := tools/dynalite/run.sh
 # One server state directory per target, so that make test and make
@@ -24,14 +29,16 @@ FUZZTIME ?= 30s
 .PHONY: test test-short vet fmt-check example fuzz reliability dynalite-start dynalite-stop
 
 ## test: install and start dynalite, run go test -race over every module
-## against it, stop it (also when a test fails), and exit with go test's status.
+## against it (the fault matrix in its short form), printing each package's
+## result as it finishes, stop it (also when a test fails), and exit with
+## the tests' status.
 test:
 	@endpoint="$$($(DYNALITE) start $(DYNALITE_STATE))"; \
 	trap '$(DYNALITE) stop $(DYNALITE_STATE)' EXIT; \
 	trap 'exit 130' INT TERM; \
 	echo "dynalite listening at $$endpoint"; \
 	env $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL_DYNAMODB="$$endpoint" \
-		go test -race $(GO_PACKAGES)
+		$(GOTESTSUM) -race $(GO_PACKAGES)
 
 ## reliability: the fault matrix (toxiproxy faults on minidyn and dynalite),
 ## the end-to-end deadline tests and the Lambda example's tests, verbose, so
@@ -42,7 +49,7 @@ reliability:
 	trap '$(DYNALITE) stop $(DYNALITE_STATE)' EXIT; \
 	trap 'exit 130' INT TERM; \
 	echo "dynalite listening at $$endpoint"; \
-	env $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL_DYNAMODB="$$endpoint" \
+	env $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL_DYNAMODB="$$endpoint" JITTERRETRY_FAULT_MATRIX=full \
 		go test -race -count=1 -v -run '$(RELIABILITY_TESTS)' ./examples/internal/fault ./examples/lambda
 
 ## test-short: go test over every module without dynalite (its tests skip).
@@ -70,6 +77,16 @@ fuzz:
 			go test -run '^$$' -fuzz "^$$target\$$" -fuzztime $(FUZZTIME) "$$pkg"; \
 		done; \
 	done
+
+## lambda: run the Lambda example for real, as its test does: built as
+## bootstrap, under the Lambda Runtime Interface Emulator (pinned as a tool
+## of the examples module), 200 invocations on 8 emulated execution
+## environments side by side, against DynamoDB that throttles and stalls;
+## prints each invocation, a few log streams and the totals, and fails when
+## an invocation timed out or an increment was lost or applied twice.
+.PHONY: lambda
+lambda:
+	go run ./examples/lambda/cmd/emulate
 
 ## dynalite-start / dynalite-stop: a server for running tests by hand;
 ## export the printed URL as AWS_ENDPOINT_URL_DYNAMODB.

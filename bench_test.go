@@ -3,10 +3,10 @@ package jitterretry_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 
 	"github.com/jitterretry/jitterretry"
 	"github.com/jitterretry/jitterretry/delayers"
@@ -26,49 +26,79 @@ func retryDecision(ctx context.Context, r aws.RetryerV2, err error) {
 	if terr != nil {
 		panic(terr)
 	}
-	_, _ = r.RetryDelay(1, err)
+	if _, derr := r.RetryDelay(1, err); derr != nil {
+		panic(derr)
+	}
 	_ = retryRelease(nil)
 }
 
-func BenchmarkRetryDecision(b *testing.B) {
-	throttleErr := asResponse(400, &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")})
-	retryers := []struct {
-		name string
-		new  func() aws.RetryerV2
-	}{
-		{"sdk-standard", func() aws.RetryerV2 { return retry.NewStandard() }},
-	}
+// retryers is the SDK's standard retryer beside ours with each strategy.
+func retryers() []namedRetryer {
+	rs := []namedRetryer{{"sdk-standard", func() aws.RetryerV2 { return retry.NewStandard() }}}
 	for _, s := range delayers.Strategies() {
-		retryers = append(retryers, struct {
-			name string
-			new  func() aws.RetryerV2
-		}{string(s), func() aws.RetryerV2 {
+		rs = append(rs, namedRetryer{string(s), func() aws.RetryerV2 {
 			return jitterretry.New(func(o *jitterretry.Options) { o.Jitter = s })
 		}})
 	}
-	ctx := context.Background()
-	for _, r := range retryers {
-		benchSerialAndParallel(b, r.name, r.new, func(retryer aws.RetryerV2) { retryDecision(ctx, retryer, throttleErr) })
+	return rs
+}
+
+type namedRetryer struct {
+	name string
+	new  func() aws.RetryerV2
+}
+
+// BenchmarkRetryDecision measures a failed-attempt decision (see
+// retryDecision) for a throttle as the middleware sees it (each goroutine
+// fails with its own error value, as concurrent operations do), under the
+// contexts callers use:
+//
+//   - background: context.Background(), no deadline;
+//   - deadline: one context with a deadline shared by every operation, as a
+//     batch job has;
+//   - deadline-fresh: a new context with a deadline per operation, as a
+//     server gives each request; creating and cancelling it is part of the
+//     measured cycle on both sides.
+func BenchmarkRetryDecision(b *testing.B) {
+	for _, r := range retryers() {
+		benchSerialAndParallel(b, "background/"+r.name, r.new, func(retryer aws.RetryerV2, throttle error) {
+			retryDecision(context.Background(), retryer, throttle)
+		})
+	}
+	shared, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for _, r := range retryers() {
+		benchSerialAndParallel(b, "deadline/"+r.name, r.new, func(retryer aws.RetryerV2, throttle error) {
+			retryDecision(shared, retryer, throttle)
+		})
+	}
+	for _, r := range retryers() {
+		benchSerialAndParallel(b, "deadline-fresh/"+r.name, r.new, func(retryer aws.RetryerV2, throttle error) {
+			ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+			retryDecision(ctx, retryer, throttle)
+			cancel()
+		})
 	}
 }
 
 // benchSerialAndParallel runs op on a fresh retryer from newRetryer as the
 // sub-benchmark name, and again from all GOMAXPROCS goroutines as
-// name-parallel.
-func benchSerialAndParallel(b *testing.B, name string, newRetryer func() aws.RetryerV2, op func(aws.RetryerV2)) {
+// name-parallel. Each goroutine passes op its own throttle error.
+func benchSerialAndParallel(b *testing.B, name string, newRetryer func() aws.RetryerV2, op func(aws.RetryerV2, error)) {
 	b.Run(name, func(b *testing.B) {
-		retryer := newRetryer()
+		retryer, throttle := newRetryer(), throttleErr()
 		b.ReportAllocs()
 		for b.Loop() {
-			op(retryer)
+			op(retryer, throttle)
 		}
 	})
 	b.Run(name+"-parallel", func(b *testing.B) {
 		retryer := newRetryer()
 		b.ReportAllocs()
 		b.RunParallel(func(pb *testing.PB) {
+			throttle := throttleErr()
 			for pb.Next() {
-				op(retryer)
+				op(retryer, throttle)
 			}
 		})
 	})
@@ -76,15 +106,10 @@ func benchSerialAndParallel(b *testing.B, name string, newRetryer func() aws.Ret
 
 // BenchmarkAttempt is what every attempt pays before it is sent and after
 // it succeeds (GetAttemptToken and its release), side by side with the SDK's
-// standard and adaptive modes (the adaptive mode's own limiter stays off
-// until a first throttle, as ours stays unlimited). "paced" holds the
-// limiter at a finite rate far above the loop's, so every attempt goes
-// through the queue without waiting.
+// standard and adaptive modes. "paced" holds the limiter at a finite rate far
+// above the loop's, so every attempt goes through the queue without waiting.
 func BenchmarkAttempt(b *testing.B) {
-	retryers := []struct {
-		name string
-		new  func() aws.RetryerV2
-	}{
+	rs := []namedRetryer{
 		{"sdk-standard", func() aws.RetryerV2 { return retry.NewStandard() }},
 		{"sdk-adaptive", func() aws.RetryerV2 { return retry.NewAdaptiveMode() }},
 		{"ours", func() aws.RetryerV2 { return jitterretry.New() }},
@@ -97,15 +122,51 @@ func BenchmarkAttempt(b *testing.B) {
 			})
 		}},
 	}
-	ctx := context.Background()
-	attempt := func(r aws.RetryerV2) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	attempt := func(r aws.RetryerV2, _ error) {
 		release, err := r.GetAttemptToken(ctx)
 		if err != nil {
 			panic(err)
 		}
 		_ = release(nil)
 	}
-	for _, r := range retryers {
+	for _, r := range rs {
 		benchSerialAndParallel(b, r.name, r.new, attempt)
 	}
+}
+
+// BenchmarkWrappedRetryDelay is the decision cycle under
+// retry.AddWithMaxBackoffDelay, which replaces RetryDelay so that no
+// hand-off is ever taken, with a fresh deadline context per operation: on a
+// new retryer, and on one that has already run a million such cycles. The
+// two agree when nothing grows with the entries left behind.
+func BenchmarkWrappedRetryDelay(b *testing.B) {
+	throttle := throttleErr()
+	cycle := func(r aws.RetryerV2) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		retryDecision(ctx, r, throttle)
+		cancel()
+	}
+	wrapped := func() aws.RetryerV2 {
+		return retry.AddWithMaxBackoffDelay(jitterretry.New(), 20*time.Second).(aws.RetryerV2)
+	}
+	b.Run("fresh", func(b *testing.B) {
+		r := wrapped()
+		b.ReportAllocs()
+		for b.Loop() {
+			cycle(r)
+		}
+	})
+	b.Run("after-1M", func(b *testing.B) {
+		r := wrapped()
+		for range 1_000_000 {
+			cycle(r)
+		}
+		b.ReportAllocs()
+		b.ResetTimer()
+		for b.Loop() {
+			cycle(r)
+		}
+	})
 }

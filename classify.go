@@ -4,14 +4,18 @@ import (
 	"context"
 	"errors"
 	"net"
+	"net/http"
 	"net/url"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 )
 
 // ErrorClass is how the retryer classifies a failed attempt's error.
@@ -19,32 +23,48 @@ type ErrorClass uint8
 
 const (
 	// ClassNotRetryable is an error that is not retried: a client error such
-	// as ConditionalCheckFailedException, or a cancelled context.
+	// as a ValidationException, or a cancelled context.
 	ClassNotRetryable ErrorClass = iota
 	// ClassTransient is a retryable error that is not a throttle: a 5xx
 	// response, a dropped or refused connection, a timeout.
 	ClassTransient
-	// ClassThrottle is a throttling error, which retries with the throttle
-	// base delay and the cheaper throttling retry cost.
+	// ClassThrottle is a throttling error, which retries with
+	// ThrottleBaseDelay and the cheaper ThrottlingRetryCost.
 	ClassThrottle
+	// ClassConflict is an optimistic-concurrency conflict that the
+	// application retries after reading again: a
+	// ConditionalCheckFailedException or TransactionConflictException, or an
+	// error marked with Conflict. Only Do retries conflicts, with a budget
+	// of their own (DoOptions.MaxConflicts); under the SDK's middleware they
+	// are not retryable, as in retry.Standard.
+	ClassConflict
 )
 
+// String returns the class as a short identifier, also used as the value of
+// the "class" attribute of the retryer's metrics: "not_retryable",
+// "transient", "throttle" or "conflict".
 func (c ErrorClass) String() string {
 	switch c {
 	case ClassTransient:
 		return "transient"
 	case ClassThrottle:
 		return "throttle"
+	case ClassConflict:
+		return "conflict"
 	}
-	return "not-retryable"
+	return "not_retryable"
 }
 
-// Classify reports how the default rules (the SDK's retry.DefaultRetryables
-// and retry.DefaultThrottles, with the differences listed in the README)
-// classify err. A nil error is ClassNotRetryable. It never formats the error
-// to a string: for API and HTTP errors it costs one walk of the error chain
-// and no allocation; connection-level errors take a slower errors.As path,
-// and an error with an unknown As method is left to the SDK's own checks.
+// Classify reports the class of err under the default rules: the SDK's
+// retry.DefaultRetryables and retry.DefaultThrottles, with the differences
+// the README lists, and ClassConflict for the conflicts Do retries. A nil
+// error is ClassNotRetryable.
+//
+// API and HTTP errors cost one walk of the error chain and no allocation;
+// connection-level errors take the SDK's errors.As checks; only an error
+// that carries neither an HTTP status nor an error code, and passes no
+// other check, is formatted to look for "connection reset" and "use of
+// closed network connection", as the SDK does.
 func Classify(err error) ErrorClass {
 	return defaultClassifier.classify(err)
 }
@@ -53,45 +73,108 @@ func Classify(err error) ErrorClass {
 // checks do, by one walk over the error chain instead of a chain of errors.As
 // calls and string searches.
 type classifier struct {
-	retryableCodes map[string]struct{}
-	throttleCodes  map[string]struct{}
+	// codes are the error codes the rules know, looked up once per error.
+	codes map[string]codeKind
 	// extra checks given in Options, consulted before the built-in rules.
 	retryables retry.IsErrorRetryables
 	throttles  retry.IsErrorThrottles
 }
 
+// codeKind is what the rules know of an error code.
+type codeKind uint8
+
+const (
+	codeRetryable codeKind = 1 << iota // retry.DefaultRetryableErrorCodes
+	codeThrottle                       // retry.DefaultThrottleErrorCodes
+	codeConflict                       // conflictCodes
+)
+
+// conflictCodes are the DynamoDB error codes of a lost optimistic-concurrency
+// race, which Do retries after the application reads again.
+var conflictCodes = []string{"ConditionalCheckFailedException", "TransactionConflictException"}
+
 var defaultClassifier = newClassifier(nil, nil)
 
 func newClassifier(retryables []retry.IsErrorRetryable, throttles []retry.IsErrorThrottle) *classifier {
+	codes := map[string]codeKind{}
+	for code := range retry.DefaultRetryableErrorCodes {
+		codes[code] |= codeRetryable
+	}
+	for code := range retry.DefaultThrottleErrorCodes {
+		codes[code] |= codeThrottle
+	}
+	for _, code := range conflictCodes {
+		codes[code] |= codeConflict
+	}
 	return &classifier{
-		retryableCodes: copySet(retry.DefaultRetryableErrorCodes),
-		throttleCodes:  copySet(retry.DefaultThrottleErrorCodes),
-		retryables:     append(retry.IsErrorRetryables(nil), retryables...),
-		throttles:      append(retry.IsErrorThrottles(nil), throttles...),
+		codes:      codes,
+		retryables: append(retry.IsErrorRetryables(nil), retryables...),
+		throttles:  append(retry.IsErrorThrottles(nil), throttles...),
 	}
 }
 
-func copySet(m map[string]struct{}) map[string]struct{} {
-	c := make(map[string]struct{}, len(m))
-	for k := range m {
-		c[k] = struct{}{}
+// facts walks err's chain once and looks its error code up.
+func (c *classifier) facts(err error) errorFacts {
+	var f errorFacts
+	f.walk(err, 0)
+	if f.code.seen {
+		f.kind = c.codes[f.code.value]
 	}
-	return c
+	return f
 }
 
 func (c *classifier) classify(err error) ErrorClass {
+	return c.inspect(err).class
+}
+
+// errorInfo is what the retry decision needs to know of a failed attempt's
+// error, found in one walk of its chain.
+type errorInfo struct {
+	class ErrorClass
+	hint  retryAfter    // the response's x-amz-retry-after
+	cut   time.Duration // how long the attempt ran before AttemptTimeout cut it; 0 if it did not
+}
+
+// inspect returns what the retry decision needs to know of err.
+func (c *classifier) inspect(err error) errorInfo {
 	if err == nil {
+		return errorInfo{}
+	}
+	f := c.facts(err)
+	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut}
+}
+
+func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
+	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
+		if !v.Bool() {
+			return ClassNotRetryable
+		}
+	} else if f.isConflict() {
+		return ClassConflict
+	} else if !c.builtinRetryable(err, f) {
 		return ClassNotRetryable
 	}
-	var f errorFacts
-	f.walk(err, 0)
-	if !c.retryable(err, &f) {
-		return ClassNotRetryable
-	}
-	if c.throttle(err, &f) {
+	if c.throttle(err, f) {
 		return ClassThrottle
 	}
 	return ClassTransient
+}
+
+// doClass is Do's default classification: conflicts are ClassConflict, an
+// error the SDK's retry middleware already gave up on (a
+// *retry.MaxAttemptsError, the SDK bucket's ratelimit.QuotaExceededError, or
+// a *GiveUpError of this retryer) is not retried again, and the rest follows the retryer's rules. So a Do loop around SDK
+// calls retries conflicts only, and around plain functions what the SDK
+// would.
+func (c *classifier) doClass(err error) ErrorClass {
+	if err == nil {
+		return ClassNotRetryable
+	}
+	f := c.facts(err)
+	if f.gaveUp && !f.isConflict() {
+		return ClassNotRetryable
+	}
+	return c.classOf(err, &f)
 }
 
 // isThrottle is the retry.IsErrorThrottle the delayers use.
@@ -99,15 +182,13 @@ func (c *classifier) isThrottle(err error) aws.Ternary {
 	if err == nil {
 		return aws.UnknownTernary
 	}
-	var f errorFacts
-	f.walk(err, 0)
+	f := c.facts(err)
 	return aws.BoolTernary(c.throttle(err, &f))
 }
 
-func (c *classifier) retryable(err error, f *errorFacts) bool {
-	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
-		return v.Bool()
-	}
+// builtinRetryable applies the SDK's default retryable checks, in their
+// order, to what the walk found.
+func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 	if f.foreignAs {
 		// An error with its own As method can pose as any type, which only
 		// errors.As sees; defer to the SDK's own checks for it.
@@ -136,15 +217,23 @@ func (c *classifier) retryable(err error, f *errorFacts) bool {
 			return true
 		}
 	}
-	if f.code.seen {
-		if _, ok := c.retryableCodes[f.code.value]; ok {
-			return true
-		}
-		if _, ok := c.throttleCodes[f.code.value]; ok {
-			return true
-		}
+	if f.kind&(codeRetryable|codeThrottle) != 0 {
+		return true
+	}
+	// Deliberate: the SDK searches the text of every error, API errors
+	// included, for "connection reset"; only an error that is no API or
+	// HTTP error has its text searched here, and only now that the cheap
+	// checks have failed.
+	if !f.statusSeen && !f.code.seen {
+		return brokenConnectionText(err.Error())
 	}
 	return false
+}
+
+// brokenConnectionText reports whether an error message says that a
+// connection broke, as the SDK's RetryableConnectionError looks for it.
+func brokenConnectionText(msg string) bool {
+	return strings.Contains(msg, "connection reset") || strings.Contains(msg, "use of closed network connection")
 }
 
 func (c *classifier) throttle(err error, f *errorFacts) bool {
@@ -154,12 +243,7 @@ func (c *classifier) throttle(err error, f *errorFacts) bool {
 	if f.foreignAs {
 		return retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool()
 	}
-	if f.code.seen {
-		if _, ok := c.throttleCodes[f.code.value]; ok {
-			return true
-		}
-	}
-	return f.status == 429 && !f.modeled
+	return f.kind&codeThrottle != 0 || f.status == 429 && !f.modeled
 }
 
 type seenBool struct{ seen, value bool }
@@ -175,15 +259,33 @@ type errorFacts struct {
 	canceled     seenBool   // CanceledError() bool
 	retryableErr seenBool   // RetryableError() bool
 	code         seenString // ErrorCode() string
+	kind         codeKind   // what the classifier knows of code
 	status       int        // HTTPStatusCode() int; 0 when absent
 	statusSeen   bool
 	apiSeen      bool
 	modeled      bool // the first smithy.APIError is not a *smithy.GenericAPIError
 
+	conflictMark    bool // an error marked with Conflict is in the chain
+	gaveUp          bool // a *retry.MaxAttemptsError or *GiveUpError is in the chain
 	contextCanceled bool // context.Canceled is in the chain
 	network         bool // a connection-level error is in the chain
 	foreignAs       bool // a node has an As method
 	nodes           int  // nodes visited so far
+	response        *http.Response
+	cut             time.Duration // the timeout of an attempt AttemptTimeout cut
+}
+
+// httpResponse returns the response of the first smithy HTTP response error
+// in err's chain, as errors.As finds it.
+func (f *errorFacts) httpResponse(err error) *http.Response {
+	if f.foreignAs {
+		var re *smithyhttp.ResponseError
+		if errors.As(err, &re) && re.Response != nil {
+			return re.Response.Response
+		}
+		return nil
+	}
+	return f.response
 }
 
 // maxErrorDepth and maxErrorNodes bound the walk, so that a cyclic chain
@@ -209,11 +311,56 @@ func (f *errorFacts) walk(err error, depth int) {
 	}
 }
 
+func (f *errorFacts) isConflict() bool {
+	return f.conflictMark || f.kind&codeConflict != 0
+}
+
 func (f *errorFacts) visit(err error) {
+	// The SDK's own node types first: their behaviours are known, so they
+	// skip the interface checks below, which cost an itab lookup each.
+	switch e := err.(type) {
+	case *awshttp.ResponseError:
+		// Its As method hands errors.As the smithy response error it
+		// embeds, which the walk does not visit: Unwrap skips it.
+		if e.ResponseError != nil {
+			f.visitResponse(e.ResponseError)
+		}
+		return
+	case *smithyhttp.ResponseError:
+		f.visitResponse(e)
+		return
+	case *smithy.GenericAPIError:
+		if !f.code.seen {
+			f.code = seenString{true, e.Code}
+		}
+		if !f.apiSeen {
+			f.apiSeen = true // generic: not modelled
+		}
+		return
+	case *smithy.OperationError:
+		return
+	case *conflictError:
+		f.conflictMark = true
+		return
+	case *retry.MaxAttemptsError, ratelimit.QuotaExceededError, *ratelimit.QuotaExceededError:
+		// The SDK's middleware gave up: out of attempts, or its own bucket
+		// refused the retry.
+		f.gaveUp = true
+		return
+	case *GiveUpError:
+		f.gaveUp = true
+		return
+	case *attemptTimeoutError:
+		if f.cut == 0 {
+			f.cut = e.timeout
+		}
+		f.retryableErr = seenBool{true, true}
+		return
+	}
 	if err == context.Canceled {
 		f.contextCanceled = true
 	}
-	if _, ok := err.(interface{ As(any) bool }); ok && !knownAs(err) {
+	if _, ok := err.(interface{ As(any) bool }); ok {
 		f.foreignAs = true
 	}
 	if v, ok := err.(interface{ CanceledError() bool }); ok && !f.canceled.seen {
@@ -225,29 +372,33 @@ func (f *errorFacts) visit(err error) {
 	if v, ok := err.(interface{ HTTPStatusCode() int }); ok && !f.statusSeen {
 		f.statusSeen, f.status = true, v.HTTPStatusCode()
 	}
-	if v, ok := err.(interface{ ErrorCode() string }); ok && !f.code.seen {
+	if v, ok := err.(smithy.APIError); ok {
+		if !f.code.seen {
+			f.code = seenString{true, v.ErrorCode()}
+		}
+		if !f.apiSeen {
+			f.apiSeen, f.modeled = true, true
+		}
+	} else if v, ok := err.(interface{ ErrorCode() string }); ok && !f.code.seen {
 		f.code = seenString{true, v.ErrorCode()}
-	}
-	if _, ok := err.(smithy.APIError); ok && !f.apiSeen {
-		_, generic := err.(*smithy.GenericAPIError)
-		f.apiSeen, f.modeled = true, !generic
 	}
 	if !f.network {
 		f.network = isNetworkNode(err)
 	}
 }
 
-// knownAs reports whether err's As method only looks further down the same
-// chain the walk visits anyway: the SDK's response error delegates to the
-// smithy response error it embeds, whose Unwrap the walk follows.
-// Our own error types' As methods only fill SDK error structs that no
-// classification rule looks for.
-func knownAs(err error) bool {
-	switch err.(type) {
-	case *awshttp.ResponseError, *BudgetError, *MaxAttemptsError:
-		return true
+// visitResponse records a smithy HTTP response error: its status and its
+// response.
+func (f *errorFacts) visitResponse(e *smithyhttp.ResponseError) {
+	if e.Response == nil || e.Response.Response == nil {
+		return
 	}
-	return false
+	if !f.statusSeen {
+		f.statusSeen, f.status = true, e.Response.StatusCode
+	}
+	if f.response == nil {
+		f.response = e.Response.Response
+	}
 }
 
 // isNetworkNode reports whether err is one of the nodes the SDK's
@@ -266,9 +417,10 @@ func isNetworkNode(err error) bool {
 }
 
 // connectionRetryable follows the SDK's RetryableConnectionError, with
-// errors.Is on the syscall and net errors where the SDK searches the
+// errors.Is on the syscall and net errors first, where the SDK searches the
 // formatted message for "connection reset", "use of closed network
-// connection" and "connection refused".
+// connection" and "connection refused"; the text is searched only when they
+// fail.
 func connectionRetryable(err error) aws.Ternary {
 	if err == nil {
 		return aws.UnknownTernary
@@ -292,10 +444,10 @@ func connectionRetryable(err error) aws.Ternary {
 	switch {
 	case errors.As(err, &connErr) && connErr.ConnectionError():
 		return aws.TrueTernary
-	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET):
+	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), brokenConnectionText(err.Error()):
 		return aws.TrueTernary
 	case errors.As(err, &urlErr):
-		if errors.Is(urlErr, syscall.ECONNREFUSED) {
+		if errors.Is(urlErr, syscall.ECONNREFUSED) || strings.Contains(urlErr.Error(), "connection refused") {
 			return aws.TrueTernary
 		}
 		return connectionRetryable(urlErr.Unwrap())

@@ -1,144 +1,144 @@
 package jitterretry
 
+// This file owns the package's error types: GiveUpError, the one error for
+// every retry the retryer refuses, and OptionsError, for options it cannot
+// use.
+
 import (
 	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 )
 
-// ErrRetryBudgetExhausted matches, with errors.Is, every *BudgetError: a
-// retry refused because the client-side retry token bucket was empty.
-var ErrRetryBudgetExhausted = errors.New("jitterretry: client-side retry budget exhausted")
+// ErrRetryBudgetExhausted matches, with errors.Is, a *GiveUpError whose
+// Reason is GiveUpBudget: a retry refused because the client-side retry token
+// bucket held too few tokens.
+var ErrRetryBudgetExhausted = errors.New("jitterretry: retry quota exceeded")
 
-// BudgetError reports a retry refused by the client-side retry token bucket.
-// It is not an AWS throttle: the service may be healthy, but this client has
-// spent its retry budget on recent failures. It wraps the operation's last
-// error, matches ErrRetryBudgetExhausted with errors.Is, and matches the
-// SDK's ratelimit.QuotaExceededError with errors.As, so code written for
-// retry.Standard keeps working.
-type BudgetError struct {
-	// Available is the number of tokens left in the bucket.
-	Available uint
-	// Requested is the cost of the refused retry.
-	Requested uint
-	// Partition is the bucket's partition key; empty when not partitioned.
-	Partition string
-	// Err is the failed attempt's error, the one that would have been
-	// retried. Nil when the bucket is used on its own as a RateLimiter.
-	Err error
-}
-
-func (e *BudgetError) Error() string {
-	msg := fmt.Sprintf("jitterretry: client-side retry budget exhausted (%d tokens left, %d needed)", e.Available, e.Requested)
-	if e.Partition != "" {
-		msg += " in partition " + e.Partition
-	}
-	msg += "; this is not an AWS throttle, see the README on the retry token bucket"
-	if e.Err != nil {
-		msg += ": last error: " + e.Err.Error()
-	}
-	return msg
-}
-
-// Unwrap returns the failed attempt's error.
-func (e *BudgetError) Unwrap() error { return e.Err }
-
-// Is reports whether target is ErrRetryBudgetExhausted.
-func (e *BudgetError) Is(target error) bool { return target == ErrRetryBudgetExhausted }
-
-// As fills a *ratelimit.QuotaExceededError target with Available and
-// Requested, so errors.As(err, &ratelimit.QuotaExceededError{}) matches as it
-// does for the SDK's own bucket.
-func (e *BudgetError) As(target any) bool {
-	if q, ok := target.(*ratelimit.QuotaExceededError); ok {
-		*q = ratelimit.QuotaExceededError{Available: e.Available, Requested: e.Requested}
-		return true
-	}
-	return false
-}
-
-// GiveUpReason says why the retryer stopped retrying an operation.
+// GiveUpReason says why the retryer stopped retrying.
 type GiveUpReason uint8
 
 const (
-	// GiveUpNotRetryable: the error is not retryable.
+	// GiveUpNotRetryable: the error is not retryable. Reported to OnGiveUp
+	// only; the operation returns the error itself. Conflicts under the
+	// SDK's middleware are not reported: Do retries them.
 	GiveUpNotRetryable GiveUpReason = iota + 1
-	// GiveUpMaxAttempts: the operation used all its attempts.
+	// GiveUpMaxAttempts: the loop used all its attempts (Do). Under the SDK's
+	// retry middleware the middleware itself returns *retry.MaxAttemptsError.
 	GiveUpMaxAttempts
-	// GiveUpBudget: the client-side retry token bucket is empty.
+	// GiveUpBudget: the client-side retry token bucket held fewer tokens
+	// than the retry costs.
 	GiveUpBudget
-	// GiveUpDeadline: the next backoff, or the wait for the send-rate
-	// limiter, would end past the context's deadline.
+	// GiveUpDeadline: the backoff, or the wait for the send-rate limiter,
+	// plus the deadline margin would end past the context's deadline.
 	GiveUpDeadline
-	// GiveUpCanceled: the context was cancelled or its deadline passed.
+	// GiveUpCanceled: the context was done.
 	GiveUpCanceled
+	// GiveUpConflicts: Do's conflict budget (DoOptions.MaxConflicts) ran out.
+	GiveUpConflicts
 )
 
+// String returns the reason as a short identifier, also used as the value of
+// the "reason" attribute of the retryer's metrics: "not_retryable",
+// "max_attempts", "budget", "deadline", "canceled" or "conflicts".
 func (r GiveUpReason) String() string {
 	switch r {
 	case GiveUpNotRetryable:
-		return "not retryable"
+		return "not_retryable"
 	case GiveUpMaxAttempts:
-		return "max attempts"
+		return "max_attempts"
 	case GiveUpBudget:
-		return "retry budget exhausted"
+		return "budget"
 	case GiveUpDeadline:
-		return "wait past deadline"
+		return "deadline"
 	case GiveUpCanceled:
-		return "context done"
+		return "canceled"
+	case GiveUpConflicts:
+		return "conflicts"
 	}
 	return fmt.Sprintf("GiveUpReason(%d)", uint8(r))
 }
 
-// GiveUpError reports a retry, or with the send-rate limiter an attempt, the
-// retryer refused to start because of the operation's context: its deadline
-// is too close for the backoff or the limiter's wait (GiveUpDeadline), or it
-// is done (GiveUpCanceled). It wraps the failed attempt's error, if there is
-// one, so the real cause is never lost.
+// GiveUpError reports a retry the retryer refused, and why. It wraps the
+// failed attempt's error, so errors.As still finds the service's own error
+// (a *types.ProvisionedThroughputExceededException, say) through it.
 //
-// With GiveUpDeadline, errors.Is(err, context.DeadlineExceeded) is true, so
-// callers that handle timeouts keep working; with GiveUpCanceled it matches
-// the context's own error.
+// It matches, by Reason:
+//   - GiveUpBudget: errors.Is(err, ErrRetryBudgetExhausted), and errors.As
+//     to the SDK's ratelimit.QuotaExceededError, filled with the tokens
+//     available and requested, as the SDK's own bucket reports them;
+//   - GiveUpDeadline: errors.Is(err, context.DeadlineExceeded), so code that
+//     handles timeouts keeps working;
+//   - GiveUpCanceled: errors.Is with the context's own error;
+//   - GiveUpMaxAttempts: errors.As to the SDK's *retry.MaxAttemptsError.
 type GiveUpError struct {
-	// Reason is GiveUpDeadline or GiveUpCanceled.
+	// Reason says why the retry was refused.
 	Reason GiveUpReason
-	// Attempt is the 1-based number of the attempt that failed; 0 when the
-	// send-rate limiter refused to wait before an attempt (then Err is nil:
-	// the limiter does not know which operation's error slowed it down).
+
+	// Attempt is the 1-based number of the attempt that failed. It is 0
+	// where the caller does not tell the retryer: under the SDK's retry
+	// middleware for every reason but GiveUpDeadline, and for a wait of the
+	// send-rate limiter, which comes before an attempt.
 	Attempt int
-	// Delay is the backoff, or the send-rate wait, that was refused
-	// (GiveUpDeadline).
+
+	// Partition is the partition key of the retry token bucket (see
+	// Options.PartitionKey); "" when not partitioned.
+	Partition string
+
+	// Delay is the refused backoff, after the service's x-amz-retry-after
+	// hint, or the refused wait of the send-rate limiter (GiveUpDeadline).
+	// Refused by GetRetryToken, before the backoff is drawn, it is the
+	// shortest wait the hint allows. The message also says how much time
+	// was left.
 	Delay time.Duration
-	// Remaining is the time that was left until the deadline (GiveUpDeadline).
-	Remaining time.Duration
-	// Context is the context's error (GiveUpCanceled), or nil.
-	Context error
-	// Err is the failed attempt's error.
+
+	// Err is the failed attempt's error; nil for a wait of the send-rate
+	// limiter before an attempt.
 	Err error
+
+	remaining            time.Duration // GiveUpDeadline: time left until the deadline
+	waited               time.Duration // GiveUpBudget: the backoff waited before refusing
+	available, requested uint          // GiveUpBudget
+	ctxErr               error         // GiveUpCanceled: the context's error
+	// joined is set when the SDK's middleware joins this error with Err:
+	// the message then leaves Err out, so that the cause is printed once.
+	joined bool
 }
 
+// Error describes the refusal and, unless the SDK's middleware prints it
+// already, the failed attempt's error.
 func (e *GiveUpError) Error() string {
 	var msg string
 	switch e.Reason {
-	case GiveUpDeadline:
-		if e.Attempt == 0 {
-			msg = fmt.Sprintf("jitterretry: gave up before sending: the send-rate limiter's wait %v would end past the context deadline (%v left)",
-				e.Delay, e.Remaining.Round(time.Millisecond))
-			break
+	case GiveUpBudget:
+		msg = fmt.Sprintf("jitterretry: retry quota exceeded, %d available, %d requested", e.available, e.requested)
+		if e.Partition != "" {
+			msg += " in partition " + e.Partition
 		}
-		msg = fmt.Sprintf("jitterretry: gave up after attempt %d: backoff %v would end past the context deadline (%v left)",
-			e.Attempt, e.Delay, e.Remaining.Round(time.Millisecond))
+		msg += " (client-side retry budget, not an AWS throttle)"
+	case GiveUpDeadline:
+		what := "backoff"
+		if e.Err == nil {
+			what = "send-rate wait"
+		}
+		msg = fmt.Sprintf("jitterretry: gave up: %s %v would end past the context deadline (%v left)",
+			what, readable(e.Delay), readable(e.remaining))
 	case GiveUpCanceled:
-		msg = fmt.Sprintf("jitterretry: gave up: context done (%v)", e.Context)
+		msg = fmt.Sprintf("jitterretry: gave up: context done (%v)", e.ctxErr)
+	case GiveUpMaxAttempts:
+		msg = fmt.Sprintf("jitterretry: exceeded maximum number of attempts, %d", e.Attempt)
+	case GiveUpConflicts:
+		msg = fmt.Sprintf("jitterretry: conflict budget exhausted after %d attempts", e.Attempt)
 	default:
 		msg = "jitterretry: gave up: " + e.Reason.String()
 	}
-	if e.Err != nil {
-		msg += ": last error: " + e.Err.Error()
+	if e.Err != nil && !e.joined {
+		msg += ": " + e.Err.Error()
 	}
 	return msg
 }
@@ -146,63 +146,72 @@ func (e *GiveUpError) Error() string {
 // Unwrap returns the failed attempt's error.
 func (e *GiveUpError) Unwrap() error { return e.Err }
 
-// Is matches context.DeadlineExceeded for GiveUpDeadline, and the context's
-// error for GiveUpCanceled.
+// Is matches ErrRetryBudgetExhausted for GiveUpBudget,
+// context.DeadlineExceeded for GiveUpDeadline, and the context's error for
+// GiveUpCanceled.
 func (e *GiveUpError) Is(target error) bool {
 	switch e.Reason {
+	case GiveUpBudget:
+		return target == ErrRetryBudgetExhausted
 	case GiveUpDeadline:
 		return target == context.DeadlineExceeded
 	case GiveUpCanceled:
-		return e.Context != nil && target == e.Context
+		return e.ctxErr != nil && target == e.ctxErr
 	}
 	return false
 }
 
-// MaxAttemptsError is returned by Do when the loop used all its attempts. It
-// wraps the last error and matches the SDK's *retry.MaxAttemptsError with
-// errors.As. (Under the SDK's retry middleware, the middleware itself returns
-// *retry.MaxAttemptsError.)
-type MaxAttemptsError struct {
-	// Attempt is the number of attempts made.
-	Attempt int
-	// Err is the last attempt's error.
-	Err error
-}
-
-func (e *MaxAttemptsError) Error() string {
-	return fmt.Sprintf("jitterretry: exceeded maximum number of attempts, %d: %v", e.Attempt, e.Err)
-}
-
-// Unwrap returns the last attempt's error.
-func (e *MaxAttemptsError) Unwrap() error { return e.Err }
-
-// As fills a **retry.MaxAttemptsError target.
-func (e *MaxAttemptsError) As(target any) bool {
-	if t, ok := target.(**retry.MaxAttemptsError); ok {
-		*t = &retry.MaxAttemptsError{Attempt: e.Attempt, Err: e.Err}
-		return true
+// As fills a *ratelimit.QuotaExceededError target for GiveUpBudget, a
+// **retry.MaxAttemptsError target for GiveUpMaxAttempts, and, for
+// GiveUpCanceled, a target of the SDK's cancellation types
+// (**aws.RequestCanceledError, or the interface with CanceledError() bool),
+// so code written for the SDK's retry.Standard keeps working.
+func (e *GiveUpError) As(target any) bool {
+	switch t := target.(type) {
+	case **aws.RequestCanceledError:
+		if e.Reason == GiveUpCanceled {
+			*t = &aws.RequestCanceledError{Err: e.ctxErr}
+			return true
+		}
+	case *interface{ CanceledError() bool }:
+		if e.Reason == GiveUpCanceled {
+			*t = &aws.RequestCanceledError{Err: e.ctxErr}
+			return true
+		}
+	case *ratelimit.QuotaExceededError:
+		if e.Reason == GiveUpBudget {
+			*t = ratelimit.QuotaExceededError{Available: e.available, Requested: e.requested}
+			return true
+		}
+	case **retry.MaxAttemptsError:
+		if e.Reason == GiveUpMaxAttempts {
+			*t = &retry.MaxAttemptsError{Attempt: e.Attempt, Err: e.Err}
+			return true
+		}
 	}
 	return false
 }
 
-// OptionsError reports Options that cannot be used. New returns a Retryer
-// that fails every operation with it; Err reports it at construction.
+// OptionsError reports options that cannot be used, by the name the caller
+// wrote. New returns a Retryer whose Err reports it and whose every operation
+// fails with it.
 type OptionsError struct {
-	// Option is the name of the offending Options field.
+	// Option is the name of the field, as written in Options or DoOptions,
+	// such as "BaseDelay" or "SendRate.MaxRate".
 	Option string
 	// Reason says what is wrong and what to use instead.
 	Reason string
-	// Err is an underlying error, such as a *delayers.OptionError.
-	Err error
 }
 
 func (e *OptionsError) Error() string {
-	msg := "jitterretry: invalid " + e.Option + ": " + e.Reason
-	if e.Err != nil {
-		msg += ": " + e.Err.Error()
-	}
-	return msg
+	return "jitterretry: invalid " + e.Option + ": " + e.Reason
 }
 
-// Unwrap returns the underlying error.
-func (e *OptionsError) Unwrap() error { return e.Err }
+// readable rounds d for a message: to the millisecond from 10 ms up, where
+// more digits say nothing, and to the microsecond below.
+func readable(d time.Duration) time.Duration {
+	if d >= 10*time.Millisecond || d <= -10*time.Millisecond {
+		return d.Round(time.Millisecond)
+	}
+	return d.Round(time.Microsecond)
+}

@@ -4,90 +4,91 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 
 	"github.com/jitterretry/jitterretry"
 	"github.com/jitterretry/jitterretry/delayers"
 )
 
-// One line in config.LoadDefaultConfig: every client built from cfg gets its
-// own retryer, and so its own retry token bucket.
+// Build the retryer once, check its options at startup, and hand it to the
+// SDK: config.WithRetryer(func() aws.Retryer { return r }) or a client's
+// Options.Retryer. Keep r for Do.
 func ExampleNew() {
-	cfg, err := config.LoadDefaultConfig(context.Background(),
-		config.WithRegion("us-east-1"),
-		config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKID", "SECRET", "")),
-		config.WithRetryer(func() aws.Retryer {
-			return jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
-				o.Jitter = delayers.StrategyDecorrelated
-			})
-		}),
-	)
-	if err != nil {
-		panic(err)
+	r := jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyDecorrelated
+	})
+	if err := r.Err(); err != nil {
+		panic(err) // bad options show up here, not on the first call
 	}
-	client := dynamodb.NewFromConfig(cfg)
-	_ = client
-	r := cfg.Retryer().(*jitterretry.Retryer)
-	fmt.Println(r.Err(), r.MaxAttempts(), r.Remaining())
-	// Output: <nil> 4 500
+	var _ aws.RetryerV2 = r
+	fmt.Println(r.MaxAttempts(), r.Remaining())
+	// Output: 4 500
 }
 
-// Invalid options never panic: New reports them through Err, and every
-// operation fails with the same typed error.
+// Invalid options never panic: New reports them through Err, in the name
+// of the field the caller wrote, and every operation fails with them.
 func ExampleRetryer_Err() {
 	r := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 0 })
 	var oe *jitterretry.OptionsError
 	fmt.Println(errors.As(r.Err(), &oe), oe.Option)
-	// Output: true MaxAttempts
+	_, err := r.GetAttemptToken(context.Background())
+	fmt.Println(errors.Is(err, r.Err()))
+	// Output:
+	// true MaxAttempts
+	// true
 }
 
-// Do retries what only the application can retry (here a failed condition,
-// after which fn re-reads), on the same jitter and budget as the SDK-level
-// retries.
+// Do retries what only the application can retry. A failed version
+// condition is a conflict: it costs no retry token and has a budget of its
+// own, and the versions the attempt learnt steer the backoff.
 func ExampleDo() {
-	r := jitterretry.New(func(o *jitterretry.Options) { o.BaseDelay = time.Millisecond })
-	attempts := 0
+	r := jitterretry.New()
+	version, attempts := int64(7), 0
 	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
 		attempts++
+		seen := version // read the item
 		if attempts < 3 {
-			return &types.ConditionalCheckFailedException{Message: aws.String("version moved")}
+			version += 2 // two other writers won meanwhile
+			failed := &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"}
+			return jitterretry.Conflict(failed, seen, version)
 		}
-		return nil
-	}, func(o *jitterretry.DoOptions) {
-		o.Classify = func(err error) jitterretry.ErrorClass {
-			var c *types.ConditionalCheckFailedException
-			if errors.As(err, &c) {
-				return jitterretry.ClassTransient
-			}
-			return r.Classify(err)
-		}
+		return nil // the conditional write went through
 	})
 	fmt.Println(err, attempts, r.Remaining())
-	// Output: <nil> 3 486
+	// Output: <nil> 3 500
+}
+
+// Conflict marks any error as a conflict for Do, and keeps it inside.
+func ExampleConflict() {
+	lost := errors.New("version 8 is not 7")
+	err := jitterretry.Conflict(lost, 7, 8)
+	fmt.Println(jitterretry.Classify(err), errors.Is(err, lost))
+	// Output: conflict true
 }
 
 // The bucket also serves the SDK's own retryer; when it is empty the error
 // says that it is the client-side budget, not AWS, that refused.
 func ExampleNewTokenBucket() {
-	b := jitterretry.NewTokenBucket(func(o *jitterretry.TokenBucketOptions) { o.Capacity = 10 })
+	b := jitterretry.NewTokenBucket(10, 0)
 	_, err := b.GetToken(context.Background(), 14)
-	fmt.Println(errors.Is(err, jitterretry.ErrRetryBudgetExhausted), b.Remaining())
-	// Output: true 10
+	var q ratelimit.QuotaExceededError
+	fmt.Println(errors.Is(err, jitterretry.ErrRetryBudgetExhausted), errors.As(err, &q), q.Available, b.Remaining())
+	// Output: true true 10 10
 }
 
-// Classify follows the SDK's default rules without formatting the error.
+// Classify follows the SDK's default rules without formatting API errors.
 func ExampleClassify() {
-	throttled := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
-	conflict := &types.ConditionalCheckFailedException{Message: aws.String("no")}
+	throttled := &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"}
+	conflict := &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"}
 	fmt.Println(jitterretry.Classify(throttled), jitterretry.Classify(conflict), jitterretry.Classify(context.Canceled))
-	// Output: throttle not-retryable not-retryable
+	// Output: throttle conflict not_retryable
 }
 
 // A context deadline that the next backoff would pass ends the operation at
@@ -96,60 +97,96 @@ func ExampleGiveUpError() {
 	r := jitterretry.New(func(o *jitterretry.Options) { o.Jitter = delayers.StrategyExponential })
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
 	defer cancel()
-	throttle := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
 	if _, err := r.GetRetryToken(ctx, throttle); err != nil {
 		panic(err)
 	}
 	_, err := r.RetryDelay(1, throttle) // 1 s throttle base > 500 ms left
 	var gu *jitterretry.GiveUpError
 	fmt.Println(errors.As(err, &gu), gu.Reason, errors.Is(err, context.DeadlineExceeded), errors.Is(err, throttle))
-	// Output: true wait past deadline true true
+	// Output: true deadline true true
 }
 
-// The send-rate limiter paces callers in turn at a learnt rate; a throttle
-// cuts the rate for the callers already waiting too. Its At methods take
-// the time, so this runs on a fake clock.
-func ExampleSendRateLimiter() {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
-	start := time.Unix(0, 0)
-	var places []jitterretry.SendReservation
-	for range 3 {
-		places = append(places, l.ReserveAt(start))
-	}
-	for _, p := range places {
-		wait, _ := l.DelayAt(p, start)
-		fmt.Print(wait, " ")
-	}
-	fmt.Println("at", l.Rate(), "/s")
-
-	// The first request comes back throttled 2 ms later, before any
-	// success: the limiter keeps a quarter of its rate and the third caller,
-	// still waiting, now waits for 1.8 places at 25/s.
-	now := start.Add(2 * time.Millisecond)
-	l.ObserveAt(start, now, true)
-	wait, _ := l.DelayAt(places[2], now)
-	fmt.Println(wait, "at", l.Rate(), "/s")
+// OnRetry and OnGiveUp see every decision.
+func ExampleOptions_hooks() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
+		o.OnRetry = func(e jitterretry.RetryEvent) { fmt.Println("retry", e.Attempt, e.Class, e.Delay) }
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { fmt.Println("give up:", e.Reason) }
+	})
+	calls := 0
+	_ = jitterretry.Do(context.Background(), r, func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return &smithy.GenericAPIError{Code: "RequestTimeout"}
+		}
+		return &smithy.GenericAPIError{Code: "ValidationException"}
+	})
 	// Output:
-	// 0s 10ms 20ms at 100 /s
-	// 72ms at 25 /s
+	// retry 1 transient 10ms
+	// give up: not_retryable
 }
 
-// With Options.SendRate set, every attempt waits its turn in GetAttemptToken,
-// and OnSendWait sees the waits.
+// Partitions give each table (or tenant) its own bucket, so one hot table
+// cannot spend every other call's budget.
+func ExampleWithPartition() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity = 20
+		o.PartitionKey = jitterretry.PartitionFromContext
+	})
+	hot := jitterretry.WithPartition(context.Background(), "orders")
+	_, err := r.GetRetryToken(hot, &smithy.GenericAPIError{Code: "RequestTimeout"})
+	fmt.Println(err, r.Remaining()) // the shared bucket is untouched
+	// Output: <nil> 20
+}
+
+// With Options.SendRate set, every attempt waits its turn in
+// GetAttemptToken, at a rate learnt from throttles.
 func ExampleOptions_sendRate() {
-	var waits atomic.Int64
 	r := jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
 		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 50}
-		o.OnSendWait = func(jitterretry.SendWaitEvent) { waits.Add(1) }
 	})
+	start := time.Now()
 	for range 3 {
-		release, err := r.GetAttemptToken(context.Background()) // 0, 20 and 40 ms
+		release, err := r.GetAttemptToken(context.Background()) // at 0, 20 and 40 ms
 		if err != nil {
 			panic(err)
 		}
 		_ = release(nil) // the attempt succeeded
 	}
-	rate, _ := r.SendRateIn("")
-	fmt.Println(waits.Load(), "waits at", rate, "/s")
-	// Output: 2 waits at 50 /s
+	fmt.Println(time.Since(start) >= 40*time.Millisecond)
+	// Output: true
+}
+
+// AttemptTimeout is an SDK API option: add it where the client's other API
+// options go, config.WithAPIOptions or the client's Options.APIOptions. It
+// adds one middleware, right after the SDK's retry middleware.
+func ExampleAttemptTimeout() {
+	// A client's stack has the SDK's signing and retry middlewares; a
+	// stand-in signs here.
+	stack := middleware.NewStack("PutItem", smithyhttp.NewStackRequest)
+	signing := middleware.FinalizeMiddlewareFunc("Signing", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		return next.HandleFinalize(ctx, in)
+	})
+	if err := stack.Finalize.Add(signing, middleware.After); err != nil {
+		panic(err)
+	}
+	if err := retry.AddRetryMiddlewares(stack, retry.AddRetryMiddlewaresOptions{Retryer: jitterretry.New()}); err != nil {
+		panic(err)
+	}
+	if err := jitterretry.AttemptTimeout(300 * time.Millisecond)(stack); err != nil {
+		panic(err)
+	}
+	fmt.Println(stack.Finalize.List())
+	// Output: [Retry jitterretry.AttemptTimeout Signing]
+}
+
+// DynamoDB gives back the SDK's DynamoDB client defaults, which a client
+// built with a custom retryer otherwise loses.
+func ExampleDynamoDB() {
+	r := jitterretry.New(jitterretry.DynamoDB)
+	var seen jitterretry.Options
+	jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) { seen = *o })
+	fmt.Println(r.MaxAttempts(), seen.BaseDelay)
+	// Output: 4 25ms
 }

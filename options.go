@@ -1,37 +1,37 @@
 package jitterretry
 
+// This file owns the options of a Retryer: their defaults, which option
+// functions see, and their validation, in the names the caller wrote.
+
 import (
 	"context"
-	"errors"
+	"fmt"
 	"math"
 	"time"
 
-	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go/metrics"
 
 	"github.com/jitterretry/jitterretry/delayers"
 )
 
-// Special MaxAttempts values.
-const (
-	// DefaultMaxAttempts is the SDK's default: 3 attempts, so 2 retries.
-	DefaultMaxAttempts = 3
-	// NoRetries makes one attempt and never retries.
-	NoRetries = 1
-	// UnlimitedAttempts retries for as long as errors are retryable, the
-	// retry budget lasts and the context allows. MaxAttempts() then reports
-	// 0, the SDK's value for "no limit".
-	UnlimitedAttempts = -1
-)
+// UnlimitedAttempts, as Options.MaxAttempts, retries for as long as errors
+// are retryable, the retry budget lasts and the context allows.
+// Retryer.MaxAttempts then reports 0, the SDK's value for "no limit".
+const UnlimitedAttempts = -1
 
-// Options configures a Retryer. New starts from the SDK's retry behaviour
-// 2.1 defaults, so a Retryer built with no options behaves like
-// retry.NewStandard(), apart from the fixes listed in the README.
+// Options configures a Retryer. As with the SDK's retry.StandardOptions, New
+// fills in the defaults before it runs the option functions, so they see
+// them and what they leave is used as it is: a zero means zero where zero has
+// a meaning (a cost, a margin, a refill), and is invalid where it has none
+// (MaxAttempts, Jitter, the delays). The defaults are the SDK's retry
+// behaviour 2.1 numbers, so a Retryer built with no options behaves like
+// retry.NewStandard(), apart from the differences the README lists.
 type Options struct {
 	// MaxAttempts is the most attempts an operation makes, the first one
-	// included. Default DefaultMaxAttempts (3). Use NoRetries (1) for a
-	// single attempt and UnlimitedAttempts (-1) for no limit; 0 and other
-	// negative values are invalid (the SDK silently turns them into 3).
+	// included. Default 3. Use 1 for a single attempt and UnlimitedAttempts
+	// (-1) for no limit; 0 and other negative values are invalid (the SDK
+	// silently turns them into 3).
 	MaxAttempts int
 
 	// Jitter selects the backoff strategy. Default delayers.StrategyFull,
@@ -39,32 +39,40 @@ type Options struct {
 	Jitter delayers.Strategy
 
 	// BaseDelay is the first retry's backoff window after an error that is
-	// not a throttle, doubling per attempt. Default 50 ms. Ignored when
-	// Backoff is set.
+	// not a throttle, growing by BackoffGrowth per attempt. Default 50 ms;
+	// must be positive. A BaseDelay above MaxBackoff is capped, as in the
+	// SDK. Ignored when Backoff is set.
 	BaseDelay time.Duration
 
-	// ThrottleBaseDelay is BaseDelay for throttling errors. Default 1 s, or
-	// MaxBackoff when that is smaller. Ignored when Backoff is set.
+	// ThrottleBaseDelay is BaseDelay for throttling errors. Default 1 s;
+	// must be positive. With SendRate set and ThrottleBaseDelay left at its
+	// default, a throttle uses BaseDelay while the limiter paces its
+	// partition and at most a tenth of the last 100-200 ms's answers were
+	// throttled: the limiter already slows the client down, and the
+	// throttle was a near miss. Ignored when Backoff is set.
 	ThrottleBaseDelay time.Duration
 
-	// MaxBackoff caps every delay, before jitter. Default 20 s. Ignored when
+	// MaxBackoff caps every delay, before jitter, so full jitter stays
+	// jittered at the cap. Default 20 s; must be positive. Ignored when
 	// Backoff is set.
 	MaxBackoff time.Duration
 
-	// BackoffGrowth is the factor the backoff window grows by per attempt
-	// for Jitter exponential, full and equal. Zero means 2 (doubling);
-	// otherwise it must be within [delayers.MinGrowth, delayers.MaxGrowth],
-	// and zero with Jitter decorrelated. In the blog's contention experiment
-	// full jitter with 1.5 made 16% fewer calls in 5% less time than with 2
+	// BackoffGrowth is the factor the backoff window grows by per attempt.
+	// Default 2 (doubling); otherwise within [delayers.MinGrowth,
+	// delayers.MaxGrowth] = [1.01, 8] for the exponential, full and equal
+	// strategies. Decorrelated jitter grows from its previous delay and
+	// takes only the default. In the blog's contention experiment full
+	// jitter with 1.5 made 16% fewer calls in 5% less time than with 2
 	// (BENCHMARKS.md). Ignored when Backoff is set.
 	BackoffGrowth float64
 
 	// Backoff, when set, computes every delay instead of Jitter, BaseDelay,
-	// ThrottleBaseDelay and MaxBackoff.
+	// ThrottleBaseDelay, MaxBackoff and BackoffGrowth. Default nil.
 	Backoff retry.BackoffDelayer
 
-	// Source supplies the jitter's randomness. Nil means the Go runtime's
-	// generator; use delayers.NewSource(seed) for deterministic tests.
+	// Source supplies the jitter's randomness and must be safe for
+	// concurrent use. Nil (the default) means the Go runtime's generator;
+	// use delayers.NewSource(seed) for deterministic tests.
 	Source delayers.Source
 
 	// Retryables are checks consulted before the built-in classification;
@@ -75,121 +83,127 @@ type Options struct {
 	// classification. Default none.
 	Throttles []retry.IsErrorThrottle
 
-	// RetryCost is the tokens a retry after a non-throttling error takes
-	// from the bucket. Default DefaultRetryCost (14).
+	// RetryCost is the tokens a retry after an error that is not a throttle
+	// takes from the bucket. Default 14. A cost above BucketCapacity is
+	// invalid: no such retry could ever be paid.
 	RetryCost uint
 
 	// ThrottlingRetryCost is the tokens a retry after a throttling error
-	// takes. Default DefaultThrottlingRetryCost (5).
+	// takes. Default 5; at most BucketCapacity.
 	ThrottlingRetryCost uint
 
 	// NoRetryIncrement is the tokens an operation that succeeds on its first
-	// attempt adds back. Default DefaultNoRetryIncrement (1).
+	// attempt adds back. Default 1.
 	NoRetryIncrement uint
 
-	// Bucket configures the retry token bucket (capacity 500, no refill by
-	// default), and every partition's bucket when PartitionKey is set.
-	Bucket TokenBucketOptions
+	// BucketCapacity is the size of the retry token bucket, and its content
+	// at start. Default 500. With PartitionKey set, every partition has a
+	// bucket of this size. Ignored when RateLimiter is set.
+	BucketCapacity uint
+
+	// BucketRefill adds tokens continuously, in tokens per second, up to
+	// BucketCapacity, so that a fleet of workers that are all retrying
+	// cannot drain the bucket for good (the SDK's bucket refills only on
+	// first-attempt successes). Default 0, no refill, as the SDK; +Inf keeps
+	// the bucket full; negative and NaN are invalid.
+	BucketRefill float64
 
 	// RateLimiter replaces the retry token bucket, for example with the
-	// SDK's ratelimit.None to disable it, or the SDK's own
-	// ratelimit.NewTokenRateLimit. Cannot be combined with PartitionKey.
+	// SDK's ratelimit.None to disable it, or a shared *TokenBucket. Default
+	// nil: the Retryer's own bucket. Cannot be combined with PartitionKey.
 	RateLimiter retry.RateLimiter
 
-	// PartitionKey, when set, gives each key its own retry token bucket, so
-	// one hot table or operation cannot spend every other call's budget.
-	// See PartitionByOperation and WithPartition. Keys should be few: each
-	// key's bucket lives as long as the Retryer.
+	// PartitionKey, when set, gives each key it returns its own retry token
+	// bucket (and send-rate limiter), so one hot table or tenant cannot
+	// spend every other call's budget; "" is the shared partition. See
+	// PartitionByOperation and WithPartition. At most 1024 keys are kept: a
+	// key unused for 5 minutes is forgotten once its bucket is full again,
+	// and beyond 1024 keys the least recently used is forgotten (it starts
+	// again with a full bucket). Default nil.
 	PartitionKey func(ctx context.Context) string
 
-	// DisableDeadlineGiveUp turns off the deadline check: by default, when
-	// the context has a deadline, a retry whose backoff would end past it is
-	// not started, and the operation fails at once with a *GiveUpError that
-	// wraps the last error.
+	// DisableDeadlineGiveUp turns the deadline check off: by default, when
+	// the context has a deadline, a retry whose backoff plus the deadline
+	// margin would end past it is not started, and the operation fails at
+	// once with a *GiveUpError that wraps the last error.
 	DisableDeadlineGiveUp bool
 
-	// DeadlineMargin is the time a retry must leave after its backoff and
-	// before the deadline, for the attempt itself. Default 0; negative is
-	// invalid.
+	// DeadlineMargin is the time a retry must leave after its backoff,
+	// before the deadline, for the attempt itself. Zero (the default) means
+	// learnt, per partition, from the time from GetAttemptToken to its
+	// release: every attempt is measured until 32 have been, then one in
+	// 16; the margin is twice the largest of them until 32 were measured,
+	// then twice the second largest of the last 32 (about their 95th
+	// percentile; one stall alone does not raise it). Until the
+	// first attempt of a partition ends it is 0. Stalls that last are kept
+	// for 32 samples: AttemptTimeout bounds every attempt, and so the
+	// margin. Negative is invalid.
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after
 	// its delay is known. It must be safe for concurrent use and quick.
 	OnRetry func(RetryEvent)
 
-	// OnGiveUp, when set, is called when the retryer refuses a retry. It
-	// must be safe for concurrent use and quick. Under the SDK's retry
-	// middleware, the max-attempts check happens before the retryer is
-	// consulted, so GiveUpMaxAttempts is reported only by Do.
-	OnGiveUp func(GiveUpEvent)
+	// OnGiveUp, when set, is called with every refusal, also of a wait for
+	// the send-rate limiter and, with reason GiveUpNotRetryable, of an
+	// error that is not retryable (but a conflict, which is Do's to
+	// retry). It must be safe for concurrent use and
+	// quick, and must not change the error (it is the one the operation
+	// returns).
+	OnGiveUp func(*GiveUpError)
 
 	// SendRate, when set, turns on the adaptive client-side send-rate
-	// limiter (see SendRateLimiter): every attempt waits in GetAttemptToken
-	// for its turn to send, at a rate learnt from the service's throttles, one
-	// limiter per PartitionKey. With it on, ThrottleBaseDelay defaults to
-	// BaseDelay, since the limiter already slows the client down. Default nil
-	// (off), as the SDK's standard mode.
+	// limiter: every attempt waits in GetAttemptToken for its turn to send,
+	// at a rate learnt from the service's throttles, one limiter per
+	// partition. Default nil (off), as the SDK's standard mode.
 	SendRate *SendRateOptions
 
-	// OnSendWait, when set, is called once for every attempt the send-rate
-	// limiter makes wait, before the wait. It must be safe for concurrent use
-	// and quick.
-	OnSendWait func(SendWaitEvent)
-
-	// FailFastOnEmptyBudget returns the *BudgetError at once when the retry
-	// token bucket is empty, as the SDK does. By default the retryer first
-	// waits the retry's backoff (never past the context's deadline), so that
+	// FailFastOnEmptyBudget returns the refusal at once when the retry token
+	// bucket is empty, as the SDK does. By default the retryer first waits
+	// the retry's backoff (never past the context's deadline), so that
 	// callers in closed loops, which send again as soon as an operation
 	// fails, cannot turn an empty budget into a retry storm.
 	FailFastOnEmptyBudget bool
 
-	// Clock returns the current time for deadline checks and the send-rate
-	// limiter. Nil means time.Now.
+	// Clock returns the current time for the deadline checks, the bucket's
+	// refill, the send-rate limiter and the learnt margin. Default time.Now;
+	// nil means time.Now. Sleeps use real timers.
 	Clock func() time.Time
+
+	// MeterProvider, when set, receives the retryer's metrics (see the
+	// README's Observability section); pass the same provider as the
+	// service client's Options.MeterProvider. Default nil: nothing is
+	// recorded and nothing allocated.
+	MeterProvider metrics.MeterProvider
 }
 
-// SendWaitEvent describes an attempt held back by the send-rate limiter.
-type SendWaitEvent struct {
-	// Partition is the limiter's partition key, if any.
-	Partition string
-	// Wait is how long the attempt is due to wait before it is sent, at the
-	// rate when it joined the queue; a cut during the wait lengthens it, and
-	// a rise or places given back ahead shorten it.
-	Wait time.Duration
-	// Rate is the limiter's send rate, in requests per second, read just
-	// after Wait: under concurrency it may already differ from the rate Wait
-	// was measured at.
-	Rate float64
-}
+// The SDK's retry behaviour 2.1 numbers.
+const (
+	defaultMaxAttempts         = 3
+	defaultBaseDelay           = 50 * time.Millisecond
+	defaultThrottleBaseDelay   = time.Second
+	defaultMaxBackoff          = 20 * time.Second
+	defaultGrowth              = 2.0
+	defaultRetryCost           = 14
+	defaultThrottlingRetryCost = 5
+	defaultNoRetryIncrement    = 1
+	defaultBucketCapacity      = 500
+)
 
-// RetryEvent describes a retry about to be made.
-type RetryEvent struct {
-	// Attempt is the 1-based number of the attempt that failed.
-	Attempt int
-	// Delay is the backoff before the next attempt, after the service's
-	// x-amz-retry-after hint.
-	Delay time.Duration
-	// Class is the failed attempt's error class.
-	Class ErrorClass
-	// Err is the failed attempt's error; nil for a wait for the send-rate
-	// limiter.
-	Err error
-}
-
-// GiveUpEvent describes a retry the retryer refused.
-type GiveUpEvent struct {
-	// Reason says why.
-	Reason GiveUpReason
-	// Attempt is the 1-based number of the attempt that failed, or 0 where
-	// the SDK does not tell the retryer (GiveUpNotRetryable, GiveUpBudget,
-	// GiveUpCanceled under the retry middleware) and for a wait for the
-	// send-rate limiter, which comes before an attempt.
-	Attempt int
-	// Partition is the retry token bucket's partition key, if any.
-	Partition string
-	// Err is the failed attempt's error; nil for a wait for the send-rate
-	// limiter.
-	Err error
+func defaultOptions() Options {
+	return Options{
+		MaxAttempts:         defaultMaxAttempts,
+		Jitter:              delayers.StrategyFull,
+		BaseDelay:           defaultBaseDelay,
+		ThrottleBaseDelay:   defaultThrottleBaseDelay,
+		MaxBackoff:          defaultMaxBackoff,
+		BackoffGrowth:       defaultGrowth,
+		RetryCost:           defaultRetryCost,
+		ThrottlingRetryCost: defaultThrottlingRetryCost,
+		NoRetryIncrement:    defaultNoRetryIncrement,
+		BucketCapacity:      defaultBucketCapacity,
+		Clock:               time.Now,
+	}
 }
 
 // DynamoDB sets the SDK's DynamoDB client defaults, 4 attempts and a 25 ms
@@ -200,92 +214,66 @@ func DynamoDB(o *Options) {
 	o.BaseDelay = 25 * time.Millisecond
 }
 
-func defaultOptions() Options {
-	return Options{
-		MaxAttempts:         DefaultMaxAttempts,
-		Jitter:              delayers.StrategyFull,
-		RetryCost:           DefaultRetryCost,
-		ThrottlingRetryCost: DefaultThrottlingRetryCost,
-		NoRetryIncrement:    DefaultNoRetryIncrement,
-	}
-}
-
 func (o *Options) validate() error {
+	invalid := func(option, reason string) error { return &OptionsError{Option: option, Reason: reason} }
 	switch {
 	case o.MaxAttempts == 0:
-		return &OptionsError{Option: "MaxAttempts", Reason: "0 is ambiguous: use jitterretry.NoRetries (1) for a single attempt or jitterretry.UnlimitedAttempts (-1) for no limit"}
+		return invalid("MaxAttempts", "0 is ambiguous: use 1 for a single attempt or jitterretry.UnlimitedAttempts (-1) for no limit")
 	case o.MaxAttempts < 0 && o.MaxAttempts != UnlimitedAttempts:
-		return &OptionsError{Option: "MaxAttempts", Reason: "must be at least 1, or jitterretry.UnlimitedAttempts (-1)"}
+		return invalid("MaxAttempts", "must be at least 1, or jitterretry.UnlimitedAttempts (-1)")
 	case o.DeadlineMargin < 0:
-		return &OptionsError{Option: "DeadlineMargin", Reason: "must not be negative"}
+		return invalid("DeadlineMargin", "must not be negative (0 learns it from the attempts)")
 	case o.RateLimiter != nil && o.PartitionKey != nil:
-		return &OptionsError{Option: "PartitionKey", Reason: "cannot be combined with a custom RateLimiter; configure Bucket instead"}
-	case o.Bucket.RefillPerSecond < 0 || math.IsNaN(o.Bucket.RefillPerSecond):
-		return &OptionsError{Option: "Bucket.RefillPerSecond", Reason: "must be zero (off) or positive"}
+		return invalid("PartitionKey", "cannot be combined with a custom RateLimiter; set BucketCapacity instead")
+	case o.BucketRefill < 0 || math.IsNaN(o.BucketRefill):
+		return invalid("BucketRefill", "must be zero (no refill) or positive")
+	case o.RateLimiter == nil && o.RetryCost > o.BucketCapacity:
+		return invalid("RetryCost", fmt.Sprintf("%d is more than BucketCapacity %d: no such retry could ever be paid", o.RetryCost, o.BucketCapacity))
+	case o.RateLimiter == nil && o.ThrottlingRetryCost > o.BucketCapacity:
+		return invalid("ThrottlingRetryCost", fmt.Sprintf("%d is more than BucketCapacity %d: no such retry could ever be paid", o.ThrottlingRetryCost, o.BucketCapacity))
 	case o.SendRate != nil:
-		return o.SendRate.validate()
+		if err := o.SendRate.validate(); err != nil {
+			return err
+		}
+	}
+	if o.Backoff != nil {
+		return nil
+	}
+	if _, err := delayers.ParseStrategy(string(o.Jitter)); err != nil {
+		return invalid("Jitter", fmt.Sprintf("%q is not a strategy; want one of %v", o.Jitter, delayers.Strategies()))
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{{"BaseDelay", o.BaseDelay}, {"ThrottleBaseDelay", o.ThrottleBaseDelay}, {"MaxBackoff", o.MaxBackoff}} {
+		if d.v <= 0 {
+			return invalid(d.name, fmt.Sprintf("must be positive, got %v", d.v))
+		}
+	}
+	switch g := o.BackoffGrowth; {
+	case g == defaultGrowth:
+	case o.Jitter == delayers.StrategyDecorrelated:
+		return invalid("BackoffGrowth", "decorrelated jitter grows from its previous delay; leave BackoffGrowth at 2")
+	case !(g >= delayers.MinGrowth && g <= delayers.MaxGrowth):
+		return invalid("BackoffGrowth", fmt.Sprintf("must be 2 or within [%v, %v], got %v", delayers.MinGrowth, delayers.MaxGrowth, g))
 	}
 	return nil
 }
 
+// newBackoff builds the delayer the options describe, once validate accepted
+// them. throttle is the Retryer's own throttle classification.
 func (o *Options) newBackoff(throttle retry.IsErrorThrottle) (retry.BackoffDelayer, error) {
 	if o.Backoff != nil {
 		return o.Backoff, nil
-	}
-	if o.SendRate != nil && o.ThrottleBaseDelay == 0 {
-		o.ThrottleBaseDelay = o.BaseDelay
-		if o.ThrottleBaseDelay == 0 {
-			o.ThrottleBaseDelay = delayers.DefaultBase
-			if o.MaxBackoff > 0 {
-				o.ThrottleBaseDelay = min(o.ThrottleBaseDelay, o.MaxBackoff)
-			}
-		}
 	}
 	d, err := delayers.New(o.Jitter, func(d *delayers.Options) {
 		d.Base, d.ThrottleBase, d.Cap, d.Growth = o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff, o.BackoffGrowth
 		d.Throttle, d.Source = throttle, o.Source
 	})
-	if err == nil {
-		return d, nil
+	if err != nil {
+		// validate checks every setting the delayers check; this is a
+		// backstop that still names the caller's field.
+		return nil, &OptionsError{Option: "Jitter", Reason: err.Error()}
 	}
-	option := "Jitter"
-	var oe *delayers.OptionError
-	if errors.As(err, &oe) {
-		option = map[string]string{"Base": "BaseDelay", "ThrottleBase": "ThrottleBaseDelay", "Cap": "MaxBackoff", "Growth": "BackoffGrowth"}[oe.Option]
-		if option == "" {
-			option = oe.Option
-		}
-	}
-	return nil, &OptionsError{Option: option, Reason: "rejected by the delayer", Err: err}
-}
-
-// PartitionByOperation is a PartitionKey that gives each service operation
-// its own bucket, such as "DynamoDB.PutItem".
-// Outside an SDK operation (in Do, say) it returns "", the unpartitioned
-// bucket.
-func PartitionByOperation(ctx context.Context) string {
-	service, op := awsmiddle.GetServiceID(ctx), awsmiddle.GetOperationName(ctx)
-	if service == "" && op == "" {
-		return ""
-	}
-	return service + "." + op
-}
-
-type partitionKey struct{}
-
-// WithPartition returns a context whose operations draw retry tokens from the
-// bucket of key (a table name, a tenant) when the Retryer's PartitionKey is
-// PartitionFromContext.
-func WithPartition(ctx context.Context, key string) context.Context {
-	return context.WithValue(ctx, partitionKey{}, key)
-}
-
-// PartitionFromContext is a PartitionKey that uses the key set with
-// WithPartition, or the service operation (as PartitionByOperation) when none
-// was set.
-func PartitionFromContext(ctx context.Context) string {
-	if k, ok := ctx.Value(partitionKey{}).(string); ok {
-		return k
-	}
-	return PartitionByOperation(ctx)
+	return d, nil
 }

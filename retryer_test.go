@@ -4,8 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"net/http"
-	"net/http/httptest"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -14,17 +12,11 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/config"
-	"github.com/aws/aws-sdk-go-v2/credentials"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
-	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
 	"github.com/jitterretry/jitterretry"
 	"github.com/jitterretry/jitterretry/delayers"
-	"github.com/jitterretry/jitterretry/internal/ddbwire"
 )
 
 // fast scales the delays down to milliseconds so the suite stays quick.
@@ -33,8 +25,7 @@ func fast(o *jitterretry.Options) {
 	o.Source = delayers.NewSource(1)
 }
 
-// sdkFast is retry.NewStandard with the same scaled-down delays and a bucket
-// whose content the test can read.
+// sdkFast is retry.NewStandard with 1 ms delays and a bucket the test reads.
 func sdkFast(limiter *ratelimit.TokenRateLimit) func(*retry.StandardOptions) {
 	return func(o *retry.StandardOptions) {
 		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
@@ -42,432 +33,536 @@ func sdkFast(limiter *ratelimit.TokenRateLimit) func(*retry.StandardOptions) {
 	}
 }
 
-// TestSameBehaviourAsStandard is the one-line switch: the same server script
-// through retry.NewStandard() and jitterretry.New() gives the same attempts,
-// token counts and error types.
-func TestSameBehaviourAsStandard(t *testing.T) {
+// TestSameAsStandard is the one-line switch: the same answers through the
+// SDK's middleware with retry.NewStandard() and jitterretry.New() give the
+// same attempts, tokens and outcome.
+func TestSameAsStandard(t *testing.T) {
 	cases := map[string]struct {
-		script []reply
-		calls  int
-		tokens uint
-		check  func(t *testing.T, err error)
+		answers  []func() error
+		attempts int
+		tokens   uint
+		ok       bool
 	}{
-		"success on the first attempt": {
-			script: []reply{ok}, calls: 1, tokens: 500,
-		},
-		"two throttles then success refunds the throttle cost": {
-			script: []reply{throttle, throttle2, ok}, calls: 3, tokens: 495,
-		},
-		"a 500 then success refunds the retry cost": {
-			script: []reply{serverErr, ok}, calls: 2, tokens: 500,
-		},
-		"unmodelled 429 is a throttle": {
-			script: []reply{tooMany, ok}, calls: 2, tokens: 500,
-		},
-		"dropped connection is retried": {
-			script: []reply{dropped, ok}, calls: 2, tokens: 500,
-		},
-		"throttles exhaust the attempts": {
-			script: []reply{throttle}, calls: 3, tokens: 490,
-			check: func(t *testing.T, err error) {
-				var maxErr *retry.MaxAttemptsError
-				require.ErrorAs(t, err, &maxErr)
-				assert.Equal(t, 3, maxErr.Attempt)
-				var ptee *types.ProvisionedThroughputExceededException
-				assert.ErrorAs(t, err, &ptee)
-			},
-		},
-		"500s cost 14 a retry": {
-			script: []reply{serverErr}, calls: 3, tokens: 472,
-			check: func(t *testing.T, err error) {
-				var ise *types.InternalServerError
-				assert.ErrorAs(t, err, &ise)
-			},
-		},
-		"conditional check failure is never retried": {
-			script: []reply{ccf}, calls: 1, tokens: 500,
-			check: func(t *testing.T, err error) {
-				var c *types.ConditionalCheckFailedException
-				assert.ErrorAs(t, err, &c)
-			},
-		},
+		"first attempt succeeds":            {answers: []func() error{ok}, attempts: 1, tokens: 500, ok: true},
+		"two throttles then success":        {answers: []func() error{throttleErr, throttleErr, ok}, attempts: 3, tokens: 495, ok: true},
+		"a 500 then success":                {answers: []func() error{serverErr, ok}, attempts: 2, tokens: 500, ok: true},
+		"throttles exhaust the attempts":    {answers: []func() error{throttleErr}, attempts: 3, tokens: 490},
+		"500s cost 14 a retry":              {answers: []func() error{serverErr}, attempts: 3, tokens: 472},
+		"a conflict is not retried":         {answers: []func() error{conflictErr}, attempts: 1, tokens: 500},
+		"unmodelled 429 is a throttle":      {answers: []func() error{func() error { return asResponse(429, &genericErr) }, ok}, attempts: 2, tokens: 500, ok: true},
+		"retry-after within the clamp":      {answers: []func() error{func() error { return retryAfter(2) }, ok}, attempts: 2, tokens: 500, ok: true},
+		"a 500, a throttle, then success":   {answers: []func() error{serverErr, throttleErr, ok}, attempts: 3, tokens: 486, ok: true},
+		"validation errors are not retried": {answers: []func() error{func() error { return asResponse(400, &modeled{"ValidationException"}) }}, attempts: 1, tokens: 500},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			sdkLimiter := ratelimit.NewTokenRateLimit(500)
-			sdkSrv := newScriptServer(t, tc.script...)
-			sdkErr := putItem(context.Background(), newClient(sdkSrv.URL, retry.NewStandard(sdkFast(sdkLimiter))))
-
+			sdkBucket := ratelimit.NewTokenRateLimit(500)
+			sdkAttempts, sdkErr := operation(context.Background(), retry.NewStandard(sdkFast(sdkBucket)), script(tc.answers...))
 			ours := jitterretry.New(fast)
-			ourSrv := newScriptServer(t, tc.script...)
-			ourErr := putItem(context.Background(), newClient(ourSrv.URL, ours))
+			ourAttempts, ourErr := operation(context.Background(), ours, script(tc.answers...))
 
-			assert.Equal(t, tc.calls, sdkSrv.Calls(), "sdk calls")
-			assert.Equal(t, tc.calls, ourSrv.Calls(), "our calls")
-			assert.Equal(t, tc.tokens, sdkLimiter.Remaining(), "sdk tokens")
+			assert.Equal(t, tc.attempts, sdkAttempts, "sdk attempts")
+			assert.Equal(t, tc.attempts, ourAttempts, "our attempts")
+			assert.Equal(t, tc.tokens, sdkBucket.Remaining(), "sdk tokens")
 			assert.Equal(t, tc.tokens, ours.Remaining(), "our tokens")
-			assert.Equal(t, sdkErr == nil, ourErr == nil, "expect the same outcome, got sdk %v, ours %v", sdkErr, ourErr)
-			if tc.check != nil {
-				tc.check(t, sdkErr)
-				tc.check(t, ourErr)
-			}
+			assert.Equal(t, tc.ok, sdkErr == nil, "sdk outcome: %v", sdkErr)
+			assert.Equal(t, tc.ok, ourErr == nil, "our outcome: %v", ourErr)
+			var sdkMax, ourMax *retry.MaxAttemptsError
+			assert.Equal(t, errors.As(sdkErr, &sdkMax), errors.As(ourErr, &ourMax), "expect the same max-attempts error")
 		})
 	}
 }
 
-func TestSuccessOnRetryAfterDrainRefundsCost(t *testing.T) {
-	// Partly drained buckets show the refund arithmetic that a full one hides.
-	sdkLimiter := ratelimit.NewTokenRateLimit(500)
-	_, _ = sdkLimiter.GetToken(context.Background(), 100)
-	ourBucket := jitterretry.NewTokenBucket()
-	_, _ = ourBucket.GetToken(context.Background(), 100)
-
-	script := []reply{serverErr, throttle, ok, ok}
-	sdkSrv, ourSrv := newScriptServer(t, script...), newScriptServer(t, script...)
-	sdkClient := newClient(sdkSrv.URL, retry.NewStandard(sdkFast(sdkLimiter)))
-	ourClient := newClient(ourSrv.URL, jitterretry.New(fast, func(o *jitterretry.Options) { o.RateLimiter = ourBucket }))
-	for range 2 {
-		requireNoErr(t, putItem(context.Background(), sdkClient))
-		requireNoErr(t, putItem(context.Background(), ourClient))
-	}
-	// 400 - 14 - 5 + 5 (successful retry) + 1 (first-attempt success) = 387
-	assert.Equal(t, uint(387), sdkLimiter.Remaining())
-	assert.Equal(t, uint(387), ourBucket.Remaining())
-}
-
-func TestEmptyBucketFailsFastWithTypedError(t *testing.T) {
-	var gaveUp []jitterretry.GiveUpEvent
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.Bucket.Capacity = 10
-		o.OnGiveUp = func(e jitterretry.GiveUpEvent) { gaveUp = append(gaveUp, e) }
-	})
-	srv := newScriptServer(t, serverErr)
-	err := putItem(context.Background(), newClient(srv.URL, r))
-
-	require.Error(t, err)
-	assert.Equal(t, 1, srv.Calls(), "a 14-token retry from a 10-token bucket is refused")
-	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
-	var be *jitterretry.BudgetError
-	require.ErrorAs(t, err, &be)
-	assert.Equal(t, uint(10), be.Available)
-	assert.Equal(t, uint(14), be.Requested)
-	var quota ratelimit.QuotaExceededError
-	require.ErrorAs(t, err, &quota, "code written for the SDK's bucket still matches")
-	assert.Equal(t, uint(14), quota.Requested)
-	var ise *types.InternalServerError
-	assert.ErrorAs(t, be, &ise, "the budget error keeps the cause")
-	assert.Contains(t, err.Error(), "not an AWS throttle")
-	require.Len(t, gaveUp, 1)
-	assert.Equal(t, jitterretry.GiveUpBudget, gaveUp[0].Reason)
-}
+var genericErr = smithyGeneric("TooManyRequests")
 
 func TestDeadlineGiveUpKeepsCause(t *testing.T) {
-	var gaveUp []jitterretry.GiveUpEvent
+	var gaveUp []*jitterretry.GiveUpError
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential
 		o.ThrottleBaseDelay = 10 * time.Second
-		o.OnGiveUp = func(e jitterretry.GiveUpEvent) { gaveUp = append(gaveUp, e) }
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e) }
 	})
-	srv := newScriptServer(t, throttle, ok)
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	throttle := throttleErr()
+	attempts, err := operation(ctx, r, script(fail(throttle), ok))
 
-	err := putItem(ctx, newClient(srv.URL, r))
-
-	require.Error(t, err)
+	requireAttempts(t, 1, attempts, err)
 	assert.NoError(t, ctx.Err(), "expect the retryer to give up before the deadline, not to sleep into it")
-	assert.Equal(t, 1, srv.Calls())
 	var gu *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &gu)
 	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+	assert.Equal(t, 1, gu.Attempt)
 	assert.Equal(t, 10*time.Second, gu.Delay)
 	assert.ErrorIs(t, err, context.DeadlineExceeded)
-	var ptee *types.ProvisionedThroughputExceededException
-	assert.ErrorAs(t, err, &ptee, "expect the throttle that caused the retry, not just a context error")
-	assert.Equal(t, uint(500), r.Remaining(), "the refused retry's tokens are refunded")
+	assert.ErrorIs(t, err, throttle, "expect the throttle that caused the retry, not just a context error")
+	assert.Equal(t, uint(500), r.Remaining(), "expect the refused retry's tokens refunded")
 	require.Len(t, gaveUp, 1)
-	assert.Equal(t, 1, gaveUp[0].Attempt)
 }
 
+// TestDeadlineCountsRetryAfterAndMargin: the wait the deadline check sees is
+// the one the middleware sleeps, x-amz-retry-after included.
 func TestDeadlineCountsRetryAfterAndMargin(t *testing.T) {
 	cases := map[string]struct {
-		retryAfter string
-		margin     time.Duration
-		giveUp     bool
+		answer func() error
+		margin time.Duration
+		giveUp bool
 	}{
-		"short hint fits":          {retryAfter: "5", giveUp: false},
-		"long hint passes the end": {retryAfter: "4000", giveUp: true},
-		"margin leaves no room":    {margin: 3 * time.Second, giveUp: true},
+		"short hint fits":             {answer: func() error { return retryAfter(5) }},
+		"long hint passes the end":    {answer: func() error { return retryAfter(4000) }, giveUp: true},
+		"margin leaves no room":       {answer: throttleErr, margin: 3 * time.Second, giveUp: true},
+		"huge margin never overflows": {answer: throttleErr, margin: math.MaxInt64, giveUp: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.DeadlineMargin = tc.margin })
-			srv := newScriptServer(t, reply{code: throttle.code, retryAfter: tc.retryAfter}, ok)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			err := putItem(ctx, newClient(srv.URL, r))
-			if tc.giveUp {
-				var gu *jitterretry.GiveUpError
-				require.ErrorAs(t, err, &gu)
-				assert.Equal(t, 1, srv.Calls())
-			} else {
+			attempts, err := operation(ctx, r, script(tc.answer, ok))
+			if !tc.giveUp {
 				require.NoError(t, err)
-				assert.Equal(t, 2, srv.Calls())
+				requireAttempts(t, 2, attempts, err)
+				return
 			}
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu)
+			assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+			requireAttempts(t, 1, attempts, err)
 		})
 	}
 }
 
-func TestRetryAfterHeaderHonoured(t *testing.T) {
+// TestHugeRetryAfterAsTheSDKSleeps: a hint of 9,223,372,036,855 ms or more
+// overflows in the SDK's middleware, which then sleeps the backoff; the
+// deadline check and OnRetry see that same wait.
+func TestHugeRetryAfterAsTheSDKSleeps(t *testing.T) {
 	var delays []time.Duration
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential
 		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
 	})
-	srv := newScriptServer(t, reply{code: throttle.code, retryAfter: "30"}, ok)
-	require.NoError(t, putItem(context.Background(), newClient(srv.URL, r)))
-	assert.Equal(t, []time.Duration{30 * time.Millisecond}, delays)
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+	defer cancel()
+	start := time.Now()
+	attempts, err := operation(ctx, r, script(func() error { return retryAfter(9_223_372_036_855) }, ok))
+	require.NoError(t, err)
+	requireAttempts(t, 2, attempts, err)
+	require.Len(t, delays, 1)
+	assert.Less(t, delays[0], time.Second, "expect the wrapped hint the SDK sleeps, not 5 s")
+	assert.Less(t, time.Since(start), 3*time.Second)
+}
+
+// sharedErrorRetryer makes two operations hand off the same error value at
+// the same instant: each waits in GetRetryToken until both are there.
+type sharedErrorRetryer struct {
+	aws.RetryerV2
+	arrived sync.WaitGroup
+}
+
+func (s *sharedErrorRetryer) GetRetryToken(ctx context.Context, err error) (func(error) error, error) {
+	release, terr := s.RetryerV2.GetRetryToken(ctx, err)
+	s.arrived.Done()
+	s.arrived.Wait()
+	return release, terr
+}
+
+// TestSharedErrorValueNoCrossTalk: two operations that fail with the same
+// error value at once never see each other's deadline or tokens. Their
+// retries are reported Unchecked and go ahead as retry.Standard's would.
+func TestSharedErrorValueNoCrossTalk(t *testing.T) {
+	var mu sync.Mutex
+	var events []jitterretry.RetryEvent
+	var gaveUp []*jitterretry.GiveUpError
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 100 * time.Millisecond, nil })
+		o.OnRetry = func(e jitterretry.RetryEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, e); mu.Unlock() }
+	})
+	shared := &sharedErrorRetryer{RetryerV2: r}
+	shared.arrived.Add(2)
+	sentinel := serverErr() // one value, returned by both operations
+
+	long, cancelLong := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelLong()
+	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancelShort()
+	var longErr, shortErr error
+	var wg sync.WaitGroup
+	wg.Add(2)
+	go func() { defer wg.Done(); _, longErr = operation(long, shared, script(fail(sentinel), ok)) }()
+	go func() { defer wg.Done(); _, shortErr = operation(short, shared, script(fail(sentinel), ok)) }()
+	wg.Wait()
+
+	assert.NoError(t, longErr, "expect the hour-long operation to retry, not to give up with the other's deadline")
+	require.Error(t, shortErr)
+	var gu *jitterretry.GiveUpError
+	assert.False(t, errors.As(shortErr, &gu), "expect no give-up built from the other operation's state, got %v", shortErr)
+	assert.Empty(t, gaveUp)
+	require.Len(t, events, 2)
+	for _, e := range events {
+		assert.True(t, e.Unchecked, "expect the ambiguous hand-off reported")
+	}
+	// The short operation's retry was cut by its context during the
+	// backoff: its 14 tokens come back; the long one's were refunded by its
+	// success.
+	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, 3*time.Second, 10*time.Millisecond,
+		"expect every token back, got %d", r.Remaining())
+}
+
+// TestSDKWrappers: the SDK's own decorators around the retryer, each with a
+// deadline context.
+func TestSDKWrappers(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	t.Run("AddWithMaxAttempts", func(t *testing.T) {
+		attempts, err := operation(ctx, retry.AddWithMaxAttempts(jitterretry.New(fast), 5), script(serverErr))
+		requireAttempts(t, 5, attempts, err)
+	})
+	t.Run("AddWithErrorCodes", func(t *testing.T) {
+		attempts, err := operation(ctx, retry.AddWithErrorCodes(jitterretry.New(fast), "ConditionalCheckFailedException"), script(conflictErr, ok))
+		require.NoError(t, err)
+		requireAttempts(t, 2, attempts, err)
+	})
+	t.Run("AddWithMaxBackoffDelay", func(t *testing.T) {
+		r := jitterretry.New(fast)
+		attempts, err := operation(ctx, retry.AddWithMaxBackoffDelay(r, time.Millisecond), script(serverErr, serverErr, ok))
+		require.NoError(t, err)
+		requireAttempts(t, 3, attempts, err)
+		assert.Equal(t, uint(486), r.Remaining(), "expect the SDK's accounting: one failed retry spent, one refunded")
+	})
+	t.Run("AddWithLongPolling", func(t *testing.T) {
+		attempts, err := operation(ctx, retry.AddWithLongPolling(jitterretry.New(fast)), script(throttleErr, ok))
+		require.NoError(t, err)
+		requireAttempts(t, 2, attempts, err)
+	})
+	t.Run("a plain aws.Retryer decorator", func(t *testing.T) {
+		// Hiding the RetryerV2 methods makes the middleware call
+		// GetInitialToken, whose release adds 1 on every success, as the
+		// SDK's does: 400 - 14 + 14 + 1.
+		bucket := jitterretry.NewTokenBucket(500, 0)
+		_, _ = bucket.GetToken(ctx, 100)
+		r := jitterretry.New(fast, func(o *jitterretry.Options) { o.RateLimiter = bucket })
+		attempts, err := operation(ctx, struct{ aws.Retryer }{r}, script(serverErr, ok))
+		require.NoError(t, err)
+		requireAttempts(t, 2, attempts, err)
+		assert.Equal(t, uint(401), bucket.Remaining())
+	})
+}
+
+// TestLongPollingWaitsOnce: for a long-polling operation whose budget is
+// empty the SDK's middleware asks RetryDelay for a backoff after
+// GetRetryToken refused; the retryer backed off already, so it answers 0.
+func TestLongPollingWaitsOnce(t *testing.T) {
+	var waits atomic.Int32
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.RateLimiter = ratelimit.NewTokenRateLimit(0)
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
+			waits.Add(1)
+			return 20 * time.Millisecond, nil
+		})
+	})
+	require.NoError(t, r.Err())
+	throttle := throttleErr()
+	start := time.Now()
+	_, err := r.GetRetryToken(context.Background(), throttle)
+	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	assert.GreaterOrEqual(t, time.Since(start), 20*time.Millisecond, "expect the empty-budget backoff")
+	d, err := r.RetryDelay(1, throttle) // what the middleware does for long polling
+	require.NoError(t, err)
+	assert.Equal(t, time.Duration(0), d, "expect no second backoff: the attempt's backoff was waited already")
+	assert.Positive(t, waits.Load())
+}
+
+func TestEmptyBudgetBacksOffOnceThenRefuses(t *testing.T) {
+	for name, failFast := range map[string]bool{"backs off": false, "fails fast": true} {
+		t.Run(name, func(t *testing.T) {
+			var backoffs atomic.Int32
+			var gaveUp []*jitterretry.GiveUpError
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 10, 10, 5
+				o.FailFastOnEmptyBudget = failFast
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e) }
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
+					backoffs.Add(1)
+					return time.Millisecond, nil
+				})
+			})
+			_, err := operation(context.Background(), r, script(serverErr, serverErr))
+			require.Error(t, err)
+			assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+			var quota ratelimit.QuotaExceededError
+			require.ErrorAs(t, err, &quota, "code written for the SDK's bucket still matches")
+			assert.Equal(t, uint(0), quota.Available)
+			assert.Equal(t, uint(10), quota.Requested)
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu)
+			assert.NotContains(t, gu.Error(), "InternalServerError", "expect the cause printed once, by the SDK's join")
+			assert.Contains(t, err.Error(), "InternalServerError")
+			assert.Contains(t, err.Error(), "retry quota exceeded")
+			want := int32(2) // the first retry's delay, and the wait before refusing
+			if failFast {
+				want = 1
+			}
+			assert.Equal(t, want, backoffs.Load())
+			require.Len(t, gaveUp, 1)
+			assert.Equal(t, jitterretry.GiveUpBudget, gaveUp[0].Reason)
+		})
+	}
 }
 
 func TestHooks(t *testing.T) {
 	var mu sync.Mutex
 	var retries []jitterretry.RetryEvent
-	var gaveUp []jitterretry.GiveUpEvent
+	var gaveUp []*jitterretry.GiveUpError
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
 		o.MaxAttempts = 4
 		o.OnRetry = func(e jitterretry.RetryEvent) { mu.Lock(); retries = append(retries, e); mu.Unlock() }
-		o.OnGiveUp = func(e jitterretry.GiveUpEvent) { mu.Lock(); gaveUp = append(gaveUp, e); mu.Unlock() }
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, e); mu.Unlock() }
 	})
-	srv := newScriptServer(t, throttle, serverErr, ccf)
-	err := putItem(context.Background(), newClient(srv.URL, r))
-
-	var c *types.ConditionalCheckFailedException
-	require.ErrorAs(t, err, &c)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, err := operation(ctx, r, script(throttleErr, serverErr, validationErr))
+	require.Error(t, err)
 	require.Len(t, retries, 2)
 	assert.Equal(t, 1, retries[0].Attempt)
 	assert.Equal(t, jitterretry.ClassThrottle, retries[0].Class)
 	assert.Equal(t, 2, retries[1].Attempt)
 	assert.Equal(t, jitterretry.ClassTransient, retries[1].Class)
+	assert.False(t, retries[0].Unchecked)
 	require.Len(t, gaveUp, 1)
 	assert.Equal(t, jitterretry.GiveUpNotRetryable, gaveUp[0].Reason)
+
+	// A conflict is Do's to retry: under the middleware it ends the
+	// operation, and is no refusal.
+	gaveUp = nil
+	_, err = operation(ctx, r, script(conflictErr))
+	require.Error(t, err)
+	assert.Empty(t, gaveUp, "expect no give-up reported for a conflict")
 }
 
-func TestWorksThroughSDKWrappersAndConfig(t *testing.T) {
-	t.Run("AddWithMaxAttempts", func(t *testing.T) {
-		srv := newScriptServer(t, serverErr)
-		_ = putItem(context.Background(), newClient(srv.URL, retry.AddWithMaxAttempts(jitterretry.New(fast), 5)))
-		assert.Equal(t, 5, srv.Calls())
-	})
-	t.Run("AddWithErrorCodes", func(t *testing.T) {
-		srv := newScriptServer(t, ccf, ok)
-		require.NoError(t, putItem(context.Background(),
-			newClient(srv.URL, retry.AddWithErrorCodes(jitterretry.New(fast), "ConditionalCheckFailedException"))))
-		assert.Equal(t, 2, srv.Calls())
-	})
-	t.Run("config.WithRetryer builds one retryer per client", func(t *testing.T) {
-		srv := newScriptServer(t, throttle, ok)
-		cfg, err := config.LoadDefaultConfig(context.Background(),
-			config.WithRegion("us-east-1"),
-			config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKID", "secret", "")),
-			config.WithBaseEndpoint(srv.URL),
-			config.WithRetryer(func() aws.Retryer { return jitterretry.New(fast) }),
-		)
-		require.NoError(t, err)
-		assert.NotSame(t, cfg.Retryer(), cfg.Retryer())
-		require.NoError(t, putItem(context.Background(), dynamodb.NewFromConfig(cfg)))
-		assert.Equal(t, 2, srv.Calls())
-	})
-	t.Run("per operation", func(t *testing.T) {
-		srv := newScriptServer(t, serverErr)
-		client := newClient(srv.URL, aws.NopRetryer{})
-		_ = putItem(context.Background(), client,
-			func(o *dynamodb.Options) {
-				o.Retryer = jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = 2 })
-			})
-		assert.Equal(t, 2, srv.Calls())
-	})
-	t.Run("DynamoDB preset", func(t *testing.T) {
-		srv := newScriptServer(t, serverErr)
-		_ = putItem(context.Background(), newClient(srv.URL, jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
-			o.BaseDelay = time.Millisecond
-		})))
-		assert.Equal(t, 4, srv.Calls())
-	})
-}
-
-func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
-	cases := map[string]func(*jitterretry.Options){
-		"MaxAttempts zero":     func(o *jitterretry.Options) { o.MaxAttempts = 0 },
-		"MaxAttempts negative": func(o *jitterretry.Options) { o.MaxAttempts = -5 },
-		"negative base":        func(o *jitterretry.Options) { o.BaseDelay = -time.Second },
-		"cap below base":       func(o *jitterretry.Options) { o.BaseDelay, o.MaxBackoff = time.Second, time.Millisecond },
-		"unknown jitter":       func(o *jitterretry.Options) { o.Jitter = "sideways" },
-		"negative margin":      func(o *jitterretry.Options) { o.DeadlineMargin = -1 },
-		"negative refill":      func(o *jitterretry.Options) { o.Bucket.RefillPerSecond = -1 },
-		"partition with limiter": func(o *jitterretry.Options) {
-			o.RateLimiter = ratelimit.None
-			o.PartitionKey = jitterretry.PartitionByOperation
-		},
-	}
-	for name, opt := range cases {
-		t.Run(name, func(t *testing.T) {
-			r := jitterretry.New(opt)
-			var oe *jitterretry.OptionsError
-			require.ErrorAs(t, r.Err(), &oe)
-			srv := newScriptServer(t, ok)
-			err := putItem(context.Background(), newClient(srv.URL, r))
-			require.ErrorAs(t, err, &oe)
-			assert.Equal(t, 0, srv.Calls(), "expect no request with invalid options")
-		})
-	}
-}
-
-func TestMaxAttemptsValues(t *testing.T) {
-	assert.Equal(t, 3, jitterretry.New().MaxAttempts())
-	assert.Equal(t, 1, jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = jitterretry.NoRetries }).MaxAttempts())
-	assert.Equal(t, 0, jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = jitterretry.UnlimitedAttempts }).MaxAttempts())
-
-	srv := newScriptServer(t, throttle, throttle, throttle, throttle, throttle, ok)
-	unlimited := jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = jitterretry.UnlimitedAttempts })
-	require.NoError(t, putItem(context.Background(), newClient(srv.URL, unlimited)))
-	assert.Equal(t, 6, srv.Calls())
-}
-
-func TestGetRetryTokenWithDoneContext(t *testing.T) {
-	r := jitterretry.New()
-	ctx, cancel := context.WithCancel(context.Background())
-	cancel()
-	cause := &smithy.GenericAPIError{Code: "ThrottlingException"}
-	_, err := r.GetRetryToken(ctx, cause)
-	var gu *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &gu)
-	assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
-	assert.ErrorIs(t, err, context.Canceled)
-	assert.ErrorIs(t, err, cause)
-	assert.Equal(t, uint(500), r.Remaining())
-}
-
-func TestNilAndOddInputsNeverPanic(t *testing.T) {
-	r := jitterretry.New()
-	assert.False(t, r.IsErrorRetryable(nil))
-	for _, attempt := range []int{-1 << 62, -1, 0, 1, 63, 64, 1000, int(^uint(0) >> 1)} {
-		d, err := r.RetryDelay(attempt, nil)
-		require.NoError(t, err)
-		assert.GreaterOrEqual(t, d, time.Duration(0))
-		assert.LessOrEqual(t, d, 20*time.Second)
-	}
-	rel, err := r.GetRetryToken(context.Background(), nil)
-	require.NoError(t, err)
-	require.NoError(t, rel(nil))
-	require.NoError(t, rel(errors.New("x")))
-}
-
-func TestPartitionsIsolateBudgets(t *testing.T) {
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.Bucket.Capacity = 20
-		o.PartitionKey = jitterretry.PartitionFromContext
-	})
-	hot := newScriptServer(t, serverErr)
-	cold := newScriptServer(t, serverErr, ok)
-	hotCtx := jitterretry.WithPartition(context.Background(), "hot-table")
-	for range 3 {
-		_ = putItem(hotCtx, newClient(hot.URL, r))
-	}
-	left, ok := r.RemainingIn("hot-table")
-	require.True(t, ok)
-	assert.Equal(t, uint(6), left, "one 14-token retry, then refused")
-	require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), "cold-table"), newClient(cold.URL, r)))
-	left, _ = r.RemainingIn("cold-table")
-	assert.Equal(t, uint(20), left)
-}
-
-func TestBackoffGrowth(t *testing.T) {
-	var delays []time.Duration
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Jitter, o.BaseDelay, o.BackoffGrowth = delayers.StrategyExponential, 10*time.Millisecond, 1.5
-		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
-	})
-	require.NoError(t, r.Err())
-	for attempt := 1; attempt <= 3; attempt++ {
-		_, err := r.RetryDelay(attempt, nil)
-		require.NoError(t, err)
-	}
-	assert.Equal(t, []time.Duration{10 * time.Millisecond, 15 * time.Millisecond, 22500 * time.Microsecond}, delays)
-	var oe *jitterretry.OptionsError
-	require.ErrorAs(t, jitterretry.New(func(o *jitterretry.Options) { o.BackoffGrowth = 0.5 }).Err(), &oe)
-	assert.Equal(t, "BackoffGrowth", oe.Option)
-}
-
-// TestCancelledBackoffGivesTokensBack: the SDK's middleware never releases a
-// retry token whose backoff sleep was cancelled; the retryer refunds it when
-// the context ends.
+// TestCancelledBackoffGivesTokensBack: the SDK's middleware drops the
+// release of a retry whose backoff sleep its context cut short; the retryer
+// gives the tokens back.
 func TestCancelledBackoffGivesTokensBack(t *testing.T) {
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
 		o.DisableDeadlineGiveUp = true
 	})
-	srv := newScriptServer(t, throttle)
 	ctx, cancel := context.WithCancel(context.Background())
 	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-	err := putItem(ctx, newClient(srv.URL, r))
+	_, err := operation(ctx, r, script(throttleErr))
 	var canceled *aws.RequestCanceledError
 	require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
-	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, time.Second, time.Millisecond,
-		"expect the abandoned retry's 5 tokens back, got %d", r.Remaining())
+	assert.Equal(t, uint(500), r.Remaining(), "expect the abandoned retry's 5 tokens back")
 }
 
-func TestReleasedRetryIsNotRefundedTwice(t *testing.T) {
+// TestSentRetryKeepsItsCost: once the backoff is over and the retry is sent,
+// its tokens are spent, as in the SDK, even if its context then ends.
+func TestSentRetryKeepsItsCost(t *testing.T) {
 	r := jitterretry.New(fast)
-	ctx, cancel := context.WithCancel(context.Background())
-	throttleErr := &smithy.GenericAPIError{Code: "ThrottlingException"}
-	release, err := r.GetRetryToken(ctx, throttleErr)
-	require.NoError(t, err)
-	require.NoError(t, release(throttleErr)) // the retry failed: its tokens are spent
-	cancel()
-	time.Sleep(10 * time.Millisecond) // give a wrongly registered refund time to run
-	assert.Equal(t, uint(495), r.Remaining())
-}
-
-// TestSentRetryKeepsItsCostWhenTheContextEnds: once the backoff is over and
-// the retry is on the wire, its tokens are spent, as in the SDK, even if the
-// caller's deadline then cuts the retry short.
-func TestSentRetryKeepsItsCostWhenTheContextEnds(t *testing.T) {
-	hang := make(chan struct{})
-	var calls atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
-		if calls.Add(1) == 1 {
-			ddbwire.WriteError(w, 500, ddbwire.InternalServerError, "boom")
-			return
-		}
-		select { // the retry hangs until the caller gives up
-		case <-hang:
-		case <-req.Context().Done():
-		}
-	}))
-	defer srv.Close()
-	defer close(hang) // before Close, which waits for the hanging handler
-	r := jitterretry.New(fast)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
-	require.Error(t, putItem(ctx, newClient(srv.URL, r)))
-	<-ctx.Done()
-	time.Sleep(20 * time.Millisecond) // let a wrongly armed refund run
+	_, err := operation(ctx, r, func(n int) error {
+		if n == 1 {
+			return serverErr()
+		}
+		<-ctx.Done() // the retry hangs until the caller gives up
+		return &aws.RequestCanceledError{Err: ctx.Err()}
+	})
+	require.Error(t, err)
 	assert.Equal(t, uint(486), r.Remaining(), "expect the sent retry's 14 tokens spent, as retry.NewStandard does")
 }
 
-func TestHugeDeadlineMarginGivesUp(t *testing.T) {
-	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.DeadlineMargin = time.Duration(math.MaxInt64) })
-	srv := newScriptServer(t, throttle, ok)
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var gu *jitterretry.GiveUpError
-	require.ErrorAs(t, putItem(ctx, newClient(srv.URL, r)), &gu, "expect no overflow of backoff+margin")
-	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
+	cases := map[string]struct {
+		opt    func(*jitterretry.Options)
+		option string
+	}{
+		"MaxAttempts zero":        {func(o *jitterretry.Options) { o.MaxAttempts = 0 }, "MaxAttempts"},
+		"MaxAttempts negative":    {func(o *jitterretry.Options) { o.MaxAttempts = -5 }, "MaxAttempts"},
+		"negative base":           {func(o *jitterretry.Options) { o.BaseDelay = -time.Second }, "BaseDelay"},
+		"zero cap":                {func(o *jitterretry.Options) { o.MaxBackoff = 0 }, "MaxBackoff"},
+		"unknown jitter":          {func(o *jitterretry.Options) { o.Jitter = "sideways" }, "Jitter"},
+		"empty jitter":            {func(o *jitterretry.Options) { o.Jitter = "" }, "Jitter"},
+		"negative margin":         {func(o *jitterretry.Options) { o.DeadlineMargin = -1 }, "DeadlineMargin"},
+		"negative refill":         {func(o *jitterretry.Options) { o.BucketRefill = -1 }, "BucketRefill"},
+		"cost above the bucket":   {func(o *jitterretry.Options) { o.RetryCost = 10000 }, "RetryCost"},
+		"growth for decorrelated": {func(o *jitterretry.Options) { o.Jitter, o.BackoffGrowth = delayers.StrategyDecorrelated, 1.5 }, "BackoffGrowth"},
+		"growth out of range":     {func(o *jitterretry.Options) { o.BackoffGrowth = 0.5 }, "BackoffGrowth"},
+		"max rate below min":      {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MinRate: 10, MaxRate: 5} }, "SendRate.MaxRate"},
+		"partition with limiter": {func(o *jitterretry.Options) {
+			o.RateLimiter = ratelimit.None
+			o.PartitionKey = jitterretry.PartitionByOperation
+		}, "PartitionKey"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(tc.opt)
+			var oe *jitterretry.OptionsError
+			require.ErrorAs(t, r.Err(), &oe)
+			assert.Equal(t, tc.option, oe.Option, "expect the field the caller wrote")
+			attempts, err := operation(context.Background(), r, script(ok))
+			require.ErrorAs(t, err, &oe)
+			requireAttempts(t, 0, attempts, err)
+			assert.Equal(t, 1, r.MaxAttempts())
+		})
+	}
 }
 
-func TestRemainingInMainAndPartitionOutsideAnOperation(t *testing.T) {
+// TestBaseAboveCapIsCapped: a cap below the base is a cap, as in the SDK.
+func TestBaseAboveCapIsCapped(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay, o.MaxBackoff = delayers.StrategyExponential, 100*time.Millisecond, 50*time.Millisecond
+	})
+	require.NoError(t, r.Err())
+	d, err := r.RetryDelay(1, serverErr())
+	require.NoError(t, err)
+	assert.Equal(t, 50*time.Millisecond, d)
+}
+
+func TestMaxAttemptsValues(t *testing.T) {
+	assert.Equal(t, 3, jitterretry.New().MaxAttempts())
+	assert.Equal(t, 1, jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 1 }).MaxAttempts())
+	unlimited := jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = jitterretry.UnlimitedAttempts })
+	assert.Equal(t, 0, unlimited.MaxAttempts())
+	attempts, err := operation(context.Background(), unlimited, script(throttleErr, throttleErr, throttleErr, throttleErr, throttleErr, ok))
+	require.NoError(t, err)
+	requireAttempts(t, 6, attempts, err)
+}
+
+func TestZeroValuesNeverPanic(t *testing.T) {
+	var r jitterretry.Retryer
+	var oe *jitterretry.OptionsError
+	require.ErrorAs(t, r.Err(), &oe)
+	assert.Equal(t, 1, r.MaxAttempts())
+	assert.False(t, r.IsErrorRetryable(serverErr()))
+	_, err := r.GetAttemptToken(context.Background())
+	assert.ErrorAs(t, err, &oe)
+	_, err = r.GetRetryToken(context.Background(), serverErr())
+	assert.ErrorAs(t, err, &oe)
+	_, err = r.RetryDelay(1, serverErr())
+	assert.ErrorAs(t, err, &oe)
+	assert.NoError(t, r.GetInitialToken()(nil))
+	assert.Equal(t, uint(0), r.Remaining())
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), &r, func(context.Context) error { return nil }), &oe)
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), nil, func(context.Context) error { return nil }), &oe)
+	var nilR *jitterretry.Retryer
+	assert.ErrorAs(t, nilR.Err(), &oe)
+
+	var b jitterretry.TokenBucket
+	_, err = b.GetToken(context.Background(), 1)
+	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	assert.NoError(t, b.AddTokens(5))
+	assert.Equal(t, uint(0), b.Remaining())
+
+	var gu jitterretry.GiveUpError
+	assert.NotEmpty(t, gu.Error())
+	var full delayers.Full
+	d, err := full.BackoffDelay(3, nil)
+	assert.NoError(t, err)
+	assert.LessOrEqual(t, d, 200*time.Millisecond)
+	var seq delayers.Sequence
+	assert.LessOrEqual(t, seq.Next(nil), 50*time.Millisecond)
+	var c delayers.Contention
+	assert.LessOrEqual(t, c.Next(time.Now(), time.Millisecond, 0, 0), 4*time.Millisecond)
+}
+
+func TestNilAndOddInputsNeverPanic(t *testing.T) {
 	r := jitterretry.New()
-	left, ok := r.RemainingIn("")
-	assert.True(t, ok)
-	assert.Equal(t, uint(500), left)
-	assert.Equal(t, "", jitterretry.PartitionByOperation(context.Background()))
+	assert.False(t, r.IsErrorRetryable(nil))
+	for _, attempt := range []int{math.MinInt, -1, 0, 1, 63, 64, 1000, math.MaxInt} {
+		d, err := r.RetryDelay(attempt, nil)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, d, time.Duration(0))
+		assert.LessOrEqual(t, d, 20*time.Second)
+	}
+	//nolint:staticcheck // a nil context is bad input the retryer must survive
+	rel, err := r.GetRetryToken(nil, nil)
+	require.NoError(t, err)
+	require.NoError(t, rel(nil))
+	require.NoError(t, rel(errors.New("x")))
+	_, err = r.GetAttemptToken(nil) //nolint:staticcheck
+	require.NoError(t, err)
+}
+
+// TestPartitionsIsolateBudgets: a hot partition spends its own bucket.
+func TestPartitionsIsolateBudgets(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.BucketCapacity = 20
+		o.PartitionKey = jitterretry.PartitionFromContext
+	})
+	hot := jitterretry.WithPartition(context.Background(), "hot-table")
+	var refused int
+	for range 3 {
+		_, err := operation(hot, r, script(serverErr))
+		if errors.Is(err, jitterretry.ErrRetryBudgetExhausted) {
+			refused++
+		}
+	}
+	assert.Equal(t, 3, refused, "expect the hot partition's 20 tokens spent by one retry, then refused")
+	_, err := operation(context.Background(), r, script(serverErr, ok))
+	require.NoError(t, err, "expect the shared partition untouched")
+	assert.Equal(t, uint(20), r.Remaining())
+}
+
+func TestPartitionsAreBounded(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.PartitionKey = jitterretry.PartitionFromContext })
+	var before, after runtimeHeap
+	before.read()
+	for i := range 100_000 {
+		ctx := jitterretry.WithPartition(context.Background(), "tenant-"+itoa(i))
+		release, err := r.GetAttemptToken(ctx)
+		require.NoError(t, err)
+		_ = release(nil)
+	}
+	after.read()
+	assert.Less(t, after.inUse-before.inUse, int64(8<<20), "expect memory bounded whatever keys are used, grew %d bytes", after.inUse-before.inUse)
+}
+
+// TestThrottleBackoffWhileTheLimiterPaces: with the send-rate limiter on, a
+// throttle among mostly accepted requests is a near miss and backs off from
+// BaseDelay; among many throttles (a fleet sharing the capacity, or a flood
+// before the limiter took hold) it backs off from ThrottleBaseDelay, as
+// without the limiter, so retries do not multiply the overload.
+func TestThrottleBackoffWhileTheLimiterPaces(t *testing.T) {
+	for name, tc := range map[string]struct {
+		every   int // one throttle in every answers
+		longest time.Duration
+	}{
+		"few throttles":  {every: 40, longest: 50 * time.Millisecond},
+		"many throttles": {every: 2, longest: time.Second},
+	} {
+		t.Run(name, func(t *testing.T) {
+			now := time.Unix(1_000_000, 0)
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				// A floor well above the test's pace: no attempt waits.
+				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
+				o.Clock = func() time.Time { return now }
+				o.Source = delayers.NewSource(1)
+			})
+			require.NoError(t, r.Err())
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+			var longest time.Duration
+			for i := 1; i <= 400; i++ {
+				now = now.Add(5 * time.Millisecond)
+				release, err := r.GetAttemptToken(ctx)
+				require.NoError(t, err)
+				if i%tc.every != 0 {
+					require.NoError(t, release(nil))
+					continue
+				}
+				throttle := throttleErr()
+				_ = release(throttle)
+				retryRelease, err := r.GetRetryToken(ctx, throttle)
+				require.NoError(t, err)
+				d, err := r.RetryDelay(1, throttle)
+				require.NoError(t, err)
+				longest = max(longest, d)
+				_ = retryRelease(nil)
+			}
+			assert.Less(t, longest, tc.longest, "expect backoffs below %v", tc.longest)
+			assert.Greater(t, longest, tc.longest/4, "expect backoffs drawn up to %v", tc.longest)
+		})
+	}
 }

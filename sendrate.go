@@ -1,160 +1,355 @@
 package jitterretry
 
+// This file owns the send-rate limiter's control: the rate it learns from
+// the service's answers. Pacing at that rate is the send queue's
+// (sendqueue.go); an attempt's wait is sendwait.go's.
+
 import (
 	"math"
-	"slices"
-	"sort"
 	"sync"
 	"time"
 )
 
-// SendRateOptions configures a SendRateLimiter. The zero value of every
-// field means its default.
+// SendRateOptions configures the adaptive send-rate limiter (see
+// Options.SendRate). The zero value of every field means its default.
 type SendRateOptions struct {
 	// InitialRate is the send rate, in requests per second, the limiter
-	// starts at, clamped to [MinRate, MaxRate]; it probes upwards from there
-	// like from any rate. Zero (or +Inf) means unlimited: the limiter does
-	// nothing until the service first throttles.
+	// starts at, clamped to [MinRate, MaxRate], and returns to after a
+	// minute with neither sends nor answers. The rate rises from there
+	// while it is in use and not throttled: by 1/s (or 0.5% of the capacity
+	// last measured, if more) for every 100 ms since the last cut and,
+	// until any capacity has been measured, after two seconds also by 5%
+	// every 100 ms, doubling up to 25%; never to more than twice what the
+	// last 100 ms sent and the service accepted. Zero (or +Inf) means
+	// unlimited, or MaxRate when set: until the service throttles, the
+	// limiter only records what the service accepts.
 	InitialRate float64
 
 	// MinRate is the floor the rate never drops below, in requests per
-	// second. Default 1.
+	// second. Zero means 1.
 	MinRate float64
 
 	// MaxRate is the ceiling the rate never grows above, in requests per
-	// second. Zero means none; a ceiling below MinRate (default 1) is
-	// invalid.
+	// second, from the first request on. Zero means none; a ceiling below
+	// MinRate is invalid.
 	MaxRate float64
-
-	// Window is how often the limiter measures the service's accepted rate
-	// and, when nothing was throttled and the rate was in use, raises its
-	// own. It also sets the span the accepted rate is measured over (one or
-	// two windows), how soon a second cut takes a step, how often a place
-	// given back wakes the waiting callers, and the longest a waiting caller
-	// sleeps before asking again. Default 100 ms; negative is invalid.
-	Window time.Duration
-
-	// CutTo is the fraction of the measured accepted rate the limiter drops
-	// to on a throttle, leaving the service's burst room to refill. Default
-	// 0.95; values outside (0, 1] are invalid.
-	CutTo float64
 }
 
-// Default send-rate numbers.
+// The limiter's numbers. The comments of sendRate and of the functions that
+// use them say what each does; here is why each is what it is.
 const (
-	defaultSendWindow = 100 * time.Millisecond
-	defaultMinRate    = 1.0
-	defaultCutTo      = 0.95
-	// The first increase after a cut is 5%, and each throttle-free window
-	// doubles it up to +100%: gentle near the capacity it just found, and
-	// back to five times the rate in six windows when the capacity returns.
-	firstGrowth = 0.05
-	maxGrowth   = 1.0
-	// A cut keeps at least a quarter of the rate: a fivefold drop of
-	// capacity still takes two cuts.
-	minCutTo = 0.25
-	// A cut within a window of the last one keeps at most 80% of the rate:
-	// a fivefold fall of capacity is found in a few round trips, and an
-	// overshoot costs a few windows of probing.
-	consecutiveCutTo = 0.8
+	// sendWindow is the period of the rate's rises and of the counts they
+	// read, and the longest a waiting caller sleeps before asking again:
+	// long enough to hold a few answers at low rates, short enough for
+	// the rate to follow a change of capacity within a second.
+	sendWindow     = 100 * time.Millisecond
+	defaultMinRate = 1.0
+	// A round trip shorter than minRTT (or not yet measured) is taken as
+	// minRTT when telling the answers to requests sent before a change of
+	// rate from those sent after.
+	minRTT = time.Millisecond
+
+	// Detection. A CUSUM of the answers' log-likelihood ratio between a
+	// throttled share at the background (at least minBackground) and one
+	// minExcess (or half the background) above it alarms at alarmLLR:
+	// with no background, about seven throttles more than the successes
+	// between them explain, which 1% of throttles at random practically
+	// never reach, and an overload of 5% reaches in a few hundred
+	// answers. The cut needs episodeMin answers since the CUSUM left
+	// zero, so that it is sized on more than a burst.
+	alarmLLR      = 12
+	minExcess     = 0.05
+	minBackground = 0.01
+	episodeMin    = 20
+
+	// Cuts. A cut keeps cutTo of the capacity its answers measured (the
+	// rest lets the service's burst refill) and at least minCutTo of the
+	// rate, so a deeper fall takes a chain of cuts, each tested; a share
+	// measured on fewer than sizeMin answers may be a burst of throttles,
+	// so that cut keeps at least smallCutTo: a cut too shallow is
+	// followed by another within a round trip or two, one too deep takes
+	// long to grow back.
+	cutTo      = 0.95
+	minCutTo   = 0.5
+	smallCutTo = 0.85
+	sizeMin    = 100
+
+	// Tests of cuts. A test judges on testMin answers at least, and ends
+	// by testMax answers or testMaxTime, so that a slow client is judged
+	// within a second; a test without testMin answers by testAbandon
+	// leaves the cut standing. A share falls "clearly" at dropZ standard
+	// deviations. When more than maxTheirs of the answers are throttled,
+	// a cut is due whoever causes them. A cut that did not end the
+	// overload is followed by a halving after undoMin answers, and
+	// enough for refThrottles throttles, so that the halving is judged
+	// against a share known well enough to tell it from half; a halving
+	// judged on fewer than undoMin answers stands.
+	testMin      = 20
+	testMax      = 1000
+	testMaxTime  = time.Second
+	testAbandon  = 5 * time.Second
+	dropZ        = 3
+	maxTheirs    = 0.5
+	undoMin      = 100
+	refThrottles = 20
+
+	// The background. Throttles found not to follow the rate are the
+	// background for a hold of holdFirst, doubling with each such finding
+	// in a row up to holdMax: long enough that a service that throttles
+	// at random costs a test every ten seconds or more, short enough that
+	// a wrong finding is tested again soon. During a hold the background
+	// is learnt from the windows, with the weight of up to
+	// backgroundAnswers answers; it excuses throttles for a rise only once
+	// learnt on that many. Outside a hold it falls with windows clearly
+	// below it, with a time constant of backgroundTau.
+	holdFirst         = 10 * time.Second
+	holdMax           = time.Minute
+	backgroundAnswers = 2000
+	backgroundTau     = 10 * time.Second
+
+	// Rises. The rate rises by probeStep a window, or by probeFrac of the
+	// capacity known when that is more (a 5% cut of a large capacity is
+	// regained in a second): a line of time from the last cut, the same
+	// for clients of the same scale whatever their answers, so clients
+	// sharing a capacity converge to equal shares (AIMD). With no capacity
+	// ever measured, after slowStartAfter in use the rise is also
+	// multiplicative, from firstGrowth a window doubling up to maxGrowth.
+	probeStep      = 1.0
+	probeFrac      = 0.005
+	slowStartAfter = 2 * time.Second
+	firstGrowth    = 0.05
+	regrowStep     = 0.1
+	regrowTo       = 0.9
+	maxGrowth      = 0.25
+
+	// Jumps back to a capacity recently measured. A cut's measure counts
+	// as one once no other cut followed for peakConfirm, or the next cut
+	// measured at least peakAgree of it: what a client arriving in a
+	// crowd measures as its flood ends is its share of the flood, and the
+	// cuts that soon follow measure much less.
+	// The peak halves every peakHalfLife, so that a capacity not seen for
+	// minutes is no longer probed. A rate in use below 1/jumpRatio of it
+	// (a fall of capacity, not a share lost to another client or two,
+	// whose probes would only take from them) probes it every jumpEvery,
+	// so a capacity that returns is used within a window or two; each
+	// failed jump doubles the time to the next, up to jumpEveryMax, so a
+	// peak that is gone (a warm-up's, say) costs few throttles while it
+	// ages. A probe sends jumpProbe waiting requests at once, few enough
+	// that one that fails costs a throttle or two, and fewer at low rates:
+	// probes send at most jumpOverhead of what the rate sends between
+	// them. A jump the probe passes
+	// raises the rate at most jumpStep times, so that one the service's
+	// burst let through floods it with a few round trips' worth at most,
+	// and is on probation for jumpProbation; one that holds is followed at
+	// once by the next while the peak is more than jumpNear times the
+	// rate. A jump fails on the evidence of the detection's CUSUM at
+	// jumpFail: a single throttle when there is no background.
+	peakHalfLife  = 30 * time.Second
+	peakConfirm   = 500 * time.Millisecond
+	peakAgree     = 0.75
+	jumpRatio     = 3.0
+	jumpEvery     = sendWindow
+	jumpEveryMax  = 200 * time.Millisecond
+	jumpProbe     = 4
+	jumpProbation = sendWindow
+	jumpStep      = 4.0
+	jumpNear      = 1.1
+	jumpOverhead  = 0.1
+	jumpFail      = 1.5
+
+	idleReset = time.Minute
+
+	// A throttle is a near miss, and backs off as any other error, while
+	// at most pacedShare of the recent answers were throttled.
+	pacedShare = 0.1
 )
 
-// SendRateLimiter is an adaptive client-side send-rate limiter: it paces
-// attempts evenly at a rate it learns from the service's throttles.
+// sendRate is an adaptive client-side send-rate limiter. It paces attempts
+// through a queue at a rate it learns from the answers, and tells "we send
+// too fast" from "throttled anyway":
 //
-// On a throttle it drops the rate to CutTo times the rate the service
-// actually accepted over the last window or two: the service's capacity,
-// measured rather than guessed (but never below a quarter of the rate it
-// had, in case the answers lag). Only a throttle of a request sent after
-// the last cut counts as a new signal, so a burst of throttles from one
-// round trip, however many goroutines share the client, is one cut, not one
-// cut each; a second cut within a window of the last keeps at most 80% of
-// the rate, since the measure lags a fall of capacity. Once the rate is
-// finite (after a first cut, or from InitialRate), every window without a
-// throttle in which at least half the rate was used (in successes reported
-// to ObserveAt) raises it by a step that starts at 5% and doubles each
-// window, up to +100%, so it probes gently near the capacity it found and
-// recovers a fivefold capacity increase in about six windows.
+//   - Detection: a CUSUM over the answers alarms when the throttled share
+//     rises above the background b, the share found not to follow the rate
+//     (zero until found).
+//   - A cut keeps 95% of the capacity the answers measure, the send rate
+//     of the last window or two times (1-f)/(1-b), f being the throttled
+//     share, and at least half the rate (85% when f was measured on few
+//     answers). Clients sharing a capacity see the same share and cut in
+//     proportion to what they send: the multiplicative decrease of AIMD.
+//   - Every cut is tested on the answers to requests sent after it. If the
+//     share fell clearly to the background, the cut stands, and what it
+//     measured is the known capacity. If it fell but not enough, or most
+//     answers are throttled, or it rose, the next cut follows, sized from
+//     the new answers. If it did not fall, the rate is halved, a decisive
+//     test: throttles that follow the rate fall with it, whoever else
+//     shares the capacity (the others, seeing the same throttles, cut
+//     too), while throttles that others or chance cause stay. When they
+//     stay, the cuts are undone (back to unlimited if the limiter was, else
+//     to the rate before the halving) and the share becomes the background
+//     for a hold of ten seconds, doubling with each such finding in a row:
+//     the limiter does not fall toward its floor on throttles it cannot
+//     help. During the hold the background is learnt from the answers, and
+//     the rate rises over it only once it is learnt well; then it is
+//     forgotten, and tested again if the throttles are still there.
+//   - The rate rises along a line of time from the last cut, by 1/s a
+//     window (or 0.5% of the known capacity): the additive increase of
+//     AIMD, the same for clients of the same scale, so that shares
+//     converge. While no capacity was ever measured it also grows
+//     multiplicatively, from InitialRate; below 90% of the capacity the
+//     last standing cut measured, by 10% a window.
+//   - When the rate in use is below a third of a capacity recently
+//     measured (the peak), each window it probes with a few requests sent
+//     at once, and if none is throttled, jumps toward the peak, up to four
+//     times the rate a step, step after step while each holds: a capacity
+//     that returns is used within a few windows. A failed jump doubles the
+//     time to the next, up to two windows; when it followed one that held,
+//     the peak becomes the geometric mean of the two, so that a chain
+//     converges on the capacity. The first cut from unlimited caps the
+//     peak at what it measured: what an unlimited client got accepted
+//     before (a warm-up on an idle table) is not what the service takes.
+//   - After a minute with neither sends nor answers it starts over from
+//     InitialRate.
 //
-// Callers queue first come, first served: each takes a place (ReserveAt),
-// and a place is due once the queue ahead of it has been sent at the current
-// rate. A change of rate applies at once to every caller already waiting,
-// so with many callers queued a cut cannot be followed by the sends already
-// promised at the old rate, nor a rise by new callers sent alongside them.
-//
-// A caller waiting for its turn sleeps at most one window before asking
-// again, and is woken at once by a change of rate and by the first place
-// given back ahead of it in a window: a burst of callers giving up wakes the
-// others once, not once each.
-//
-// The methods ending in At take the current time, so tests can drive it with
-// a fake clock. It is safe for concurrent use by multiple goroutines. The
-// zero value is an unlimited limiter with the default options.
-type SendRateLimiter struct {
+// It is safe for concurrent use. The zero value is an unlimited limiter
+// with the default options.
+type sendRate struct {
+	mu sync.Mutex
+	q  sendQueue
+
 	minRate, maxRate float64
-	window           time.Duration
-	cutTo            float64
+	initialRate      float64 // +Inf when unlimited
+	ready            bool
 
-	mu       sync.Mutex
-	rate     float64 // requests per second; +Inf while unlimited
-	issued   uint64  // places handed out; the next one is number issued
-	served   float64 // places due by servedAt: place n is due once served >= n
-	servedAt time.Time
-	holes    []uint64      // places given back, after served and before issued, ascending
-	changed  chan struct{} // closed, and replaced, to wake the waiting callers
-	watched  bool          // changed was handed to a waiting caller
-	wokenAt  time.Time     // when a give-back last woke the waiting callers
+	win, prev answers       // the current window and the one before
+	lastSeen  time.Time     // the last answer or send: idleReset counts from it
+	lastNow   time.Time     // the latest time seen, plus skew
+	skew      time.Duration // how far the clock stepped back, in all
+	rtt       time.Duration // the last round trip reported, at least minRTT
 
-	lastCut  time.Time
-	growth   float64
-	winStart time.Time
-	winOK    int     // successes in the current window
-	winThr   int     // throttles in the current window
-	winSent  float64 // places that came due in the current window
-	prevOK   int     // successes in the previous window
-	prevThr  int     // throttles in the previous window
-	prevSent float64 // places that came due in the previous window
-	prevSpan time.Duration
-	cuts     int
+	// Detection: the CUSUM, the answers since it last left zero, and its
+	// steps for a throttle and a success at the current background.
+	cusum         float64
+	episode       answers
+	llrThr, llrOK float64
+
+	background float64   // the throttled share found not to follow the rate
+	bSamples   float64   // the answers it was learnt on, up to backgroundAnswers
+	holdUntil  time.Time // the end of the current finding's hold; zero when none
+	hold       time.Duration
+
+	test       cutTest
+	jump       jumpTest
+	blindUntil time.Time // answers before it are a failed jump's
+	jumpedAt   time.Time
+	jumpGap    time.Duration // the time between jumps: doubles with each failed one
+	jumpChain  bool          // the last jump held: the next may follow at once
+
+	// known is the capacity the last standing cut (or held jump) measured;
+	// peak the highest capacity measured, at peakAt, aging: by a standing
+	// cut once confirmed (see peakConfirm; pending until then), or by what
+	// the service accepted while the limiter was unlimited.
+	known       float64
+	peak        float64
+	peakAt      time.Time
+	pending     float64 // the last stand's measure, not yet counted
+	pendingAt   time.Time
+	pendingCuts int
+	// The rate rises from base, set at baseAt by the last change of rate
+	// that was not a rise.
+	base   float64
+	baseAt time.Time
+	growth float64 // the next multiplicative step, while nothing is known
+	cuts   int
+
+	origin time.Time                        // the first time seen, for traces
+	trace  func(format string, args ...any) // tests only
 }
 
-// SendReservation is a caller's place in a SendRateLimiter's queue, valid
-// only with the limiter that handed it out (ReserveAt). Its zero value is
-// the first place ever handed out. A place given back keeps reporting a
-// delay from DelayAt; it is not sent.
-type SendReservation struct {
-	place uint64
+func (l *sendRate) tracef(now time.Time, format string, args ...any) {
+	l.trace("%8.3fs "+format, append([]any{now.Sub(l.origin).Seconds()}, args...)...)
 }
 
-// NewSendRateLimiter returns a limiter configured by optFns. Invalid values
-// are replaced by their defaults; Options validation reports them for a
-// Retryer.
-func NewSendRateLimiter(optFns ...func(*SendRateOptions)) *SendRateLimiter {
-	var o SendRateOptions
-	for _, fn := range optFns {
-		if fn != nil {
-			fn(&o)
-		}
+// answers counts answers (and, in a window, places sent) from start on.
+type answers struct {
+	start    time.Time
+	ok, thr  int
+	sent     float64
+	duration time.Duration // of a closed window
+}
+
+func (a answers) total() int { return a.ok + a.thr }
+
+func (a *answers) count(throttled bool) {
+	if throttled {
+		a.thr++
+	} else {
+		a.ok++
 	}
-	l := &SendRateLimiter{}
+}
+
+// throttled returns the throttled share of the answers, with half an
+// answer of each kind added, so that a share is never exactly 0 or 1: a
+// cut sized from "all throttled" still measures some capacity.
+func (a answers) throttled() float64 {
+	return (float64(a.thr) + 0.5) / (float64(a.total()) + 1)
+}
+
+// cutTest is the last cut of a chain, under test.
+type cutTest struct {
+	at, countFrom time.Time // answers from countFrom on are to requests sent after the cut
+	from          float64   // the rate before the chain, or before its last cut that helped
+	rate          float64   // the rate this cut set
+	prevRate      float64   // the rate before this cut
+	links         int
+	decisive      bool    // this cut halved the rate after one that did not end the overload
+	bounded       bool    // the cut was too small to end the overload alone
+	capacity      float64 // the capacity the cut measured
+	firstCapacity float64 // the capacity the chain's first cut measured
+	trigger       answers // the answers the cut was sized from
+	first         answers // the answers the chain began with
+	after         answers
+}
+
+func (c cutTest) active() bool { return !c.at.IsZero() }
+
+// jumpTest is a jump back to the peak under test: first a probe of
+// jumpProbe requests sent at once, then, if none of the answers since was
+// throttled beyond the background, the peak itself, on probation.
+type jumpTest struct {
+	at, countFrom time.Time
+	committed     time.Time // when the probe passed and the rate went to the peak
+	from, to      float64
+	probe         int  // the places the probe sent
+	chained       bool // it followed a jump that held
+	after         answers
+	// A CUSUM of the evidence that the jump is throttled beyond the
+	// background, and its steps.
+	score, llrThr, llrOK float64
+}
+
+func (j jumpTest) active() bool { return !j.at.IsZero() }
+
+func newSendRate(o SendRateOptions) *sendRate {
+	l := &sendRate{}
 	l.init(o)
 	return l
 }
 
-// init configures l from o, with defaults for invalid values.
-func (l *SendRateLimiter) init(o SendRateOptions) {
+func (l *sendRate) init(o SendRateOptions) {
 	o = o.withDefaults()
-	l.minRate, l.maxRate, l.window, l.cutTo = o.MinRate, o.MaxRate, o.Window, o.CutTo
-	l.rate, l.growth, l.changed = math.Inf(1), firstGrowth, make(chan struct{})
+	l.minRate, l.maxRate = o.MinRate, o.MaxRate
+	// Unlimited is the ceiling, MaxRate, when there is one.
+	l.initialRate = l.clamp(math.Inf(1))
 	if o.InitialRate > 0 {
-		l.rate = l.clamp(o.InitialRate)
+		l.initialRate = l.clamp(o.InitialRate)
 	}
+	l.q.init(l.initialRate)
+	l.growth, l.ready = firstGrowth, true
+	l.setBackgroundLocked(0)
 }
 
-// initLocked makes the zero value the limiter NewSendRateLimiter returns
-// without options.
-func (l *SendRateLimiter) initLocked() {
-	if l.changed == nil {
+func (l *sendRate) initLocked() {
+	if !l.ready {
 		l.init(SendRateOptions{})
 	}
 }
@@ -169,10 +364,6 @@ func (o SendRateOptions) validate() error {
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must be zero (none) or positive"}
 	case o.MaxRate > 0 && o.MaxRate < o.withDefaults().MinRate:
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must not be below MinRate (default 1)"}
-	case o.Window < 0:
-		return &OptionsError{Option: "SendRate.Window", Reason: "must not be negative"}
-	case o.CutTo < 0 || o.CutTo > 1 || math.IsNaN(o.CutTo):
-		return &OptionsError{Option: "SendRate.CutTo", Reason: "must be in (0, 1], or zero for 0.95"}
 	}
 	return nil
 }
@@ -184,258 +375,660 @@ func (o SendRateOptions) withDefaults() SendRateOptions {
 	if !(o.MaxRate > 0) || o.MaxRate < o.MinRate {
 		o.MaxRate = math.Inf(1)
 	}
-	if o.Window <= 0 {
-		o.Window = defaultSendWindow
-	}
-	if !(o.CutTo > 0 && o.CutTo <= 1) {
-		o.CutTo = defaultCutTo
-	}
 	return o
 }
 
-// Rate returns the current send rate in requests per second; +Inf while
-// unlimited. A rise due at the end of a window shows after the next call of
-// a method ending in At.
-func (l *SendRateLimiter) Rate() float64 {
+// currentRate returns the rate in requests per second; +Inf while unlimited.
+func (l *sendRate) currentRate() float64 {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	l.initLocked()
-	return l.rate
+	return l.q.rate
 }
 
-// Cuts returns how many throttle episodes the limiter has answered with a
-// cut. A cut can leave the rate as it is: at MinRate, or (more than a window
-// after the last cut) already below CutTo times the measured accepted rate.
-func (l *SendRateLimiter) Cuts() int {
+// paces reports whether the limiter holds the client to a finite rate that
+// the service mostly accepts: at most pacedShare of the answers of the last
+// window or two throttled (few answers count as half throttled), and no
+// throttles held as background. A throttle then was a near miss.
+func (l *sendRate) paces(now time.Time) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now = l.syncLocked(now)
+	a := l.win
+	a.ok, a.thr = a.ok+l.prev.ok, a.thr+l.prev.thr
+	return !math.IsInf(l.q.rate, 1) && l.background == 0 && a.throttled() <= pacedShare
+}
+
+// cutCount returns how many cuts the limiter made (undone ones included).
+func (l *sendRate) cutCount() int {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	return l.cuts
 }
 
-// ReserveAt takes the next place in the queue at time now. The caller then
-// asks DelayAt how long to wait, and gives the place back with CancelAt if it
-// does not send. A place is due at once while the limiter is unlimited or
-// idle: no unused rate is carried over from an idle spell.
-func (l *SendRateLimiter) ReserveAt(now time.Time) SendReservation {
+// forgettable reports whether a new limiter would behave the same.
+func (l *sendRate) forgettable() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.syncLocked(now)
-	res := SendReservation{place: l.issued}
-	l.issued++
-	if math.IsInf(l.rate, 1) {
-		l.served = float64(l.issued)
-		l.winSent++
-	}
-	return res
+	l.initLocked()
+	return l.q.rate == l.initialRate && !l.q.waiting() && l.known == 0 && l.peak == 0 && l.pending == 0 &&
+		l.background == 0 && !l.test.active() && !l.jump.active()
 }
 
-// DelayAt returns how long, from now and at the current rate, res waits
-// before it may be sent: zero once it is due. The channel is closed when the
-// delay may have changed (a change of rate, the first place given back in a
-// window), after which the delay must be asked for again: a waiter sleeps
-// until the delay or a window has passed or the channel is closed, whichever
-// is first, and asks again. A delay too long for a time.Duration is reported
-// as the longest one.
-func (l *SendRateLimiter) DelayAt(res SendReservation, now time.Time) (time.Duration, <-chan struct{}) {
+// reserve takes the next place in the queue at time now; the caller then
+// asks delay how long to wait, and gives the place back with cancel if it
+// does not send.
+func (l *sendRate) reserve(now time.Time) sendPlace {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.syncLocked(now)
-	ahead := float64(res.place) - l.served
-	if ahead <= 0 || math.IsInf(l.rate, 1) {
-		return 0, l.changed
+	now = l.syncLocked(now)
+	l.lastSeen = now
+	p, due := l.q.reserve()
+	if due {
+		l.win.sent++
 	}
-	ahead -= float64(l.holesBeforeLocked(res.place))
-	l.watched = true
-	return secondsToDuration(ahead / l.rate), l.changed
+	return p
 }
 
-// CancelAt gives back a place that will not be sent, at time now, so that the
-// callers behind it move up by one. A place already due is sent or wasted
-// and changes nothing; so does giving a place back twice. Place numbers are
-// never handed out again.
-func (l *SendRateLimiter) CancelAt(res SendReservation, now time.Time) {
+// delay returns how long, from now and at the current rate, p waits before
+// it may be sent, and a channel closed when that may change (see
+// sendQueue.delay); a waiter sleeps until the first of the delay, a window
+// and the channel, and asks again.
+func (l *sendRate) delay(p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.syncLocked(now)
-	if float64(res.place) <= l.served || res.place >= l.issued {
-		return
-	}
-	i := l.holesBeforeLocked(res.place)
-	if i < len(l.holes) && l.holes[i] == res.place {
-		return
-	}
-	l.holes = slices.Insert(l.holes, i, res.place)
-	if res.place+1 < l.issued && (l.wokenAt.IsZero() || now.Sub(l.wokenAt) >= l.window) {
-		l.wokenAt = now
-		l.wakeLocked()
-	}
+	now = l.syncLocked(now)
+	return l.q.delay(p)
 }
 
-// ObserveAt records the outcome, seen at time now, of a request sent at
-// sentAt: throttled, or a success. Successes must be reported too: the rate
-// grows back only in windows whose successes show it in use. A throttle of a
-// request sent at or before the last cut (or with a zero sentAt) is counted
-// but cuts nothing: it belongs to an episode already answered. Other
-// failures carry no rate signal and need not be reported.
-func (l *SendRateLimiter) ObserveAt(sentAt, now time.Time, throttled bool) {
+// cancel gives back a place that will not be sent.
+func (l *sendRate) cancel(p sendPlace, now time.Time) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.syncLocked(now)
-	if !throttled {
-		l.winOK++
-		return
-	}
-	l.winThr++
-	if !sentAt.After(l.lastCut) {
-		return // part of a burst already answered by a cut
-	}
-	target := l.cutTo * l.acceptedRateLocked(now)
-	if !l.lastCut.IsZero() && now.Sub(l.lastCut) < l.window {
-		// The last cut, under a window ago, was not enough: a request sent
-		// at the new rate was throttled. The measure still counts answers
-		// from before the capacity fell, so cut by a step as well rather
-		// than wait windows for it while most requests are throttled.
-		target = min(target, consecutiveCutTo*l.rate)
-	}
+	now = l.syncLocked(now)
+	l.q.cancel(p, now)
+}
+
+// observe records an answer seen at time now: throttled, or a success.
+// Other failures carry no rate signal and need not be reported. rtt is the
+// expected round trip of a request: answers within it of a change of rate
+// belong to requests sent before it.
+func (l *sendRate) observe(now time.Time, throttled bool, rtt time.Duration) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now = l.syncLocked(now)
+	l.lastSeen = now
+	l.rtt = max(rtt, minRTT)
+	l.win.count(throttled)
 	switch {
-	case math.IsInf(l.rate, 1):
-		l.setRateLocked(target)
-	case target < l.rate:
-		// An estimate from lagging answers can be far too low, and it holds
-		// until the next window.
-		l.setRateLocked(max(target, minCutTo*l.rate))
+	case l.jump.active():
+		if !now.Before(l.jump.countFrom) {
+			l.judgeJumpLocked(now, throttled)
+		}
+	case l.test.active():
+		if !now.Before(l.test.countFrom) {
+			l.test.after.count(throttled)
+			l.judgeLocked(now)
+		}
+	case now.Before(l.blindUntil):
+	default:
+		l.detectLocked(now, throttled)
 	}
-	l.lastCut = now
-	l.growth = firstGrowth
+}
+
+// detectLocked adds an answer to the CUSUM, and cuts when it alarms.
+func (l *sendRate) detectLocked(now time.Time, throttled bool) {
+	if throttled {
+		l.cusum += l.llrThr
+	} else {
+		l.cusum += l.llrOK
+	}
+	if l.cusum <= 0 {
+		l.cusum, l.episode = 0, answers{}
+		return
+	}
+	if l.episode.start.IsZero() {
+		l.episode.start = now
+	}
+	l.episode.count(throttled)
+	if l.cusum >= alarmLLR && l.episode.total() >= episodeMin {
+		l.cutLocked(now, l.episode, false, nil)
+	}
+}
+
+// setBackgroundLocked sets the background and the detection's steps: the
+// CUSUM weighs a throttled share at the background, raised by its standard
+// error (it may be that high), against one minExcess or half the
+// background above it.
+func (l *sendRate) setBackgroundLocked(b float64) {
+	l.background = b
+	if l.bSamples > 0 {
+		b += math.Sqrt(b * (1 - b) / l.bSamples)
+	}
+	l.llrThr, l.llrOK = excessLLR(b)
+}
+
+// excessLLR returns the log-likelihood ratios of a throttle and of a
+// success between a share excessive over the background b and b itself.
+func excessLLR(b float64) (thr, ok float64) {
+	p0 := min(max(b, minBackground), 0.9)
+	p1 := min(p0+max(minExcess, p0/2), 0.99)
+	return math.Log(p1 / p0), math.Log((1 - p1) / (1 - p0))
+}
+
+// cutLocked cuts for the throttled share of trigger and puts the cut under
+// test: the first of a chain, or the next one after chain. A decisive cut
+// halves the rate.
+func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chain *cutTest) {
+	// What the client sends now: the windows may hold sends from before
+	// the last change of rate.
+	s := l.sendRateLocked(now)
+	if !math.IsInf(l.q.rate, 1) {
+		s = min(s, l.q.rate)
+	}
+	if !(s > 0) {
+		l.cusum, l.episode = 0, answers{}
+		return
+	}
+	f := trigger.throttled()
+	b := min(l.background, 0.9)
+	accepted := s * (1 - f)
+	floor := minCutTo
+	if trigger.total() < sizeMin && f <= maxTheirs {
+		floor = smallCutTo
+	}
+	target := max(cutTo*accepted/(1-b), floor*s)
+	if decisive {
+		target = minCutTo * s
+	}
+	if !math.IsInf(l.q.rate, 1) {
+		target = min(target, cutTo*l.q.rate) // a cut always cuts
+	}
+	target = l.clamp(target)
+	t := cutTest{
+		at: now, countFrom: now.Add(l.rtt), from: l.q.rate, rate: target, prevRate: l.q.rate, links: 1,
+		decisive: decisive, bounded: 1-accepted/target > l.background+minExcess,
+		capacity: accepted / (1 - b), trigger: trigger, first: trigger,
+	}
+	t.firstCapacity = t.capacity
+	if chain != nil {
+		t.from, t.links, t.first, t.firstCapacity = chain.from, chain.links+1, chain.first, chain.firstCapacity
+	}
+	if l.trace != nil {
+		l.tracef(now, "cut #%d f=%.3f (n=%d) b=%.3f S=%.0f to %.0f (capacity %.0f)", t.links, f, trigger.total(), l.background, s, target, t.capacity)
+	}
+	if chain == nil && math.IsInf(l.q.rate, 1) && l.peak > t.capacity {
+		// What an unlimited client got accepted before (a warm-up on an
+		// idle table, say) is not what the service takes now: the first
+		// cut measures that, and aiming back above it would flood.
+		l.peak, l.peakAt = t.capacity, now
+	}
+	l.test, l.jumpChain = t, false
+	l.setRateLocked(target)
+	l.growth, l.base, l.baseAt = firstGrowth, target, now
+	l.cusum, l.episode = 0, answers{}
 	l.cuts++
 }
 
-// holesBeforeLocked returns how many places given back come before place,
-// which is also where place would go among them.
-func (l *SendRateLimiter) holesBeforeLocked(place uint64) int {
-	return sort.Search(len(l.holes), func(i int) bool { return l.holes[i] >= place })
-}
-
-// setRateLocked sets the rate to r, clamped, and wakes the waiting callers
-// so they measure their delay again.
-func (l *SendRateLimiter) setRateLocked(r float64) {
-	r = l.clamp(r)
-	if r == l.rate {
+// judgeLocked judges the last cut on the answers to requests sent after it.
+// Two shares tell: za, how far the answers are above the background, and
+// zd, how far they fell from the share the cut was sized from.
+func (l *sendRate) judgeLocked(now time.Time) {
+	t := &l.test
+	a := t.after
+	n := a.total()
+	over := n >= testMax || now.Sub(t.at) >= testMaxTime
+	if n < testMin && !over {
 		return
 	}
-	l.rate = r
-	l.wakeLocked()
-}
-
-// wakeLocked wakes the callers waiting on the current channel, if any.
-func (l *SendRateLimiter) wakeLocked() {
-	if !l.watched {
+	if n == 0 {
+		l.test = cutTest{} // nothing sent since: the cut stands, unjudged
 		return
 	}
-	close(l.changed)
-	l.changed = make(chan struct{})
-	l.watched = false
+	za := zAbove(a.throttled(), l.background, n)
+	zd := zDrop(t.trigger, a)
+	switch {
+	case za < 2 && (zd >= dropZ || over && !t.decisive):
+		l.standLocked(now, zd, za) // relieved, or no telling
+	case za >= 3 && a.throttled() > maxTheirs:
+		// So throttled that a cut is due whoever causes it: it stands,
+		// and an undo comes back no higher.
+		t.from = t.rate
+		l.nextCutLocked(now, false)
+	case za >= 3 && t.bounded && zd >= 1:
+		l.nextCutLocked(now, false) // too small a cut to end the overload, and it helped
+	case zd <= -3:
+		// Worse than before: the share the cut was sized from was not the
+		// overload's (the service's burst hid it, or others sharing the
+		// capacity send more). Size the next cut from here.
+		l.nextCutLocked(now, false)
+	case zd >= dropZ:
+		// It helped, not enough: it stands, and the next cut follows.
+		t.from = t.rate
+		l.nextCutLocked(now, false)
+	case za < 2.5 && !t.decisive:
+		if over {
+			l.standLocked(now, zd, za) // no telling
+		}
+	case !t.decisive && zd >= 2:
+		if n >= undoMin || over {
+			l.nextCutLocked(now, false) // it helped some: a little more
+		}
+	case !t.decisive:
+		// The cut did not end the overload: halve the rate, and compare.
+		// These answers are what the halving is judged against: enough
+		// of them to tell their share from half of it.
+		if float64(n) >= max(undoMin, refThrottles/a.throttled()) || over {
+			l.nextCutLocked(now, true)
+		}
+	case n < undoMin:
+		if over {
+			l.standLocked(now, zd, za) // no telling
+		}
+	default:
+		l.judgeHalvingLocked(now, zd, za, over)
+	}
+}
+
+// judgeHalvingLocked judges a decisive cut that halved the rate without a
+// clear fall of the share (zd, za as for judgeLocked): if the throttles
+// were this client's (or a fleet's that cuts as it does), the share would
+// have fallen at least to ours.
+func (l *sendRate) judgeHalvingLocked(now time.Time, zd, za float64, over bool) {
+	t := &l.test
+	a := t.after
+	n := a.total()
+	ours := max(l.background, 1-2*(1-t.trigger.throttled()))
+	zO := (a.throttled() - ours) / math.Sqrt(shareVar(a.throttled(), n))
+	switch {
+	case zDrop(t.first, a) >= dropZ:
+		// Flat now, but far below the share the chain began with: the
+		// cuts before helped. This one stands.
+		if zd < 1 && zO >= dropZ || over {
+			l.standLocked(now, zd, za)
+		}
+	case zd < 1 && zO >= dropZ:
+		l.undoLocked(now, zd, zO) // not this client's to help
+	case over && zd >= 1.5 && zO < dropZ:
+		l.standLocked(now, zd, za) // it helped some, and may be as ours
+	case over:
+		l.undoLocked(now, zd, zO)
+	}
+}
+
+// nextCutLocked cuts again, sized from the last cut's answers.
+func (l *sendRate) nextCutLocked(now time.Time, decisive bool) {
+	c := l.test
+	l.cutLocked(now, c.after, decisive, &c)
+}
+
+// standLocked ends the test: the cut stands, and what it measured is the
+// capacity known.
+func (l *sendRate) standLocked(now time.Time, zd, za float64) {
+	t := l.test
+	l.test = cutTest{}
+	if l.trace != nil {
+		l.tracef(now, "stands after %d links: after=%d/%d drop z=%.1f above z=%.1f, capacity %.0f", t.links, t.after.thr, t.after.total(), zd, za, t.capacity)
+	}
+	// What the cut measured, unless it was sized on a burst of throttles:
+	// the service accepted the rate the cut set (the cut stands), and, when
+	// the chain began, what its first cut measured.
+	l.known = max(t.capacity, t.rate*(1-t.after.throttled()), min(t.firstCapacity, t.from))
+	if t.links == 1 && t.trigger.total() < sizeMin && t.after.thr == 0 {
+		// A cut sized on a few answers, after which nothing was
+		// throttled at all: a burst of throttles (sends that bunched,
+		// a service's bucket run dry), not a fall of capacity. The rate
+		// before it was about right; regain it (see regrowTo).
+		l.known = max(l.known, cutTo*t.prevRate)
+	}
+	if l.pending > 0 && t.capacity >= peakAgree*l.pending {
+		l.notePeakLocked(now, max(l.pending, t.capacity)) // two measures agree
+	}
+	l.pending, l.pendingAt, l.pendingCuts = t.capacity, now, l.cuts
+	l.hold = 0
+}
+
+// undoLocked ends the test: the throttles do not follow this client's
+// rate. The cuts are undone, back to unlimited if the limiter was, and
+// otherwise to the rate before the halving, where the share was measured
+// as it is now: not to before the chain, since a share of the capacity a
+// cut gave up, that others took by growing, is theirs now. The share
+// becomes the background for a hold.
+func (l *sendRate) undoLocked(now time.Time, zd, zO float64) {
+	t := l.test
+	l.test = cutTest{}
+	a := t.after
+	a.ok, a.thr = a.ok+t.trigger.ok, a.thr+t.trigger.thr
+	if math.IsInf(t.from, 1) {
+		l.setRateLocked(t.from)
+	} else {
+		l.setRateLocked(min(t.from, t.prevRate))
+	}
+	if l.trace != nil {
+		l.tracef(now, "undone after %d links: after=%d/%d before=%d/%d z=%.1f/%.1f, back to %.0f", t.links, t.after.thr, t.after.total(), t.trigger.thr, t.trigger.total(), zd, zO, l.q.rate)
+	}
+	l.base, l.baseAt = l.q.rate, now
+	n := float64(a.total())
+	b := (l.background*l.bSamples + float64(a.thr)) / (l.bSamples + n)
+	l.bSamples = min(l.bSamples+n, backgroundAnswers)
+	l.setBackgroundLocked(b)
+	l.hold = min(max(2*l.hold, holdFirst), holdMax)
+	l.holdUntil = now.Add(l.hold)
+	l.cusum, l.episode = 0, answers{}
+}
+
+// zAbove returns how many standard deviations a throttled share f over n
+// answers lies above the background b, using the larger of the two shares
+// for the variance (and at least that of a 2% share).
+func zAbove(f, b float64, n int) float64 {
+	if n == 0 {
+		return 0
+	}
+	p := max(f, b)
+	return (f - b) / math.Sqrt(max(p*(1-p), 0.0196)/float64(n))
+}
+
+// zDrop returns how many standard deviations the throttled share fell
+// from answers a to answers b.
+func zDrop(a, b answers) float64 {
+	na, nb := float64(a.total()), float64(b.total())
+	if na == 0 || nb == 0 {
+		return 0
+	}
+	p := (float64(a.thr+b.thr) + 0.5) / (na + nb + 1)
+	return (a.throttled() - b.throttled()) / math.Sqrt(max(p*(1-p), 0.0196)*(1/na+1/nb))
+}
+
+// shareVar returns the variance of a throttled share p measured on n
+// answers, as if p were at least 2% from 0 or 1.
+func shareVar(p float64, n int) float64 {
+	return max(p*(1-p), 0.0196) / float64(max(n, 1))
+}
+
+// jumpLocked jumps back toward the peak, when the window w used a rate far
+// below it: the capacity may have returned. The jump begins with a probe:
+// jumpProbe places waiting, made due at once. A jump does not stand in for
+// the window's rise: a probe that fails every window while the peak ages
+// would otherwise hold the rate where it is.
+func (l *sendRate) jumpLocked(now time.Time, w answers) {
+	r := l.q.rate
+	// Probes cost at most jumpOverhead of what the rate sends: at a few
+	// requests a second (a client of a large fleet, whose peak was its
+	// share of the fleet's first flood) they come seconds apart.
+	gap := max(l.jumpGap, jumpEvery, time.Duration(float64(time.Second)/(jumpOverhead*r)))
+	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < gap {
+		return
+	}
+	p := l.peakLocked(now)
+	if p < jumpRatio*r && !(l.jumpChain && l.peak > jumpNear*r) {
+		return
+	}
+	to := l.clamp(min(l.peak, jumpStep*r))
+	if to <= r {
+		return
+	}
+	sent := l.q.release(min(jumpProbe, max(1, math.Floor(jumpOverhead*r*gap.Seconds()))))
+	if sent == 0 {
+		return
+	}
+	l.win.sent += sent
+	if l.trace != nil {
+		l.tracef(now, "jump %.0f -> %.0f", r, to)
+	}
+	l.test = cutTest{}
+	thr, ok := excessLLR(l.background)
+	l.jump = jumpTest{
+		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, probe: int(sent), chained: l.jumpChain,
+		llrThr: thr, llrOK: ok,
+	}
+	l.jumpedAt = now
+}
+
+// judgeJumpLocked counts an answer to a request sent after a jump: enough
+// throttles fail it, the probe answered without them commits it.
+func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
+	j := &l.jump
+	j.after.count(throttled)
+	if throttled {
+		j.score += j.llrThr
+	} else {
+		j.score = max(j.score+j.llrOK, 0)
+	}
+	switch {
+	case j.score >= jumpFail:
+		if l.trace != nil {
+			l.tracef(now, "jump failed (%d/%d), back to %.0f", j.after.thr, j.after.total(), j.from)
+		}
+		l.setRateLocked(j.from)
+		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
+		l.jumpChain = j.chained && !j.committed.IsZero()
+		if j.committed.IsZero() {
+			// The probe's answers still to come are the probe's.
+			l.blindUntil = j.at.Add(2 * l.rtt)
+		} else {
+			// The answers to the jump's requests still to come are the
+			// jump's, not the rate's, and so are the throttles while
+			// the service refills the burst it took.
+			l.blindUntil = now.Add(l.rtt + sendWindow)
+			l.cusum, l.episode = 0, answers{}
+			if j.chained {
+				// A jump that followed one that held failed: the service
+				// takes somewhere between the two now, and the peak beyond
+				// (a warm-up's, say) is gone; aiming at it again would
+				// flood the service each time. The chain goes on, halving
+				// the gap (in ratio) with each failure.
+				l.peak, l.peakAt, l.pending = math.Sqrt(j.from*j.to), now, 0
+			}
+		}
+		l.jump = jumpTest{}
+		l.base, l.baseAt = l.q.rate, now
+	case j.committed.IsZero() && j.after.total() >= j.probe:
+		if l.trace != nil {
+			l.tracef(now, "jump probe passed (%d/%d): to %.0f", j.after.thr, j.after.total(), j.to)
+		}
+		j.committed = now
+		l.setRateLocked(j.to)
+	}
+}
+
+// peakLocked returns the highest capacity measured, halved every
+// peakHalfLife.
+func (l *sendRate) peakLocked(now time.Time) float64 {
+	if l.peak == 0 {
+		return 0
+	}
+	return l.peak * math.Exp2(-now.Sub(l.peakAt).Seconds()/peakHalfLife.Seconds())
+}
+
+// sendRateLocked returns the places sent per second over the current and
+// previous windows (at least 10 ms, so that a client's first answers are
+// not taken over a window it has not lived yet).
+func (l *sendRate) sendRateLocked(now time.Time) float64 {
+	span := max(now.Sub(l.win.start)+l.prev.duration, 10*time.Millisecond)
+	return (l.win.sent + l.prev.sent) / span.Seconds()
+}
+
+func (l *sendRate) setRateLocked(r float64) {
+	l.q.setRate(l.clamp(r))
 }
 
 // syncLocked brings the queue and the windows up to now.
-func (l *SendRateLimiter) syncLocked(now time.Time) {
+func (l *sendRate) syncLocked(now time.Time) time.Time {
 	l.initLocked()
-	switch dt := now.Sub(l.servedAt); {
-	case dt < -l.window:
-		// A clock stepped back: start again from now rather than freeze
-		// the queue, the windows and the cuts for as long as the step.
-		l.servedAt, l.winStart = now, now
-		if l.lastCut.After(now) {
-			l.lastCut = now
-		}
-	case math.IsInf(l.rate, 1):
-		l.served, l.holes, l.servedAt = float64(l.issued), nil, now // counted when reserved
-	case dt > 0:
-		sent := l.rate * dt.Seconds()
-		target := l.served + sent
-		// A place given back costs no time: the queue steps over it.
-		skipped := 0
-		for skipped < len(l.holes) && float64(l.holes[skipped]) <= target {
-			skipped++
-			target++
-		}
-		l.holes = l.holes[skipped:]
-		if limit := float64(l.issued); target > limit {
-			sent -= target - limit
-			target = limit
-		}
-		l.served = target
-		l.winSent += max(sent, 0)
-		l.servedAt = now
+	// A clock stepped back (one without a monotonic reading) would hold
+	// every deadline of the control for as long as the step: the control's
+	// time goes on from where it was, by as much as the clock moves.
+	if now.Add(l.skew).Before(l.lastNow) {
+		l.skew = l.lastNow.Sub(now)
+	}
+	now = now.Add(l.skew)
+	l.lastNow = now
+	if l.origin.IsZero() {
+		l.origin = now
+	}
+	l.win.sent += l.q.advance(now)
+	if !l.lastSeen.IsZero() && now.Sub(l.lastSeen) >= idleReset && !l.q.waiting() {
+		l.startOverLocked(now)
 	}
 	l.rollLocked(now)
+	return now
 }
 
-// acceptedRateLocked estimates the rate the service accepted, in requests per
-// second, over the current and previous windows, and at least one window: a
-// shorter span holds only the service's burst.
-//
-// The successes seen are a lower bound: answers lag. Throttles are cheap to
-// answer and come back before the successes of the same burst, and the
-// first answers to many goroutines that start at once may take longer than
-// a window. The places that came due and were not throttled are an upper
-// bound: they include the requests in flight. The estimate is the larger of
-// the two. An estimate too high costs a few throttles, and the next cut, a
-// round trip later, corrects it; one too low holds every waiting caller at
-// the low rate until probing finds the capacity again.
-func (l *SendRateLimiter) acceptedRateLocked(now time.Time) float64 {
-	span := max(now.Sub(l.winStart)+l.prevSpan, l.window).Seconds()
-	ok := l.winOK + l.prevOK
-	unthrottled := l.winSent + l.prevSent - float64(l.winThr+l.prevThr)
-	return max(float64(ok), unthrottled, 0) / span
+// startOverLocked forgets what an idle limiter learnt.
+func (l *sendRate) startOverLocked(now time.Time) {
+	l.setRateLocked(l.initialRate)
+	l.cusum, l.episode, l.test, l.jump = 0, answers{}, cutTest{}, jumpTest{}
+	l.bSamples, l.hold, l.holdUntil = 0, 0, time.Time{}
+	l.setBackgroundLocked(0)
+	l.known, l.peak, l.peakAt, l.pending = 0, 0, time.Time{}, 0
+	l.base, l.baseAt, l.growth = 0, time.Time{}, firstGrowth
+	l.win, l.prev = answers{start: now}, answers{}
+	l.lastSeen = now
 }
 
-// rollLocked closes every window that ended by now; a window without a
-// throttle in which a finite rate was in use raises it.
-func (l *SendRateLimiter) rollLocked(now time.Time) {
-	if l.winStart.IsZero() {
-		l.winStart = now
+// rollLocked closes the window when it is over: it ends the jumps and holds
+// that are over, learns the background, and raises the rate, by a rise or
+// a jump, when the window allows it.
+func (l *sendRate) rollLocked(now time.Time) {
+	if l.win.start.IsZero() {
+		l.win.start = now
 		return
 	}
-	elapsed := now.Sub(l.winStart)
-	if elapsed < l.window {
+	elapsed := now.Sub(l.win.start)
+	if elapsed < sendWindow {
 		return
 	}
-	// Grow only a rate that was in use: an idle client must not talk itself
-	// into a rate it never tested.
-	used := float64(l.winOK) >= 0.5*l.rate*elapsed.Seconds()
-	if l.winThr == 0 && used && !math.IsInf(l.rate, 1) {
-		l.setRateLocked(l.rate * (1 + l.growth))
-		l.growth = math.Min(l.growth*2, maxGrowth)
+	w := l.win
+	w.duration = elapsed
+	l.learnBackgroundLocked(now, w)
+	switch j := l.jump; {
+	case !j.active():
+	case !j.committed.IsZero() && now.Sub(j.committed) >= jumpProbation:
+		if l.trace != nil {
+			l.tracef(now, "jump to %.0f holds (%d/%d)", l.q.rate, j.after.thr, j.after.total())
+		}
+		l.known = max(l.known, l.q.rate)
+		l.jump, l.jumpGap, l.jumpChain = jumpTest{}, jumpEvery, true
+		l.base, l.baseAt = l.q.rate, now
+	case j.committed.IsZero() && now.Sub(j.at) >= sendWindow+2*l.rtt:
+		l.jump = jumpTest{} // the probe's answers did not come: no telling
 	}
+	if l.pending > 0 && l.cuts == l.pendingCuts && now.Sub(l.pendingAt) >= peakConfirm {
+		l.notePeakLocked(now, l.pending) // no cut since: it held
+		l.pending = 0
+	}
+	if l.test.active() && now.Sub(l.test.at) >= testAbandon {
+		l.test = cutTest{} // too few answers to judge: the cut stands, unjudged
+	}
+	if !l.holdUntil.IsZero() && !now.Before(l.holdUntil) {
+		// The finding is over: the throttles are tested again.
+		if l.trace != nil {
+			l.tracef(now, "hold over: background %.3f forgotten", l.background)
+		}
+		l.holdUntil, l.bSamples = time.Time{}, 0
+		l.setBackgroundLocked(0)
+	}
+	// A background learnt on few answers excuses no throttles for a rise.
+	b := l.background
+	if l.bSamples < backgroundAnswers {
+		b = 0
+	}
+	free := !l.test.active() && !l.jump.active() && (l.holdUntil.IsZero() || l.bSamples >= backgroundAnswers)
+	quiet := free && zAbove(w.throttled(), b, w.total()) < 2
+	if quiet {
+		l.noteAcceptedLocked(now, w)
+	}
+	// A jump may end the test of a cut that is not decisive: the cut
+	// stands (a capacity that returned is worth more than a verdict).
+	canJump := !l.jump.active() && (l.holdUntil.IsZero() || l.bSamples >= backgroundAnswers) &&
+		(!l.test.active() || !l.test.decisive)
+	if quiet {
+		l.growLocked(now, w)
+	}
+	if canJump {
+		l.jumpLocked(now, w)
+	}
+	if elapsed >= 2*sendWindow {
+		w = answers{} // idle for more than a window: it says nothing of now
+	}
+	l.prev = w
+	l.win = answers{start: now}
+}
+
+// learnBackgroundLocked learns the background from the closed window w:
+// both ways during a hold, when the throttles were found not to follow the
+// rate; otherwise only down, when w is clearly below it.
+func (l *sendRate) learnBackgroundLocked(now time.Time, w answers) {
+	n := float64(w.total())
+	if n == 0 {
+		return
+	}
+	share := float64(w.thr) / n
+	b := l.background
 	switch {
-	case math.IsInf(l.rate, 1):
-		// Unlimited, before the first cut: keep the whole history, so that
-		// the first cut counts every place sent, however late the
-		// first answers come (many goroutines starting at once on few
-		// cores can take more than two windows).
-		l.prevOK, l.prevThr, l.prevSent = l.prevOK+l.winOK, l.prevThr+l.winThr, l.prevSent+l.winSent
-		l.prevSpan += elapsed
-	case elapsed >= 2*l.window:
-		// Idle for more than a window: what came before says nothing now.
-		l.prevOK, l.prevThr, l.prevSent, l.prevSpan = 0, 0, 0, 0
-	default:
-		l.prevOK, l.prevThr, l.prevSent, l.prevSpan = l.winOK, l.winThr, l.winSent, elapsed
+	case now.Before(l.holdUntil):
+		wgt := n / (l.bSamples + n)
+		l.bSamples = min(l.bSamples+n, backgroundAnswers)
+		l.setBackgroundLocked(b + wgt*(share-b))
+	case b > 0 && share < b-2*math.Sqrt(b*(1-b)/n):
+		a := min(w.duration.Seconds()/backgroundTau.Seconds(), 1)
+		l.setBackgroundLocked(b + a*(share-b))
 	}
-	l.winOK, l.winThr, l.winSent = 0, 0, 0
-	l.winStart = now
 }
 
-func (l *SendRateLimiter) clamp(r float64) float64 {
+// notePeakLocked raises the peak to capacity c measured now.
+func (l *sendRate) notePeakLocked(now time.Time, c float64) {
+	if c > l.peakLocked(now) {
+		l.peak, l.peakAt = c, now
+	}
+}
+
+// noteAcceptedLocked raises the peak to what the quiet window w and the
+// one before it accepted: the service took that much, so its capacity was
+// at least as high (until a first cut from unlimited says otherwise).
+func (l *sendRate) noteAcceptedLocked(now time.Time, w answers) {
+	if span := w.duration + l.prev.duration; span > 0 {
+		// Answers bunch (a pause, a burst of sends): the service cannot
+		// have been seen to take more than the rate.
+		accepted := float64(w.ok+l.prev.ok) / span.Seconds() / (1 - min(l.background, 0.9))
+		l.notePeakLocked(now, min(accepted, l.q.rate))
+	}
+}
+
+// growLocked raises a finite rate that the closed window w used, along the
+// line of time from base (see probeStep), and multiplicatively while no
+// capacity was ever measured; never to more than twice what w sent and the
+// service accepted, so that an idle or demand-bound client cannot talk
+// itself into a rate it never tested.
+func (l *sendRate) growLocked(now time.Time, w answers) {
+	r := l.q.rate
+	if math.IsInf(r, 1) {
+		return
+	}
+	secs := w.duration.Seconds()
+	if w.sent/secs < 0.9*r || l.baseAt.IsZero() {
+		l.base, l.baseAt = r, now // not in use: the rise starts over from here
+		return
+	}
+	accepted := float64(w.ok) / secs
+	since := now.Sub(l.baseAt)
+	next := l.base + max(probeStep, probeFrac*l.known)*float64(since)/float64(sendWindow)
+	switch {
+	case l.known == 0 && l.peak == 0 && since >= slowStartAfter:
+		next = max(next, r*(1+l.growth))
+		l.growth = min(2*l.growth, maxGrowth)
+	case r < regrowTo*l.known:
+		// Below the capacity the last standing cut measured (a halving
+		// that stood, a cut sized on a burst): regain it quickly, up to
+		// regrowTo of it, then probe on by the line.
+		next = max(next, min(r*(1+regrowStep), regrowTo*l.known))
+	}
+	next = min(next, 2*max(accepted, l.minRate))
+	if next > r {
+		l.setRateLocked(next)
+	}
+}
+
+func (l *sendRate) clamp(r float64) float64 {
 	return math.Min(math.Max(r, l.minRate), l.maxRate)
-}
-
-// secondsToDuration converts s seconds to a Duration, saturating instead of
-// overflowing.
-func secondsToDuration(s float64) time.Duration {
-	ns := s * float64(time.Second)
-	if !(ns < math.MaxInt64) {
-		return math.MaxInt64
-	}
-	return time.Duration(ns)
 }

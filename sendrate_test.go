@@ -1,477 +1,257 @@
-package jitterretry_test
+package jitterretry
 
 import (
-	"context"
+	"fmt"
 	"math"
-	"sync"
-	"sync/atomic"
+	"math/rand/v2"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/aws/retry"
-	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
-
-	"github.com/jitterretry/jitterretry"
 )
 
-var t0 = time.Unix(1_000_000, 0)
+// The limiter's control, in virtual time (sendrate_sim_test.go): K workers
+// per client in a closed loop, a 2 ms round trip, a service that throttles
+// beyond its capacity (burst 50) or at random.
 
-// fakeService is a service with its own token bucket (capacity per second,
-// burst): a request finds it empty and is throttled.
-type fakeService struct {
-	capacity, burst, tokens float64
-	last                    time.Time
+func service(capacity func(time.Duration) float64, p float64) *simService {
+	return &simService{capacity: capacity, burst: 50, tokens: 50, p: p, rng: rand.New(rand.NewPCG(1, 2))}
 }
 
-func (s *fakeService) admit(now time.Time) bool {
-	s.tokens = math.Min(s.burst, s.tokens+now.Sub(s.last).Seconds()*s.capacity)
-	s.last = now
-	if s.tokens >= 1 {
-		s.tokens--
-		return true
-	}
-	return false
-}
-
-// run sends, one caller at a time, as fast as the limiter allows for d from
-// start, answering every request after rtt, and returns the number of
-// successes and throttles.
-func run(l *jitterretry.SendRateLimiter, s *fakeService, start time.Time, d, rtt time.Duration) (ok, throttled int) {
-	now := start
-	for now.Before(start.Add(d)) {
-		wait := reserve(l, now)
-		if wait == 0 {
-			wait = time.Millisecond // an unlimited client sends 1000/s here
-		}
-		now = now.Add(wait)
-		admitted := s.admit(now)
-		l.ObserveAt(now, now.Add(rtt), !admitted)
-		if admitted {
-			ok++
-		} else {
-			throttled++
-		}
-	}
-	return ok, throttled
-}
-
-// reserve takes a place at now and returns its delay.
-func reserve(l *jitterretry.SendRateLimiter, now time.Time) time.Duration {
-	wait, _ := l.DelayAt(l.ReserveAt(now), now)
-	return wait
-}
-
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
+// TestSendRateSettlesAtCapacity: one client of 64 workers against a
+// capacity of 500/s settles at it, with few throttles; and so it does
+// against other capacities, and with a longer round trip.
+func TestSendRateSettlesAtCapacity(t *testing.T) {
+	for _, tc := range []struct {
+		capacity float64
+		rtt      time.Duration
+	}{
+		{500, 2 * time.Millisecond},
+		{200, 2 * time.Millisecond},
+		{2000, 2 * time.Millisecond},
+		{500, 5 * time.Millisecond},
+	} {
+		t.Run(fmt.Sprintf("C=%v,rtt=%v", tc.capacity, tc.rtt), func(t *testing.T) {
+			sim := newLimiterSim(tc.rtt, service(constantCapacity(tc.capacity), 0))
+			l := newSendRate(SendRateOptions{})
+			if testing.Verbose() {
+				l.trace = t.Logf
+			}
+			c := sim.add(l, 64, 0)
+			sim.run(10 * time.Second)
+			ok, sent := sum(c.ok, 2, 10), sum(c.sent, 2, 10)
+			assert.GreaterOrEqual(t, float64(ok)/8, 0.95*tc.capacity, "expect ≥95%% of the capacity once settled, got %d/s", ok/8)
+			assert.LessOrEqual(t, float64(sent)/float64(ok), 1.05, "expect ≤1.05 calls per success, got %d/%d", sent, ok)
+		})
 	}
 }
 
-func TestSendRateOneCutPerThrottleEpisode(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter()
-	assert.True(t, math.IsInf(l.Rate(), 1), "unlimited until the first throttle")
-	// 64 goroutines sent at t0 and all come back throttled a round trip later.
-	for i := range 64 {
-		l.ObserveAt(t0, t0.Add(3*time.Millisecond+time.Duration(i)*time.Microsecond), true)
-	}
-	assert.Equal(t, 1, l.Cuts(), "expect one cut for one round trip's throttles, got %d", l.Cuts())
-	rate := l.Rate()
-	// A request sent after the cut and throttled is a new signal.
-	l.ObserveAt(t0.Add(5*time.Millisecond), t0.Add(8*time.Millisecond), true)
-	assert.Equal(t, 2, l.Cuts())
-	assert.LessOrEqual(t, l.Rate(), rate)
-	assert.GreaterOrEqual(t, l.Rate(), 1.0, "never below MinRate")
-}
-
-func TestSendRateFirstThrottleBeforeAnySuccess(t *testing.T) {
-	// 64 goroutines share an unlimited client and send at once. Throttles
-	// are cheap to answer: the first comes back before any success.
-	l := jitterretry.NewSendRateLimiter()
-	for range 64 {
-		require.Equal(t, time.Duration(0), reserve(l, t0))
-	}
-	l.ObserveAt(t0, t0.Add(500*time.Microsecond), true)
-	// 63 sends not throttled, over at least one window (100 ms): 630/s.
-	assert.InDelta(t, 0.95*630, l.Rate(), 1e-6, "expect a cut to 95%% of the sends not throttled, got %.1f", l.Rate())
-
-	// 1000 goroutines on two cores: the first answer, a throttle, comes
-	// back after two and a half windows. Every send still counts.
-	l = jitterretry.NewSendRateLimiter()
-	for range 1000 {
-		l.ReserveAt(t0)
-	}
-	l.ObserveAt(t0, t0.Add(250*time.Millisecond), true)
-	assert.InDelta(t, 0.95*999/0.25, l.Rate(), 1e-6, "expect a cut to 95%% of 999 sends in 250 ms, got %.1f", l.Rate())
-}
-
-func TestSendRateCutReachesWaitingCallers(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
-	places := make([]jitterretry.SendReservation, 10)
-	for i := range places {
-		places[i] = l.ReserveAt(t0)
-		wait, _ := l.DelayAt(places[i], t0)
-		require.Equal(t, time.Duration(i)*10*time.Millisecond, wait)
-	}
-	_, changed := l.DelayAt(places[9], t0)
-	// A throttle with no answer yet to estimate from: a cut to a quarter.
-	now := t0.Add(time.Millisecond)
-	l.ObserveAt(t0, now, true)
-	require.Equal(t, 25.0, l.Rate())
-	assert.True(t, closed(changed), "expect the waiting callers woken by the cut")
-	// 0.1 places went out in the millisecond at 100/s; the last of the ten
-	// callers already waiting now waits for 8.9 places at 25/s, not at 100/s.
-	wait, _ := l.DelayAt(places[9], now)
-	assert.InDelta(t, float64(356*time.Millisecond), float64(wait), float64(time.Microsecond), "got %v", wait)
-	// And a new caller queues behind them.
-	wait = reserve(l, now)
-	assert.InDelta(t, float64(396*time.Millisecond), float64(wait), float64(time.Microsecond), "got %v", wait)
-}
-
-func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
-	first, middle, last := l.ReserveAt(t0), l.ReserveAt(t0), l.ReserveAt(t0)
-	l.CancelAt(middle, t0)
-	wait, _ := l.DelayAt(last, t0)
-	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller behind a cancelled place to move up")
-	l.CancelAt(last, t0)
-	assert.Equal(t, 10*time.Millisecond, reserve(l, t0), "expect the last place given back to be taken again")
-	l.CancelAt(first, t0) // already due: nothing to give back
-	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
-}
-
-func TestSendRateCutAgainWithinAWindowTakesAStep(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter()
-	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
-	run(l, s, t0, time.Second, 2*time.Millisecond)
-	cuts, rate := l.Cuts(), l.Rate()
-	// The capacity falls: a request sent after a cut is throttled again
-	// a round trip later, while the measured rate still holds the answers
-	// from before the fall.
-	now := t0.Add(time.Second)
-	l.ObserveAt(now, now.Add(2*time.Millisecond), true)
-	first := l.Rate()
-	require.Equal(t, cuts+1, l.Cuts())
-	now = now.Add(3 * time.Millisecond)
-	l.ObserveAt(now, now.Add(2*time.Millisecond), true)
-	// The measure alone, unchanged in 3 ms, would leave the rate as it is.
-	assert.InDelta(t, 0.8*first, l.Rate(), 1e-9, "expect the second cut to 80%% of %.0f (from %.0f)", first, rate)
-}
-
-func TestSendRateCutKeepsAQuarter(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 400 })
-	// A throttle with no success and no send counted yet: an estimate of zero.
-	l.ObserveAt(t0, t0.Add(time.Millisecond), true)
-	assert.Equal(t, 100.0, l.Rate(), "expect a cut to a quarter at most, got %.1f", l.Rate())
-}
-
-func TestSendRateRiseReachesWaitingCallers(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 100, 100 })
-	l.ObserveAt(t0, t0, true) // a throttle: from now on the limiter probes
-	var last jitterretry.SendReservation
-	for range 50 {
-		last = l.ReserveAt(t0) // 50 callers wait, the last until t0+490ms
-	}
-	for range 10 {
-		l.ObserveAt(t0, t0.Add(150*time.Millisecond), false) // closes the throttled window
-	}
-	_, changed := l.DelayAt(last, t0.Add(150*time.Millisecond))
-	require.Equal(t, 100.0, l.Rate())
-	// Closing a window with no throttle and the rate in use raises it by 5%,
-	// for the callers already waiting too: 25 places went out by t0+250ms,
-	// and the last caller waits for the other 24 at 105/s.
-	now := t0.Add(250 * time.Millisecond)
-	wait, _ := l.DelayAt(last, now)
-	assert.InDelta(t, 105, l.Rate(), 1e-9)
-	assert.True(t, closed(changed), "expect the waiting callers woken by the rise")
-	want := 24 * time.Second / 105
-	assert.InDelta(t, float64(want), float64(wait), float64(time.Microsecond), "expect %v, got %v", want, wait)
-}
-
-func TestSendRateCutsToAcceptedRate(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter()
-	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
-	ok, throttled := run(l, s, t0, 2*time.Second, 2*time.Millisecond)
-	assert.Greater(t, throttled, 0)
-	// Over the last second the limiter settles near the capacity.
-	ok2, throttled2 := run(l, s, t0.Add(2*time.Second), time.Second, 2*time.Millisecond)
-	assert.InDelta(t, 500, ok2, 25, "expect ~500 successes a second, got %d", ok2)
-	assert.Less(t, float64(throttled2)/float64(ok2), 0.10, "expect under 10%% throttled once settled, got %d/%d", throttled2, ok2)
-	assert.InDelta(t, 500, l.Rate(), 150)
-	_ = ok
-}
-
-func TestSendRateRecoversWithinASecond(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter()
-	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
-	run(l, s, t0, 2*time.Second, 2*time.Millisecond)
-	s.capacity = 100 // the drop
-	run(l, s, t0.Add(2*time.Second), 2*time.Second, 2*time.Millisecond)
-	assert.Less(t, l.Rate(), 150.0, "expect the rate near the dropped capacity, got %.0f", l.Rate())
-
-	s.capacity = 500 // the recovery, at 4 s
-	recovered := time.Duration(-1)
-	for w := range 30 {
-		start := t0.Add(4*time.Second + time.Duration(w)*100*time.Millisecond)
-		ok, _ := run(l, s, start, 100*time.Millisecond, 2*time.Millisecond)
-		if ok >= 48 { // 95% of 50 a window
-			recovered = time.Duration(w+1) * 100 * time.Millisecond
-			break
+// TestSendRateIgnoresThrottlesItCannotHelp: when each request is throttled
+// with some probability whatever the rate (other tenants use the table),
+// cutting would not reduce the throttles: the limiter keeps at least 90% of
+// the throughput of no limiter, and makes no more calls per success.
+func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
+	for _, p := range []float64{0.2, 0.05} {
+		for _, k := range []int{8, 64} {
+			t.Run(fmt.Sprintf("p=%v,K=%d", p, k), func(t *testing.T) {
+				run := func(unlimited bool) (ok, sent int) {
+					sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(math.Inf(1)), p))
+					l := newSendRate(SendRateOptions{})
+					if testing.Verbose() && !unlimited {
+						l.trace = t.Logf
+					}
+					c := &simClient{l: l, workers: k, unlimited: unlimited}
+					sim.clients = append(sim.clients, c)
+					for range k {
+						sim.ask(c, sim.now)
+					}
+					sim.run(10 * time.Second)
+					return sum(c.ok, 0, 10), sum(c.sent, 0, 10)
+				}
+				baseOK, baseSent := run(true)
+				ok, sent := run(false)
+				assert.GreaterOrEqual(t, float64(ok), 0.9*float64(baseOK), "expect ≥90%% of the successes without limiter (%d), got %d", baseOK, ok)
+				assert.LessOrEqual(t, float64(sent)/float64(ok), float64(baseSent)/float64(baseOK)*1.01,
+					"expect no more calls per success than without limiter")
+			})
 		}
 	}
-	require.Positive(t, recovered, "expect the limiter to recover")
-	assert.LessOrEqual(t, recovered, time.Second, "expect ≥95%% of capacity within 1 s of recovery, took %v", recovered)
 }
 
-func TestSendRateGrowsFromInitialRate(t *testing.T) {
-	// A rate set below the capacity is probed upwards from the start,
-	// without waiting for a throttle that would never come.
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
-	s := &fakeService{capacity: 500, burst: 50, tokens: 50, last: t0}
-	run(l, s, t0, time.Second, 2*time.Millisecond)
-	ok, _ := run(l, s, t0.Add(time.Second), time.Second, 2*time.Millisecond)
-	assert.InDelta(t, 500, ok, 25, "expect the capacity found within a second, got %d successes in the next", ok)
-}
-
-func TestSendRateDoesNotGrowWhenIdle(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 100, 50 })
-	l.ObserveAt(t0, t0.Add(time.Millisecond), true) // learn that throttles happen
-	require.Equal(t, 50.0, l.Rate())
-	rate := l.Rate()
-	for i := range 50 {
-		now := t0.Add(time.Duration(i+1) * 100 * time.Millisecond)
-		l.ObserveAt(now, now, false) // one success per window: far below the rate
+// TestSendRateFairShares: independent clients sharing one capacity, each
+// with its own limiter and no way to talk to each other, end with similar
+// shares: two clients, one of which arrives late, and a fleet of 16.
+func TestSendRateFairShares(t *testing.T) {
+	cases := map[string]struct {
+		clients, workers int
+		late             time.Duration // the last client starts then
+	}{
+		"two clients":             {clients: 2, workers: 32},
+		"two, one arriving late":  {clients: 2, workers: 32, late: 5 * time.Second},
+		"a fleet of 16 × 4":       {clients: 16, workers: 4},
+		"a fleet of 16, one late": {clients: 16, workers: 4, late: 5 * time.Second},
 	}
-	assert.InDelta(t, rate, l.Rate(), 1e-9, "expect an unused rate not to grow")
-}
-
-func TestSendRateSpacesSends(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate = 100 })
-	assert.Equal(t, time.Duration(0), reserve(l, t0))
-	assert.Equal(t, 10*time.Millisecond, reserve(l, t0))
-	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
-	assert.Equal(t, time.Duration(0), reserve(l, t0.Add(time.Second)), "no debt carried over an idle second")
-}
-
-func TestSendRateDeadlineAndCancel(t *testing.T) {
-	var waits []jitterretry.SendWaitEvent
-	var gaveUp []jitterretry.GiveUpReason
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1, MinRate: 1} // one send a second
-		o.OnSendWait = func(e jitterretry.SendWaitEvent) { waits = append(waits, e) }
-		o.OnGiveUp = func(e jitterretry.GiveUpEvent) { gaveUp = append(gaveUp, e.Reason) }
-	})
-	_, err := r.GetAttemptToken(context.Background())
-	require.NoError(t, err)
-
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	defer cancel()
-	_, err = r.GetAttemptToken(ctx)
-	var gu *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &gu)
-	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
-	assert.NoError(t, ctx.Err(), "expect to give up before the deadline, not at it")
-
-	// The caller that gave up gave its place back: the next one waits about
-	// a second for its turn, not two.
-	for range 2 {
-		ctx2, cancel2 := context.WithCancel(context.Background())
-		go func() { time.Sleep(10 * time.Millisecond); cancel2() }()
-		_, err = r.GetAttemptToken(ctx2)
-		require.ErrorAs(t, err, &gu)
-		assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
-	}
-	require.Len(t, waits, 2, "expect each wait visible to the hook")
-	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpDeadline, jitterretry.GiveUpCanceled, jitterretry.GiveUpCanceled}, gaveUp,
-		"expect every give-up visible to OnGiveUp")
-	for i, w := range waits {
-		assert.Greater(t, w.Wait, 500*time.Millisecond)
-		assert.Less(t, w.Wait, 1500*time.Millisecond, "wait %d: expect the places given back skipped, got %v", i, w.Wait)
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(500), 0))
+			for i := range tc.clients {
+				start := time.Duration(0)
+				if i == tc.clients-1 {
+					start = tc.late
+				}
+				l := newSendRate(SendRateOptions{})
+				if testing.Verbose() {
+					id := i
+					l.trace = func(f string, args ...any) { t.Logf(fmt.Sprintf("[%d] ", id)+f, args...) }
+				}
+				sim.add(l, tc.workers, start)
+			}
+			sim.run(30 * time.Second)
+			var shares []float64
+			total := 0
+			for _, c := range sim.clients {
+				n := sum(c.ok, 20, 30)
+				shares = append(shares, float64(n))
+				total += n
+			}
+			assert.GreaterOrEqual(t, jain(shares), 0.9, "expect fair shares over the last 10 s, got %v", shares)
+			assert.GreaterOrEqual(t, float64(total)/10, 0.95*500, "expect ≥95%% of the capacity used, got %d/s", total/10)
+		})
 	}
 }
 
-func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate, o.MaxRate = 100, 100, 100 })
-	places := make([]jitterretry.SendReservation, 12)
-	for i := range places {
-		places[i] = l.ReserveAt(t0)
+// TestSendRateAfterWarmUp: an unthrottled warm-up of 1000 workers raises the
+// rate only as far as the service accepted; when the capacity then falls to
+// 500/s, the limiter finds it within a few round trips.
+func TestSendRateAfterWarmUp(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at < time.Second {
+			return math.Inf(1)
+		}
+		return 500
 	}
-	stale, woken := l.DelayAt(places[11], t0)
-	require.Equal(t, 110*time.Millisecond, stale)
-	for _, p := range places[1:11] {
-		l.CancelAt(p, t0)
+	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
+	l := newSendRate(SendRateOptions{InitialRate: 500})
+	c := sim.add(l, 1000, 0)
+	sim.run(time.Second)
+	warm := l.currentRate()
+	sent := float64(sum(c.sent, 0, 1))
+	assert.LessOrEqual(t, warm, 2*sent, "expect the rate at most twice what the warm-up sent (%v/s), got %v", sent, warm)
+	sim.run(3 * time.Second)
+	assert.LessOrEqual(t, sum(c.thr, 1, 2), 300, "expect few throttles in the first throttled second, got %d", sum(c.thr, 1, 2))
+	assert.GreaterOrEqual(t, float64(sum(c.ok, 2, 3)), 0.95*500, "expect the capacity used the second after")
+}
+
+// TestSendRateAfterAQuietHour: an hour at one request a second, then 200
+// callers against a capacity of 945/s. The quiet hour must not shape the
+// cut (a cut is sized on what the client sends now, and keeps at least half
+// of it): the capacity is in use from the second second on.
+func TestSendRateAfterAQuietHour(t *testing.T) {
+	l := newSendRate(SendRateOptions{})
+	for at := t0.Add(-time.Hour); at.Before(t0); at = at.Add(time.Second) {
+		p := l.reserve(at)
+		d, _ := l.delay(p, at)
+		require.Zero(t, d, "expect no wait at one request a second")
+		l.observe(at.Add(2*time.Millisecond), false, 2*time.Millisecond)
 	}
-	assert.True(t, closed(woken), "expect the caller behind the places given back woken")
-	wait, again := l.DelayAt(places[11], t0)
-	assert.Equal(t, 10*time.Millisecond, wait, "expect it next after the first place")
-	assert.Equal(t, 20*time.Millisecond, reserve(l, t0), "expect a newcomer behind it, not ahead")
-
-	// More give-backs within the window wake nobody: the woken callers ask
-	// again within a window anyway, and a burst of n give-ups must not wake
-	// the others n times.
-	extra := l.ReserveAt(t0)
-	l.CancelAt(extra, t0.Add(time.Millisecond)) // the last place: nobody behind
-	l.CancelAt(l.ReserveAt(t0), t0.Add(2*time.Millisecond))
-	l.ReserveAt(t0)
-	l.CancelAt(l.ReserveAt(t0), t0.Add(3*time.Millisecond))
-	assert.False(t, closed(again), "expect one wake per window for give-backs")
+	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(945), 0))
+	c := sim.add(l, 200, 0)
+	sim.run(4 * time.Second)
+	assert.GreaterOrEqual(t, l.currentRate(), 0.8*945, "expect no cut far below the capacity")
+	for sec := 1; sec < 4; sec++ {
+		assert.GreaterOrEqual(t, float64(sum(c.ok, sec, sec+1)), 0.9*945, "expect ≥90%% of the capacity used in second %d", sec)
+	}
 }
 
-func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate, o.MaxRate = 100, 100, 100 })
-	l.ReserveAt(t0)
-	gone := l.ReserveAt(t0)
-	l.CancelAt(gone, t0)
-	mine := l.ReserveAt(t0)
-	l.CancelAt(gone, t0) // a stale second give-back
-	theirs := l.ReserveAt(t0)
-	a, _ := l.DelayAt(mine, t0)
-	b, _ := l.DelayAt(theirs, t0)
-	assert.Equal(t, 10*time.Millisecond, a)
-	assert.Equal(t, 20*time.Millisecond, b, "expect two places, not one handed out twice")
+// TestSendRateProbesCheaplyAfterWarmUp: a warm-up on an unlimited service
+// leaves a peak far above the capacity that follows. Probing it back must
+// not flood the service: each probe goes at most a few times above the
+// rate, and probes that keep failing come less often.
+func TestSendRateProbesCheaplyAfterWarmUp(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at < time.Second {
+			return math.Inf(1)
+		}
+		return 500
+	}
+	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
+	c := sim.add(newSendRate(SendRateOptions{}), 1000, 0)
+	sim.run(11 * time.Second)
+	thr, sent := sum(c.thr, 3, 11), sum(c.sent, 3, 11)
+	assert.LessOrEqual(t, float64(thr), 0.05*float64(sent), "expect ≤5%% of the sends throttled once settled, got %d of %d", thr, sent)
+	assert.GreaterOrEqual(t, float64(sum(c.ok, 3, 11))/8, 0.95*500, "expect the capacity used")
 }
 
-func TestSendRateClockSteppedBack(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate, o.MaxRate = 100, 100, 100 })
-	l.ReserveAt(t0)
-	next := l.ReserveAt(t0)
-	back := t0.Add(-time.Hour)
-	wait, _ := l.DelayAt(next, back)
-	assert.Equal(t, 10*time.Millisecond, wait)
-	wait, _ = l.DelayAt(next, back.Add(10*time.Millisecond))
-	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time, not stand still for an hour")
+// TestSendRateMaxRateWhileUnlimited: a ceiling holds from the first request,
+// before any throttle, and after an idle reset.
+func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
+	l := newSendRate(SendRateOptions{MaxRate: 100})
+	assert.Equal(t, 100.0, l.currentRate())
+	l.reserve(time.Unix(0, 0))
+	l.reserve(time.Unix(1000, 0))
+	assert.Equal(t, 100.0, l.currentRate())
 }
 
-func TestSendRatePerPartition(t *testing.T) {
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{}
-		o.PartitionKey = jitterretry.PartitionFromContext
-	})
-	hot := newScriptServer(t, throttle, ok)
-	cold := newScriptServer(t, ok)
-	require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), "hot"), newClient(hot.URL, r)))
-	require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), "cold"), newClient(cold.URL, r)))
-	hotRate, ok1 := r.SendRateIn("hot")
-	coldRate, ok2 := r.SendRateIn("cold")
-	require.True(t, ok1)
-	require.True(t, ok2)
-	assert.False(t, math.IsInf(hotRate, 1), "expect the throttled partition to be limited")
-	assert.True(t, math.IsInf(coldRate, 1), "expect the other partition untouched")
+// TestSendRateRecovers: when capacity returns from 100/s to 500/s, the first
+// second after it averages at least 90% of it: for a limiter that started
+// unlimited, and for one that started at InitialRate and never saw the
+// service unthrottled.
+func TestSendRateRecovers(t *testing.T) {
+	for _, tc := range []struct {
+		workers int
+		initial float64
+	}{{64, 0}, {1000, 500}} {
+		t.Run(fmt.Sprintf("K=%d,InitialRate=%v", tc.workers, tc.initial), func(t *testing.T) {
+			capacity := func(at time.Duration) float64 {
+				if at >= 2*time.Second && at < 7*time.Second {
+					return 100
+				}
+				return 500
+			}
+			sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
+			c := sim.add(newSendRate(SendRateOptions{InitialRate: tc.initial}), tc.workers, 0)
+			sim.run(12 * time.Second)
+			assert.LessOrEqual(t, sum(c.ok, 4, 7), int(1.1*100*3), "expect the drop followed")
+			first := sum(c.ok, 7, 8)
+			assert.GreaterOrEqual(t, float64(first), 0.9*500, "expect ≥90%% of the capacity in the first second after it returns, got %d", first)
+		})
+	}
+}
+
+// TestSendRateForgetsWhenIdle: an idle minute brings the limiter back to its
+// initial rate, and a lane with such a limiter can be forgotten.
+func TestSendRateForgetsWhenIdle(t *testing.T) {
+	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(200), 0))
+	l := newSendRate(SendRateOptions{})
+	c := sim.add(l, 16, 0)
+	c.stop = 3 * time.Second
+	sim.run(3 * time.Second)
+	require.False(t, math.IsInf(l.currentRate(), 1), "expect a limit after throttles")
+	require.False(t, l.forgettable())
+	later := sim.now.Add(2 * time.Minute)
+	l.reserve(later)
+	assert.True(t, math.IsInf(l.currentRate(), 1), "expect the initial (unlimited) rate after an idle spell")
 }
 
 func TestSendRateZeroValueIsUnlimited(t *testing.T) {
-	var l jitterretry.SendRateLimiter
-	assert.True(t, math.IsInf(l.Rate(), 1))
-	first, second := l.ReserveAt(t0), l.ReserveAt(t0)
-	l.ObserveAt(t0, t0.Add(time.Millisecond), true) // a cut: from now on it paces
-	require.False(t, math.IsInf(l.Rate(), 1))
-	third := l.ReserveAt(t0.Add(time.Millisecond))
-	l.CancelAt(second, t0.Add(time.Millisecond))
-	l.CancelAt(first, t0.Add(time.Millisecond))
-	wait, _ := l.DelayAt(third, t0.Add(time.Millisecond))
-	assert.Equal(t, time.Duration(0), wait, "expect the first place after the cut due at once")
-}
-
-func TestSendRateSlowCeilingWithSlowerFloor(t *testing.T) {
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{MinRate: 0.1, MaxRate: 0.5}
-	})
-	assert.NoError(t, r.Err(), "expect a ceiling below 1/s valid with a floor below it")
+	var l sendRate
+	assert.True(t, math.IsInf(l.currentRate(), 1))
+	assert.Equal(t, time.Duration(0), reserve(&l, t0))
+	assert.True(t, l.forgettable())
 }
 
 func TestSendRateOptionsValidated(t *testing.T) {
-	for name, sr := range map[string]jitterretry.SendRateOptions{
+	for name, o := range map[string]SendRateOptions{
 		"negative initial":      {InitialRate: -1},
 		"NaN min":               {MinRate: math.NaN()},
 		"max below min":         {MinRate: 10, MaxRate: 5},
 		"max below default min": {MaxRate: 0.5},
-		"cut above one":         {CutTo: 1.5},
-		"negative window":       {Window: -time.Second},
 	} {
 		t.Run(name, func(t *testing.T) {
-			r := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &sr })
-			var oe *jitterretry.OptionsError
-			assert.ErrorAs(t, r.Err(), &oe)
+			var oe *OptionsError
+			assert.ErrorAs(t, o.validate(), &oe)
 		})
 	}
-}
-
-func TestEmptyBudgetBacksOffBeforeFailing(t *testing.T) {
-	for name, failFast := range map[string]bool{"default backs off": false, "fail fast": true} {
-		t.Run(name, func(t *testing.T) {
-			var backoffs atomic.Int32
-			r := jitterretry.New(func(o *jitterretry.Options) {
-				o.Bucket.Capacity = 10 // a 14-token retry is refused at once
-				o.FailFastOnEmptyBudget = failFast
-				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
-					backoffs.Add(1)
-					return time.Millisecond, nil
-				})
-			})
-			srv := newScriptServer(t, serverErr)
-			err := putItem(context.Background(), newClient(srv.URL, r))
-			assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
-			assert.Equal(t, 1, srv.Calls())
-			// The refused retry never asks for a delay: only the wait before
-			// the budget error does.
-			want := int32(1)
-			if failFast {
-				want = 0
-			}
-			assert.Equal(t, want, backoffs.Load(), "expect backoff=%v before the budget error", !failFast)
-		})
-	}
-}
-
-func TestTinyMinRateStillPaces(t *testing.T) {
-	l := jitterretry.NewSendRateLimiter(func(o *jitterretry.SendRateOptions) { o.InitialRate, o.MinRate = 1e-11, 1e-11 })
-	assert.Equal(t, time.Duration(0), reserve(l, t0))
-	assert.Equal(t, time.Duration(math.MaxInt64), reserve(l, t0), "expect the longest delay, not one overflowed to zero or below")
-}
-
-// Many goroutines queue on one limiter while throttles cut its rate and quiet
-// windows raise it: every attempt gets its turn, none is lost or stuck, and
-// the race detector sees the queue's state under its lock.
-func TestSendRateManyWaitersUnderCuts(t *testing.T) {
-	var waits atomic.Int64
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		// Between 1000/s and 4000/s: the 800 attempts take under a second.
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 4000, MinRate: 1000, MaxRate: 4000}
-		o.OnSendWait = func(jitterretry.SendWaitEvent) { waits.Add(1) }
-	})
-	throttle := &types.ProvisionedThroughputExceededException{Message: aws.String("slow down")}
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	var sent atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 40 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 20 {
-				release, err := r.GetAttemptToken(ctx)
-				if !assert.NoError(t, err) {
-					return
-				}
-				sent.Add(1)
-				var outcome error
-				if (g+i)%7 == 0 {
-					outcome = throttle
-				}
-				_ = release(outcome)
-			}
-		}()
-	}
-	wg.Wait()
-	assert.Equal(t, int64(800), sent.Load())
-	assert.Positive(t, waits.Load(), "expect callers to have queued")
-	rate, ok := r.SendRateIn("")
-	require.True(t, ok)
-	assert.GreaterOrEqual(t, rate, 1000.0)
-	assert.LessOrEqual(t, rate, 4000.0)
+	assert.NoError(t, SendRateOptions{MinRate: 0.1, MaxRate: 0.5}.validate(), "expect a slow ceiling valid above a slower floor")
 }

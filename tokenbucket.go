@@ -4,115 +4,82 @@ import (
 	"context"
 	"math"
 	"sync"
+	"sync/atomic"
 	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
 )
 
-// Default retry token bucket numbers, the SDK's retry behaviour 2.1 values.
-const (
-	// DefaultBucketCapacity is the bucket's size and initial content: 500
-	// tokens.
-	DefaultBucketCapacity uint = 500
-	// DefaultRetryCost is the cost of a retry after an error that is not a
-	// throttle: 14 tokens, so a full bucket buys 35 such retries.
-	DefaultRetryCost uint = 14
-	// DefaultThrottlingRetryCost is the cost of a retry after a throttling
-	// error: 5 tokens, so a full bucket buys 100 such retries.
-	DefaultThrottlingRetryCost uint = 5
-	// DefaultNoRetryIncrement is what an operation that succeeds on its first
-	// attempt adds back: 1 token.
-	DefaultNoRetryIncrement uint = 1
-)
-
-// TokenBucketOptions configures a TokenBucket.
-type TokenBucketOptions struct {
-	// Capacity is the most tokens the bucket holds; it starts full. Zero
-	// means DefaultBucketCapacity (500).
-	Capacity uint
-
-	// RefillPerSecond adds tokens continuously, up to Capacity, so that a
-	// fleet of workers that are all retrying cannot drain the bucket for
-	// good (the SDK's bucket refills only on first-attempt successes). Zero
-	// means no refill, the SDK's behaviour; +Inf keeps the bucket full.
-	// NewTokenBucket treats negative and NaN as zero; a Retryer's
-	// Options.Bucket rejects them (see Retryer.Err).
-	RefillPerSecond float64
-
-	// Clock returns the current time for refills. Nil means time.Now; tests
-	// inject a fake clock.
-	Clock func() time.Time
-}
+// This file owns the retry token bucket.
 
 // TokenBucket is a client-side retry token bucket: retries spend tokens,
 // successes earn them back, and an empty bucket refuses retries at once
-// instead of adding load to a struggling service.
+// instead of adding load to a struggling service. Each Retryer has its own
+// (see Options.BucketCapacity); NewTokenBucket makes one to share or to plug
+// elsewhere.
 //
 // It implements the SDK's retry.RateLimiter (GetToken and AddTokens), so it
-// also plugs into retry.NewStandard through StandardOptions.RateLimiter.
-// Tokens never go below 0 or above the capacity. It is safe for concurrent
-// use by multiple goroutines.
+// also plugs into retry.NewStandard through StandardOptions.RateLimiter,
+// where it adds a refill over time to the SDK's own retryer. Tokens never go
+// below 0 or above the capacity. It is safe for concurrent use by multiple
+// goroutines. The zero value is an empty bucket of capacity 0, which refuses
+// every retry; use NewTokenBucket.
 type TokenBucket struct {
 	capacity uint
 	refill   float64 // tokens per second; 0 when off
 	now      func() time.Time
 
-	mu     sync.Mutex
-	tokens uint
-	frac   float64 // refilled fraction of a token not yet credited
-	last   time.Time
+	tokens atomic.Uint64
+
+	mu   sync.Mutex // with a refill: guards tokens' changes, frac and last
+	frac float64    // refilled fraction of a token not yet credited
+	last time.Time
 }
 
-// NewTokenBucket returns a full bucket configured by optFns.
-func NewTokenBucket(optFns ...func(*TokenBucketOptions)) *TokenBucket {
-	var o TokenBucketOptions
-	for _, fn := range optFns {
-		if fn != nil {
-			fn(&o)
-		}
-	}
-	return newTokenBucket(o)
+// NewTokenBucket returns a full bucket of capacity tokens (the SDK's default
+// is 500; 0 refuses every retry, as the SDK's ratelimit.NewTokenRateLimit(0)
+// does) that refills refillPerSecond tokens per second, continuously, up to
+// the capacity. A refillPerSecond of zero means no refill, the SDK's
+// behaviour, where only successes add tokens; +Inf keeps the bucket full;
+// negative values and NaN count as zero.
+func NewTokenBucket(capacity uint, refillPerSecond float64) *TokenBucket {
+	return newTokenBucket(capacity, refillPerSecond, time.Now)
 }
 
-func newTokenBucket(o TokenBucketOptions) *TokenBucket {
-	b := &TokenBucket{capacity: o.Capacity, now: o.Clock}
-	if b.capacity == 0 {
-		b.capacity = DefaultBucketCapacity
-	}
-	if o.RefillPerSecond > 0 {
-		b.refill = o.RefillPerSecond
-	}
-	if b.now == nil {
-		b.now = time.Now
-	}
-	b.tokens = b.capacity
-	if b.refill > 0 {
-		b.last = b.now()
+func newTokenBucket(capacity uint, refill float64, now func() time.Time) *TokenBucket {
+	b := &TokenBucket{capacity: capacity, now: now}
+	b.tokens.Store(uint64(capacity))
+	if refill > 0 {
+		b.refill = refill
+		b.last = now()
 	}
 	return b
 }
 
-// Capacity returns the most tokens the bucket holds.
-func (b *TokenBucket) Capacity() uint { return b.capacity }
-
 // Remaining returns the tokens in the bucket now.
 func (b *TokenBucket) Remaining() uint {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refillLocked()
-	return b.tokens
+	if b.refill != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.refillLocked()
+	}
+	return uint(b.tokens.Load())
 }
 
 // GetToken takes cost tokens. It returns a function that gives them back
-// (call it when the retry succeeded), or, when the bucket holds fewer than
-// cost tokens, a *BudgetError without taking any. A done ctx is reported as
-// a *GiveUpError with reason GiveUpCanceled.
+// (the SDK calls it when the retry succeeded), or, when the bucket holds
+// fewer than cost tokens, a *GiveUpError with reason GiveUpBudget ("retry
+// quota exceeded"), without taking any. A done ctx gives, as the SDK's
+// bucket does, an error with CanceledError() true (an
+// *aws.RequestCanceledError), which no retryer retries.
 func (b *TokenBucket) GetToken(ctx context.Context, cost uint) (func() error, error) {
 	if ctx != nil {
 		if err := ctx.Err(); err != nil {
-			return nil, &GiveUpError{Reason: GiveUpCanceled, Context: err}
+			return nil, &aws.RequestCanceledError{Err: err}
 		}
 	}
 	if avail, ok := b.take(cost); !ok {
-		return nil, &BudgetError{Available: avail, Requested: cost}
+		return nil, &GiveUpError{Reason: GiveUpBudget, available: avail, requested: cost}
 	}
 	return func() error { b.give(cost); return nil }, nil
 }
@@ -123,17 +90,27 @@ func (b *TokenBucket) AddTokens(n uint) error {
 	return nil
 }
 
+// Without a refill the bucket is a single atomic counter, so concurrent
+// retries never wait for a lock; with one, every change happens under mu,
+// after the refill it is due.
+
 // take removes cost tokens if the bucket holds that many, and reports what is
 // left (or what was available, when it refuses).
 func (b *TokenBucket) take(cost uint) (uint, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refillLocked()
-	if cost > b.tokens {
-		return b.tokens, false
+	if b.refill != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.refillLocked()
 	}
-	b.tokens -= cost
-	return b.tokens, true
+	for {
+		t := b.tokens.Load()
+		if uint64(cost) > t {
+			return uint(t), false
+		}
+		if b.tokens.CompareAndSwap(t, t-uint64(cost)) {
+			return uint(t) - cost, true
+		}
+	}
 }
 
 // give adds n tokens, saturating at the capacity.
@@ -141,34 +118,43 @@ func (b *TokenBucket) give(n uint) {
 	if n == 0 {
 		return
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	b.refillLocked()
-	if n >= b.capacity-b.tokens {
-		b.tokens = b.capacity
-		return
+	if b.refill != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.refillLocked()
 	}
-	b.tokens += n
+	for {
+		t := b.tokens.Load()
+		next := uint64(b.capacity)
+		if room := next - t; uint64(n) < room {
+			next = t + uint64(n)
+		}
+		if b.tokens.CompareAndSwap(t, next) {
+			return
+		}
+	}
 }
 
 func (b *TokenBucket) refillLocked() {
-	if b.refill == 0 {
+	if b.now == nil {
 		return
 	}
 	now := b.now()
 	elapsed := now.Sub(b.last).Seconds()
 	b.last = now
-	if elapsed <= 0 || b.tokens == b.capacity {
+	tokens := uint(b.tokens.Load())
+	if elapsed <= 0 || tokens == b.capacity {
 		b.frac = 0
 		return
 	}
 	add := elapsed*b.refill + b.frac
-	room := float64(b.capacity - b.tokens)
+	room := float64(b.capacity - tokens)
 	if math.IsInf(add, 1) || add >= room {
-		b.tokens, b.frac = b.capacity, 0
+		b.tokens.Store(uint64(b.capacity))
+		b.frac = 0
 		return
 	}
 	whole := math.Floor(add)
-	b.tokens += uint(whole)
+	b.tokens.Store(uint64(tokens + uint(whole)))
 	b.frac = add - whole
 }

@@ -16,22 +16,20 @@ import (
 	"github.com/jitterretry/jitterretry"
 )
 
-func TestTokenBucketDefaultsAndBounds(t *testing.T) {
-	b := jitterretry.NewTokenBucket()
-	assert.Equal(t, uint(500), b.Capacity())
+func TestTokenBucketBounds(t *testing.T) {
+	b := jitterretry.NewTokenBucket(500, 0)
 	assert.Equal(t, uint(500), b.Remaining())
 	require.NoError(t, b.AddTokens(math.MaxUint))
-	assert.Equal(t, uint(500), b.Remaining(), "never above capacity")
+	assert.Equal(t, uint(500), b.Remaining(), "expect never more than the capacity")
 
 	release, err := b.GetToken(context.Background(), 500)
 	require.NoError(t, err)
 	assert.Equal(t, uint(0), b.Remaining())
 	_, err = b.GetToken(context.Background(), 1)
-	var be *jitterretry.BudgetError
-	require.ErrorAs(t, err, &be)
-	assert.Equal(t, uint(0), be.Available)
 	var q ratelimit.QuotaExceededError
-	assert.ErrorAs(t, err, &q)
+	require.ErrorAs(t, err, &q)
+	assert.Equal(t, ratelimit.QuotaExceededError{Available: 0, Requested: 1}, q)
+	assert.Contains(t, err.Error(), "retry quota exceeded", "expect the SDK's wording")
 	require.NoError(t, release())
 	assert.Equal(t, uint(500), b.Remaining())
 
@@ -39,105 +37,161 @@ func TestTokenBucketDefaultsAndBounds(t *testing.T) {
 	cancel()
 	_, err = b.GetToken(ctx, 1)
 	assert.ErrorIs(t, err, context.Canceled)
-	assert.Equal(t, uint(500), b.Remaining(), "a cancelled caller takes nothing")
+	assert.Equal(t, uint(500), b.Remaining(), "expect a cancelled caller to take nothing")
+
+	empty := jitterretry.NewTokenBucket(0, math.NaN())
+	_, err = empty.GetToken(context.Background(), 0)
+	assert.NoError(t, err, "expect a free retry from an empty bucket, as the SDK's")
+	_, err = empty.GetToken(context.Background(), 1)
+	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
 }
 
-func TestTokenBucketRefillWithFakeClock(t *testing.T) {
-	now := time.Unix(0, 0)
-	b := jitterretry.NewTokenBucket(func(o *jitterretry.TokenBucketOptions) {
-		o.Capacity, o.RefillPerSecond = 100, 10
-		o.Clock = func() time.Time { return now }
+// TestBucketRefillOnTheRetryersClock: the refill reads Options.Clock.
+func TestBucketRefillOnTheRetryersClock(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.BucketRefill, o.RetryCost = 100, 10, 50
+		o.Clock = clock
 	})
-	_, err := b.GetToken(context.Background(), 100)
-	require.NoError(t, err)
-	assert.Equal(t, uint(0), b.Remaining())
-	now = now.Add(250 * time.Millisecond)
-	assert.Equal(t, uint(2), b.Remaining(), "2.5 tokens refilled, 2 whole")
-	now = now.Add(250 * time.Millisecond)
-	assert.Equal(t, uint(5), b.Remaining(), "fractions carry over")
-	now = now.Add(time.Hour)
-	assert.Equal(t, uint(100), b.Remaining(), "refill stops at capacity")
-	now = now.Add(-time.Hour)
-	assert.Equal(t, uint(100), b.Remaining(), "a clock going backwards refills nothing and breaks nothing")
-}
-
-// TestTokenBucketConservesTokensUnderContention proves no lost refunds: the
-// tokens left equal the capacity less what was taken and not given back.
-func TestTokenBucketConservesTokensUnderContention(t *testing.T) {
-	const capacity = 100_000
-	b := jitterretry.NewTokenBucket(func(o *jitterretry.TokenBucketOptions) { o.Capacity = capacity })
-	var kept, refused atomic.Int64
-	var wg sync.WaitGroup
-	for g := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 500 {
-				cost := uint(1 + (g+i)%7)
-				release, err := b.GetToken(context.Background(), cost)
-				if err != nil {
-					refused.Add(1)
-					continue
-				}
-				if i%3 == 0 {
-					kept.Add(int64(cost))
-					continue
-				}
-				assert.NoError(t, release())
-			}
-		}()
+	for range 2 {
+		_, err := r.GetRetryToken(context.Background(), serverErr())
+		require.NoError(t, err)
 	}
-	wg.Wait()
-	assert.Equal(t, uint(capacity-kept.Load()), b.Remaining())
-	assert.Zero(t, refused.Load(), "the bucket is large enough that nothing is refused")
+	assert.Equal(t, uint(0), r.Remaining())
+	advance(250 * time.Millisecond)
+	assert.Equal(t, uint(2), r.Remaining(), "expect 2.5 tokens refilled, 2 whole")
+	advance(250 * time.Millisecond)
+	assert.Equal(t, uint(5), r.Remaining(), "expect the fraction carried over")
+	advance(time.Hour)
+	assert.Equal(t, uint(100), r.Remaining(), "expect the refill to stop at the capacity")
+	advance(-2 * time.Hour)
+	assert.Equal(t, uint(100), r.Remaining(), "expect a clock stepped back to refill nothing and break nothing")
 }
 
+// TestTokenBucketConservesTokensUnderContention: no lost refund and no
+// double one: what is left is the capacity less what was taken and kept.
+func TestTokenBucketConservesTokensUnderContention(t *testing.T) {
+	for name, refill := range map[string]float64{"no refill": 0, "with refill": 1e-9} {
+		t.Run(name, func(t *testing.T) {
+			const capacity = 100_000
+			b := jitterretry.NewTokenBucket(capacity, refill)
+			var kept, refused atomic.Int64
+			var wg sync.WaitGroup
+			for g := range 32 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 500 {
+						cost := uint(1 + (g+i)%7)
+						release, err := b.GetToken(context.Background(), cost)
+						if err != nil {
+							refused.Add(1)
+							continue
+						}
+						if i%3 == 0 {
+							kept.Add(int64(cost))
+							continue
+						}
+						assert.NoError(t, release())
+					}
+				}()
+			}
+			wg.Wait()
+			assert.Equal(t, uint(capacity-kept.Load()), b.Remaining())
+			assert.Zero(t, refused.Load(), "expect a bucket large enough to refuse nothing")
+		})
+	}
+}
+
+// TestTokenBucketPlugsIntoStandard: the bucket is a retry.RateLimiter for
+// the SDK's own retryer.
 func TestTokenBucketPlugsIntoStandard(t *testing.T) {
-	b := jitterretry.NewTokenBucket(func(o *jitterretry.TokenBucketOptions) { o.Capacity = 20 })
-	srv := newScriptServer(t, serverErr)
+	b := jitterretry.NewTokenBucket(20, 0)
 	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
 		o.RateLimiter = b
 		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
 	})
-	err := putItem(context.Background(), newClient(srv.URL, sdk))
+	attempts, err := operation(context.Background(), sdk, script(serverErr))
 	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
-	assert.Equal(t, 2, srv.Calls())
+	assert.Contains(t, err.Error(), "retry quota exceeded")
+	requireAttempts(t, 2, attempts, err)
 	assert.Equal(t, uint(6), b.Remaining())
 }
 
-// TestRetryerBucketInvariantsUnderLoad runs many goroutines through one
-// client against a server that throttles every other request, and checks
-// that the bucket ends exactly where the SDK's accounting says it must: each
-// failed retry loses its cost, each first-attempt success earns one token,
-// and each successful retry gets its cost back.
-func TestRetryerBucketInvariantsUnderLoad(t *testing.T) {
-	const capacity, start = 100_000, 50_000 // room both ways, so nothing saturates
-	bucket := jitterretry.NewTokenBucket(func(o *jitterretry.TokenBucketOptions) { o.Capacity = capacity })
+// TestBucketInvariantsUnderLoad runs many operations at once through the
+// SDK's middleware against answers that throttle every other request, and
+// checks that the bucket ends where the SDK's accounting says: each failed
+// retry loses its cost, each first-attempt success earns one token, each
+// successful retry gets its cost back.
+func TestBucketInvariantsUnderLoad(t *testing.T) {
+	const capacity, start = 100_000, 50_000 // room both ways: nothing saturates
+	bucket := jitterretry.NewTokenBucket(capacity, 0)
 	_, err := bucket.GetToken(context.Background(), capacity-start)
 	require.NoError(t, err)
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
 		o.MaxAttempts = jitterretry.UnlimitedAttempts
 		o.RateLimiter = bucket
 	})
-	srv := newScriptServer(t, throttle, ok)
-	srv.mu.Lock()
-	srv.cycle = true
-	srv.mu.Unlock()
-	client := newClient(srv.URL, r)
+	var requests, firstAttemptOK, retryFailed atomic.Int64
+	answer := func(attempt int) error {
+		if requests.Add(1)%2 == 1 {
+			if attempt > 1 {
+				retryFailed.Add(1)
+			}
+			return throttleErr()
+		}
+		if attempt == 1 {
+			firstAttemptOK.Add(1)
+		}
+		return nil
+	}
 	var wg sync.WaitGroup
-	for range 16 {
+	for g := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for range 20 {
-				assert.NoError(t, putItem(context.Background(), client))
+			for i := range 20 {
+				ctx := context.Background()
+				if (g+i)%2 == 0 {
+					var cancel context.CancelFunc
+					ctx, cancel = context.WithTimeout(ctx, time.Minute)
+					defer cancel()
+				}
+				_, err := operation(ctx, r, answer)
+				assert.NoError(t, err)
 			}
 		}()
 	}
 	wg.Wait()
-	srv.mu.Lock()
-	defer srv.mu.Unlock()
-	assert.Greater(t, srv.retryFailed, 0, "expect contention to make some retries fail")
-	want := start - 5*srv.retryFailed + srv.firstAttemptOK
-	assert.Equal(t, uint(want), r.Remaining(), "expect %d tokens: %d failed retries, %d first-attempt successes", want, srv.retryFailed, srv.firstAttemptOK)
+	require.Positive(t, retryFailed.Load(), "expect contention to make some retries fail")
+	want := start - 5*retryFailed.Load() + firstAttemptOK.Load()
+	assert.Equal(t, uint(want), r.Remaining(), "expect %d tokens: %d failed retries, %d first-attempt successes",
+		want, retryFailed.Load(), firstAttemptOK.Load())
+}
+
+// countingLimiter is a custom retry.RateLimiter that counts its calls.
+type countingLimiter struct {
+	retry.RateLimiter
+	gets atomic.Int32
+}
+
+func (c *countingLimiter) GetToken(ctx context.Context, cost uint) (func() error, error) {
+	c.gets.Add(1)
+	return c.RateLimiter.GetToken(ctx, cost)
+}
+
+// TestCustomRateLimiterAskedOncePerRetry: a refusal asks a custom
+// RateLimiter once, so its own counts stay true.
+func TestCustomRateLimiterAskedOncePerRetry(t *testing.T) {
+	limiter := &countingLimiter{RateLimiter: ratelimit.NewTokenRateLimit(0)}
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.RateLimiter = limiter
+		o.FailFastOnEmptyBudget = true
+	})
+	_, err := r.GetRetryToken(context.Background(), serverErr())
+	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	assert.Equal(t, int32(1), limiter.gets.Load())
 }

@@ -2,14 +2,14 @@ package delayers
 
 import "time"
 
-// MaxDecorrelatedChain is the longest chain, in steps (one random draw each),
-// that Decorrelated.BackoffDelay draws. Attempts beyond it reuse this chain
-// length: by then
+// maxDecorrelatedChain is the longest chain, in steps (one random draw each),
+// that Decorrelated.BackoffDelay draws: 64. Attempts beyond it reuse this
+// chain length: by then
 // the chain has long reached the cap's neighbourhood, where its distribution
 // no longer changes from one step to the next in any way a retry can notice,
 // and the cost of a call stays bounded for attempt numbers up to math.MaxInt.
 // A Sequence is not limited by it: it takes one step per Next.
-const MaxDecorrelatedChain = 64
+const maxDecorrelatedChain = 64
 
 // Decorrelated is decorrelated jitter: sleep = min(cap, uniform[base,
 // 3*prev)), with prev starting at base, so each delay grows from the one
@@ -21,12 +21,13 @@ const MaxDecorrelatedChain = 64
 // from base up to attempt, on every call: the delay for attempt n has exactly
 // the distribution of the n-th step of the blog's formula, with no shared
 // mutable state. It costs one random draw per step, at most
-// MaxDecorrelatedChain. A Sequence, for one application loop, keeps its real
+// maxDecorrelatedChain. A Sequence, for one application loop, keeps its real
 // prev instead.
 //
 // Delays are within [base, Cap()], base being Base() or, for throttling
 // errors, ThrottleBase(). Create one with NewDecorrelated or New; the zero
-// value is not usable. Safe for concurrent use by multiple goroutines.
+// value behaves as NewDecorrelated() with no options. Safe for concurrent
+// use by multiple goroutines.
 type Decorrelated struct {
 	settings
 }
@@ -34,8 +35,9 @@ type Decorrelated struct {
 // NewDecorrelated returns decorrelated jitter. optFns are applied in order to
 // a zero Options, whose zero fields then take their defaults (Base 50 ms,
 // ThrottleBase 1 s, Cap 20 s); nil funcs are skipped. Invalid options give a
-// nil delayer and an *OptionError; so does any non-zero Options.Growth, since
-// decorrelated jitter grows from the previous delay, not by a window.
+// nil delayer and an *OptionError; so does an Options.Growth other than 0
+// and 2, since decorrelated jitter grows from the previous delay, not by a
+// window.
 func NewDecorrelated(optFns ...func(*Options)) (*Decorrelated, error) {
 	s, err := newSettings(optFns, false)
 	if err != nil {
@@ -48,20 +50,27 @@ func NewDecorrelated(optFns ...func(*Options)) (*Decorrelated, error) {
 // attempt number attempt (1-based, as the SDK's retry middleware passes it):
 // the attempt-th step of a decorrelated chain drawn afresh from base. Attempts
 // below 1 count as 1, so the first delay is uniform in [base, 3*base) capped
-// at Cap(); attempts above MaxDecorrelatedChain count as
-// MaxDecorrelatedChain. base is ThrottleBase() when Options.Throttle
+// at Cap(); attempts above maxDecorrelatedChain count as
+// maxDecorrelatedChain. base is ThrottleBase() when Options.Throttle
 // classifies err as a throttle, Base() otherwise (a nil err is not a
 // throttle). The result is within [base, Cap()]; it draws min(attempt,
-// MaxDecorrelatedChain) values from the Source. The error result is always
+// maxDecorrelatedChain) values from the Source. The error result is always
 // nil.
 func (d *Decorrelated) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	base := d.baseFor(err)
-	steps := min(max(attempt, 1), MaxDecorrelatedChain)
+	return d.Delay(attempt, d.orDefaults().isThrottle(err)), nil
+}
+
+// Delay is BackoffDelay for a caller that has classified the error already:
+// throttle selects ThrottleBase() over Base().
+func (d *Decorrelated) Delay(attempt int, throttle bool) time.Duration {
+	s := d.orDefaults()
+	base := s.baseOf(throttle)
+	steps := min(max(attempt, 1), maxDecorrelatedChain)
 	prev := base
 	for i := 1; i <= steps; i++ {
-		prev = d.step(&d.settings, base, i, prev, d.source.Uint64())
+		prev = d.step(s, base, i, prev, s.source.Uint64())
 	}
-	return prev, nil
+	return prev
 }
 
 func (d *Decorrelated) step(s *settings, base time.Duration, _ int, prev time.Duration, x uint64) time.Duration {
@@ -76,4 +85,4 @@ func decorrelatedJitter(base, cap, prev time.Duration, x uint64) time.Duration {
 // previous delay, as the blog's formula does for one client: each Next is
 // uniform in [base, 3*previous) capped at Cap(), starting from prev = base.
 // It shares this delayer's settings and Source.
-func (d *Decorrelated) NewSequence() *Sequence { return newSequence(&d.settings, d) }
+func (d *Decorrelated) NewSequence() *Sequence { return newSequence(d.orDefaults(), d) }

@@ -253,11 +253,11 @@ func TestDecorrelatedMatchesReference(t *testing.T) {
 }
 
 // TestDecorrelatedChainStopsAtMax checks that attempts beyond
-// MaxDecorrelatedChain draw the same chain length: with the same seed, every
-// attempt from MaxDecorrelatedChain up gives the same delay.
+// maxDecorrelatedChain draw the same chain length: with the same seed, every
+// attempt from maxDecorrelatedChain up gives the same delay.
 func TestDecorrelatedChainStopsAtMax(t *testing.T) {
 	cases := map[string]int{
-		"MaxDecorrelatedChain+1": MaxDecorrelatedChain + 1,
+		"maxDecorrelatedChain+1": maxDecorrelatedChain + 1,
 		"1000":                   1000,
 		"MaxInt":                 math.MaxInt,
 	}
@@ -266,9 +266,9 @@ func TestDecorrelatedChainStopsAtMax(t *testing.T) {
 			at := mustNew(t, StrategyDecorrelated, withBounds(1, 0, math.MaxInt64), withSeed(3))
 			beyond := mustNew(t, StrategyDecorrelated, withBounds(1, 0, math.MaxInt64), withSeed(3))
 			for range 100 {
-				want, _ := at.BackoffDelay(MaxDecorrelatedChain, nil)
+				want, _ := at.BackoffDelay(maxDecorrelatedChain, nil)
 				got, _ := beyond.BackoffDelay(attempt, nil)
-				require.Equal(t, want, got, "expect the %d-step delay %v, got %v", MaxDecorrelatedChain, want, got)
+				require.Equal(t, want, got, "expect the %d-step delay %v, got %v", maxDecorrelatedChain, want, got)
 			}
 		})
 	}

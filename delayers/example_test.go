@@ -188,11 +188,10 @@ func ExampleNew() {
 }
 
 // Invalid settings are reported, never silently replaced: a negative
-// duration, or an explicit base above the cap.
+// duration, say. (A base above the cap is not invalid: the cap applies.)
 func ExampleOptionError() {
 	_, err := delayers.NewFull(func(o *delayers.Options) {
-		o.Base = 2 * time.Second
-		o.Cap = time.Second
+		o.Cap = -time.Second
 	})
 	var oe *delayers.OptionError
 	if errors.As(err, &oe) {
@@ -201,8 +200,8 @@ func ExampleOptionError() {
 	fmt.Println(err)
 	fmt.Println(errors.Is(err, delayers.ErrInvalidOption))
 	// Output:
-	// Base 2s
-	// delayers: invalid Base 2s: is larger than Cap 1s
+	// Cap -1s
+	// delayers: invalid Cap -1s: must not be negative
 	// true
 }
 
@@ -246,4 +245,29 @@ func Example_standardRetryer() {
 	// throttled attempt 2: 997ms
 	// throttled attempt 3: 3.183s
 	// retryable: true
+}
+
+// Contention spaces the retries of one conditional-write loop by what its
+// conflicts show. Here the loop writes again with the version each failed
+// write returned (ALL_OLD), and every time five other writers have won
+// since: it sleeps as long as its estimate of the competitors asks, then
+// retries at once with the version that sleep's conflict returned, which is
+// fresh, and so on, with a growing estimate. Do uses it for conflicts; a
+// loop of one's own keeps one Contention per item.
+func ExampleContention() {
+	c := delayers.Contention{Source: delayers.NewSource(2015)}
+	at, version := time.Unix(0, 0), int64(10)
+	for range 4 {
+		at = at.Add(10 * time.Millisecond) // the write's round trip
+		seen := version
+		version += 5 // others won meanwhile; ALL_OLD returns the new version
+		sleep := c.Next(at, 10*time.Millisecond, seen, version)
+		fmt.Println(sleep.Round(time.Millisecond))
+		at = at.Add(sleep)
+	}
+	// Output:
+	// 125ms
+	// 1ms
+	// 342ms
+	// 1ms
 }

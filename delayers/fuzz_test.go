@@ -15,10 +15,6 @@ var fuzzThrottle = throttleErr()
 // constructors of strategy must reject them, and for which field.
 func fuzzOptions(strategy Strategy, base, throttleBase, cap int64, growth float64, seed uint64) (func(*Options), string) {
 	o := Options{Base: time.Duration(base), ThrottleBase: time.Duration(throttleBase), Cap: time.Duration(cap), Growth: growth, Source: NewSource(seed)}
-	effCap := o.Cap
-	if effCap == 0 {
-		effCap = DefaultCap
-	}
 	bad := ""
 	switch {
 	case o.Base < 0:
@@ -27,11 +23,8 @@ func fuzzOptions(strategy Strategy, base, throttleBase, cap int64, growth float6
 		bad = "ThrottleBase"
 	case o.Cap < 0:
 		bad = "Cap"
-	case o.Base > effCap:
-		bad = "Base"
-	case o.ThrottleBase > effCap:
-		bad = "ThrottleBase"
 	case growth == 0:
+	case strategy == StrategyDecorrelated && growth == DefaultGrowth:
 	case strategy == StrategyDecorrelated:
 		bad = "Growth"
 	case math.IsNaN(growth) || growth < MinGrowth || growth > MaxGrowth:

@@ -1,6 +1,7 @@
 package delayers
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -41,14 +42,13 @@ const (
 type Options struct {
 	// Base is the window of the first retry after an error that is not a
 	// throttle, growing by Growth (doubling by default) with each further
-	// attempt. Zero means min(DefaultBase, Cap); negative is an error; larger
-	// than Cap is an error.
+	// attempt. Zero means DefaultBase; negative is an error. A Base larger
+	// than Cap is capped at Cap, as the SDK caps it.
 	Base time.Duration
 
 	// ThrottleBase is Base for throttling errors. Zero means
-	// min(DefaultThrottleBase, Cap), so a small Cap with the default throttle
-	// base is not an error; negative is an error; an explicit value larger
-	// than Cap is an error.
+	// DefaultThrottleBase; negative is an error; larger than Cap is capped
+	// at Cap.
 	ThrottleBase time.Duration
 
 	// Cap bounds every delay, and is applied before jitter, so full jitter
@@ -69,7 +69,7 @@ type Options struct {
 	//
 	// Decorrelated jitter has no window: it grows from the previous delay,
 	// by up to 3x. NewDecorrelated, and New with StrategyDecorrelated,
-	// therefore reject any non-zero Growth rather than ignore it.
+	// therefore reject any Growth but zero and 2 rather than ignore it.
 	Growth float64
 
 	// Throttle decides which errors use ThrottleBase; it is called once per
@@ -94,9 +94,8 @@ type Options struct {
 var ErrInvalidOption = errors.New("delayers: invalid option")
 
 // OptionError reports a delayer setting that cannot be used: a negative
-// duration, an explicit Base or ThrottleBase larger than Cap, a Growth
-// outside [MinGrowth, MaxGrowth], or any Growth given to decorrelated
-// jitter. The constructors return it, with a nil delayer, instead of
+// duration, a Growth outside [MinGrowth, MaxGrowth], or a Growth other than
+// 2 given to decorrelated jitter. The constructors return it, with a nil delayer, instead of
 // silently changing the setting. Use errors.As to read its fields.
 type OptionError struct {
 	// Option is the name of the Options field: "Base", "ThrottleBase",
@@ -160,24 +159,14 @@ func (o Options) settings(windowed bool) (settings, error) {
 	if s.cap == 0 {
 		s.cap = DefaultCap
 	}
-	if s.base > s.cap {
-		return settings{}, &OptionError{Option: "Base", Value: s.base, Reason: fmt.Sprintf("is larger than Cap %v", s.cap)}
-	}
-	if s.throttleBase > s.cap {
-		return settings{}, &OptionError{Option: "ThrottleBase", Value: s.throttleBase, Reason: fmt.Sprintf("is larger than Cap %v", s.cap)}
-	}
 	if err := validGrowth(s.growth, windowed); err != nil {
 		return settings{}, err
 	}
 	if s.growth == 0 {
 		s.growth = DefaultGrowth
 	}
-	if s.base == 0 {
-		s.base = min(DefaultBase, s.cap)
-	}
-	if s.throttleBase == 0 {
-		s.throttleBase = min(DefaultThrottleBase, s.cap)
-	}
+	s.base = min(cmp.Or(s.base, DefaultBase), s.cap)
+	s.throttleBase = min(cmp.Or(s.throttleBase, DefaultThrottleBase), s.cap)
 	if s.throttle == nil {
 		s.throttle = retry.IsErrorThrottles(append([]retry.IsErrorThrottle(nil), retry.DefaultThrottles...))
 	}
@@ -188,11 +177,11 @@ func (o Options) settings(windowed bool) (settings, error) {
 }
 
 // validGrowth checks Options.Growth: zero, or within [MinGrowth, MaxGrowth]
-// for a windowed strategy; zero for decorrelated jitter. The range test is
+// for a windowed strategy; zero or 2 for decorrelated jitter. The range test is
 // written so that NaN fails it.
 func validGrowth(g float64, windowed bool) error {
 	switch {
-	case g == 0:
+	case g == 0 || g == DefaultGrowth && !windowed:
 		return nil
 	case !windowed:
 		return &OptionError{Option: "Growth", Factor: g, Reason: "applies only to the windowed strategies (exponential, full, equal): decorrelated jitter has no window"}
@@ -202,14 +191,33 @@ func validGrowth(g float64, windowed bool) error {
 	return nil
 }
 
-// baseFor returns the base that applies to err. A nil error is not a
-// throttle.
-func (s *settings) baseFor(err error) time.Duration {
-	if err != nil && s.throttle.IsErrorThrottle(err) == aws.TrueTernary {
+// orDefaults returns s, or, for the zero settings of a strategy value not
+// made by its constructor, the defaults: the zero value of every strategy
+// behaves as its constructor with no options.
+func (s *settings) orDefaults() *settings {
+	if s.cap > 0 {
+		return s
+	}
+	d, _ := Options{}.settings(true)
+	return &d
+}
+
+// isThrottle reports whether Options.Throttle classifies err as a
+// throttle. A nil error is not one.
+func (s *settings) isThrottle(err error) bool {
+	return err != nil && s.throttle.IsErrorThrottle(err) == aws.TrueTernary
+}
+
+// baseOf returns ThrottleBase for a throttle and Base otherwise.
+func (s *settings) baseOf(throttle bool) time.Duration {
+	if throttle {
 		return s.throttleBase
 	}
 	return s.base
 }
+
+// baseFor returns the base that applies to err.
+func (s *settings) baseFor(err error) time.Duration { return s.baseOf(s.isThrottle(err)) }
 
 // The accessors below are defined once on settings and promoted to every
 // strategy type (Exponential, Full, Equal, Decorrelated), so d.Base(),
@@ -221,14 +229,14 @@ func (s *settings) baseFor(err error) time.Duration {
 // throttle, the value that grows with each further attempt: Options.Base,
 // or min(DefaultBase, Cap) (50 ms by default) when that was zero. It is
 // always in (0, Cap()].
-func (s *settings) Base() time.Duration { return s.base }
+func (s *settings) Base() time.Duration { return s.orDefaults().base }
 
 // ThrottleBase returns the window of the first retry after a throttling
 // error: Options.ThrottleBase, or min(DefaultThrottleBase, Cap) (1 s by
 // default) when that was zero. It is always in (0, Cap()], and may be smaller
 // than Base() if the options say so.
-func (s *settings) ThrottleBase() time.Duration { return s.throttleBase }
+func (s *settings) ThrottleBase() time.Duration { return s.orDefaults().throttleBase }
 
 // Cap returns the largest delay any call returns: Options.Cap, or DefaultCap
 // (20 s) when that was zero. It is always positive.
-func (s *settings) Cap() time.Duration { return s.cap }
+func (s *settings) Cap() time.Duration { return s.orDefaults().cap }

@@ -18,13 +18,9 @@ func TestOptionErrors(t *testing.T) {
 		value  time.Duration
 		reason string
 	}{
-		"negative base":              {opts: Options{Base: -1}, option: "Base", value: -1, reason: "negative"},
-		"negative throttle base":     {opts: Options{ThrottleBase: -time.Second}, option: "ThrottleBase", value: -time.Second, reason: "negative"},
-		"negative cap":               {opts: Options{Cap: -time.Minute}, option: "Cap", value: -time.Minute, reason: "negative"},
-		"base above cap":             {opts: Options{Base: 2 * time.Second, Cap: time.Second}, option: "Base", value: 2 * time.Second, reason: "larger than Cap 1s"},
-		"throttle base above cap":    {opts: Options{ThrottleBase: 2 * time.Second, Cap: time.Second}, option: "ThrottleBase", value: 2 * time.Second, reason: "larger than Cap 1s"},
-		"base above default cap":     {opts: Options{Base: 21 * time.Second}, option: "Base", value: 21 * time.Second, reason: "larger than Cap 20s"},
-		"throttle above default cap": {opts: Options{ThrottleBase: time.Minute}, option: "ThrottleBase", value: time.Minute, reason: "larger than Cap 20s"},
+		"negative base":          {opts: Options{Base: -1}, option: "Base", value: -1, reason: "negative"},
+		"negative throttle base": {opts: Options{ThrottleBase: -time.Second}, option: "ThrottleBase", value: -time.Second, reason: "negative"},
+		"negative cap":           {opts: Options{Cap: -time.Minute}, option: "Cap", value: -time.Minute, reason: "negative"},
 	}
 	for name, c := range cases {
 		for _, strategy := range Strategies() {
@@ -161,18 +157,17 @@ func TestGrowthOptionErrors(t *testing.T) {
 		strategies []Strategy
 		reason     string
 	}{
-		"one, a constant window":   {growth: 1, strategies: windowedStrategies, reason: "must be within [1.01, 8], or 0 for the default 2"},
-		"just below MinGrowth":     {growth: math.Nextafter(MinGrowth, 0), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"just above MaxGrowth":     {growth: math.Nextafter(MaxGrowth, 9), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"a half, a shrinking one":  {growth: 0.5, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"negative":                 {growth: -2, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"smallest subnormal":       {growth: math.SmallestNonzeroFloat64, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"NaN":                      {growth: math.NaN(), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"+Inf":                     {growth: math.Inf(1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"-Inf":                     {growth: math.Inf(-1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
-		"decorrelated, 1.5":        {growth: 1.5, strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
-		"decorrelated, explicit 2": {growth: 2, strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
-		"decorrelated, NaN":        {growth: math.NaN(), strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
+		"one, a constant window":  {growth: 1, strategies: windowedStrategies, reason: "must be within [1.01, 8], or 0 for the default 2"},
+		"just below MinGrowth":    {growth: math.Nextafter(MinGrowth, 0), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"just above MaxGrowth":    {growth: math.Nextafter(MaxGrowth, 9), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"a half, a shrinking one": {growth: 0.5, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"negative":                {growth: -2, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"smallest subnormal":      {growth: math.SmallestNonzeroFloat64, strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"NaN":                     {growth: math.NaN(), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"+Inf":                    {growth: math.Inf(1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"-Inf":                    {growth: math.Inf(-1), strategies: windowedStrategies, reason: "must be within [1.01, 8]"},
+		"decorrelated, 1.5":       {growth: 1.5, strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
+		"decorrelated, NaN":       {growth: math.NaN(), strategies: []Strategy{StrategyDecorrelated}, reason: "decorrelated jitter has no window"},
 	}
 	for name, c := range cases {
 		for _, strategy := range c.strategies {
@@ -262,4 +257,29 @@ func TestExplicitGrowth2IsTheDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestBaseAboveCapIsCapped: a cap below a base is a cap, as in the SDK: the
+// first window is the cap, not an error.
+func TestBaseAboveCapIsCapped(t *testing.T) {
+	for _, strategy := range Strategies() {
+		t.Run(string(strategy), func(t *testing.T) {
+			d, err := New(strategy, func(o *Options) { o.Base, o.ThrottleBase, o.Cap = 2*time.Second, time.Minute, time.Second })
+			require.NoError(t, err)
+			assert.Equal(t, time.Second, d.Base())
+			assert.Equal(t, time.Second, d.ThrottleBase())
+			for attempt := 1; attempt <= 3; attempt++ {
+				got, _ := d.BackoffDelay(attempt, nil)
+				assert.LessOrEqual(t, got, time.Second, "expect delays within the cap")
+			}
+		})
+	}
+}
+
+// TestDecorrelatedTakesTheDefaultGrowth: 2 is the default every strategy
+// starts from, so decorrelated jitter accepts it written out.
+func TestDecorrelatedTakesTheDefaultGrowth(t *testing.T) {
+	d, err := New(StrategyDecorrelated, func(o *Options) { o.Growth = 2 })
+	require.NoError(t, err)
+	assert.NotNil(t, d)
 }

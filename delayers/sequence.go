@@ -7,7 +7,8 @@ import "time"
 // formula does for one client; for the other strategies it counts attempts.
 //
 // A Sequence is for one loop and is not safe for concurrent use; create one
-// per loop with a delayer's NewSequence (the zero value is not usable).
+// per loop with a delayer's NewSequence. The zero value is the Sequence of
+// NewFull() with no options.
 // Sequences of one delayer share its settings and Source but nothing else,
 // so many loops may run concurrently, each with its own Sequence.
 type Sequence struct {
@@ -31,6 +32,10 @@ func newSequence(s *settings, st stepper) *Sequence {
 // non-throttle, and the two bases differ, decorrelated jitter restarts its
 // chain from the new base. It draws one value from the Source per call.
 func (q *Sequence) Next(err error) time.Duration {
+	if q.settings == nil {
+		var f Full
+		q.settings, q.stepper = f.orDefaults(), windowStepper(fullJitter)
+	}
 	base := q.settings.baseFor(err)
 	if base != q.prevBase {
 		q.prev, q.prevBase = base, base

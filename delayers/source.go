@@ -10,7 +10,7 @@ import (
 // multiply, so low-quality high bits bias the delays. Implementations must be
 // safe for concurrent use by multiple goroutines, since one delayer serves
 // every request of a client. A delayer draws one value per call, or up to
-// MaxDecorrelatedChain for Decorrelated.BackoffDelay.
+// 64 for Decorrelated.BackoffDelay.
 type Source interface {
 	Uint64() uint64
 }

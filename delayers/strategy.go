@@ -58,6 +58,11 @@ func ParseStrategy(s string) (Strategy, error) {
 type Delayer interface {
 	retry.BackoffDelayer
 
+	// Delay is BackoffDelay for a caller that has classified the error
+	// already: throttle selects ThrottleBase() over Base(). It never
+	// classifies, so it costs no walk of an error chain.
+	Delay(attempt int, throttle bool) time.Duration
+
 	// NewSequence returns a Sequence of this strategy's delays for one retry
 	// loop.
 	NewSequence() *Sequence

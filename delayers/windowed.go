@@ -7,57 +7,73 @@ import "time"
 // unless Options.Growth says otherwise.
 type windowed struct {
 	settings
-	jitter func(w time.Duration, x uint64) time.Duration
 }
 
-func newWindowed(optFns []func(*Options), jitter func(time.Duration, uint64) time.Duration) (windowed, error) {
+func newWindowed(optFns []func(*Options)) (windowed, error) {
 	s, err := newSettings(optFns, true)
-	return windowed{settings: s, jitter: jitter}, err
+	return windowed{settings: s}, err
 }
 
 // Growth returns the factor the window grows by per attempt, after defaults:
 // Options.Growth, or DefaultGrowth (2) when that was zero. It is 2 or within
 // [MinGrowth, MaxGrowth].
-func (d *windowed) Growth() float64 { return d.growth }
+func (d *windowed) Growth() float64 { return d.orDefaults().growth }
 
-// BackoffDelay returns the delay before the retry that follows failed
-// attempt number attempt (1-based, as the SDK's retry middleware passes it),
-// from the window w = min(Cap(), base*Growth()^(attempt-1)), which is
-// base*2^(attempt-1) by default: w itself for Exponential, uniform in [0, w)
-// for Full, uniform in [w/2, w) for Equal. Attempts below 1 count as 1; the
-// window never shrinks as attempt grows, and saturates at Cap() for any
-// larger attempt, up to math.MaxInt. base is ThrottleBase() when
-// Options.Throttle classifies err as a throttle, Base() otherwise (a nil err
-// is not a throttle). The result is within [0, Cap()]; it draws one value
-// from the Source. The error result is always nil.
-func (d *windowed) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	return d.step(&d.settings, d.baseFor(err), attempt, 0, d.source.Uint64()), nil
+// delay is the BackoffDelay of a windowed strategy whose jitter is jitter.
+func (d *windowed) delay(jitter func(time.Duration, uint64) time.Duration, attempt int, throttle bool) time.Duration {
+	s := d.orDefaults()
+	return jitter(grownWindow(s.baseOf(throttle), s.cap, s.growth, attempt), s.source.Uint64())
 }
 
-func (d *windowed) step(s *settings, base time.Duration, attempt int, _ time.Duration, x uint64) time.Duration {
-	return d.jitter(grownWindow(base, s.cap, s.growth, attempt), x)
-}
+// windowStepper is the stepper of a windowed strategy, for its Sequences.
+type windowStepper func(time.Duration, uint64) time.Duration
 
-// NewSequence returns a Sequence for one retry loop: its k-th Next returns
-// what BackoffDelay(k, err) would. It shares this delayer's settings and
-// Source.
-func (d *windowed) NewSequence() *Sequence { return newSequence(&d.settings, d) }
+func (j windowStepper) step(s *settings, base time.Duration, attempt int, _ time.Duration, x uint64) time.Duration {
+	return j(grownWindow(base, s.cap, s.growth, attempt), x)
+}
 
 // Exponential is capped exponential backoff without jitter: the delay is the
 // window w itself. It is the baseline of the blog post; under contention it
 // keeps competing clients in lock step, so prefer a jittered strategy. It
 // still draws one value per call from its Source, so a Source shared with
 // other delayers advances the same way whichever strategy is chosen. Create
-// one with NewExponential or New; the zero value is not usable. Safe for
+// one with NewExponential or New; the zero value behaves as
+// NewExponential() with no options. Safe for
 // concurrent use by multiple goroutines.
 type Exponential struct{ windowed }
+
+// BackoffDelay returns the delay before the retry that follows failed
+// attempt number attempt (1-based, as the SDK's retry middleware passes it):
+// the window w = min(Cap(), base*Growth()^(attempt-1)) itself, base being
+// ThrottleBase() when Options.Throttle classifies err as a throttle and
+// Base() otherwise (a nil err is not a throttle). Attempts below 1 count as
+// 1; the window never shrinks as attempt grows and saturates at Cap() for
+// any larger attempt, up to math.MaxInt. It draws one value from the Source.
+// The error result is always nil.
+func (d *Exponential) BackoffDelay(attempt int, err error) (time.Duration, error) {
+	return d.delay(exponentialJitter, attempt, d.orDefaults().isThrottle(err)), nil
+}
+
+// Delay is BackoffDelay for a caller that has classified the error already:
+// throttle selects ThrottleBase() over Base().
+func (d *Exponential) Delay(attempt int, throttle bool) time.Duration {
+	return d.delay(exponentialJitter, attempt, throttle)
+}
+
+// NewSequence returns a Sequence for one retry loop: its k-th Next returns
+// what BackoffDelay(k, err) would.
+func (d *Exponential) NewSequence() *Sequence {
+	return newSequence(d.orDefaults(), windowStepper(exponentialJitter))
+}
+
+func exponentialJitter(w time.Duration, _ uint64) time.Duration { return w }
 
 // NewExponential returns capped exponential backoff. optFns are applied in
 // order to a zero Options, whose zero fields then take their defaults (Base
 // 50 ms, ThrottleBase 1 s, Cap 20 s, Growth 2); nil funcs are skipped.
 // Invalid options give a nil delayer and an *OptionError.
 func NewExponential(optFns ...func(*Options)) (*Exponential, error) {
-	w, err := newWindowed(optFns, func(w time.Duration, _ uint64) time.Duration { return w })
+	w, err := newWindowed(optFns)
 	if err != nil {
 		return nil, err
 	}
@@ -66,16 +82,35 @@ func NewExponential(optFns ...func(*Options)) (*Exponential, error) {
 
 // Full is full jitter: a delay uniform in [0, w). It makes the fewest calls
 // of the blog's strategies and is the SDK's default. A delay can be 0. Create
-// one with NewFull or New; the zero value is not usable. Safe for concurrent
+// one with NewFull or New; the zero value behaves as NewFull() with no
+// options. Safe for concurrent
 // use by multiple goroutines.
 type Full struct{ windowed }
+
+// BackoffDelay returns the delay before the retry that follows failed
+// attempt number attempt (1-based): uniform in [0, w), with the window w as
+// Exponential.BackoffDelay describes it. It draws one value from the
+// Source. The error result is always nil.
+func (d *Full) BackoffDelay(attempt int, err error) (time.Duration, error) {
+	return d.delay(fullJitter, attempt, d.orDefaults().isThrottle(err)), nil
+}
+
+// Delay is BackoffDelay for a caller that has classified the error already:
+// throttle selects ThrottleBase() over Base().
+func (d *Full) Delay(attempt int, throttle bool) time.Duration {
+	return d.delay(fullJitter, attempt, throttle)
+}
+
+// NewSequence returns a Sequence for one retry loop: its k-th Next returns
+// what BackoffDelay(k, err) would.
+func (d *Full) NewSequence() *Sequence { return newSequence(d.orDefaults(), windowStepper(fullJitter)) }
 
 // NewFull returns full jitter. optFns are applied in order to a zero
 // Options, whose zero fields then take their defaults (Base 50 ms,
 // ThrottleBase 1 s, Cap 20 s, Growth 2); nil funcs are skipped. Invalid
 // options give a nil delayer and an *OptionError.
 func NewFull(optFns ...func(*Options)) (*Full, error) {
-	w, err := newWindowed(optFns, fullJitter)
+	w, err := newWindowed(optFns)
 	if err != nil {
 		return nil, err
 	}
@@ -86,15 +121,36 @@ func fullJitter(w time.Duration, x uint64) time.Duration { return between(0, w, 
 
 // Equal is equal jitter: w/2 plus a delay uniform in [0, w-w/2), so it never
 // retries sooner than half the window. Create one with NewEqual or New; the
-// zero value is not usable. Safe for concurrent use by multiple goroutines.
+// zero value behaves as NewEqual() with no options. Safe for concurrent use
+// by multiple goroutines.
 type Equal struct{ windowed }
+
+// BackoffDelay returns the delay before the retry that follows failed
+// attempt number attempt (1-based): w/2 plus uniform in [0, w-w/2), with the
+// window w as Exponential.BackoffDelay describes it. It draws one value from
+// the Source. The error result is always nil.
+func (d *Equal) BackoffDelay(attempt int, err error) (time.Duration, error) {
+	return d.delay(equalJitter, attempt, d.orDefaults().isThrottle(err)), nil
+}
+
+// Delay is BackoffDelay for a caller that has classified the error already:
+// throttle selects ThrottleBase() over Base().
+func (d *Equal) Delay(attempt int, throttle bool) time.Duration {
+	return d.delay(equalJitter, attempt, throttle)
+}
+
+// NewSequence returns a Sequence for one retry loop: its k-th Next returns
+// what BackoffDelay(k, err) would.
+func (d *Equal) NewSequence() *Sequence {
+	return newSequence(d.orDefaults(), windowStepper(equalJitter))
+}
 
 // NewEqual returns equal jitter. optFns are applied in order to a zero
 // Options, whose zero fields then take their defaults (Base 50 ms,
 // ThrottleBase 1 s, Cap 20 s, Growth 2); nil funcs are skipped. Invalid
 // options give a nil delayer and an *OptionError.
 func NewEqual(optFns ...func(*Options)) (*Equal, error) {
-	w, err := newWindowed(optFns, equalJitter)
+	w, err := newWindowed(optFns)
 	if err != nil {
 		return nil, err
 	}

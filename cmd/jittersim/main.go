@@ -9,6 +9,13 @@
 //	go run ./cmd/jittersim -clients 10,50,100 -runs 100 -seed 1 -csv
 //	go run ./cmd/jittersim -plot docs/img
 //
+// -all-old runs the experiment's loop as DynamoDB loops that write with
+// ReturnValuesOnConditionCheckFailure=ALL_OLD run it: after a failed write a
+// client sleeps and writes again with the version the failed write
+// returned, without reading the row again:
+//
+//	go run ./cmd/jittersim -all-old -strategies contention,full,full-1.5x,sdk
+//
 // -scenario throttled runs K clients, each with its own retryer, against a
 // server of -capacity requests per second:
 //
@@ -44,6 +51,7 @@ type config struct {
 	strategies []string
 	csv        bool
 	plotDir    string
+	allOld     bool
 	throttle   sim.ThrottleParams
 }
 
@@ -96,7 +104,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		clients    = fs.String("clients", "10,20,30,40,50,60,70,80,90,100,110,120,130,140,150,160,170,180,190", "comma-separated numbers of clients N of the OCC experiment")
 		k          = fs.String("k", "10,100,1000", "comma-separated fleet sizes K of the throttled scenario, each client with its own retryer")
 		strategies = fs.String("strategies", "", "comma-separated strategies (occ: default "+strings.Join(defaultOCCStrategies, ",")+
-			"; also "+strings.Join(experimentalNames(), ",")+") or retryers (throttled: default "+strings.Join(sim.DefaultRetryerNames(), ",")+
+			"; also "+strings.Join(otherStrategyNames(), ",")+") or retryers (throttled: default "+strings.Join(sim.DefaultRetryerNames(), ",")+
 			"; also "+strings.Join(otherRetryerNames(), ",")+")")
 		duration = fs.Duration("duration", sim.DefaultDuration, "throttled: measurement window; operations starting in it are measured")
 		warmup   = fs.Duration("warmup", sim.DefaultWarmup, "throttled: load before the window opens, to reach the steady state")
@@ -105,6 +113,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.IntVar(&cfg.runs, "runs", 100, fmt.Sprintf("independent runs R averaged per row (throttled: %d when not given)", defaultThrottledRuns))
 	fs.Uint64Var(&cfg.seed, "seed", 1, "seed of every run's randomness")
 	fs.BoolVar(&cfg.csv, "csv", false, "print CSV instead of a table")
+	fs.BoolVar(&cfg.allOld, "all-old", false, "occ: retry as an ALL_OLD loop does, writing again with the version the failed write returned, without re-reading")
 	fs.StringVar(&cfg.plotDir, "plot", "", "occ: write calls and time against N as SVG and PNG charts into this directory")
 	fs.Float64Var(&cfg.throttle.Capacity, "capacity", sim.DefaultCapacity, "throttled: server capacity C, requests per second")
 	fs.Float64Var(&cfg.throttle.Burst, "burst", 0, "throttled: server bucket size; 0 means capacity/10")
@@ -139,6 +148,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		if cfg.plotDir != "" {
 			return cfg, errors.New("-plot draws the occ scenario only")
 		}
+		if cfg.allOld {
+			return cfg, errors.New("-all-old applies to the occ scenario only")
+		}
 	default:
 		return cfg, fmt.Errorf("invalid -scenario %q: want %s or %s", cfg.scenario, scenarioOCC, scenarioThrottled)
 	}
@@ -148,10 +160,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	return cfg, nil
 }
 
-func experimentalNames() []string {
+// otherStrategyNames returns the OCC strategies that are not run by
+// default: contention and the experimental ones.
+func otherStrategyNames() []string {
+	def := map[string]bool{}
+	for _, n := range defaultOCCStrategies {
+		def[n] = true
+	}
 	var names []string
-	for _, s := range sim.ExperimentalStrategies() {
-		names = append(names, s.Name)
+	for _, n := range sim.StrategyNames() {
+		if !def[n] {
+			names = append(names, n)
+		}
 	}
 	return names
 }

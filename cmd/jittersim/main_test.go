@@ -38,6 +38,28 @@ func TestDefaultStrategiesAreTheBlogsAndTheSDKs(t *testing.T) {
 	}
 }
 
+// TestAllOldLoop: -all-old runs the OCC experiment with ALL_OLD loops,
+// which write again with the version a conflict returned, and says so.
+func TestAllOldLoop(t *testing.T) {
+	table := func(args ...string) string {
+		var out bytes.Buffer
+		if err := run(append([]string{"-clients", "20", "-runs", "3", "-strategies", "contention,full", "-csv"}, args...), &out, &bytes.Buffer{}); err != nil {
+			t.Fatal(err)
+		}
+		return out.String()
+	}
+	if reread, allOld := table(), table("-all-old"); reread == allOld {
+		t.Fatalf("expect -all-old to change the runs, got the same rows\n%s", allOld)
+	}
+	var out bytes.Buffer
+	if err := run([]string{"-clients", "10", "-runs", "2", "-strategies", "full", "-all-old"}, &out, &bytes.Buffer{}); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "loop ALL_OLD") {
+		t.Fatalf("expect the table to name the ALL_OLD loop, got\n%s", out.String())
+	}
+}
+
 func TestPlotWritesSVGAndPNG(t *testing.T) {
 	dir := t.TempDir()
 	if err := run([]string{"-clients", "10,20,30", "-runs", "2", "-plot", dir}, &bytes.Buffer{}, &bytes.Buffer{}); err != nil {
@@ -66,14 +88,15 @@ func TestThrottledScenario(t *testing.T) {
 
 func TestBadFlags(t *testing.T) {
 	for name, args := range map[string][]string{
-		"zero clients":     {"-clients", "0,10"},
-		"not a number":     {"-clients", "ten"},
-		"zero runs":        {"-runs", "0"},
-		"unknown scenario": {"-scenario", "bursty"},
-		"unknown strategy": {"-strategies", "full,half", "-clients", "10", "-runs", "1"},
-		"unknown retryer":  {"-scenario", "throttled", "-strategies", "adaptive", "-k", "2"},
-		"plot throttled":   {"-scenario", "throttled", "-plot", "x"},
-		"extra argument":   {"occ"},
+		"zero clients":      {"-clients", "0,10"},
+		"not a number":      {"-clients", "ten"},
+		"zero runs":         {"-runs", "0"},
+		"unknown scenario":  {"-scenario", "bursty"},
+		"unknown strategy":  {"-strategies", "full,half", "-clients", "10", "-runs", "1"},
+		"unknown retryer":   {"-scenario", "throttled", "-strategies", "adaptive", "-k", "2"},
+		"plot throttled":    {"-scenario", "throttled", "-plot", "x"},
+		"all-old throttled": {"-scenario", "throttled", "-all-old"},
+		"extra argument":    {"occ"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			if err := run(args, &bytes.Buffer{}, &bytes.Buffer{}); err == nil {

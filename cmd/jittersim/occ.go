@@ -22,7 +22,7 @@ func runOCC(cfg config, w io.Writer) error {
 		}
 		sts = append(sts, st)
 	}
-	rows, err := sim.SweepOCC(sim.OCCConfig{Clients: cfg.clients, Runs: cfg.runs, Seed: cfg.seed, Strategies: sts})
+	rows, err := sim.SweepOCC(sim.OCCConfig{Clients: cfg.clients, Runs: cfg.runs, Seed: cfg.seed, Strategies: sts, Params: sim.Params{AllOld: cfg.allOld}})
 	if err != nil {
 		return err
 	}
@@ -64,7 +64,11 @@ func writeCSV(w io.Writer, header []string, n int, record func(i int) []string) 
 func f2(x float64) string { return strconv.FormatFloat(x, 'f', 2, 64) }
 
 func writeOCCTable(w io.Writer, cfg config, sts []sim.Strategy, rows []sim.OCCRow) error {
-	fmt.Fprintf(w, "OCC experiment: base 5 ms, cap 2000 ms, message delay |N(10 ms, 2 ms)|, %d runs per row, seed %d\n", cfg.runs, cfg.seed)
+	loop := "re-read after a conflict"
+	if cfg.allOld {
+		loop = "ALL_OLD: write again with the version the conflict returned, no re-read"
+	}
+	fmt.Fprintf(w, "OCC experiment: base 5 ms, cap 2000 ms, message delay |N(10 ms, 2 ms)|, %d runs per row, seed %d, loop %s\n", cfg.runs, cfg.seed, loop)
 	fmt.Fprintln(w, "calls = writes per run; time = last client's success; p50/p99 = clients' completion times; ± one standard error")
 	for _, st := range sts {
 		if !st.Reproducible {

@@ -54,24 +54,16 @@ func (u *upstream) Close() error { return u.srv.Close() }
 
 // loadConfig is what every run of a benchmark shares.
 type loadConfig struct {
-	capacity     float64       // nominal capacity C, requests per second
+	capacity     float64       // nominal capacity C, requests per second; +Inf is unlimited
 	burstSeconds float64       // the table's bucket holds this many seconds of capacity
 	service      time.Duration // the upstream's time to answer an admitted request
+	fleet        int           // clients per run, each with its own retryer and dynamodb.Client
+	throttleProb float64       // the probability that the proxy throttles a request whatever the load
+	seed         uint64        // seeds the proxy's random throttles
+	warmup       time.Duration // how long the clients run at unlimited capacity before the scenario
 	drain        time.Duration // how long to wait for operations to stop after the end
 	trace        io.Writer     // when not nil, receives the send rate of ours each second
-}
-
-// clientTransport returns the HTTP transport of one run's client: enough idle
-// connections for every goroutine to keep its own, so that no run measures
-// connection churn.
-func clientTransport(k int) *http.Transport {
-	return &http.Transport{
-		DialContext:           (&net.Dialer{Timeout: 5 * time.Second, KeepAlive: 30 * time.Second}).DialContext,
-		MaxIdleConns:          0, // no limit but the per-host one
-		MaxIdleConnsPerHost:   max(k, 2),
-		IdleConnTimeout:       90 * time.Second,
-		ResponseHeaderTimeout: 30 * time.Second,
-	}
+	gauges       bool          // give ours' retryers meter providers and sample their gauges (-plot-metrics)
 }
 
 // proxyTransport is the capacity proxy's transport to the upstream: the
@@ -87,24 +79,33 @@ func proxyTransport() *http.Transport {
 
 // worker is one goroutine's tally, merged after the run.
 type worker struct {
+	client    int // the index of the worker's client in the fleet
 	successes int64
 	failed    failures
 	cutOff    int64
+	warmupOK  int64 // successes of the warm-up, not counted
 	latencies []time.Duration
 }
 
-// runOne runs k goroutines sharing one DynamoDB client of mode m, each
-// calling PutItem in a closed loop, through a fresh capacity proxy that
-// follows scen, and returns what the callers and the server saw.
+// runOne runs a fleet of cfg.fleet clients of mode m, each with its own
+// retryer and dynamodb.Client and k goroutines calling PutItem in a closed
+// loop, through a fresh capacity proxy that follows scen after the warm-up,
+// and returns what the callers and the server saw in the scenario.
 func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result, error) {
 	pt := proxyTransport()
 	defer pt.CloseIdleConnections()
-	first := scen.phases[0]
-	start := time.Now()
+	// The scenario starts after the warm-up, until which the proxy neither
+	// limits nor throttles.
+	start := time.Now().Add(cfg.warmup)
 	proxy, err := capacity.New(up.url, func(o *capacity.Options) {
-		c := cfg.capacity * first.frac
-		o.Default = capacity.Capacity{Read: c, Write: c}
+		o.Default = tableCapacity(cfg.capacity * scen.phases[0].frac)
+		o.ThrottleRate = cfg.throttleProb
+		if cfg.warmup > 0 {
+			o.Default = tableCapacity(capacity.Unlimited)
+			o.ThrottleRate = 0
+		}
 		o.BurstSeconds = cfg.burstSeconds
+		o.Seed = cfg.seed
 		o.Transport = pt
 	})
 	if err != nil {
@@ -116,70 +117,75 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	}
 	defer func() { _ = proxy.Close() }()
 
-	ct := clientTransport(k)
-	defer ct.CloseIdleConnections()
-	var retryer aws.Retryer
-	if m.retryer != nil {
-		retryer = m.retryer()
+	// The retryer no longer exposes its limiter's rate, so -trace counts
+	// the requests the clients send, which the limiters pace.
+	var sent *atomic.Int64
+	if m.rate && cfg.trace != nil {
+		sent = new(atomic.Int64)
 	}
-	client := dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(endpoint),
-		Credentials: aws.CredentialsProviderFunc(func(context.Context) (aws.Credentials, error) {
-			return aws.Credentials{AccessKeyID: "throttlebench", SecretAccessKey: "throttlebench", Source: "throttlebench"}, nil
-		}),
-		HTTPClient: &http.Client{Transport: ct},
-		Retryer:    retryer, // nil: the client's own default
-	})
+	clients := make([]client, max(cfg.fleet, 1))
+	var gauges *gaugeReaders // nil: no provider, no sampling
+	if cfg.gauges && m.metered != nil {
+		gauges = newGaugeReaders(len(clients))
+		defer gauges.shutdown()
+	}
+	for i := range clients {
+		clients[i] = newClient(endpoint, m, k, sent, gauges.provider(i))
+		defer clients[i].transport.CloseIdleConnections()
+	}
 
 	dur := scen.duration()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
+	// begun is set once the proxy follows the scenario: an operation counts
+	// only if it starts after that, so that no operation that could have
+	// met the warm-up's unlimited table counts, even when the switch comes
+	// late on a busy machine.
+	var begun atomic.Bool
+	begun.Store(cfg.warmup == 0)
 	var phasesDone sync.WaitGroup
 	phasesDone.Add(1)
 	var phaseErr error
 	go func() {
 		defer phasesDone.Done()
 		defer cancel()
-		offset := time.Duration(0)
-		for i, p := range scen.phases {
-			if i > 0 {
-				c := cfg.capacity * p.frac
-				if err := proxy.SetDefaultCapacity(capacity.Capacity{Read: c, Write: c}); err != nil {
-					phaseErr = err
-					return
-				}
-			}
-			offset += p.dur
-			sleepUntil(ctx, start.Add(offset))
-		}
+		phaseErr = followPhases(ctx, proxy, cfg, scen, start, func() { begun.Store(true) })
 	}()
-	if cfg.trace != nil {
-		if r, ok := retryer.(*jitterretry.Retryer); ok {
-			phasesDone.Add(1)
-			go func() {
-				defer phasesDone.Done()
-				traceRate(ctx, cfg.trace, m.name, r, start)
-			}()
-		}
+	if ours, ok := clients[0].retryer.(*jitterretry.Retryer); ok && sent != nil {
+		phasesDone.Add(1)
+		go func() {
+			defer phasesDone.Done()
+			traceRate(ctx, cfg.trace, m.name, ours, sent, start)
+		}()
 	}
 
 	end := start.Add(dur)
+	var samples []gaugeSample
+	var sampleErr error
+	if gauges != nil {
+		phasesDone.Add(1)
+		go func() {
+			defer phasesDone.Done()
+			samples, sampleErr = gauges.record(ctx, start, end)
+		}()
+	}
 	bins := make([]atomic.Int64, int((dur+binWidth-1)/binWidth))
-	workers := make([]worker, k)
+	workers := make([]worker, len(clients)*k)
 	var firstErr [3]atomic.Bool
 	var wg sync.WaitGroup
 	for i := range workers {
+		workers[i].client = i / k
 		wg.Add(1)
-		go func(w *worker, id string) {
+		go func(w *worker, ddb *dynamodb.Client, id string) {
 			defer wg.Done()
 			for n := 0; ctx.Err() == nil; n++ {
 				in := &dynamodb.PutItemInput{
 					TableName: aws.String(tableName),
 					Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id + "-" + strconv.Itoa(n)}},
 				}
+				counted := begun.Load()
 				t0 := time.Now()
-				_, err := client.PutItem(ctx, in)
+				_, err := ddb.PutItem(ctx, in)
 				done := time.Now()
 				if ctx.Err() != nil || done.After(end) {
 					// Ended by the end of the run, whatever its outcome. The
@@ -187,6 +193,12 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 					// a saturated machine the timer that cancels can fire late.
 					w.cutOff++
 					return
+				}
+				if !counted {
+					if err == nil {
+						w.warmupOK++
+					}
+					continue
 				}
 				w.latencies = append(w.latencies, done.Sub(t0))
 				if err != nil {
@@ -202,7 +214,7 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 					bins[b].Add(1)
 				}
 			}
-		}(&workers[i], "w"+strconv.Itoa(i))
+		}(&workers[i], clients[i/k].ddb, "w"+strconv.Itoa(i))
 	}
 	phasesDone.Wait()
 	if !waitTimeout(&wg, cfg.drain) {
@@ -211,12 +223,15 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	if phaseErr != nil {
 		return result{}, phaseErr
 	}
+	if sampleErr != nil {
+		return result{}, fmt.Errorf("%s: sampling the retryers' gauges: %w", m.name, sampleErr)
+	}
 
 	// What the server saw in the scenario's seconds: requests sent after
 	// the planned end, before the cancellation reached every goroutine, are
 	// left out, as their operations are.
 	st := proxy.Stats()
-	r := result{mode: m.name, k: k, scen: scen, capacity: cfg.capacity}
+	r := result{mode: m.name, k: k, scen: scen, capacity: cfg.capacity, clientOK: make([]int64, len(clients)), gauges: samples}
 	n := int((dur + time.Second - 1) / time.Second)
 	for _, s := range st.PerSecond[:min(n, len(st.PerSecond))] {
 		r.seconds = append(r.seconds, second{requests: s.Requests, throttled: s.Throttled})
@@ -225,8 +240,10 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	}
 	for _, w := range workers {
 		r.successes += w.successes
+		r.clientOK[w.client] += w.successes
 		r.failed.add(w.failed)
 		r.cutOff += w.cutOff
+		r.warmupOK += w.warmupOK
 		r.latencies = append(r.latencies, w.latencies...)
 	}
 	r.okBins = make([]int64, len(bins))
@@ -235,6 +252,39 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	}
 	return r, nil
 }
+
+// followPhases gives the proxy the capacity of each phase of scen when its
+// time comes, counting from start, the scenario's start. After a warm-up it
+// first, at start, turns on the first phase's capacity and the random
+// throttles, starts the proxy's counts again so that they leave the warm-up
+// out, and calls begin.
+func followPhases(ctx context.Context, proxy *capacity.Proxy, cfg loadConfig, scen scenario, start time.Time, begin func()) error {
+	if cfg.warmup > 0 {
+		sleepUntil(ctx, start)
+		if err := proxy.SetDefaultCapacity(tableCapacity(cfg.capacity * scen.phases[0].frac)); err != nil {
+			return err
+		}
+		if err := proxy.SetThrottleRate(cfg.throttleProb); err != nil {
+			return err
+		}
+		proxy.ResetStats()
+		begin()
+	}
+	var offset time.Duration
+	for i, p := range scen.phases {
+		if i > 0 {
+			if err := proxy.SetDefaultCapacity(tableCapacity(cfg.capacity * p.frac)); err != nil {
+				return err
+			}
+		}
+		offset += p.dur
+		sleepUntil(ctx, start.Add(offset))
+	}
+	return nil
+}
+
+// tableCapacity is a capacity of c units a second for reads and writes.
+func tableCapacity(c float64) capacity.Capacity { return capacity.Capacity{Read: c, Write: c} }
 
 // kindIndex numbers the failure kind f, which counts one failure.
 func kindIndex(f failures) int {
@@ -269,18 +319,20 @@ func waitTimeout(wg *sync.WaitGroup, d time.Duration) bool {
 	}
 }
 
-// traceRate prints the send rate of r's limiter every second until ctx ends.
-func traceRate(ctx context.Context, w io.Writer, name string, r *jitterretry.Retryer, start time.Time) {
+// traceRate prints, every second until ctx ends, the requests the client
+// of r sent in that second (sent counts them) and r's retry budget.
+func traceRate(ctx context.Context, w io.Writer, name string, r *jitterretry.Retryer, sent *atomic.Int64, start time.Time) {
 	tick := time.NewTicker(time.Second)
 	defer tick.Stop()
+	var last int64
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case now := <-tick.C:
-			if rate, ok := r.SendRateIn(""); ok {
-				fmt.Fprintf(w, "trace %s t=%.0fs send rate %.0f/s, budget %d\n", name, now.Sub(start).Seconds(), rate, r.Remaining())
-			}
+			n := sent.Load()
+			fmt.Fprintf(w, "trace %s t=%.0fs sent %d/s, budget %d\n", name, now.Sub(start).Seconds(), n-last, r.Remaining())
+			last = n
 		}
 	}
 }

@@ -7,8 +7,8 @@
 // requests per second from a bucket holding -burst seconds of capacity and
 // answers the rest with ProvisionedThroughputExceededException in
 // DynamoDB's wire format; admitted requests reach a tiny loopback server that
-// answers "{}" after -service. Every mode gets a fresh proxy, client and
-// retryer, so no run inherits another's bucket or learnt rate.
+// answers "{}" after -service. Every mode gets a fresh proxy, clients and
+// retryers, so no run inherits another's bucket or learnt rate.
 //
 //	go run ./cmd/throttlebench                        # K=64, every mode, steady and drop
 //	go run ./cmd/throttlebench -k 4 -modes sdk-default,sdk-standard,sdk-adaptive,ours-full,ours-full+rate
@@ -21,6 +21,27 @@
 // jitterretry.New(jitterretry.DynamoDB) with that jitter, with the send-rate
 // limiter on (+rate), and failing at once on an empty retry budget
 // (+failfast) instead of backing off first.
+//
+// Issue 15's variations: -fleet N runs N clients, each with its own
+// retryer, dynamodb.Client and K goroutines, against the one table, and
+// reports how fairly they shared it; -throttle-prob P has the proxy
+// throttle each request with probability P whatever the load (with
+// -capacity 0, an unlimited table, only those); -warmup D runs the clients
+// for D at unlimited capacity before the scenario, on the same retryers, so
+// that what a limiter learnt carries over.
+//
+//	go run ./cmd/throttlebench -fleet 16 -k 4 -scenarios steady -modes sdk-standard,ours-full,ours-full+rate
+//	go run ./cmd/throttlebench -capacity 0 -throttle-prob 0.2 -k 8 -scenarios steady
+//	go run ./cmd/throttlebench -k 64 -warmup 1s -scenarios drop -initial-rate 500
+//
+// -plot-metrics DIR charts what our retryers report through their own
+// instruments (Options.MeterProvider, as the README's "Hooks and
+// observability" section lists them): the retry bucket's tokens
+// (jitterretry.bucket.tokens) and the rate the send-rate limiter allows
+// (jitterretry.send_rate.limit), sampled every 100 ms from an OpenTelemetry
+// ManualReader during each run of the ours-* modes.
+//
+//	go run ./cmd/throttlebench -k 64 -scenarios drop -modes ours-full,ours-full+rate -plot-metrics docs/img
 //
 // Each run stops by itself: operations still running when the scenario ends
 // are cancelled and counted as cut off, not as failures. The elapsed time
@@ -35,6 +56,7 @@ import (
 	"math"
 	"os"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -49,10 +71,16 @@ type config struct {
 	load      loadConfig
 	pause     time.Duration
 	plotDir   string
+	// metricsDir receives the charts of ours' gauges (-plot-metrics);
+	// cfg.load.gauges is set with it.
+	metricsDir string
 }
 
-// maxK bounds -k: every goroutine holds a connection.
+// maxK bounds -k times -fleet: every goroutine holds a connection.
 const maxK = 5000
+
+// maxWarmup bounds -warmup, which every run pays.
+const maxWarmup = time.Minute
 
 func main() {
 	if err := run(os.Args[1:], os.Stdout, os.Stderr); err != nil {
@@ -70,7 +98,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 	}
 	var total time.Duration
 	for _, s := range cfg.scenarios {
-		total += s.duration() + cfg.pause
+		total += cfg.load.warmup + s.duration() + cfg.pause
 	}
 	total *= time.Duration(len(cfg.k) * len(cfg.modes))
 	fmt.Fprintf(stderr, "throttlebench: %d runs, about %v\n", len(cfg.k)*len(cfg.modes)*len(cfg.scenarios), total.Round(time.Second))
@@ -83,12 +111,15 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 	start := time.Now()
 	c := cfg.load.capacity
-	fmt.Fprintf(stdout, "throttlebench: capacity C=%g req/s, burst %g (%g s of capacity), service time %v; one shared dynamodb.Client per mode; loopback HTTP\n",
-		c, math.Ceil(c*cfg.load.burstSeconds), cfg.load.burstSeconds, cfg.load.service)
+	fmt.Fprintln(stdout, describeLoad(cfg.load))
 	fmt.Fprintln(stdout, legend)
+	if cfg.load.fleet > 1 {
+		fmt.Fprintln(stdout, fleetLegend)
+	}
 	for _, k := range cfg.k {
+		label := runLabel(cfg.load.fleet, k)
 		for _, s := range cfg.scenarios {
-			fmt.Fprintf(stdout, "\n== K=%d, %s: %s ==\n", k, s.name, s.describe(c))
+			fmt.Fprintf(stdout, "\n== %s, %s: %s ==\n", label, s.name, s.describe(c))
 			var results []result
 			for _, m := range cfg.modes {
 				r, err := runOne(cfg.load, up, m, k, s)
@@ -96,15 +127,28 @@ func run(args []string, stdout, stderr io.Writer) error {
 					return err
 				}
 				results = append(results, r)
-				fmt.Fprintf(stderr, "throttlebench: K=%d %s %s: %d ok, %d failed, %d requests\n",
-					k, s.name, m.name, r.successes, r.failed.total(), r.requests)
+				fmt.Fprintf(stderr, "throttlebench: %s %s %s: %d ok, %d failed, %d requests",
+					label, s.name, m.name, r.successes, r.failed.total(), r.requests)
+				if cfg.load.warmup > 0 {
+					fmt.Fprintf(stderr, " (and %d ok in the warm-up, not counted)", r.warmupOK)
+				}
+				fmt.Fprintln(stderr)
 				time.Sleep(cfg.pause)
 			}
 			printSummary(stdout, results)
+			if cfg.load.fleet > 1 {
+				fmt.Fprintln(stdout)
+				printFairness(stdout, results)
+			}
 			fmt.Fprintln(stdout)
 			printSeconds(stdout, results)
 			if cfg.plotDir != "" {
-				if err := plotRequests(cfg.plotDir, k, s, c, results); err != nil {
+				if err := plotRequests(cfg.plotDir, cfg.load.fleet, k, s, c, results); err != nil {
+					return err
+				}
+			}
+			if cfg.metricsDir != "" {
+				if err := plotMetrics(cfg.metricsDir, cfg.load.fleet, k, s, c, results); err != nil {
 					return err
 				}
 			}
@@ -114,32 +158,85 @@ func run(args []string, stdout, stderr io.Writer) error {
 	return nil
 }
 
-const legend = `util % = successes / (capacity × duration); calls/ok = server-seen requests (throttled included) / successes;
+const legend = `util % = successes / (capacity × duration), - when unlimited; ok/s = successes / duration;
+calls/ok = server-seen requests (throttled included) / successes;
 failed = operations that returned an error (budget: the client's retry budget refused a retry; max-att: every attempt failed);
 cut = operations still running at the planned end (not failures; they and their requests after it are not counted);
 p50/p99/max = latency of every operation that returned;
 peak ×C = most requests the server saw in one second after the first, over that second's capacity;
 thr/s max = most throttled requests in one second; recovery = time after the capacity returns until the successes
-of a sliding 1 s window first reach 95% of capacity.`
+of a sliding 1 s window first reach 95% of capacity; +Ns % = successes in the Nth whole second after the capacity
+returns, over that second's capacity (- when the run ended first).`
+
+const fleetLegend = `fleet: Jain = (Σx)² / (N·Σx²) over the N clients' successes x (1 is even, 1/N is one client with all);
+min/max share % = the least and the most successes of one client over the capacity of the run
+(over all successes when unlimited), next to the fair share 100/N; min/max ok = those successes.`
+
+// describeLoad returns the line that opens the report: the table, the
+// service, and how the clients meet them.
+func describeLoad(l loadConfig) string {
+	var b strings.Builder
+	b.WriteString("throttlebench: ")
+	if math.IsInf(l.capacity, 1) {
+		b.WriteString("capacity unlimited")
+	} else {
+		fmt.Fprintf(&b, "capacity C=%g req/s, burst %g (%g s of capacity)", l.capacity, math.Ceil(l.capacity*l.burstSeconds), l.burstSeconds)
+	}
+	fmt.Fprintf(&b, ", service time %v", l.service)
+	if l.throttleProb > 0 {
+		fmt.Fprintf(&b, "; random throttles: each request with probability %g whatever the load (seed %d)", l.throttleProb, l.seed)
+	}
+	if l.fleet > 1 {
+		fmt.Fprintf(&b, "; a fleet of %d clients per mode, each with its own retryer, dynamodb.Client and K goroutines", l.fleet)
+	} else {
+		b.WriteString("; one shared dynamodb.Client per mode")
+	}
+	if l.warmup > 0 {
+		fmt.Fprintf(&b, "; a warm-up of %v at unlimited capacity without random throttles on the same clients before each run,"+
+			" not counted (neither the operations started before the scenario nor the server's counts before it)", l.warmup)
+	}
+	b.WriteString("; loopback HTTP")
+	return b.String()
+}
+
+// runLabel names the clients of a run: "K=64", or "16 clients × K=4".
+func runLabel(fleet, k int) string {
+	if fleet > 1 {
+		return fmt.Sprintf("%d clients × K=%d", fleet, k)
+	}
+	return fmt.Sprintf("K=%d", k)
+}
 
 func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs := flag.NewFlagSet("throttlebench", flag.ContinueOnError)
 	fs.SetOutput(stderr)
 	var (
 		cfg       config
-		k         = fs.String("k", "64", "comma-separated numbers K of goroutines sharing one client (issue 6: 4, 64, 1000)")
+		k         = fs.String("k", "64", "comma-separated numbers K of goroutines sharing one client, per client with -fleet (issue 6: 4, 64, 1000)")
 		modes     = fs.String("modes", "all", "comma-separated modes, or all: "+strings.Join(defaultModes, ","))
 		scenarios = fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios: steady (10 s at C), drop (2 s at C, 5 s at C/5, 5 s at C)")
 		scale     = fs.Float64("scale", 1, "multiplies every scenario's durations, in (0, 10]")
-		trace     = fs.Bool("trace", false, "print the send rate of ours with the limiter every second to standard error")
+		trace     = fs.Bool("trace", false, "print the requests sent and the retry budget of ours with the limiter every second to standard error (with -fleet: every client's requests, the first client's budget)")
 		initial   = fs.Float64("initial-rate", 0, "the send rate, requests per second, the +rate modes start at before the first throttle; 0 is unlimited")
 	)
-	fs.Float64Var(&cfg.load.capacity, "capacity", 500, "capacity C of the table, requests per second")
+	fs.Float64Var(&cfg.load.capacity, "capacity", 500, "capacity C of the table, requests per second; 0 is unlimited, to measure -throttle-prob's throttles alone (steady only)")
+	fs.IntVar(&cfg.load.fleet, "fleet", 1, "number N of clients, each with its own retryer (a fresh one of the mode), dynamodb.Client and -k goroutines, sharing the table;\n"+
+		"with N > 1 the report adds Jain's fairness index and the clients' least and most share of the capacity")
+	fs.Float64Var(&cfg.load.throttleProb, "throttle-prob", 0, "probability in [0, 1] that the proxy throttles a request whatever the load, on top of the capacity")
+	fs.Uint64Var(&cfg.load.seed, "seed", 1, "seed of the proxy's random throttles (-throttle-prob), the same for every run")
+	fs.DurationVar(&cfg.load.warmup, "warmup", 0, "before each run, run the same clients and retryers for this long at unlimited capacity without random throttles;\n"+
+		"the warm-up's operations and requests are not counted")
 	fs.Float64Var(&cfg.load.burstSeconds, "burst", 0.1, "the table's bucket size, in seconds of capacity")
 	fs.DurationVar(&cfg.load.service, "service", 2*time.Millisecond, "service time of every admitted request")
 	fs.DurationVar(&cfg.load.drain, "drain", 15*time.Second, "longest wait for the goroutines to stop after a run; longer is an error")
 	fs.DurationVar(&cfg.pause, "pause", 500*time.Millisecond, "pause between runs")
 	fs.StringVar(&cfg.plotDir, "plot", "", "write a chart of server requests per second per mode (SVG and PNG) into this directory")
+	fs.StringVar(&cfg.metricsDir, "plot-metrics", "", "give the retryer of every client of the ours-* modes an OpenTelemetry meter provider of its own (one per client:\n"+
+		"on a shared one a fleet's retryers would report under the same attributes), sample its gauges jitterretry.bucket.tokens\n"+
+		"and jitterretry.send_rate.limit every 100 ms, and write a chart per scenario of both over time, one line per mode\n"+
+		"(SVG and PNG, *_metrics), into this directory; with -fleet the line is the mean over the clients and a band runs\n"+
+		"from the least to the most (the rate over the clients whose limiter is limited); the sdk-* modes are left out,\n"+
+		"and ours pay the small cost of recording their instruments")
 	if err := fs.Parse(args); err != nil {
 		return cfg, err
 	}
@@ -150,9 +247,12 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.k, err = listflag.PositiveInts("k", *k); err != nil {
 		return cfg, err
 	}
+	if cfg.load.fleet < 1 {
+		return cfg, fmt.Errorf("invalid -fleet %d: must be positive", cfg.load.fleet)
+	}
 	for _, n := range cfg.k {
-		if n > maxK {
-			return cfg, fmt.Errorf("invalid -k %d: at most %d", n, maxK)
+		if n*cfg.load.fleet > maxK {
+			return cfg, fmt.Errorf("invalid -k %d with -fleet %d: at most %d goroutines in all", n, cfg.load.fleet, maxK)
 		}
 	}
 	if !(*initial >= 0) {
@@ -161,9 +261,19 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if cfg.modes, err = parseModes(*modes, *initial); err != nil {
 		return cfg, err
 	}
+	if cfg.metricsDir != "" {
+		if !slices.ContainsFunc(cfg.modes, func(m mode) bool { return m.metered != nil }) {
+			return cfg, errors.New("invalid -plot-metrics without an ours-* mode: only our retryers have the gauges to chart")
+		}
+		cfg.load.gauges = true
+	}
 	switch {
-	case !(cfg.load.capacity > 0) || math.IsInf(cfg.load.capacity, 1):
-		return cfg, fmt.Errorf("invalid -capacity %v: must be positive and finite", cfg.load.capacity)
+	case !(cfg.load.capacity >= 0) || math.IsInf(cfg.load.capacity, 1):
+		return cfg, fmt.Errorf("invalid -capacity %v: must be zero (unlimited) or positive and finite", cfg.load.capacity)
+	case !(cfg.load.throttleProb >= 0 && cfg.load.throttleProb <= 1):
+		return cfg, fmt.Errorf("invalid -throttle-prob %v: must be within [0, 1]", cfg.load.throttleProb)
+	case cfg.load.warmup < 0 || cfg.load.warmup > maxWarmup:
+		return cfg, fmt.Errorf("invalid -warmup %v: must be in [0, %v]", cfg.load.warmup, maxWarmup)
 	case !(cfg.load.burstSeconds > 0) || cfg.load.burstSeconds > 60:
 		return cfg, fmt.Errorf("invalid -burst %v: must be in (0, 60] seconds", cfg.load.burstSeconds)
 	case cfg.load.service < 0 || cfg.load.service > time.Second:
@@ -184,6 +294,14 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	if len(cfg.scenarios) == 0 {
 		return cfg, errors.New("invalid -scenarios: empty list")
+	}
+	if cfg.load.capacity == 0 {
+		for _, s := range cfg.scenarios {
+			if len(s.phases) > 1 {
+				return cfg, fmt.Errorf("invalid -scenarios %s with -capacity 0: an unlimited table has no capacity to change", s.name)
+			}
+		}
+		cfg.load.capacity = math.Inf(1)
 	}
 	if *trace {
 		cfg.load.trace = stderr

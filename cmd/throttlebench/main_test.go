@@ -2,8 +2,10 @@ package main
 
 import (
 	"bytes"
+	"math"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -47,4 +49,118 @@ func TestRunOneCountsWhatTheServerSaw(t *testing.T) {
 	}
 	assert.Equal(t, r.requests, perSecond, "expect the per-second counts to add up")
 	assert.Equal(t, int(r.successes+r.failed.total()), len(r.latencies))
+}
+
+func TestParseFlagsIssue15(t *testing.T) {
+	for name, tc := range map[string]struct {
+		args  []string
+		check func(t *testing.T, cfg config)
+	}{
+		"fleet": {[]string{"-fleet", "16", "-k", "4"}, func(t *testing.T, cfg config) {
+			assert.Equal(t, 16, cfg.load.fleet)
+			assert.Equal(t, []int{4}, cfg.k)
+		}},
+		"random throttles on an unlimited table": {[]string{"-capacity", "0", "-throttle-prob", "0.2", "-scenarios", "steady", "-seed", "9"}, func(t *testing.T, cfg config) {
+			assert.True(t, math.IsInf(cfg.load.capacity, 1), "expect -capacity 0 to be unlimited")
+			assert.Equal(t, 0.2, cfg.load.throttleProb)
+			assert.Equal(t, uint64(9), cfg.load.seed)
+		}},
+		"random throttles on a finite table": {[]string{"-throttle-prob", "1", "-scenarios", "drop"}, func(t *testing.T, cfg config) {
+			assert.Equal(t, 500.0, cfg.load.capacity)
+			assert.Equal(t, 1.0, cfg.load.throttleProb)
+		}},
+		"warm-up": {[]string{"-warmup", "1s"}, func(t *testing.T, cfg config) {
+			assert.Equal(t, time.Second, cfg.load.warmup)
+		}},
+		"as many goroutines as allowed": {[]string{"-fleet", "5", "-k", "1000"}, func(t *testing.T, cfg config) {
+			assert.Equal(t, 5, cfg.load.fleet)
+		}},
+	} {
+		t.Run(name, func(t *testing.T) {
+			cfg, err := parseFlags(tc.args, &bytes.Buffer{})
+			require.NoError(t, err)
+			tc.check(t, cfg)
+		})
+	}
+
+	for name, args := range map[string][]string{
+		"no client":                     {"-fleet", "0"},
+		"negative fleet":                {"-fleet", "-2"},
+		"too many goroutines in all":    {"-fleet", "2", "-k", "2501"},
+		"probability above one":         {"-throttle-prob", "1.1"},
+		"negative probability":          {"-throttle-prob", "-0.1"},
+		"probability NaN":               {"-throttle-prob", "NaN"},
+		"negative warm-up":              {"-warmup", "-1s"},
+		"warm-up too long":              {"-warmup", "2m"},
+		"negative capacity":             {"-capacity", "-1"},
+		"infinite capacity":             {"-capacity", "+Inf"},
+		"a drop of an unlimited table":  {"-capacity", "0", "-scenarios", "drop"},
+		"unlimited with every scenario": {"-capacity", "0"},
+		"negative seed":                 {"-seed", "-1"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			_, err := parseFlags(args, &bytes.Buffer{})
+			assert.Error(t, err, "expect %q rejected", strings.Join(args, " "))
+		})
+	}
+}
+
+func TestRunLabelAndPlotFile(t *testing.T) {
+	assert.Equal(t, "K=64", runLabel(1, 64))
+	assert.Equal(t, "16 clients × K=4", runLabel(16, 4))
+	assert.Equal(t, "throttle_k64_drop", plotFile(1, 64, "drop"), "expect a single client to keep its chart's name")
+	assert.Equal(t, "throttle_f16_k4_steady", plotFile(16, 4, "steady"))
+}
+
+// TestRunIssue15EndToEnd runs a fleet with a warm-up and random throttles
+// for a fraction of a second: the figures depend on the machine, so it
+// checks only that the report has its parts.
+func TestRunIssue15EndToEnd(t *testing.T) {
+	dir := t.TempDir()
+	var out, errOut bytes.Buffer
+	err := run([]string{"-fleet", "3", "-k", "2", "-warmup", "100ms", "-throttle-prob", "0.1", "-modes", "sdk-standard,ours-full+rate",
+		"-scenarios", "drop", "-scale", "0.1", "-pause", "0", "-plot", dir}, &out, &errOut)
+	require.NoError(t, err, errOut.String())
+	text := out.String()
+	assert.Contains(t, text, "a fleet of 3 clients per mode")
+	assert.Contains(t, text, "random throttles: each request with probability 0.1")
+	assert.Contains(t, text, "a warm-up of 100ms")
+	assert.Contains(t, text, "== 3 clients × K=2, drop:")
+	assert.Contains(t, text, "fairness over the 3 clients")
+	assert.Regexp(t, `recovery\s+\+1s %`, text)
+	assert.Contains(t, errOut.String(), "in the warm-up, not counted")
+	_, err = os.Stat(filepath.Join(dir, "throttle_f3_k2_drop.png"))
+	assert.NoError(t, err)
+}
+
+// TestRunOneFleetAfterWarmup checks what holds whatever the machine's
+// speed: every client of the fleet is counted apart, and after a warm-up
+// on an unlimited table the scenario, which throttles every request,
+// counts none of the warm-up's successes.
+func TestRunOneFleetAfterWarmup(t *testing.T) {
+	up, err := startUpstream(0)
+	require.NoError(t, err)
+	defer func() { _ = up.Close() }()
+	m, err := parseMode("sdk-standard", 0)
+	require.NoError(t, err)
+	cfg := loadConfig{capacity: math.Inf(1), burstSeconds: 0.1, drain: 30 * time.Second,
+		fleet: 3, throttleProb: 1, seed: 1, warmup: 200 * time.Millisecond}
+	r, err := runOne(cfg, up, m, 2, mustScenario(t, scenarioSteady, 0.03))
+	require.NoError(t, err)
+	require.Len(t, r.clientOK, 3)
+	assert.Positive(t, r.warmupOK, "expect the warm-up's requests to succeed")
+	assert.Zero(t, r.successes, "expect no success counted when the scenario throttles everything")
+	assert.Equal(t, []int64{0, 0, 0}, r.clientOK)
+	assert.Equal(t, r.requests, r.throttled, "expect the server's counts to leave the warm-up out")
+
+	cfg.throttleProb, cfg.warmup = 0, 0
+	r, err = runOne(cfg, up, m, 2, mustScenario(t, scenarioSteady, 0.03))
+	require.NoError(t, err)
+	var sum int64
+	for i, ok := range r.clientOK {
+		assert.Positive(t, ok, "client %d", i)
+		sum += ok
+	}
+	assert.Equal(t, r.successes, sum, "expect the clients' successes to add up")
+	assert.Zero(t, r.warmupOK)
 }

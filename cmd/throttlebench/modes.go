@@ -8,6 +8,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go/metrics"
 
 	"github.com/jitterretry/jitterretry"
 	"github.com/jitterretry/jitterretry/cmd/internal/listflag"
@@ -43,6 +44,12 @@ type mode struct {
 	// retryer builds a fresh retryer for one run; nil keeps the client's
 	// default.
 	retryer func() aws.Retryer
+	// metered builds the same retryer recording into a meter provider
+	// (-plot-metrics); nil for the SDK's modes, whose retryers take none.
+	metered func(metrics.MeterProvider) aws.Retryer
+	// rate is set for ours with the send-rate limiter on, whose sends
+	// -trace reports.
+	rate bool
 }
 
 // parseMode returns the mode called name; the "+rate" modes start their
@@ -52,9 +59,9 @@ func parseMode(name string, initialRate float64) (mode, error) {
 	case modeSDKDefault:
 		return mode{name: name}, nil
 	case modeSDKStandard:
-		return mode{name, func() aws.Retryer { return retry.NewStandard() }}, nil
+		return mode{name: name, retryer: func() aws.Retryer { return retry.NewStandard() }}, nil
 	case modeSDKAdaptive:
-		return mode{name, func() aws.Retryer { return retry.NewAdaptiveMode() }}, nil
+		return mode{name: name, retryer: func() aws.Retryer { return retry.NewAdaptiveMode() }}, nil
 	}
 	rest, ok := strings.CutPrefix(name, oursPrefix)
 	if !ok {
@@ -77,7 +84,12 @@ func parseMode(name string, initialRate float64) (mode, error) {
 	if err := jitterretry.New(jitterretry.DynamoDB, opts).Err(); err != nil {
 		return mode{}, fmt.Errorf("invalid mode %q: %w", name, err)
 	}
-	return mode{name, func() aws.Retryer { return jitterretry.New(jitterretry.DynamoDB, opts) }}, nil
+	// retryer is metered without a provider, so that a run with
+	// -plot-metrics differs from one without only by the provider.
+	metered := func(p metrics.MeterProvider) aws.Retryer {
+		return jitterretry.New(jitterretry.DynamoDB, opts, func(o *jitterretry.Options) { o.MeterProvider = p })
+	}
+	return mode{name: name, retryer: func() aws.Retryer { return metered(nil) }, metered: metered, rate: rate}, nil
 }
 
 // parseModes parses a comma-separated list of modes; "all" is defaultModes.

@@ -13,9 +13,6 @@ import (
 // time the recovery.
 const binWidth = 100 * time.Millisecond
 
-// recoveryTarget is the fraction of capacity that counts as recovered.
-const recoveryTarget = 0.95
-
 // second is what the server (the capacity proxy) saw in one second of a run.
 type second struct {
 	requests  int64 // every request received, throttled ones included
@@ -42,27 +39,35 @@ type result struct {
 	mode      string
 	k         int
 	scen      scenario
-	capacity  float64 // nominal capacity C, requests per second
+	capacity  float64 // nominal capacity C, requests per second; +Inf is unlimited
 	successes int64
+	clientOK  []int64 // successes of each client of the fleet
 	failed    failures
 	cutOff    int64           // operations still running when the scenario ended
+	warmupOK  int64           // successes of the warm-up, not counted in the rest
 	latencies []time.Duration // every operation that returned, success or failure
 	okBins    []int64         // successes completed in each binWidth from the start
 	requests  int64           // server-seen requests, throttled ones included
 	throttled int64
 	seconds   []second
+	gauges    []gaugeSample // ours' retryers' gauges every gaugeInterval, with -plot-metrics; nil otherwise
 }
+
+// unlimited reports whether the table had no capacity limit.
+func (r result) unlimited() bool { return math.IsInf(r.capacity, 1) }
 
 // summary is the report of one result.
 type summary struct {
-	util            float64 // successes / capacity over the run
+	util            float64 // successes / capacity over the run; 0 when unlimited
+	okPerSecond     float64 // successes / duration
 	callsPerSuccess float64 // server-seen requests / successes; +Inf without a success
 	p50, p99, max   time.Duration
 	peak            float64 // highest requests/capacity of any second after the first
 	worstThrottled  int64   // most throttled requests in any second
 	recovery        time.Duration
-	hasRecovery     bool // the scenario raises capacity
-	recovered       bool // the run reached recoveryTarget after the rise
+	hasRecovery     bool      // the scenario raises capacity
+	recovered       bool      // the run reached recoveryTarget after the rise
+	afterRise       []float64 // successes / capacity in each of the first whole seconds after the rise
 }
 
 func summarize(r result) summary {
@@ -70,6 +75,7 @@ func summarize(r result) summary {
 	s := summary{
 		util:            ratio(float64(r.successes), r.scen.capacityBetween(r.capacity, 0, dur)),
 		callsPerSuccess: ratio(float64(r.requests), float64(r.successes)),
+		okPerSecond:     float64(r.successes) / dur.Seconds(),
 	}
 	lat := slices.Clone(r.latencies)
 	slices.Sort(lat)
@@ -90,35 +96,13 @@ func summarize(r result) summary {
 			s.peak = max(s.peak, float64(sec.requests)/c)
 		}
 	}
-	if at, ok := r.scen.recovery(); ok {
+	if at, ok := r.scen.recovery(); ok && !r.unlimited() {
 		s.hasRecovery = true
-		s.recovery, s.recovered = recoveryTime(r.okBins, at, dur, func(from, to time.Duration) float64 {
-			return r.scen.capacityBetween(r.capacity, from, to)
-		})
+		capacity := func(from, to time.Duration) float64 { return r.scen.capacityBetween(r.capacity, from, to) }
+		s.recovery, s.recovered = recoveryTime(r.okBins, at, dur, capacity)
+		s.afterRise = secondsAfter(r.okBins, at, dur, recoverySeconds, capacity)
 	}
 	return s
-}
-
-// recoveryTime returns how long after at the successes in a sliding one-second
-// window first reach recoveryTarget of the capacity in that window, with
-// bins the successes per binWidth from the start; false when no window
-// within dur does.
-func recoveryTime(bins []int64, at, dur time.Duration, capacity func(from, to time.Duration) float64) (time.Duration, bool) {
-	per := int(time.Second / binWidth)
-	for first := int(at / binWidth); ; first++ {
-		from := time.Duration(first) * binWidth
-		to := from + time.Second
-		if to > dur || first+per > len(bins) {
-			return 0, false
-		}
-		var ok int64
-		for _, n := range bins[first : first+per] {
-			ok += n
-		}
-		if float64(ok) >= recoveryTarget*capacity(from, to) {
-			return from - at, true
-		}
-	}
 }
 
 // percentile returns the nearest-rank p-quantile of sorted, or 0 when empty.
@@ -141,22 +125,36 @@ func ratio(a, b float64) float64 {
 func printSummary(w io.Writer, results []result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	hasRecovery := len(results) > 0 && summarize(results[0]).hasRecovery
-	header := "mode\tutil %\tcalls/ok\tok\tfailed\tbudget\tmax-att\tother\tcut\tp50 ms\tp99 ms\tmax ms\tpeak ×C\tthr/s max"
+	header := "mode\tutil %\tok/s\tcalls/ok\tok\tfailed\tbudget\tmax-att\tother\tcut\tp50 ms\tp99 ms\tmax ms\tpeak ×C\tthr/s max"
 	if hasRecovery {
 		header += "\trecovery"
+		for i := range recoverySeconds {
+			header += fmt.Sprintf("\t+%ds %%", i+1)
+		}
 	}
 	fmt.Fprintln(tw, header+"\t")
 	for _, r := range results {
 		s := summarize(r)
-		fmt.Fprintf(tw, "%s\t%.1f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%.2f\t%d",
-			r.mode, 100*s.util, s.callsPerSuccess, r.successes, r.failed.total(), r.failed.budget, r.failed.maxAttempts, r.failed.other,
-			r.cutOff, ms(s.p50), ms(s.p99), ms(s.max), s.peak, s.worstThrottled)
+		util, peak := fixed(100*s.util, 1), fixed(s.peak, 2)
+		if r.unlimited() {
+			util, peak = "-", "-"
+		}
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d",
+			r.mode, util, s.okPerSecond, s.callsPerSuccess, r.successes, r.failed.total(), r.failed.budget, r.failed.maxAttempts, r.failed.other,
+			r.cutOff, ms(s.p50), ms(s.p99), ms(s.max), peak, s.worstThrottled)
 		if hasRecovery {
 			rec := "never"
 			if s.recovered {
 				rec = fmt.Sprintf("%.1f s", s.recovery.Seconds())
 			}
 			fmt.Fprintf(tw, "\t%s", rec)
+			for i := range recoverySeconds {
+				cell := "-" // the run ended before this second did
+				if i < len(s.afterRise) {
+					cell = fixed(100*s.afterRise[i], 1)
+				}
+				fmt.Fprintf(tw, "\t%s", cell)
+			}
 		}
 		fmt.Fprintln(tw, "\t")
 	}
@@ -188,7 +186,11 @@ func printSeconds(w io.Writer, results []result) {
 		fmt.Fprint(tw, "\ncapacity\t")
 		for i := range n {
 			from := time.Duration(i) * time.Second
-			fmt.Fprintf(tw, "%.0f\t", results[0].scen.capacityBetween(results[0].capacity, from, min(from+time.Second, dur)))
+			cell := "inf"
+			if !results[0].unlimited() {
+				cell = fmt.Sprintf("%.0f", results[0].scen.capacityBetween(results[0].capacity, from, min(from+time.Second, dur)))
+			}
+			fmt.Fprintf(tw, "%s\t", cell)
 		}
 		fmt.Fprintln(tw)
 		for _, r := range results {

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"errors"
 	"fmt"
 	"math"
@@ -70,34 +71,6 @@ func TestPercentileIsNearestRank(t *testing.T) {
 	assert.Equal(t, 7*time.Millisecond, percentile([]time.Duration{7 * time.Millisecond}, 0.99))
 }
 
-func TestRecoveryTime(t *testing.T) {
-	capacity := func(from, to time.Duration) float64 { return 500 * (to - from).Seconds() }
-	// 2 s of bins: 20 at 10 a bin (100/s), then 50 a bin (500/s) from 1.3 s.
-	bins := make([]int64, 30)
-	for i := range bins {
-		bins[i] = 10
-		if i >= 13 {
-			bins[i] = 50
-		}
-	}
-	// The window [1.3 s, 2.3 s) is the first with 500 successes.
-	got, ok := recoveryTime(bins, time.Second, 3*time.Second, capacity)
-	require.True(t, ok)
-	assert.Equal(t, 300*time.Millisecond, got)
-
-	// A window that would end past the run does not count.
-	_, ok = recoveryTime(bins, time.Second, 2*time.Second, capacity)
-	assert.False(t, ok, "expect no full window within the run")
-
-	// 95% is enough: 48 a bin is 480/s.
-	for i := range bins {
-		bins[i] = 48
-	}
-	got, ok = recoveryTime(bins, time.Second, 3*time.Second, capacity)
-	require.True(t, ok)
-	assert.Equal(t, time.Duration(0), got)
-}
-
 func TestSummarize(t *testing.T) {
 	drop := mustScenario(t, scenarioDrop, 1)
 	r := result{
@@ -129,9 +102,11 @@ func TestSummarize(t *testing.T) {
 	assert.Equal(t, 300*time.Millisecond, s.max)
 	assert.InDelta(t, 1.5, s.peak, 1e-9, "expect the peak 150/100 of the drop")
 	assert.Equal(t, int64(90), s.worstThrottled)
+	assert.InDelta(t, 3800.0/12, s.okPerSecond, 1e-9)
 	require.True(t, s.hasRecovery)
 	require.True(t, s.recovered)
 	assert.Equal(t, time.Duration(0), s.recovery)
+	assert.Equal(t, []float64{1, 1, 1}, s.afterRise, "expect 500 successes in each second after the rise")
 
 	none := summarize(result{scen: drop, capacity: 500})
 	assert.True(t, math.IsInf(none.callsPerSuccess, 1), "expect +Inf calls per success without a success")
@@ -144,7 +119,7 @@ func TestFailureKind(t *testing.T) {
 		err  error
 		want failures
 	}{
-		"ours, budget": {fmt.Errorf("op: %w", &jitterretry.BudgetError{Available: 3, Requested: 5, Err: throttle}), failures{budget: 1}},
+		"ours, budget": {fmt.Errorf("op: %w", &jitterretry.GiveUpError{Reason: jitterretry.GiveUpBudget, Err: throttle}), failures{budget: 1}},
 		"SDK, quota": {fmt.Errorf("failed to get rate limit token, %w",
 			ratelimit.QuotaExceededError{Available: 3, Requested: 5}), failures{budget: 1}},
 		"max attempts": {fmt.Errorf("op: %w", &retry.MaxAttemptsError{Attempt: 4, Err: throttle}), failures{maxAttempts: 1}},
@@ -166,21 +141,46 @@ func TestParseModes(t *testing.T) {
 		assert.NotNil(t, m.retryer(), m.name)
 	}
 
-	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive", 0)
+	// At an initial rate of 1/s the limiter, when on, makes a second
+	// attempt wait about a second: longer than a 200 ms deadline allows.
+	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive, ours-full", 1)
 	require.NoError(t, err)
-	require.Len(t, ms, 2)
+	require.Len(t, ms, 3)
 	r, ok := ms[0].retryer().(*jitterretry.Retryer)
 	require.True(t, ok)
-	_, limited := r.SendRateIn("")
-	assert.True(t, limited, "expect +rate to turn on the send-rate limiter")
+	assert.True(t, ms[0].rate)
+	assert.True(t, sendWaits(t, r), "expect +rate to turn on the send-rate limiter")
 	assert.Equal(t, 4, r.MaxAttempts(), "expect the DynamoDB preset")
 	_, ok = ms[1].retryer().(*retry.AdaptiveMode)
 	assert.True(t, ok)
+	r, ok = ms[2].retryer().(*jitterretry.Retryer)
+	require.True(t, ok)
+	assert.False(t, ms[2].rate)
+	assert.False(t, sendWaits(t, r), "expect no send-rate limiter without +rate")
 
 	for _, bad := range []string{"", "sdk", "ours-", "ours-full+failfast+rate", "ours-bogus", "ours-full,ours-full"} {
 		_, err := parseModes(bad, 0)
 		assert.Error(t, err, "expect %q rejected", bad)
 	}
+}
+
+// sendWaits reports whether r's send-rate limiter refuses a second attempt
+// at once for want of time before a 200 ms deadline.
+func sendWaits(t *testing.T, r *jitterretry.Retryer) bool {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	for range 2 {
+		release, err := r.GetAttemptToken(ctx)
+		var gu *jitterretry.GiveUpError
+		if errors.As(err, &gu) {
+			require.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "expect a send-rate wait past the deadline, got %v", err)
+			return true
+		}
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	return false
 }
 
 func TestParseFlags(t *testing.T) {
@@ -193,6 +193,10 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, 12*time.Second, cfg.scenarios[1].duration())
 	assert.Equal(t, 500.0, cfg.load.capacity)
 	assert.Equal(t, 2*time.Millisecond, cfg.load.service)
+	assert.Equal(t, 1, cfg.load.fleet)
+	assert.Zero(t, cfg.load.throttleProb)
+	assert.Zero(t, cfg.load.warmup)
+	assert.Equal(t, uint64(1), cfg.load.seed)
 
 	cfg, err = parseFlags([]string{"-k", "4,1000", "-scenarios", "drop", "-scale", "0.5"}, &bytes.Buffer{})
 	require.NoError(t, err)
@@ -200,7 +204,7 @@ func TestParseFlags(t *testing.T) {
 	assert.Equal(t, 6*time.Second, cfg.scenarios[0].duration())
 
 	for _, args := range [][]string{
-		{"-k", "0"}, {"-k", "99999"}, {"-capacity", "0"}, {"-burst", "-1"}, {"-scale", "0"},
+		{"-k", "0"}, {"-k", "99999"}, {"-capacity", "-1"}, {"-burst", "-1"}, {"-scale", "0"},
 		{"-scale", "11"}, {"-scenarios", ","}, {"-modes", "nope"}, {"-service", "-1ms"}, {"extra"},
 		{"-initial-rate", "-1"}, {"-initial-rate", "NaN"},
 	} {
@@ -211,7 +215,7 @@ func TestParseFlags(t *testing.T) {
 
 func TestPrintSummaryAndSeconds(t *testing.T) {
 	drop := mustScenario(t, scenarioDrop, 1)
-	r := result{mode: "ours-full+rate", scen: drop, capacity: 500, successes: 10, requests: 11,
+	r := result{mode: "ours-full+rate", scen: drop, capacity: 500, successes: 10, requests: 11, okBins: make([]int64, 120),
 		seconds: []second{{requests: 700, throttled: 200}, {requests: 510, throttled: 10}}}
 	var out bytes.Buffer
 	printSummary(&out, []result{r})
@@ -222,4 +226,27 @@ func TestPrintSummaryAndSeconds(t *testing.T) {
 	assert.Contains(t, text, "ours-full+rate")
 	assert.Regexp(t, `capacity\s+500\s+500\s+100`, text)
 	assert.Regexp(t, `ours-full\+rate\s+700\s+510\s+0`, text)
+	assert.Regexp(t, `\+1s %\s+\+2s %\s+\+3s %`, text)
+	assert.Regexp(t, `never\s+0\.0\s+0\.0\s+0\.0`, text, "expect no success after the rise")
+}
+
+func TestSummaryUnlimited(t *testing.T) {
+	steady := mustScenario(t, scenarioSteady, 0.2) // 2 s
+	r := result{mode: "ours-full", scen: steady, capacity: math.Inf(1), successes: 800, requests: 1000, throttled: 200,
+		seconds: []second{{requests: 500, throttled: 100}, {requests: 500, throttled: 100}}}
+	s := summarize(r)
+	assert.InDelta(t, 400.0, s.okPerSecond, 1e-9)
+	assert.InDelta(t, 1.25, s.callsPerSuccess, 1e-9)
+	assert.False(t, s.hasRecovery)
+
+	var out bytes.Buffer
+	printSummary(&out, []result{r})
+	printSeconds(&out, []result{r})
+	text := out.String()
+	assert.Regexp(t, `ours-full\s+-\s+400\s+1\.25\s+800\s`, text, "expect no utilisation, 400 ok/s")
+	assert.Regexp(t, `capacity\s+inf\s+inf`, text)
+	assert.NotContains(t, text, "recovery")
+
+	drop := mustScenario(t, scenarioDrop, 1)
+	assert.Equal(t, "unlimited for 2s, unlimited for 5s, unlimited for 5s", drop.describe(math.Inf(1)))
 }

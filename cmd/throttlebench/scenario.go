@@ -2,6 +2,7 @@ package main
 
 import (
 	"fmt"
+	"math"
 	"strings"
 	"time"
 )
@@ -87,11 +88,16 @@ func (s scenario) recovery() (time.Duration, bool) {
 	return at, found
 }
 
-// describe returns a one-line description such as "500/s for 2s, 100/s for 5s".
+// describe returns a one-line description such as "500/s for 2s, 100/s for
+// 5s", or "unlimited for 10s" when c is +Inf.
 func (s scenario) describe(c float64) string {
 	parts := make([]string, len(s.phases))
 	for i, p := range s.phases {
-		parts[i] = fmt.Sprintf("%g/s for %v", c*p.frac, p.dur)
+		if math.IsInf(c, 1) {
+			parts[i] = fmt.Sprintf("unlimited for %v", p.dur)
+		} else {
+			parts[i] = fmt.Sprintf("%g/s for %v", c*p.frac, p.dur)
+		}
 	}
 	return strings.Join(parts, ", ")
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/metrics"
 	"github.com/truora/minidyn/server"
 )
 
@@ -69,14 +70,18 @@ func newBackend(ctx context.Context, endpoint string) (*backend, error) {
 	return b, nil
 }
 
-// client returns a DynamoDB client for endpoint with retryer; a nil retryer
-// keeps the SDK's default.
-func (b *backend) client(endpoint string, retryer aws.Retryer) *dynamodb.Client {
+// client returns a DynamoDB client for endpoint with retryer, recording
+// its metrics into meters; a nil retryer keeps the SDK's default, nil
+// meters record nothing.
+func (b *backend) client(endpoint string, retryer aws.Retryer, meters metrics.MeterProvider) *dynamodb.Client {
 	return dynamodb.NewFromConfig(b.AWS, func(o *dynamodb.Options) {
 		o.BaseEndpoint = aws.String(endpoint)
 		o.DisableValidateResponseChecksum = b.Embedded
 		if retryer != nil {
 			o.Retryer = retryer
+		}
+		if meters != nil {
+			o.MeterProvider = meters
 		}
 	})
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"time"
 
@@ -11,21 +12,25 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 
 	"github.com/jitterretry/jitterretry"
 )
 
 // Timing defaults. A DynamoDB call is given the invocation's deadline
-// minus DefaultReserve; each HTTP attempt at most DefaultAttemptTimeout;
-// and a retry is started only when its backoff and a whole attempt fit
-// before that earlier deadline. So the handler returns its own error at
-// least the reserve before Lambda would stop the function.
+// minus DefaultReserve; each attempt at most DefaultAttemptTimeout
+// (jitterretry.AttemptTimeout); and a retry is started only when its backoff
+// and an attempt fit before that earlier deadline (the retryer's learnt
+// margin, or the attempt timeout after a cut attempt). So the handler
+// returns its own error at least the reserve before Lambda would stop the
+// function.
 const (
 	// DefaultReserve is the time kept free before the function's deadline
 	// to return the error and flush logs: 500 ms.
 	DefaultReserve = 500 * time.Millisecond
-	// DefaultAttemptTimeout bounds one HTTP attempt: 300 ms, far above
-	// DynamoDB's usual latency, so that a stalled connection is retried.
+	// DefaultAttemptTimeout bounds one attempt: 300 ms, far above
+	// DynamoDB's usual latency, so that a stalled connection is cut and
+	// retried rather than eat the invocation.
 	DefaultAttemptTimeout = 300 * time.Millisecond
 	// markerTTL is how long a request's marker item is kept (its "expires"
 	// attribute, for the table's TTL): Lambda retries an asynchronous
@@ -34,15 +39,21 @@ const (
 )
 
 // NewRetryer returns the retryer the function's DynamoDB client uses: the
-// SDK's DynamoDB defaults with full jitter, no fixed attempt limit (the
-// deadline and the retry budget end the retries), and DeadlineMargin set to
-// attemptTimeout so that no retry starts without time for the attempt.
-// optFns run last, for tests.
-func NewRetryer(attemptTimeout time.Duration, optFns ...func(*jitterretry.Options)) *jitterretry.Retryer {
+// SDK's DynamoDB defaults with full jitter and no fixed attempt limit (the
+// deadline and the retry budget end the retries). The deadline margin is
+// learnt from the attempts the execution environment makes; after an
+// attempt cut by its attempt timeout the retryer leaves that timeout for
+// the next. optFns run last, for tests.
+func NewRetryer(optFns ...func(*jitterretry.Options)) *jitterretry.Retryer {
 	return jitterretry.New(append([]func(*jitterretry.Options){jitterretry.DynamoDB, func(o *jitterretry.Options) {
 		o.MaxAttempts = jitterretry.UnlimitedAttempts
-		o.DeadlineMargin = attemptTimeout
 	}}, optFns...)...)
+}
+
+// APIOptions are the SDK API options the function's DynamoDB client needs:
+// every attempt bounded by attemptTimeout.
+func APIOptions(attemptTimeout time.Duration) []func(*middleware.Stack) error {
+	return []func(*middleware.Stack) error{jitterretry.AttemptTimeout(attemptTimeout)}
 }
 
 // Event is the function's input.
@@ -67,6 +78,7 @@ type Result struct {
 
 // NoTimeError reports an invocation that started with too little time left
 // to make a DynamoDB call and still keep the reserve: nothing was sent.
+// Lambda reports it with errorType "NoTimeError".
 type NoTimeError struct {
 	// Left is the time that was left until the function's deadline.
 	Left time.Duration
@@ -82,30 +94,69 @@ func (e *NoTimeError) Error() string {
 // Is matches context.DeadlineExceeded.
 func (e *NoTimeError) Is(target error) bool { return target == context.DeadlineExceeded }
 
+// CounterError reports a DynamoDB call of the function that failed. Lambda
+// reports it with errorType "CounterError" and this error's message, which
+// says why the retries stopped (the retryer's give-up: the deadline, the
+// retry budget) and the last real error (the throttle, a cut attempt).
+type CounterError struct {
+	// Op is "increment" (nothing was acknowledged; the increment may have
+	// landed, and Lambda's retry with the same request ID replays it) or
+	// "read" (the increment landed; the counter could not be read).
+	Op string
+	// Key is the counter's name.
+	Key string
+	// Err is the client's error: a *jitterretry.GiveUpError when the
+	// retryer gave up, which wraps the last attempt's error.
+	Err error
+}
+
+func (e *CounterError) Error() string {
+	return fmt.Sprintf("counter: %s %q: %v", e.Op, e.Key, e.Err)
+}
+
+// Unwrap returns the client's error.
+func (e *CounterError) Unwrap() error { return e.Err }
+
 // Handler increments a counter in DynamoDB once per invocation request ID.
 // Safe for concurrent use by multiple goroutines.
 type Handler struct {
 	// Client is a DynamoDB client whose retryer is NewRetryer's and whose
-	// HTTP client times out after AttemptTimeout.
+	// API options include APIOptions(AttemptTimeout).
 	Client *dynamodb.Client
 	// Table has a string partition key "pk", and TTL on "expires".
 	Table string
 	// Reserve is kept free before the function's deadline. Zero means
 	// DefaultReserve.
 	Reserve time.Duration
-	// AttemptTimeout is the HTTP client's timeout, for the check that an
-	// invocation has time for one attempt. Zero means DefaultAttemptTimeout.
+	// AttemptTimeout is the client's attempt timeout, for the check that an
+	// invocation has time for one attempt. Zero means
+	// DefaultAttemptTimeout.
 	AttemptTimeout time.Duration
+	// Log, when set, receives one record per invocation: its outcome, the
+	// DynamoDB attempts it made, and the time it left before the function's
+	// deadline. Lambda sends what the function writes to CloudWatch Logs.
+	Log *slog.Logger
 }
 
-// Handle applies ev once for the invocation's request ID. Errors wrap the
-// DynamoDB error and the retryer's: a *jitterretry.GiveUpError when the
-// next retry would not fit before the reserve (it wraps the last real
-// error, such as the throttle), a *jitterretry.BudgetError when the
-// client's retry budget is spent, a *NoTimeError when the invocation began
-// too late. Any error is safe to retry with the same request ID, as Lambda
-// does: an increment that had landed is then replayed, not applied again.
+// Handle applies ev once for the invocation's request ID. A failed DynamoDB
+// call is a *CounterError wrapping the client's error: a
+// *jitterretry.GiveUpError, with reason GiveUpDeadline when the next retry
+// would not fit before the reserve or GiveUpBudget when the client's retry
+// budget is spent, which wraps the last real error (such as the throttle).
+// An invocation that began too late is a *NoTimeError. Any error is safe to
+// retry with the same request ID, as Lambda does: an increment that had
+// landed is then replayed, not applied again.
 func (h *Handler) Handle(ctx context.Context, ev Event) (Result, error) {
+	start := time.Now()
+	var st attemptStats
+	res, err := h.handle(ctx, ev, &st)
+	if h.Log != nil {
+		h.log(ctx, ev, start, &st, res, err)
+	}
+	return res, err
+}
+
+func (h *Handler) handle(ctx context.Context, ev Event, st *attemptStats) (Result, error) {
 	if ev.Key == "" {
 		return Result{}, errors.New("counter: event has no key")
 	}
@@ -125,11 +176,11 @@ func (h *Handler) Handle(ctx context.Context, ev Event) (Result, error) {
 	if requestID == "" {
 		return Result{}, errors.New("counter: no Lambda request ID in the context")
 	}
-	_, err = h.Client.TransactWriteItems(ctx, h.increment(ev, requestID))
+	_, err = h.Client.TransactWriteItems(ctx, h.increment(ev, requestID), st.count)
 	if err == nil || replayed(err) {
-		return h.read(ctx, ev.Key, err != nil)
+		return h.read(ctx, ev.Key, err != nil, st)
 	}
-	return Result{}, fmt.Errorf("counter: increment %q: %w", ev.Key, err)
+	return Result{}, &CounterError{Op: "increment", Key: ev.Key, Err: err}
 }
 
 // withReserve returns ctx with a deadline Reserve earlier than the
@@ -154,8 +205,9 @@ func (h *Handler) withReserve(ctx context.Context) (context.Context, context.Can
 	return ctx, cancel, nil
 }
 
-// increment is one transaction: a marker item for the request ID, put only
-// if absent, and the counter's increment. DynamoDB also honours the request
+// increment is one transaction: a marker item for the request ID (with the
+// counter's name, for audits), put only if absent, and the counter's
+// increment. DynamoDB also honours the request
 // ID as ClientRequestToken for 10 minutes; the marker covers servers that
 // do not and the hours Lambda may retry an invocation.
 func (h *Handler) increment(ev Event, requestID string) *dynamodb.TransactWriteItemsInput {
@@ -167,6 +219,7 @@ func (h *Handler) increment(ev Event, requestID string) *dynamodb.TransactWriteI
 				TableName: aws.String(h.Table),
 				Item: map[string]types.AttributeValue{
 					"pk":      &types.AttributeValueMemberS{Value: "request#" + requestID},
+					"key":     &types.AttributeValueMemberS{Value: ev.Key},
 					"expires": &types.AttributeValueMemberN{Value: expires},
 				},
 				ConditionExpression: aws.String("attribute_not_exists(pk)"),
@@ -192,14 +245,14 @@ func replayed(err error) bool {
 	return aws.ToString(tce.CancellationReasons[0].Code) == "ConditionalCheckFailed"
 }
 
-func (h *Handler) read(ctx context.Context, key string, replayed bool) (Result, error) {
+func (h *Handler) read(ctx context.Context, key string, replayed bool, st *attemptStats) (Result, error) {
 	out, err := h.Client.GetItem(ctx, &dynamodb.GetItemInput{
 		TableName:      aws.String(h.Table),
 		Key:            map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "counter#" + key}},
 		ConsistentRead: aws.Bool(true),
-	})
+	}, st.count)
 	if err != nil {
-		return Result{}, fmt.Errorf("counter: read %q after the increment: %w", key, err)
+		return Result{}, &CounterError{Op: "read", Key: key, Err: err}
 	}
 	res := Result{Key: key, Replayed: replayed}
 	if n, ok := out.Item["n"].(*types.AttributeValueMemberN); ok {

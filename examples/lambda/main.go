@@ -5,15 +5,20 @@
 //
 // It keeps a reserve (RESERVE_MS, default 500) before the deadline Lambda
 // gives the invocation: DynamoDB calls get a context whose deadline is that
-// much earlier, each HTTP attempt times out after 300 ms, and the retryer
-// (DeadlineMargin) starts a retry only when its backoff and a whole attempt
-// fit before that earlier deadline. When they do not, the call fails at once
-// with a *jitterretry.GiveUpError that wraps the last real error, such as
-// the throttle.
+// much earlier, each attempt is cut after 300 ms (jitterretry.AttemptTimeout)
+// and retried, and the retryer starts a retry only when its backoff and an
+// attempt fit before that earlier deadline, with a margin it learns from
+// the attempts it times. When they do not, the call fails at once with a
+// *jitterretry.GiveUpError that wraps the last real error, such as the
+// throttle, and the function returns it as a *CounterError (errorType
+// "CounterError" in Lambda's error response). It logs one JSON record per
+// invocation to standard output (CloudWatch Logs in Lambda).
 //
 // Environment: TABLE_NAME (string partition key "pk", TTL on "expires"),
-// RESERVE_MS. It only runs inside Lambda; its tests invoke the handler
-// against an embedded DynamoDB-compatible server:
+// RESERVE_MS, and the SDK's own (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB...).
+// It runs inside Lambda or under the Lambda Runtime Interface Emulator;
+// its tests run the handler in-process and, built as bootstrap, under the
+// emulator (make lambda shows such a run):
 //
 //	go test ./examples/lambda
 package main
@@ -21,21 +26,22 @@ package main
 import (
 	"context"
 	"fmt"
+	"log/slog"
 	"os"
 	"strconv"
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambda"
 	"github.com/aws/aws-sdk-go-v2/aws"
-	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/aws-sdk-go-v2/config"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 )
 
 func main() {
 	if os.Getenv("AWS_LAMBDA_RUNTIME_API") == "" {
-		fmt.Fprintln(os.Stderr, "lambda: this is an AWS Lambda function and runs only inside Lambda; "+
-			"its tests run the handler locally: go test ./examples/lambda")
+		fmt.Fprintln(os.Stderr, "lambda: this is an AWS Lambda function and runs only inside Lambda "+
+			"or the Lambda Runtime Interface Emulator; make lambda runs it under the emulator, "+
+			"and its tests run the handler locally: go test ./examples/lambda")
 		os.Exit(2)
 	}
 	h, err := newHandler(context.Background(), os.Getenv)
@@ -43,6 +49,7 @@ func main() {
 		fmt.Fprintln(os.Stderr, "lambda:", err)
 		os.Exit(1)
 	}
+	h.Log = slog.New(slog.NewJSONHandler(os.Stdout, nil))
 	lambda.Start(h.Handle)
 }
 
@@ -62,8 +69,8 @@ func newHandler(ctx context.Context, getenv func(string) string) (*Handler, erro
 		reserve = time.Duration(ms) * time.Millisecond
 	}
 	cfg, err := config.LoadDefaultConfig(ctx,
-		config.WithRetryer(func() aws.Retryer { return NewRetryer(DefaultAttemptTimeout) }),
-		config.WithHTTPClient(awshttp.NewBuildableClient().WithTimeout(DefaultAttemptTimeout)),
+		config.WithRetryer(func() aws.Retryer { return NewRetryer() }),
+		config.WithAPIOptions(APIOptions(DefaultAttemptTimeout)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)

@@ -21,6 +21,8 @@
 // The proxy can also inject HTTP 500 InternalServerError into data-plane
 // requests, either before forwarding (the request had no effect) or after it
 // (the write landed but its response is lost: the ambiguous failure that
-// optimistic-locking loops must survive), change capacity at run time for
-// drop-then-recover scenarios, and count what it did for reports.
+// optimistic-locking loops must survive), throttle requests at random
+// whatever the capacity (throttles independent of load), change capacity at
+// run time for drop-then-recover scenarios, and count what it did for
+// reports.
 package capacity

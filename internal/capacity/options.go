@@ -47,9 +47,18 @@ type Options struct {
 	// 1. Default: 0.
 	LostResponseRate float64
 
-	// Seed seeds the generator that decides error injection, so a run that
-	// sends the same requests in the same order injects the same errors.
-	// Default: 1.
+	// ThrottleRate is the probability, in [0, 1], that a metered request is
+	// answered with ProvisionedThroughputExceededException whatever the
+	// capacity: throttles independent of load, such as a hot partition's
+	// within a table that has capacity to spare. The draw comes before the
+	// capacity check, and a request it throttles takes no capacity. It can
+	// be changed at run time with SetThrottleRate. Default: 0, which draws
+	// nothing.
+	ThrottleRate float64
+
+	// Seed seeds the generators that decide error injection and random
+	// throttles, so a run that sends the same requests in the same order
+	// injects the same errors and throttles. Default: 1.
 	Seed uint64
 
 	// Now is the clock for the token buckets and per-second counts. Default:
@@ -97,8 +106,8 @@ func (o *Options) validate() error {
 	for _, f := range []struct {
 		name string
 		v    float64
-	}{{"ErrorRate", o.ErrorRate}, {"LostResponseRate", o.LostResponseRate}} {
-		if !(f.v >= 0 && f.v <= 1) {
+	}{{"ErrorRate", o.ErrorRate}, {"LostResponseRate", o.LostResponseRate}, {"ThrottleRate", o.ThrottleRate}} {
+		if !validRate(f.v) {
 			return fmt.Errorf("capacity: invalid %s %v: must be within [0, 1]", f.name, f.v)
 		}
 	}
@@ -110,6 +119,9 @@ func (o *Options) validate() error {
 	}
 	return nil
 }
+
+// validRate reports whether v is a probability, within [0, 1].
+func validRate(v float64) bool { return v >= 0 && v <= 1 }
 
 func (o *Options) copyMaps() {
 	o.Tables = maps.Clone(o.Tables)

@@ -43,6 +43,8 @@ type Proxy struct {
 	tables    map[string]*tableBuckets
 	overrides map[string]Capacity
 	rng       *rand.Rand
+	throttleP float64    // ThrottleRate
+	throttles *rand.Rand // draws the random throttles, apart from rng so that they leave error injection's draws alone
 	srv       *http.Server
 
 	stats counters
@@ -82,6 +84,8 @@ func New(upstream string, optFns ...func(*Options)) (*Proxy, error) {
 		tables:    map[string]*tableBuckets{},
 		overrides: o.Tables,
 		rng:       rand.New(rand.NewPCG(o.Seed, 0x6a09e667f3bcc909)),
+		throttleP: o.ThrottleRate,
+		throttles: rand.New(rand.NewPCG(o.Seed, 0xbb67ae8584caa73b)),
 	}
 	if p.overrides == nil {
 		p.overrides = map[string]Capacity{}
@@ -110,8 +114,7 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	_ = r.Body.Close()
 	now := p.now()
 	if err != nil || len(body) > maxBody {
-		p.stats.tick(now, false)
-		p.stats.rejected.Add(1)
+		p.stats.count(now, reject)
 		ddbwire.WriteError(w, http.StatusRequestEntityTooLarge, "SerializationException", "capacity proxy: cannot read the request body")
 		return
 	}
@@ -122,22 +125,19 @@ func (p *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	// the server answers it with its own validation error.
 	req, _ := ParseRequest(r.Header.Get("X-Amz-Target"), body)
 	verdict := p.admit(now, req)
-	p.stats.tick(now, verdict == throttle)
+	p.stats.count(now, verdict)
 	switch verdict {
-	case throttle:
-		p.stats.throttled.Add(1)
+	case throttle, randomThrottle:
 		ddbwire.WriteError(w, ddbwire.StatusFor(ddbwire.ProvisionedThroughputExceeded), ddbwire.ProvisionedThroughputExceeded,
 			"The level of configured provisioned throughput for the table was exceeded. Consider increasing your provisioning level with the UpdateTable API.")
 		return
 	case injectError:
-		p.stats.injected.Add(1)
 		ddbwire.WriteError(w, ddbwire.StatusFor(ddbwire.InternalServerError), ddbwire.InternalServerError,
 			"Internal server error (injected by the capacity proxy before forwarding)")
 		return
 	case loseResponse:
 		r = r.WithContext(context.WithValue(r.Context(), lostKey{}, true))
 	}
-	p.stats.forwarded.Add(1)
 	p.rp.ServeHTTP(w, r)
 }
 
@@ -146,19 +146,27 @@ type verdict int
 const (
 	forward verdict = iota
 	throttle
+	randomThrottle // a throttle of ThrottleRate, whatever the capacity
 	injectError
 	loseResponse
+	reject // the body could not be read
 )
 
-// admit takes the request's units from every table it touches, all or none,
-// then decides error injection with one random draw per admitted metered
-// request.
+// admit first throttles a metered request at random with probability
+// ThrottleRate, then takes the request's units from every table it touches,
+// all or none, then decides error injection with one random draw per
+// admitted metered request.
 func (p *Proxy) admit(now time.Time, req Request) verdict {
 	if req.Kind == Unmetered || len(req.Costs) == 0 {
 		return forward
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
+	// No draw at 0, so that a proxy without random throttles behaves
+	// exactly as before they existed.
+	if p.throttleP > 0 && p.throttles.Float64() < p.throttleP {
+		return randomThrottle
+	}
 	for _, c := range req.Costs {
 		if p.bucketsLocked(c.Table).bucket(req.Kind).TokensAt(now) < float64(c.Units) {
 			return throttle
@@ -246,6 +254,19 @@ func (p *Proxy) SetDefaultCapacity(c Capacity) error {
 	return nil
 }
 
+// SetThrottleRate changes, from now on, the probability that a metered
+// request is throttled whatever the capacity (see Options.ThrottleRate).
+// A value outside [0, 1] is an error.
+func (p *Proxy) SetThrottleRate(rate float64) error {
+	if !validRate(rate) {
+		return fmt.Errorf("capacity: invalid ThrottleRate %v: must be within [0, 1]", rate)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.throttleP = rate
+	return nil
+}
+
 // Capacity returns the capacity table has now.
 func (p *Proxy) Capacity(table string) Capacity {
 	p.mu.Lock()
@@ -258,6 +279,12 @@ func (p *Proxy) Capacity(table string) Capacity {
 
 // Stats returns a snapshot of the counters.
 func (p *Proxy) Stats() Stats { return p.stats.snapshot() }
+
+// ResetStats zeroes the counters and starts the per-second counts again at
+// now, so that a report can leave out a warm-up. A request received before
+// is not counted, even when the proxy answers it after; its lost response
+// or upstream error, which come later, may be.
+func (p *Proxy) ResetStats() { p.stats.reset(p.now()) }
 
 // Start serves the proxy on a free loopback port and returns its base URL,
 // such as "http://127.0.0.1:41234". Call Close to stop it.

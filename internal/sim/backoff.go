@@ -19,6 +19,18 @@ type Backoff interface {
 	Delay(retry int) (time.Duration, error)
 }
 
+// ConflictBackoff is a Backoff that learns from what a failed write
+// reports: at is when the conflict reached the client, took how long its
+// attempt took (its read and write; with Params.AllOld, after the first
+// attempt, its write alone), seen the version its write expected (the one it
+// read, or with AllOld the one its previous failed write returned) and
+// current the version the write found (a real client has it with ReturnValuesOnConditionCheckFailure
+// set to ALL_OLD). The OCC experiment calls Conflict instead of Delay.
+type ConflictBackoff interface {
+	Backoff
+	Conflict(at, took time.Duration, seen, current int) time.Duration
+}
+
 // DelayerAttempt maps the blog's retry number n to the attempt number that
 // our delayers and the SDK's RetryDelay take.
 //
@@ -64,6 +76,7 @@ const (
 	StrategyEqual        = string(delayers.StrategyEqual)
 	StrategyDecorrelated = string(delayers.StrategyDecorrelated)
 	StrategySDK          = "sdk"
+	StrategyContention   = "contention"
 )
 
 // BlogStrategies returns the strategies of the blog post, in its order, and
@@ -71,7 +84,7 @@ const (
 func BlogStrategies() []Strategy {
 	return []Strategy{
 		{
-			Name: StrategyNone, Description: "no backoff: re-read after one network delay", Reproducible: true,
+			Name: StrategyNone, Description: "no backoff: retry as soon as the failed write returns", Reproducible: true,
 			newRun: func(Params, delayers.Source) (func() Backoff, error) {
 				return func() Backoff { return noBackoff{} }, nil
 			},
@@ -87,6 +100,12 @@ func BlogStrategies() []Strategy {
 					return nil, err
 				}
 				return func() Backoff { return sequenceBackoff{d.NewSequence()} }, nil
+			},
+		},
+		{
+			Name: StrategyContention, Description: "delayers.Contention: sleeps sized from the versions a conflict reports (what Do uses)", Reproducible: true,
+			newRun: func(p Params, src delayers.Source) (func() Backoff, error) {
+				return func() Backoff { return &contentionBackoff{c: delayers.Contention{Cap: p.Cap, Source: src}} }, nil
 			},
 		},
 		{
@@ -176,4 +195,19 @@ type sdkBackoff struct{ r *retry.Standard }
 
 func (b sdkBackoff) Delay(n int) (time.Duration, error) {
 	return b.r.RetryDelay(DelayerAttempt(n), errConflict)
+}
+
+// contentionBackoff drives delayers.Contention, as Do does, with the
+// versions the simulated client's conflicts report.
+type contentionBackoff struct{ c delayers.Contention }
+
+// epoch turns the experiment's virtual time into the clock Contention takes.
+var epoch = time.Unix(0, 0)
+
+func (b *contentionBackoff) Delay(int) (time.Duration, error) {
+	return b.c.Next(epoch, 0, 0, 0), nil // no report: the blind fallback
+}
+
+func (b *contentionBackoff) Conflict(at, took time.Duration, seen, current int) time.Duration {
+	return b.c.Next(epoch.Add(at), took, int64(seen), int64(current))
 }

@@ -30,17 +30,21 @@ type occRun struct {
 	net     *network
 	version int
 	calls   int
+	allOld  bool // Params.AllOld: retries write with the version a failed write returned
 	err     error
 }
 
-// occClient writes the row once: read, then write with the version read,
-// and after a failed write, re-read after one network delay plus its
-// backoff's sleep.
+// occClient writes the row once: read, then write with the version read.
+// After a failed write it sleeps its backoff's sleep, then re-reads (the
+// blog's loop) or, with Params.AllOld, writes again at once with the version
+// the failed write returned.
 type occClient struct {
 	run     *occRun
 	backoff Backoff
 	retries int // the blog's n: failed writes so far
-	read    int // the version its last read returned
+	read    int // the version its next write expects: its last read's, or with AllOld its last failed write's
+	current int // the row's version when its last write failed (ALL_OLD)
+	start   time.Duration
 	ok      bool
 	done    time.Duration
 }
@@ -56,6 +60,7 @@ func (c *occClient) handle(now time.Duration, kind int) {
 	case occWriteAtServer:
 		r.calls++
 		c.ok = c.read == r.version
+		c.current = r.version
 		if c.ok {
 			r.version++
 		}
@@ -66,11 +71,28 @@ func (c *occClient) handle(now time.Duration, kind int) {
 			return
 		}
 		c.retries++
-		sleep, err := c.backoff.Delay(c.retries)
+		var sleep time.Duration
+		var err error
+		if cb, ok := c.backoff.(ConflictBackoff); ok {
+			// What a real client sees: when the conflict came back, how
+			// long its read-and-write took, the version it read and the
+			// one the failed write found.
+			sleep = cb.Conflict(now, now-c.start, c.read, c.current)
+		} else {
+			sleep, err = c.backoff.Delay(c.retries)
+		}
 		if err != nil {
 			if r.err == nil {
 				r.err = fmt.Errorf("sim: backoff of retry %d: %w", c.retries, err)
 			}
+			return
+		}
+		c.start = now + sleep // the attempt starts after its sleep
+		if r.allOld {
+			// No read: the failed write returned the row (ALL_OLD), so
+			// the client writes again with the version it found.
+			c.read = c.current
+			r.sched.at(now+sleep+r.net.delay(), c, occWriteAtServer)
 			return
 		}
 		r.sched.at(now+r.net.delay()+sleep, c, occReadAtServer)
@@ -93,7 +115,7 @@ func RunOCC(p Params, st Strategy, n int, seed uint64, run int) (OCCRun, error) 
 	if err != nil {
 		return OCCRun{}, fmt.Errorf("sim: strategy %s: %w", st.Name, err)
 	}
-	r := &occRun{net: newNetwork(p.NetMean, p.NetSD, runRand(seed, n, run, streamNetwork))}
+	r := &occRun{net: newNetwork(p.NetMean, p.NetSD, runRand(seed, n, run, streamNetwork)), allOld: p.AllOld}
 	r.sched.q = make([]event, 0, n)
 	clients := make([]occClient, n)
 	for i := range clients {

@@ -17,6 +17,14 @@ type Params struct {
 	// NetMean and NetSD define one message's delay, |Normal(NetMean, NetSD)|.
 	// Zero means 10 ms and 2 ms.
 	NetMean, NetSD time.Duration
+	// AllOld selects the loop of clients that write with
+	// ReturnValuesOnConditionCheckFailure set to ALL_OLD: after a failed
+	// write a client sleeps and sends its write again with the version the
+	// failed write returned, without reading the row again, so every retry
+	// is one round trip and fails if anyone won since the previous write
+	// reached the row. False (the blog's loop) re-reads after every failed
+	// write. The first attempt reads in both.
+	AllOld bool
 }
 
 // Defaults of Params: the blog's numbers.

@@ -23,7 +23,7 @@ func TestThrottleErrorIsAThrottleToEveryRetryer(t *testing.T) {
 		"expect the SDK to classify it as a throttle")
 	ours := jitterretry.New()
 	assert.True(t, ours.IsErrorRetryable(err), "expect our retryer to retry it")
-	assert.Equal(t, jitterretry.ClassThrottle, ours.Classify(err), "expect our retryer to classify it as a throttle")
+	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(err), "expect our rules to classify it as a throttle")
 }
 
 // countingLimiter is a retry.RateLimiter that counts the tokens added back.

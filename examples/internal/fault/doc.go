@@ -7,9 +7,9 @@
 // Toxiproxy is used as a library rather than through its HTTP API or a
 // separate process, so tests need no daemon and no port besides the proxy's
 // own. Its toxics decide per connection, with their toxicity, whether they
-// apply; a Proxy can re-draw that decision on every live connection at a
-// fixed period (Options.Reroll), so that a fault keeps hitting a client that
-// reuses its connections instead of striking once per connection.
+// apply, so a client that keeps its connections alive meets a fault once
+// per connection: the matrix's clients close their idle connections every
+// few tens of milliseconds, so that each fault keeps striking.
 //
 // The matrix of faults the reliability tests run is Matrix; its tests live
 // next to it.

@@ -7,6 +7,8 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+
+	"github.com/jitterretry/jitterretry"
 )
 
 // attempt is one increment's state across the calls Do makes.
@@ -27,7 +29,9 @@ type attempt struct {
 // try is one call of Do's loop: read the item if its version is unknown,
 // then write conditionally. It returns nil when the increment is applied,
 // by this write or, as the item's token shows, by an earlier one whose
-// response was lost; a *ConflictError when another worker wrote first.
+// response was lost; a conflict (jitterretry.ClassConflict) when another
+// worker wrote first, marked with jitterretry.Conflict and the item's
+// versions when the server returned the item.
 func (a *attempt) try(ctx context.Context) error {
 	if !a.known {
 		out, err := a.w.client.GetItem(ctx, &dynamodb.GetItemInput{
@@ -42,7 +46,8 @@ func (a *attempt) try(ctx context.Context) error {
 			return err
 		}
 	}
-	in := increment{table: a.w.cfg.Table, item: a.item, worker: a.w.id, seq: a.seq, version: a.version}
+	seen := a.version
+	in := increment{table: a.w.cfg.Table, item: a.item, worker: a.w.id, seq: a.seq, version: seen}
 	var err error
 	if a.w.cfg.Transact {
 		_, err = a.w.client.TransactWriteItems(ctx, in.transactWriteItems())
@@ -63,7 +68,14 @@ func (a *attempt) try(ctx context.Context) error {
 	}
 	if old == nil {
 		a.unconfirmed = true
-		return &ConflictError{Err: err}
+		if jitterretry.Classify(err) == jitterretry.ClassConflict {
+			// A ConditionalCheckFailedException or a
+			// TransactionConflictException is a conflict as it is.
+			return err
+		}
+		// A cancelled transaction is not, by its code: mark it, with the
+		// current version unknown.
+		return jitterretry.Conflict(err, seen, seen)
 	}
 	done, lerr := a.learn(old)
 	if lerr != nil {
@@ -73,7 +85,7 @@ func (a *attempt) try(ctx context.Context) error {
 		return nil
 	}
 	a.w.conflicts.Add(1)
-	return &ConflictError{Err: err}
+	return jitterretry.Conflict(err, seen, a.version)
 }
 
 // learn takes the item's version from attrs and reports whether it already

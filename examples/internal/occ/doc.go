@@ -16,9 +16,16 @@
 // Retries happen in one layer each: the SDK's retry middleware (a
 // jitterretry.Retryer, or retry.Standard for the baseline) retries throttles
 // and 5xx responses inside one call; jitterretry.Do retries conflicts, which
-// only the application can resolve; both draw from the same retry token
-// bucket, so conflicts and throttles share one budget and retries never
-// multiply. When Do gives up (bucket empty, attempts spent, or the SDK
-// returned a throttle), the increment goes back to the worker's queue and is
-// tried again after a backoff, as a job queue would redeliver it.
+// only the application can resolve, so retries never multiply. How Do backs
+// off after a conflict is what the policies compare (see Policy): the
+// Contention policy uses Do's default conflict handling, a backoff that
+// follows the contention measured from the versions each conflict reports,
+// a budget of its own and no tokens from the retry token bucket, which
+// stays for the throttles and 5xx (and the transactions cancelled by
+// throttling, which Do retries as throttles); the blind policies retry a
+// conflict like any transient error, with their jitter and no token bucket.
+// When Do gives up (conflict budget or attempts spent, bucket empty, or the
+// SDK gave up on a throttle or 5xx), the increment goes back to the
+// worker's queue and is tried again after a backoff, as a job queue would
+// redeliver it.
 package occ

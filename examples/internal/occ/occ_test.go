@@ -193,9 +193,10 @@ func TestMinidynConflictReturnsAllOld(t *testing.T) {
 
 			a := &attempt{w: w, item: 0, seq: 1, version: 0, known: true}
 			err = a.try(ctx)
-			var conflict *ConflictError
-			require.ErrorAs(t, err, &conflict)
-			assert.Equal(t, jitterretry.ClassTransient, Classify(err))
+			// A TransactionCanceledException is a conflict only through the
+			// jitterretry.Conflict mark.
+			require.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(err), "got %T: %v", err, err)
+			assert.Equal(t, jitterretry.ClassConflict, Classify(doDefault(t))(err))
 			if transact {
 				var tce *types.TransactionCanceledException
 				require.ErrorAs(t, err, &tce)
@@ -214,6 +215,18 @@ func TestMinidynConflictReturnsAllOld(t *testing.T) {
 	}
 }
 
+// doDefault returns Do's default classification, as Do hands it to its
+// option functions.
+func doDefault(t *testing.T) func(error) jitterretry.ErrorClass {
+	t.Helper()
+	var def func(error) jitterretry.ErrorClass
+	err := jitterretry.Do(context.Background(), jitterretry.New(), func(context.Context) error { return nil },
+		func(o *jitterretry.DoOptions) { def = o.Classify })
+	require.NoError(t, err)
+	require.NotNil(t, def)
+	return def
+}
+
 func TestClassify(t *testing.T) {
 	throttledTCE := &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
 		{Code: aws.String("None")}, {Code: aws.String("ThrottlingError")},
@@ -224,21 +237,37 @@ func TestClassify(t *testing.T) {
 	mixedTCE := &types.TransactionCanceledException{CancellationReasons: []types.CancellationReason{
 		{Code: aws.String("ThrottlingError")}, {Code: aws.String("ValidationError")},
 	}}
+	ptee := &types.ProvisionedThroughputExceededException{}
+	classify := Classify(doDefault(t))
 	cases := map[string]struct {
-		err  error
-		want jitterretry.ErrorClass
+		err         error
+		want        jitterretry.ErrorClass
+		requeueable bool
 	}{
-		"conflict":                         {&ConflictError{Err: &types.ConditionalCheckFailedException{}}, jitterretry.ClassTransient},
-		"throttled transaction":            {&ThrottledTransactionError{Err: throttledTCE}, jitterretry.ClassThrottle},
-		"throttle is the SDK's to retry":   {&types.ProvisionedThroughputExceededException{}, jitterretry.ClassNotRetryable},
-		"bare condition failure":           {&types.ConditionalCheckFailedException{}, jitterretry.ClassNotRetryable},
-		"validation":                       {errors.New("ValidationException"), jitterretry.ClassNotRetryable},
-		"wrapped conflict after max tries": {&jitterretry.MaxAttemptsError{Attempt: 3, Err: &ConflictError{Err: conflictTCE}}, jitterretry.ClassTransient},
-		"nil is not retryable":             {nil, jitterretry.ClassNotRetryable},
+		"conflict":                     {jitterretry.Conflict(&types.ConditionalCheckFailedException{}, 0, 1), jitterretry.ClassConflict, true},
+		"marked transaction conflict":  {jitterretry.Conflict(conflictTCE, 1, 1), jitterretry.ClassConflict, true},
+		"throttled transaction":        {&ThrottledTransactionError{Err: throttledTCE}, jitterretry.ClassThrottle, true},
+		"bare condition failure":       {&types.ConditionalCheckFailedException{}, jitterretry.ClassConflict, true},
+		"bare transaction cancelled":   {conflictTCE, jitterretry.ClassNotRetryable, false},
+		"throttle the SDK gave up on":  {&retry.MaxAttemptsError{Attempt: 4, Err: ptee}, jitterretry.ClassNotRetryable, true},
+		"budget the SDK's retry spent": {&jitterretry.GiveUpError{Reason: jitterretry.GiveUpBudget, Err: ptee}, jitterretry.ClassNotRetryable, true},
+		"validation":                   {errors.New("ValidationException"), jitterretry.ClassNotRetryable, false},
+		"wrapped conflict after max tries": {
+			&jitterretry.GiveUpError{Reason: jitterretry.GiveUpConflicts, Attempt: 101, Err: jitterretry.Conflict(conflictTCE, 1, 1)},
+			jitterretry.ClassConflict, true,
+		},
+		"wrapped throttled transaction after max tries": {
+			&jitterretry.GiveUpError{Reason: jitterretry.GiveUpMaxAttempts, Attempt: 10, Err: &ThrottledTransactionError{Err: throttledTCE}},
+			jitterretry.ClassThrottle, true,
+		},
+		"nil is not retryable": {nil, jitterretry.ClassNotRetryable, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			assert.Equal(t, tc.want, Classify(tc.err), "expect %v, got %v", tc.want, Classify(tc.err))
+			assert.Equal(t, tc.want, classify(tc.err), "expect %v, got %v", tc.want, classify(tc.err))
+			if tc.err != nil {
+				assert.Equal(t, tc.requeueable, requeueable(tc.err), "requeueable")
+			}
 		})
 	}
 	assert.True(t, throttledTransaction(throttledTCE))
@@ -303,8 +332,7 @@ func TestMinidynBoundedRequeuesReportEveryFailure(t *testing.T) {
 	ids := map[int]bool{}
 	for _, f := range res.Failed {
 		var sdkMax *retry.MaxAttemptsError
-		var budget *jitterretry.BudgetError
-		assert.True(t, errors.As(f.Err, &sdkMax) || errors.As(f.Err, &budget),
+		assert.True(t, errors.As(f.Err, &sdkMax) || errors.Is(f.Err, jitterretry.ErrRetryBudgetExhausted),
 			"expect a typed give-up error, got %T: %v", f.Err, f.Err)
 		var ise *types.InternalServerError
 		assert.ErrorAs(t, f.Err, &ise, "expect the 500 that caused it inside")
@@ -321,4 +349,42 @@ func TestMinidynBoundedRequeuesReportEveryFailure(t *testing.T) {
 		sum += it.Counter
 	}
 	assert.Equal(t, int64(check.FailedApplied), sum, "expect the counters to hold exactly the failed increments that landed")
+}
+
+func TestPolicyWiring(t *testing.T) {
+	ccf := jitterretry.Conflict(&types.ConditionalCheckFailedException{}, 1, 2)
+	for _, name := range StrategyNames() {
+		t.Run(name, func(t *testing.T) {
+			p, err := NewPolicy(name, PolicyOptions{Seed: 1})
+			require.NoError(t, err)
+			var o jitterretry.DoOptions
+			require.NoError(t, jitterretry.Do(context.Background(), p.Loop, func(context.Context) error { return nil },
+				func(d *jitterretry.DoOptions) { p.DoOptions(7)(d); o = *d }))
+			if name == Contention {
+				assert.False(t, p.Blind())
+				assert.Same(t, p.SDK, p.Loop, "expect Do to share the client's retryer, as the README shows")
+				assert.Equal(t, jitterretry.ClassConflict, o.Classify(ccf))
+				assert.Equal(t, 7, o.MaxAttempts)
+				return
+			}
+			assert.True(t, p.Blind())
+			assert.NotSame(t, p.SDK, p.Loop)
+			assert.Equal(t, jitterretry.ClassTransient, o.Classify(ccf), "expect a conflict retried as any transient error")
+			assert.Equal(t, BlindConflictAttempts, o.MaxAttempts)
+
+			// No bucket: 40 conflicts would cost 560 tokens of a bucket of 500.
+			fast, err := NewPolicy(name, PolicyOptions{Seed: 1, BaseDelay: 100 * time.Microsecond, MaxBackoff: time.Millisecond})
+			require.NoError(t, err)
+			calls := 0
+			err = jitterretry.Do(context.Background(), fast.Loop, func(context.Context) error {
+				if calls++; calls <= 40 {
+					return ccf
+				}
+				return nil
+			}, fast.DoOptions(7))
+			require.NoError(t, err)
+			assert.Equal(t, 41, calls)
+			assert.Zero(t, fast.Refused())
+		})
+	}
 }

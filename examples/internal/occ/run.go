@@ -33,14 +33,14 @@ type Config struct {
 	// Transact makes each increment a TransactWriteItems instead of an
 	// UpdateItem (not every server supports transactions).
 	Transact bool
-	// LoopAttempts is the most calls jitterretry.Do makes for one try of an
-	// increment before it goes back to the worker's queue. Zero means 10.
+	// LoopAttempts is jitterretry.DoOptions.MaxAttempts for one try of an
+	// increment under the Contention policy: the most calls that fail with a
+	// transaction cancelled by throttling before the increment goes back to
+	// the worker's queue. Conflicts do not count: they have Do's own
+	// conflict budget (DoOptions.MaxConflicts, left at its default). The
+	// blind policies, which retry conflicts as transient errors, allow
+	// BlindConflictAttempts calls instead (see Policy). Zero means 10.
 	LoopAttempts int
-	// LoopRetryCost, when set, is jitterretry.DoOptions.RetryCost for the
-	// application loop: the tokens a retry after err takes from the shared
-	// bucket. Nil means the retryer's costs (14, 5 for a throttle), conflicts
-	// included.
-	LoopRetryCost func(err error, class jitterretry.ErrorClass) uint
 	// MaxRequeues bounds how often an increment goes back to the worker's
 	// queue after jitterretry.Do gave up on it. Zero means no bound: the
 	// increment is tried until it is acknowledged or ctx ends, and an error
@@ -109,19 +109,6 @@ func (r *Result) Percentile(p float64) time.Duration {
 	return r.Latencies[min(max(rank, 0), len(r.Latencies)-1)]
 }
 
-// ConflictError is a condition failure caused by another writer: the
-// application retries it after taking the item's current version.
-type ConflictError struct {
-	// Err is the ConditionalCheckFailedException or
-	// TransactionCanceledException.
-	Err error
-}
-
-func (e *ConflictError) Error() string { return "occ: write conflict: " + e.Err.Error() }
-
-// Unwrap returns the service error.
-func (e *ConflictError) Unwrap() error { return e.Err }
-
 // ThrottledTransactionError is a TransactionCanceledException whose only
 // cancellation reasons are throttles. The SDK does not retry it, since the
 // exception itself is not a throttle; the application does, as a throttle.
@@ -137,21 +124,24 @@ func (e *ThrottledTransactionError) Error() string {
 // Unwrap returns the service error.
 func (e *ThrottledTransactionError) Unwrap() error { return e.Err }
 
-// Classify is the application-level classification Do uses. Conflicts are
-// retried (with the item the error carried, or after a fresh read), and so
-// are transactions cancelled by throttling, which the SDK cannot see as
-// throttles. Everything else, throttles included, is left to the SDK's retry
-// middleware, so the two layers never retry the same failure.
-func Classify(err error) jitterretry.ErrorClass {
-	var c *ConflictError
-	var t *ThrottledTransactionError
-	switch {
-	case errors.As(err, &t):
-		return jitterretry.ClassThrottle
-	case errors.As(err, &c):
-		return jitterretry.ClassTransient
+// Classify returns the application-level classification Do uses: def,
+// Do's default, which retries conflicts (with the item the error carried,
+// or after a fresh read) with their own budget and no retry tokens, and
+// leaves throttles and 5xx to the SDK's retry middleware, so the two layers
+// never retry the same failure; and in addition transactions cancelled by
+// throttling, which neither the SDK nor def can see as throttles.
+func Classify(def func(error) jitterretry.ErrorClass) func(error) jitterretry.ErrorClass {
+	return func(err error) jitterretry.ErrorClass {
+		if throttledTransactionErr(err) {
+			return jitterretry.ClassThrottle
+		}
+		return def(err)
 	}
-	return jitterretry.ClassNotRetryable
+}
+
+func throttledTransactionErr(err error) bool {
+	var t *ThrottledTransactionError
+	return errors.As(err, &t)
 }
 
 // Run starts cfg.Workers workers that each make cfg.Increments increments
@@ -264,11 +254,7 @@ func (w *worker) increment(ctx context.Context, it int, seq int64) error {
 	op := &attempt{w: w, item: it, seq: seq}
 	op.version, op.known = w.versions[it]
 	for requeues := 1; ; requeues++ {
-		err := jitterretry.Do(ctx, w.policy.Loop, op.try, func(o *jitterretry.DoOptions) {
-			o.Classify = Classify
-			o.MaxAttempts = w.cfg.LoopAttempts
-			o.RetryCost = w.cfg.LoopRetryCost
-		})
+		err := jitterretry.Do(ctx, w.policy.Loop, op.try, w.policy.DoOptions(w.cfg.LoopAttempts))
 		if err == nil {
 			w.versions[it] = op.version
 			return nil
@@ -300,7 +286,7 @@ func (w *worker) increment(ctx context.Context, it int, seq int64) error {
 // bucket refused.
 func requeueable(err error) bool {
 	var q ratelimit.QuotaExceededError
-	return Classify(err) != jitterretry.ClassNotRetryable || errors.As(err, &q) ||
+	return throttledTransactionErr(err) || errors.As(err, &q) ||
 		errors.Is(err, jitterretry.ErrRetryBudgetExhausted) ||
 		jitterretry.Classify(err) != jitterretry.ClassNotRetryable
 }

@@ -1,4 +1,4 @@
-package jitterretry_test
+package clienttest_test
 
 import (
 	"context"

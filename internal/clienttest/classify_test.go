@@ -1,4 +1,4 @@
-package jitterretry_test
+package clienttest_test
 
 import (
 	"context"
@@ -45,7 +45,9 @@ func (timeoutErr) Temporary() bool { return true }
 
 // TestClassificationAgreesWithSDK compares Classify with the SDK's
 // retry.DefaultRetryables and retry.DefaultThrottles on errors as the retry
-// middleware sees them.
+// middleware sees them. Conflicts, a class the SDK does not have, are not
+// retryable to it, and to the Retryer under its middleware: only Do retries
+// them.
 func TestClassificationAgreesWithSDK(t *testing.T) {
 	corpus := map[string]error{
 		"nil":                       nil,
@@ -90,11 +92,14 @@ func TestClassificationAgreesWithSDK(t *testing.T) {
 		// that merely says so is not retried.
 		"400 whose message mentions connection reset": jitterretry.ClassNotRetryable,
 	}
+	// Not retryable to the SDK; ClassConflict, for Do.
+	conflicts := map[string]bool{"conditional check failed": true, "transaction conflict": true}
 	corpus["bare canceled in send"] = sendErr(context.Canceled)
 	corpus["400 whose message mentions connection reset"] = asResponse(400, &smithy.GenericAPIError{Code: "ValidationException", Message: "upstream connection reset"})
 
 	sdkRetryable := retry.IsErrorRetryables(retry.DefaultRetryables)
 	sdkThrottle := retry.IsErrorThrottles(retry.DefaultThrottles)
+	r := jitterretry.New()
 	for name, err := range corpus {
 		t.Run(name, func(t *testing.T) {
 			want := jitterretry.ClassNotRetryable
@@ -105,9 +110,17 @@ func TestClassificationAgreesWithSDK(t *testing.T) {
 				}
 			}
 			got := jitterretry.Classify(err)
-			if deliberate, ok := differ[name]; ok {
+			deliberate, differs := differ[name]
+			if differs {
 				assert.NotEqual(t, want, got, "expect this case to differ from the SDK")
 				assert.Equal(t, deliberate, got)
+				return
+			}
+			assert.Equal(t, want != jitterretry.ClassNotRetryable, r.IsErrorRetryable(err),
+				"expect the Retryer to retry what the SDK retries")
+			if conflicts[name] {
+				assert.Equal(t, jitterretry.ClassNotRetryable, want, "expect the SDK not to retry a conflict")
+				assert.Equal(t, jitterretry.ClassConflict, got)
 				return
 			}
 			assert.Equal(t, want, got, "expect the SDK's class %v, got %v", want, got)
@@ -118,5 +131,5 @@ func TestClassificationAgreesWithSDK(t *testing.T) {
 	for _, err := range corpus {
 		seen[jitterretry.Classify(err)]++
 	}
-	assert.Len(t, seen, 3)
+	assert.Len(t, seen, 4)
 }

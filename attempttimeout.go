@@ -1,0 +1,122 @@
+package jitterretry
+
+// This file owns the per-attempt timeout: an SDK middleware that gives each
+// attempt of an operation its own deadline, so that a stalled connection is
+// cut and retried instead of eating the whole operation's deadline.
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync/atomic"
+	"time"
+
+	"github.com/aws/smithy-go/middleware"
+)
+
+// ErrAttemptTimeout matches, with errors.Is, the error of an attempt cut by
+// AttemptTimeout: at its own timeout, or at the operation's deadline less
+// the reserve for the retry decision, whichever came first. The error's
+// message says which.
+var ErrAttemptTimeout = errors.New("jitterretry: attempt timed out")
+
+// attemptReserve is what an attempt leaves of the operation's deadline, so
+// that the retry decision after a cut attempt still runs before the
+// deadline and reports the cause, rather than the caller seeing only its
+// context's error.
+const attemptReserve = 5 * time.Millisecond
+
+// AttemptTimeout returns an SDK API option that gives every attempt of an
+// operation at most d: the smaller of d and what is left of the operation's
+// context deadline less a 5 ms reserve for the retry decision. An attempt
+// still running then is cut, and fails with an error that matches
+// ErrAttemptTimeout and context.DeadlineExceeded, is retryable under the
+// SDK's rules for timeouts (and the retryer's), and says which timeout it
+// was. An operation whose own context ends first fails as before, with the
+// context's error.
+//
+// Add it to a client with config.WithAPIOptions or the client's
+// Options.APIOptions: it is a middleware in the Finalize step, right after
+// the SDK's retry middleware, so it works with any retryer. A d of zero or
+// less adds nothing.
+//
+// The attempt's context ends when the attempt fails; after a success it is
+// left to its timer, so a response body the caller streams afterwards is
+// still bounded by d. It is for operations whose response is read in the
+// attempt (DynamoDB, SQS, most APIs), not for long downloads.
+func AttemptTimeout(d time.Duration) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		if d <= 0 {
+			return nil
+		}
+		return stack.Finalize.Insert(attemptTimeout{d: d}, "Retry", middleware.After)
+	}
+}
+
+type attemptTimeout struct{ d time.Duration }
+
+func (attemptTimeout) ID() string { return "jitterretry.AttemptTimeout" }
+
+func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
+	middleware.FinalizeOutput, middleware.Metadata, error,
+) {
+	limit, byDeadline := m.d, false
+	if deadline, ok := ctx.Deadline(); ok {
+		if left := time.Until(deadline) - attemptReserve; left < limit {
+			limit, byDeadline = left, true
+		}
+	}
+	if limit <= 0 {
+		return next.HandleFinalize(ctx, in) // no room to cut: the caller's deadline decides
+	}
+	attemptCtx, cancel := context.WithCancel(ctx)
+	var cut atomic.Bool
+	timer := time.AfterFunc(limit, func() {
+		cut.Store(true)
+		cancel()
+	})
+	out, md, err := next.HandleFinalize(attemptCtx, in)
+	if err == nil {
+		timer.Stop()
+		return out, md, nil
+	}
+	timer.Stop()
+	cancel()
+	// The cut decides, not ctx: when the transport takes longer than the
+	// reserve to return after the cut, ctx's deadline has passed too, and
+	// the SDK's error for the cut would then say "canceled", hiding the
+	// deadline.
+	if cut.Load() {
+		err = &attemptTimeoutError{timeout: limit, byDeadline: byDeadline, cause: err}
+	}
+	return out, md, err
+}
+
+// attemptTimeoutError is an attempt cut by AttemptTimeout. It replaces the
+// SDK's error for the cut, a *smithy.CanceledError that no retryer retries,
+// and keeps it only in the message.
+type attemptTimeoutError struct {
+	timeout    time.Duration
+	byDeadline bool // the operation's deadline, less the reserve, set the limit
+	cause      error
+}
+
+func (e *attemptTimeoutError) Error() string {
+	which := "the attempt timeout"
+	if e.byDeadline {
+		which = fmt.Sprintf("the operation's deadline less %v for the retry decision", attemptReserve)
+	}
+	return fmt.Sprintf("jitterretry: attempt cut after %v, at %s: %v", e.timeout.Round(time.Millisecond), which, e.cause)
+}
+
+// Unwrap returns context.DeadlineExceeded, not the SDK's cancellation
+// error, so that the SDK's rules see a timeout.
+func (e *attemptTimeoutError) Unwrap() error { return context.DeadlineExceeded }
+
+// Is matches ErrAttemptTimeout.
+func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemptTimeout }
+
+// Timeout and RetryableError make the SDK's rules (and the retryer's)
+// retry the cut attempt.
+func (e *attemptTimeoutError) Timeout() bool        { return true }
+func (e *attemptTimeoutError) RetryableError() bool { return true }

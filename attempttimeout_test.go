@@ -1,0 +1,151 @@
+package jitterretry_test
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
+	smithymiddle "github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+)
+
+// stackOperation runs one operation through a middleware stack built as a
+// service client builds it for the retry step: the SDK's retry middleware
+// (ID "Retry") in Finalize, then the API options, then send, which stands in
+// for the transport and sees each attempt's context.
+func stackOperation(ctx context.Context, r aws.Retryer, apiOptions []func(*smithymiddle.Stack) error, send func(ctx context.Context, attempt int) error) error {
+	stack := smithymiddle.NewStack("op", smithyhttp.NewStackRequest)
+	if err := stack.Finalize.Add(retry.NewAttemptMiddleware(r, func(in any) any { return in }), smithymiddle.After); err != nil {
+		return err
+	}
+	for _, fn := range apiOptions {
+		if err := fn(stack); err != nil {
+			return err
+		}
+	}
+	var attempts atomic.Int32
+	terminal := smithymiddle.HandlerFunc(func(ctx context.Context, in any) (any, smithymiddle.Metadata, error) {
+		return nil, smithymiddle.Metadata{}, send(ctx, int(attempts.Add(1)))
+	})
+	_, _, err := smithymiddle.DecorateHandler(terminal, stack).Handle(ctx, &smithyhttp.Request{Request: &http.Request{Header: http.Header{}}})
+	return err
+}
+
+// stall waits for its context, as a stalled connection does, and fails as
+// the SDK's HTTP client handler fails a cancelled send.
+func stall(ctx context.Context) error {
+	<-ctx.Done()
+	return &smithy.CanceledError{Err: ctx.Err()}
+}
+
+// TestAttemptTimeoutCutsAStalledAttempt: the stalled first attempt is cut at
+// its own timeout and retried, and the next attempt succeeds well within
+// the operation's deadline.
+func TestAttemptTimeoutCutsAStalledAttempt(t *testing.T) {
+	var retried []jitterretry.RetryEvent
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnRetry = func(e jitterretry.RetryEvent) { retried = append(retried, e) }
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	start := time.Now()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(50 * time.Millisecond)},
+		func(ctx context.Context, attempt int) error {
+			if attempt == 1 {
+				return stall(ctx)
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	assert.Less(t, time.Since(start), 2*time.Second, "expect the stall cut at 50 ms, not at the 5 s deadline")
+	require.Len(t, retried, 1)
+	assert.ErrorIs(t, retried[0].Err, jitterretry.ErrAttemptTimeout)
+	assert.ErrorIs(t, retried[0].Err, context.DeadlineExceeded)
+	assert.Equal(t, jitterretry.ClassTransient, retried[0].Class)
+}
+
+// TestAttemptTimeoutIsRetriedBySDKStandard: the cut attempt is retryable
+// under the SDK's own rules too.
+func TestAttemptTimeoutIsRetriedBySDKStandard(t *testing.T) {
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+	})
+	var attempts int
+	err := stackOperation(context.Background(), sdk, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(20 * time.Millisecond)},
+		func(ctx context.Context, attempt int) error {
+			attempts = attempt
+			if attempt < 3 {
+				return stall(ctx)
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	assert.Equal(t, 3, attempts)
+}
+
+// TestAttemptTimeoutLeavesTheCallersDeadline: when the operation's own
+// deadline comes first, the attempt runs to just before it, and the retry
+// decision then gives up with the cause instead of sleeping into it.
+func TestAttemptTimeoutLeavesTheCallersDeadline(t *testing.T) {
+	r := jitterretry.New(fast)
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+		func(ctx context.Context, attempt int) error { return stall(ctx) })
+	require.Error(t, err)
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu, "expect the retryer's refusal, with the cause, got %v", err)
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
+}
+
+// TestAttemptTimeoutCallersCancelIsNotATimeout: a caller that cancels gets
+// the SDK's cancellation, which is never retried.
+func TestAttemptTimeoutCallersCancelIsNotATimeout(t *testing.T) {
+	r := jitterretry.New(fast)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	var attempts int
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Second)},
+		func(ctx context.Context, attempt int) error { attempts = attempt; return stall(ctx) })
+	assert.False(t, errors.Is(err, jitterretry.ErrAttemptTimeout), "expect the caller's cancel, got %v", err)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, 1, attempts)
+}
+
+func TestAttemptTimeoutOfZeroAddsNothing(t *testing.T) {
+	stack := smithymiddle.NewStack("op", smithyhttp.NewStackRequest)
+	require.NoError(t, jitterretry.AttemptTimeout(0)(stack))
+	assert.Empty(t, stack.Finalize.List())
+	assert.Error(t, jitterretry.AttemptTimeout(time.Second)(stack), "expect an error without the SDK's retry middleware to follow")
+}
+
+// TestAttemptTimeoutCutNearTheDeadlineKeepsTheDeadline: an attempt cut at
+// the operation's deadline less the reserve, whose transport takes longer
+// than the reserve to return (a busy machine), is still reported as the
+// deadline it was, not as a cancellation nobody made.
+func TestAttemptTimeoutCutNearTheDeadlineKeepsTheDeadline(t *testing.T) {
+	r := jitterretry.New(fast)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(10 * time.Second)},
+		func(ctx context.Context, attempt int) error {
+			<-ctx.Done()
+			time.Sleep(20 * time.Millisecond) // the transport's teardown after the cut
+			return &smithy.CanceledError{Err: ctx.Err()}
+		})
+	assert.NotErrorIs(t, err, context.Canceled, "expect no cancellation: nobody cancelled")
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
+	assert.Contains(t, err.Error(), "deadline")
+}

@@ -1,0 +1,130 @@
+package jitterretry
+
+// This file owns the retry decision: whether a retry goes ahead, what it
+// costs and how long it waits. GetRetryToken and RetryDelay (the SDK's
+// middleware) and Do run the same two steps, admit and schedule; only where
+// the backoff comes from and who sleeps differ.
+
+import (
+	"context"
+	"time"
+)
+
+// admit is the first step of a retry after opErr, of class class, failed
+// attempt number attempt (0 when the SDK does not say): it refuses a retry
+// whose context is done, or whose deadline is too close for even the
+// shortest wait (the service's x-amz-retry-after hint alone) plus margin,
+// and pays cost from lane l's bucket. On an empty bucket it first
+// reclaims the tokens of retries abandoned with their context, then backs
+// off once (unless FailFastOnEmptyBudget) and refuses.
+//
+// It returns the paid ticket and the time it read, when it read one (for a
+// deadline).
+//
+// joined says that the SDK's middleware will join the refusal with opErr, so
+// its message leaves opErr out.
+func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, class ErrorClass, hint retryAfter, cost uint, margin time.Duration, joined bool) (ticket, time.Time, *GiveUpError) {
+	if class == ClassThrottle {
+		l.throttles.Add(1)
+	}
+	if err := ctx.Err(); err != nil {
+		return ticket{}, time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
+	}
+	var now time.Time
+	if deadline, ok := r.deadline(ctx); ok {
+		now = r.now()
+		if wait, remaining := hint.wait(0), deadline.Sub(now); exceeds(wait, margin, remaining) {
+			return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, remaining: remaining, Err: opErr, joined: joined})
+		}
+	}
+	release, foreign, available, ok := l.take(ctx, cost)
+	if !ok && r.tracked.reclaim() {
+		// Tokens of retries abandoned with their context came back.
+		release, foreign, available, ok = l.take(ctx, cost)
+	}
+	if !ok {
+		waited := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, class, margin, l)
+		return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
+	}
+	return ticket{lane: l, cost: cost, foreign: foreign, release: release}, now, nil
+}
+
+// schedule is the second step: given the backoff drawn for the retry (p
+// holds its lane, class, response, deadline and margin), it
+// works out what will be slept (after the x-amz-retry-after hint, as the
+// SDK's middleware applies it), refuses and refunds a wait that would end,
+// with p's margin, past the deadline, and otherwise notes when the backoff
+// ends and reports the retry. It returns the wait.
+func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff time.Duration, unchecked bool) (time.Duration, *GiveUpError) {
+	wait := p.hint.wait(backoff)
+	partition := ""
+	if p.lane != nil {
+		partition = p.lane.key
+	}
+	if p.hasDeadline || p.ticket.slot != nil {
+		// The clock read in GetRetryToken, microseconds ago under the SDK's
+		// middleware, is good enough and saves a read.
+		now := p.at
+		if now.IsZero() {
+			now = r.now()
+		}
+		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
+			p.refund(r.tracked)
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, remaining: remaining, Err: opErr})
+		}
+		r.tracked.backoffEnds(p.ticket, now.Add(wait))
+	}
+	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: unchecked}, p.cost, p.lane)
+	return wait, nil
+}
+
+// deadline returns ctx's deadline when the deadline check is on.
+func (r *Retryer) deadline(ctx context.Context) (time.Time, bool) {
+	if r.noDeadlineGiveUp {
+		return time.Time{}, false
+	}
+	return ctx.Deadline()
+}
+
+// exceeds reports whether a wait plus margin would end past remaining,
+// without overflow for any values.
+func exceeds(wait, margin, remaining time.Duration) bool {
+	if remaining <= 0 {
+		return true
+	}
+	return wait > remaining-margin
+}
+
+// margin is the time a retry on lane l must leave after its backoff, before
+// the deadline, for the attempt itself: Options.DeadlineMargin when set,
+// otherwise twice what recent attempts on the lane took: the headroom is
+// for the attempts that take longer still and for a backoff sleep that ends
+// late on a busy machine, both of which the estimate cannot see.
+func (r *Retryer) margin(l *lane) time.Duration {
+	if r.fixedMargin > 0 || l == nil {
+		return r.fixedMargin
+	}
+	return 2 * l.attempts.estimate()
+}
+
+// backOffBeforeFailing waits the backoff of failed attempt attempt before an
+// empty budget fails the operation, so that callers that send again at once
+// cannot turn the empty budget into a storm. It never waits past ctx's
+// deadline: when the backoff would end past it, it returns at once. It
+// returns how long it waited.
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) time.Duration {
+	if r.failFast {
+		return 0
+	}
+	d, err := r.backoffFor(attempt, opErr, class, l)
+	if err != nil || d <= 0 {
+		return 0
+	}
+	if deadline, ok := ctx.Deadline(); ok && exceeds(d, margin, deadline.Sub(r.now())) {
+		return 0
+	}
+	if sleep(ctx, d) != nil {
+		return 0
+	}
+	return d
+}

@@ -1,0 +1,262 @@
+package jitterretry
+
+// This file owns Do, the retry loop for what only the application can
+// retry.
+
+import (
+	"context"
+	"time"
+
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// DoOptions configures one Do loop. Do fills in the defaults before it runs
+// the option functions, as New does.
+type DoOptions struct {
+	// Classify decides what the loop retries. The default retries
+	// conflicts (ClassConflict: a ConditionalCheckFailedException, a
+	// TransactionConflictException, an error marked with Conflict), leaves
+	// alone an error the SDK's retry middleware already gave up on (a
+	// *retry.MaxAttemptsError, a *GiveUpError), and classifies the rest as
+	// the Retryer does. So around SDK calls, whose throttles and 5xx the
+	// SDK already retried, the loop retries conflicts only; around other
+	// functions, what the SDK would. Nil means the default.
+	Classify func(error) ErrorClass
+
+	// MaxAttempts is the most calls of fn that fail with a transient or
+	// throttling error before the loop gives up with GiveUpMaxAttempts;
+	// conflicts do not count. Default the Retryer's MaxAttempts;
+	// UnlimitedAttempts means no limit; 0 and other negative values are
+	// invalid.
+	MaxAttempts int
+
+	// MaxConflicts is the most conflicts the loop retries before it gives
+	// up with GiveUpConflicts; the context's deadline bounds the loop too.
+	// Default 100, which 32 workers incrementing one item never reached in
+	// our runs (BENCHMARKS.md, section 2b); UnlimitedAttempts means no limit
+	// but the context; 0 retries no conflict.
+	MaxConflicts int
+}
+
+const defaultMaxConflicts = 100
+
+// Do calls fn until it returns nil, returns an error that is not to be
+// retried, or the loop gives up, and sleeps between calls.
+//
+// Conflicts (ClassConflict) are the normal price of contention, not a sign
+// of a struggling service: they take no tokens from the Retryer's bucket,
+// which stays for the SDK's own retries of throttles and 5xx; they have a
+// budget of their own (MaxConflicts); and their backoff follows the
+// contention the loop measures (see Conflict and delayers.Contention). While
+// the partition throttles (a throttle since fn's previous call ended, in
+// any operation on the partition of ctx), a conflict waits at least the
+// Retryer's backoff after as many throttles in a row: a table at capacity
+// holds the win rate down, which looks like little contention. Transient
+// and throttling errors go through the same retry decision as the SDK's
+// middleware: the Retryer's jitter (a decorrelated chain keeps the
+// loop's real previous delay), its bucket, the x-amz-retry-after hint, the
+// empty-budget backoff. For every retry, a backoff that would end past ctx's
+// deadline, with a margin of the Retryer's learnt attempt time or of fn's
+// own last duration, whichever is larger, ends the loop at once.
+//
+// Do returns nil on success; fn's own error when it is not to be retried;
+// otherwise a *GiveUpError wrapping fn's last error, with reason
+// GiveUpMaxAttempts, GiveUpConflicts, GiveUpBudget, GiveUpDeadline or
+// GiveUpCanceled. A nil fn, invalid options or a zero Retryer give an
+// *OptionsError; a nil ctx counts as context.Background(); nothing panics.
+//
+// Do pays only for its own retries: a retry that succeeds gets its cost
+// back, and Do adds no NoRetryIncrement for a first-call success, since the
+// SDK calls inside fn earn theirs.
+func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, optFns ...func(*DoOptions)) error {
+	if err := r.ready(); err != nil {
+		return err
+	}
+	if fn == nil {
+		return &OptionsError{Option: "fn", Reason: "must not be nil"}
+	}
+	if ctx == nil {
+		ctx = context.Background()
+	}
+	o := DoOptions{Classify: r.classes.doClass, MaxAttempts: r.maxAttempts, MaxConflicts: defaultMaxConflicts}
+	if o.MaxAttempts == 0 {
+		o.MaxAttempts = UnlimitedAttempts
+	}
+	for _, f := range optFns {
+		if f != nil {
+			f(&o)
+		}
+	}
+	if o.Classify == nil {
+		o.Classify = r.classes.doClass
+	}
+	switch {
+	case o.MaxAttempts == 0 || o.MaxAttempts < UnlimitedAttempts:
+		return &OptionsError{Option: "DoOptions.MaxAttempts", Reason: "must be at least 1, or UnlimitedAttempts (-1)"}
+	case o.MaxConflicts < UnlimitedAttempts:
+		return &OptionsError{Option: "DoOptions.MaxConflicts", Reason: "must be 0 or more, or UnlimitedAttempts (-1)"}
+	}
+	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
+	loop.seenThrottles = loop.lane.throttles.Load()
+	if d, ok := r.backoff.(delayers.Delayer); ok {
+		loop.seq = d.NewSequence()
+	}
+	loop.conflictBackoff = delayers.Contention{Cap: loop.cap(), Source: r.source}
+	return loop.run(ctx, fn)
+}
+
+// doLoop is the state of one Do call.
+type doLoop struct {
+	r               *Retryer
+	o               DoOptions
+	lane            *lane
+	seq             *delayers.Sequence // the Retryer's jitter for this loop; nil with a custom Backoff
+	conflictBackoff delayers.Contention
+	failures        int     // calls that failed with a transient or throttling error
+	conflicts       int     // conflicts retried
+	throttled       bool    // the partition was throttled since the previous call of fn ended
+	seenThrottles   uint64  // the partition's throttle count then
+	capped          int     // conflicts in a row after which the partition had throttled
+	paid            *ticket // the tokens of the retry in flight, if any
+}
+
+func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
+	var lastErr error
+	for attempt := 1; ; attempt++ {
+		if cerr := ctx.Err(); cerr != nil {
+			d.refund()
+			return d.r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt - 1, Partition: d.lane.key, Err: lastErr, ctxErr: cerr})
+		}
+		start := d.r.now()
+		err := fn(ctx)
+		end := d.r.now()
+		th := d.lane.throttles.Load()
+		d.throttled, d.seenThrottles = th != d.seenThrottles, th
+		took := end.Sub(start)
+		if d.paid != nil {
+			if err == nil {
+				_ = d.paid.release(nil) // a successful retry gets its cost back
+			}
+			d.paid = nil
+		}
+		if err == nil {
+			return nil
+		}
+		lastErr = err
+
+		wait, nerr := d.next(ctx, attempt, err, end, took)
+		if nerr != nil {
+			if g, ok := nerr.(*GiveUpError); ok && g.Reason == GiveUpNotRetryable {
+				return err
+			}
+			return nerr
+		}
+		if serr := sleep(ctx, wait); serr != nil {
+			d.refund()
+			return d.r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: d.lane.key, Err: err, ctxErr: serr})
+		}
+	}
+}
+
+// next decides the retry after fn's call number attempt failed with err at
+// time at, having taken took: the wait before the next call, or why not (a
+// *GiveUpError, or the error of a custom Backoff).
+func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time, took time.Duration) (time.Duration, error) {
+	r, l := d.r, d.lane
+	class := d.o.Classify(err)
+	info := r.classes.inspect(err)
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(l), took, info.cut)}
+	p.deadline, p.hasDeadline = r.deadline(ctx)
+	var backoff time.Duration
+	switch class {
+	case ClassNotRetryable:
+		return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err})
+	case ClassConflict:
+		if d.o.MaxConflicts != UnlimitedAttempts && d.conflicts >= d.o.MaxConflicts {
+			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpConflicts, Attempt: attempt, Partition: l.key, Err: err})
+		}
+		d.conflicts++
+		seen, current := conflictReport(err)
+		backoff = d.conflictBackoff.Next(at, d.attemptSpan(took), seen, current)
+		// A throttle in the partition since the previous call says that
+		// the table's capacity, not the item, is the limit, which the
+		// conflicts cannot show (a win rate held down by capacity looks
+		// like little contention): wait at least what the Retryer would
+		// after as many throttles in a row. On loopback, 32 workers on one
+		// item of a 100 WCU table made 1,090 calls so, against 1,586
+		// without (full jitter: 1,318).
+		if !d.throttled {
+			d.capped = 0
+		} else {
+			d.capped++
+			if floor, ferr := r.backoffFor(d.capped, err, ClassThrottle, nil); ferr == nil {
+				backoff = max(backoff, floor)
+			}
+		}
+	default:
+		d.failures++
+		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {
+			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err})
+		}
+		cost := r.costs.retry
+		if class == ClassThrottle {
+			cost = r.costs.throttle
+		}
+		t, at, gerr := r.admit(ctx, l, attempt, err, class, p.hint, cost, p.margin, false)
+		if gerr != nil {
+			return 0, gerr
+		}
+		d.paid, p.paid, p.at, p.cost = &t, t, at, cost
+		if d.seq != nil {
+			backoff = d.seq.Next(err)
+		} else {
+			var derr error
+			if backoff, derr = r.backoffFor(d.failures, err, class, nil); derr != nil {
+				d.refund()
+				return 0, derr
+			}
+		}
+	}
+	wait, gerr := r.schedule(&p, attempt, err, backoff, false)
+	if gerr != nil {
+		d.paid = nil // schedule refunded it
+		return 0, gerr
+	}
+	return wait, nil
+}
+
+// attemptSpan is the duration of fn's call that took took, as the conflict
+// backoff should see it: the round trips of one attempt of the loop. took
+// includes whatever the SDK did inside fn, its own retries of a throttle
+// and their sleeps, which say nothing of the item's contention and, taken
+// for round trips, would stretch the first conflict's window (firstWindow
+// times took/2) to seconds. So took is bounded by twice the lane's learnt
+// attempt time: fn of the usual loop sends a read and a write at most, and
+// the estimate, about the 95th percentile of the lane's attempts, already
+// covers a slow one. A fn that sends more sees its round trips
+// underestimated by as much, which only shortens its first window. Before
+// any attempt was measured (an fn that does not go through this Retryer's
+// middleware) took is all there is.
+func (d *doLoop) attemptSpan(took time.Duration) time.Duration {
+	if est := d.lane.attempts.estimate(); est > 0 {
+		return min(took, 2*est)
+	}
+	return took
+}
+
+// refund gives back the tokens of a retry that will not be sent.
+func (d *doLoop) refund() {
+	if d.paid != nil {
+		d.paid.refund()
+		d.paid = nil
+	}
+}
+
+// cap is the longest conflict backoff: the Retryer's MaxBackoff when it has
+// one.
+func (d *doLoop) cap() time.Duration {
+	if dl, ok := d.r.backoff.(delayers.Delayer); ok {
+		return dl.Cap()
+	}
+	return delayers.DefaultCap
+}

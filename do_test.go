@@ -1,0 +1,421 @@
+package jitterretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// sequence returns a Do function that answers call n with answers[n-1], then
+// with the last answer for ever, and counts its calls.
+func sequence(answers ...func() error) (func(context.Context) error, *int) {
+	calls := 0
+	answer := script(answers...)
+	return func(context.Context) error {
+		calls++
+		return answer(calls)
+	}, &calls
+}
+
+// TestDoAgreesWithTheSDKPath: Do and the SDK's middleware run one retry
+// decision. For the same failures they make the same attempts, charge the
+// same tokens, wait the same (deterministic) delays, x-amz-retry-after
+// included, and give up for the same reason.
+func TestDoAgreesWithTheSDKPath(t *testing.T) {
+	cases := map[string]struct {
+		answers []func() error
+		opts    func(*jitterretry.Options)
+	}{
+		"throttle, 500, success":           {answers: []func() error{throttleErr, serverErr, ok}},
+		"throttles until attempts run out": {answers: []func() error{throttleErr}},
+		"a retry-after hint":               {answers: []func() error{func() error { return retryAfter(7) }, ok}},
+		"an empty budget": {
+			answers: []func() error{serverErr},
+			opts:    func(o *jitterretry.Options) { o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 20, 14, 5 },
+		},
+		"not retryable": {answers: []func() error{func() error { return asResponse(400, &modeled{"ValidationException"}) }}},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			build := func(events *[]jitterretry.RetryEvent, gaveUp *[]*jitterretry.GiveUpError) *jitterretry.Retryer {
+				return jitterretry.New(func(o *jitterretry.Options) {
+					o.Jitter = delayers.StrategyExponential
+					o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = time.Millisecond, 2*time.Millisecond, 20*time.Millisecond
+					o.FailFastOnEmptyBudget = true
+					o.OnRetry = func(e jitterretry.RetryEvent) { *events = append(*events, e) }
+					o.OnGiveUp = func(e *jitterretry.GiveUpError) { *gaveUp = append(*gaveUp, e) }
+					if tc.opts != nil {
+						tc.opts(o)
+					}
+				})
+			}
+			var sdkEvents, doEvents []jitterretry.RetryEvent
+			var sdkGaveUp, doGaveUp []*jitterretry.GiveUpError
+			viaSDK, viaDo := build(&sdkEvents, &sdkGaveUp), build(&doEvents, &doGaveUp)
+			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+			defer cancel()
+
+			sdkAttempts, sdkErr := operation(ctx, viaSDK, script(tc.answers...))
+			fn, doAttempts := sequence(tc.answers...)
+			doErr := jitterretry.Do(ctx, viaDo, fn)
+
+			assert.Equal(t, sdkAttempts, *doAttempts, "expect the same attempts")
+			assert.Equal(t, viaSDK.Remaining(), viaDo.Remaining(), "expect the same tokens")
+			assert.Equal(t, sdkErr == nil, doErr == nil, "expect the same outcome: sdk %v, Do %v", sdkErr, doErr)
+			require.Equal(t, len(sdkEvents), len(doEvents), "expect the same retries")
+			for i := range sdkEvents {
+				assert.Equal(t, sdkEvents[i].Delay, doEvents[i].Delay, "retry %d: expect the same wait", i+1)
+				assert.Equal(t, sdkEvents[i].Class, doEvents[i].Class, "retry %d: expect the same class", i+1)
+			}
+			var sdkMax, doMax *retry.MaxAttemptsError
+			assert.Equal(t, errors.As(sdkErr, &sdkMax), errors.As(doErr, &doMax), "expect the same max-attempts error")
+			assert.Equal(t, errors.Is(sdkErr, jitterretry.ErrRetryBudgetExhausted), errors.Is(doErr, jitterretry.ErrRetryBudgetExhausted),
+				"expect the same budget refusal")
+			reasons := func(gs []*jitterretry.GiveUpError) (rs []jitterretry.GiveUpReason) {
+				for _, g := range gs {
+					if g.Reason != jitterretry.GiveUpMaxAttempts { // the middleware checks attempts itself
+						rs = append(rs, g.Reason)
+					}
+				}
+				return rs
+			}
+			assert.Equal(t, reasons(sdkGaveUp), reasons(doGaveUp), "expect the same give-ups")
+		})
+	}
+}
+
+// TestDoEmptyBudgetBacksOffFirst: Do's closed-loop callers are the storm
+// case, so an empty budget waits a backoff before refusing, as
+// GetRetryToken does.
+func TestDoEmptyBudgetBacksOffFirst(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential
+		o.BaseDelay = 30 * time.Millisecond
+		o.BucketCapacity, o.RetryCost = 10, 10
+	})
+	fn, _ := sequence(serverErr)
+	start := time.Now()
+	err := jitterretry.Do(context.Background(), r, fn)
+	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	// one 30 ms retry, then a 60 ms wait before the refusal
+	assert.GreaterOrEqual(t, time.Since(start), 90*time.Millisecond)
+}
+
+// TestDoThrottleBase: a throttle waits ThrottleBaseDelay in Do too.
+func TestDoThrottleBase(t *testing.T) {
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential
+		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, 40*time.Millisecond
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	fn, _ := sequence(throttleErr, ok)
+	require.NoError(t, jitterretry.Do(context.Background(), r, fn))
+	assert.Equal(t, []time.Duration{40 * time.Millisecond}, delays)
+}
+
+// TestDoConflictsLeaveTheBucketAlone: a storm of conflicts, from many loops
+// at once, takes no token from the bucket the client's SDK retries use.
+func TestDoConflictsLeaveTheBucketAlone(t *testing.T) {
+	r := jitterretry.New(fast)
+	var wg sync.WaitGroup
+	for range 32 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn, _ := sequence(conflictErr, conflictErr, conflictErr, conflictErr, ok)
+			assert.NoError(t, jitterretry.Do(context.Background(), r, fn))
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, uint(500), r.Remaining(), "expect 128 conflicts to cost no token")
+}
+
+// TestDoConflictBudget: conflicts have a budget of their own, separate from
+// MaxAttempts, and running out gives a typed error around the last
+// conflict.
+func TestDoConflictBudget(t *testing.T) {
+	r := jitterretry.New(fast)
+	last := conflictErr()
+	fn, calls := sequence(conflictErr, conflictErr, conflictErr, conflictErr, fail(last))
+	err := jitterretry.Do(context.Background(), r, fn, func(o *jitterretry.DoOptions) { o.MaxConflicts = 4 })
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpConflicts, gu.Reason)
+	assert.Equal(t, 5, *calls, "expect 4 conflicts retried, more than the 3 attempts of the retryer")
+	assert.ErrorIs(t, err, last, "expect the last conflict inside")
+
+	// The default budget is far above the SDK's three attempts.
+	fn, calls = sequence(conflictErr, conflictErr, conflictErr, conflictErr, conflictErr, conflictErr, ok)
+	require.NoError(t, jitterretry.Do(context.Background(), r, fn))
+	assert.Equal(t, 7, *calls)
+}
+
+// TestDoConflictReport: Conflict marks an error as a conflict, keeps the
+// error inside, and its versions steer the backoff.
+func TestDoConflictReport(t *testing.T) {
+	plain := errors.New("version moved")
+	marked := jitterretry.Conflict(plain, 3, 9)
+	assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(marked))
+	assert.ErrorIs(t, marked, plain)
+	assert.Nil(t, jitterretry.Conflict(nil, 1, 2))
+
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	attempt := 0
+	require.NoError(t, jitterretry.Do(context.Background(), r, func(context.Context) error {
+		attempt++
+		time.Sleep(time.Millisecond) // a round trip
+		if attempt < 4 {
+			return jitterretry.Conflict(plain, int64(10*attempt), int64(10*attempt+2))
+		}
+		return nil
+	}))
+	require.Len(t, delays, 3)
+	for _, d := range delays {
+		assert.Less(t, d, time.Second, "expect delays of a few round trips, got %v", delays)
+	}
+}
+
+// TestDoFirstConflictIgnoresTheSDKsRetriesInsideFn: fn's SDK call was
+// throttled and retried by the SDK's middleware for about a second before
+// its write conflicted. The second says nothing about the item's
+// contention: the first conflict's backoff follows the attempts' own time
+// (10 ms each here), not fn's, and is far below a second. Time is the
+// Retryer's injected clock, advanced by the attempts and by the SDK's
+// throttle retry; the test never reads the wall clock.
+func TestDoFirstConflictIgnoresTheSDKsRetriesInsideFn(t *testing.T) {
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
+	var firstConflicts []time.Duration
+	var cancel context.CancelFunc
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, time.Millisecond // the SDK's real sleeps stay short
+		o.Source = delayers.NewSource(1)
+		o.Clock = clock
+		o.OnRetry = func(e jitterretry.RetryEvent) {
+			switch e.Class {
+			case jitterretry.ClassThrottle:
+				advance(time.Second) // the SDK's retry of the throttle, as long as a real one can be
+			case jitterretry.ClassConflict:
+				firstConflicts = append(firstConflicts, e.Delay)
+				cancel() // one conflict is enough: Do's sleep ends at once
+			}
+		}
+	})
+	for loop := range 10 {
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			err := stackOperation(ctx, r, nil, func(_ context.Context, attempt int) error {
+				advance(10 * time.Millisecond) // the attempt's round trip
+				if attempt == 1 {
+					return throttleErr()
+				}
+				return conflictErr()
+			})
+			return jitterretry.Conflict(err, int64(10*loop), int64(10*loop+3))
+		})
+		cancel()
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason, "loop %d: expect the test to end the loop after its first conflict", loop)
+	}
+	require.Len(t, firstConflicts, 10)
+	for _, d := range firstConflicts {
+		assert.Less(t, d, 500*time.Millisecond, "expect first-conflict backoffs of attempts of 10 ms, not of a 1 s throttle retry, got %v", firstConflicts)
+	}
+}
+
+// TestDoLeavesWhatTheSDKGaveUpOn: an error the SDK's middleware already
+// retried and gave up on is not retried again by default, so retries do not
+// multiply across the two layers.
+func TestDoLeavesWhatTheSDKGaveUpOn(t *testing.T) {
+	r := jitterretry.New(fast)
+	sdkGaveUp := &retry.MaxAttemptsError{Attempt: 3, Err: throttleErr()}
+	fn, calls := sequence(fail(sdkGaveUp))
+	err := jitterretry.Do(context.Background(), r, fn)
+	assert.Same(t, sdkGaveUp, err)
+	assert.Equal(t, 1, *calls)
+
+	// retry.Standard's middleware joins the operation's error with its
+	// bucket's refusal when it has no token for the retry.
+	quota := errors.Join(throttleErr(), fmt.Errorf("failed to get rate limit token, %w", ratelimit.QuotaExceededError{Available: 0, Requested: 5}))
+	fn, calls = sequence(fail(quota))
+	assert.Same(t, quota, jitterretry.Do(context.Background(), r, fn))
+	assert.Equal(t, 1, *calls, "expect a throttle the SDK's bucket refused not retried again")
+
+	fn, calls = sequence(serverErr, ok) // a plain function: the SDK's rules
+	require.NoError(t, jitterretry.Do(context.Background(), r, fn))
+	assert.Equal(t, 2, *calls)
+}
+
+func TestDoOutcomes(t *testing.T) {
+	boom := errors.New("boom")
+	always := func(error) jitterretry.ErrorClass { return jitterretry.ClassTransient }
+	cases := map[string]struct {
+		opts   func(*jitterretry.Options)
+		ctx    func() (context.Context, context.CancelFunc)
+		doOpts func(*jitterretry.DoOptions)
+		answer func() error
+		calls  int
+		check  func(t *testing.T, err error)
+	}{
+		"not retryable returns the error itself": {
+			answer: fail(boom), calls: 1,
+			check: func(t *testing.T, err error) { assert.Same(t, boom, err) },
+		},
+		"attempts run out": {
+			doOpts: func(o *jitterretry.DoOptions) { o.Classify = always },
+			answer: fail(boom), calls: 3,
+			check: func(t *testing.T, err error) {
+				var m *retry.MaxAttemptsError
+				require.ErrorAs(t, err, &m, "expect the SDK's max-attempts type to match")
+				assert.Equal(t, 3, m.Attempt)
+				assert.ErrorIs(t, err, boom)
+			},
+		},
+		"unlimited attempts stop at the deadline": {
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), 50*time.Millisecond)
+			},
+			doOpts: func(o *jitterretry.DoOptions) { o.Classify, o.MaxAttempts = always, jitterretry.UnlimitedAttempts },
+			answer: fail(boom), calls: -1,
+			check: func(t *testing.T, err error) {
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+				assert.ErrorIs(t, err, boom)
+			},
+		},
+		"budget refused": {
+			opts:   func(o *jitterretry.Options) { o.BucketCapacity, o.RetryCost, o.FailFastOnEmptyBudget = 14, 14, true },
+			doOpts: func(o *jitterretry.DoOptions) { o.Classify = always },
+			answer: fail(boom), calls: 2,
+			check: func(t *testing.T, err error) {
+				var q ratelimit.QuotaExceededError
+				require.ErrorAs(t, err, &q)
+				assert.Equal(t, uint(14), q.Requested)
+				assert.ErrorIs(t, err, boom)
+			},
+		},
+		"cancelled before the first call": {
+			ctx: func() (context.Context, context.CancelFunc) {
+				ctx, cancel := context.WithCancel(context.Background())
+				cancel()
+				return ctx, cancel
+			},
+			answer: fail(boom), calls: 0,
+			check: func(t *testing.T, err error) { assert.ErrorIs(t, err, context.Canceled) },
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				if tc.opts != nil {
+					tc.opts(o)
+				}
+			})
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tc.ctx != nil {
+				ctx, cancel = tc.ctx()
+			}
+			defer cancel()
+			fn, calls := sequence(tc.answer)
+			err := jitterretry.Do(ctx, r, fn, tc.doOpts)
+			if tc.calls >= 0 {
+				assert.Equal(t, tc.calls, *calls)
+			}
+			tc.check(t, err)
+		})
+	}
+}
+
+func TestDoCancelStopsTheSleepAndRefunds(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+		o.DisableDeadlineGiveUp = true
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	fn, _ := sequence(serverErr)
+	start := time.Now()
+	err := jitterretry.Do(ctx, r, fn)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Less(t, time.Since(start), time.Minute)
+	assert.Equal(t, uint(500), r.Remaining(), "expect the unsent retry's tokens back")
+}
+
+func TestDoBadInput(t *testing.T) {
+	r := jitterretry.New()
+	var oe *jitterretry.OptionsError
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), r, nil), &oe)
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), r, func(context.Context) error { return nil },
+		func(o *jitterretry.DoOptions) { o.MaxAttempts = 0 }), &oe)
+	assert.Equal(t, "DoOptions.MaxAttempts", oe.Option)
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), r, func(context.Context) error { return nil },
+		func(o *jitterretry.DoOptions) { o.MaxConflicts = -7 }), &oe)
+	//nolint:staticcheck // a nil context is bad input Do must survive
+	assert.NoError(t, jitterretry.Do(nil, r, func(context.Context) error { return nil }))
+}
+
+// TestDoConflictsSlowDownWhileThePartitionThrottles: conflicts on an item
+// whose table is at capacity look like little contention (the capacity
+// holds the win rate down), so the contention backoff alone would keep
+// sending into the throttles. A throttle anywhere in the partition since
+// the loop's previous call makes the conflict wait at least the Retryer's
+// throttle backoff.
+func TestDoConflictsSlowDownWhileThePartitionThrottles(t *testing.T) {
+	const throttleBase = 200 * time.Millisecond
+	var cancel context.CancelFunc
+	var conflicts []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential // a throttle's first backoff is exactly throttleBase
+		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, throttleBase
+		o.OnRetry = func(e jitterretry.RetryEvent) {
+			if e.Class == jitterretry.ClassConflict {
+				conflicts = append(conflicts, e.Delay)
+				cancel() // Do's sleep ends at once
+			}
+		}
+	})
+	conflictOnce := func(throttleMeanwhile bool) {
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(context.Background())
+		defer cancel()
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			if throttleMeanwhile { // another caller of the client, throttled and retried
+				_ = stackOperation(context.Background(), r, nil, func(_ context.Context, attempt int) error {
+					if attempt == 1 {
+						return throttleErr()
+					}
+					return nil
+				})
+			}
+			err := stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
+			return jitterretry.Conflict(err, 1, 3)
+		})
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+	}
+	conflictOnce(false)
+	conflictOnce(true)
+	require.Len(t, conflicts, 2)
+	assert.Less(t, conflicts[0], throttleBase, "expect the contention backoff when nothing was throttled")
+	assert.GreaterOrEqual(t, conflicts[1], throttleBase, "expect at least the throttle backoff while the partition throttles")
+}

@@ -1,0 +1,79 @@
+package jitterretry
+
+// This file owns what the retryer tells the caller as it decides: the
+// RetryEvent passed to Options.OnRetry and the *GiveUpError passed to
+// Options.OnGiveUp.
+
+import (
+	"context"
+	"time"
+)
+
+// RetryEvent describes a retry about to be made.
+type RetryEvent struct {
+	// Attempt is the 1-based number of the attempt that failed.
+	Attempt int
+	// Delay is the backoff before the next attempt, after the service's
+	// x-amz-retry-after hint: what the SDK's middleware (or Do) sleeps.
+	Delay time.Duration
+	// Class is the failed attempt's error class.
+	Class ErrorClass
+	// Partition is the partition key of the retry token bucket; "" when not
+	// partitioned.
+	Partition string
+	// Err is the failed attempt's error.
+	Err error
+	// Unchecked reports that the deadline check could not be made for this
+	// retry under the SDK's middleware: the SDK gives GetRetryToken the
+	// context and RetryDelay the attempt number, and the retryer pairs the
+	// two calls by their error value, which another operation was retrying
+	// at the same instant (a shared sentinel error, say). The retry then
+	// goes ahead as retry.Standard's would. Do never leaves a check unmade.
+	Unchecked bool
+}
+
+// hooks calls the caller's hooks, and records the same events as metrics.
+type hooks struct {
+	onRetry  func(RetryEvent)
+	onGiveUp func(*GiveUpError)
+	meter    *meter // nil without a MeterProvider
+}
+
+// observed reports whether anything listens.
+func (h *hooks) observed() bool {
+	return h.onRetry != nil || h.onGiveUp != nil || h.meter != nil
+}
+
+// retry reports a retry that costs cost tokens of lane l (nil when
+// unknown). ctx is the operation's context, or nil where the retryer has
+// none (RetryDelay without a hand-off).
+func (h *hooks) retry(ctx context.Context, e RetryEvent, cost uint, l *lane) {
+	if h.onRetry != nil {
+		h.onRetry(e)
+	}
+	if h.meter != nil {
+		h.meter.retry(ctx, e)
+	}
+	if span, ok := recordingSpan(ctx); ok {
+		var left uint
+		if l != nil {
+			left = l.remaining()
+		}
+		traceRetry(span, e, cost, left)
+	}
+}
+
+// giveUp reports e and returns it, so that callers can write
+// return nil, r.hooks.giveUp(&GiveUpError{...}).
+func (h *hooks) giveUp(ctx context.Context, e *GiveUpError) *GiveUpError {
+	if h.onGiveUp != nil {
+		h.onGiveUp(e)
+	}
+	if h.meter != nil {
+		h.meter.giveUp(ctx, e)
+	}
+	if span, ok := recordingSpan(ctx); ok {
+		traceGiveUp(span, e)
+	}
+	return e
+}

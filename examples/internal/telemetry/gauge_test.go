@@ -1,0 +1,125 @@
+package telemetry_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/examples/internal/telemetry"
+)
+
+// tokenRows returns the data points of the bucket gauge.
+func tokenRows(t *testing.T, m *telemetry.Metrics) []telemetry.Row {
+	t.Helper()
+	rm, err := m.Collect(context.Background())
+	require.NoError(t, err)
+	var rows []telemetry.Row
+	for _, r := range telemetry.Rows(rm) {
+		if r.Instrument == "jitterretry.bucket.tokens" {
+			rows = append(rows, r)
+		}
+	}
+	return rows
+}
+
+// TestBucketGaugeReportsOnlyBucketsItCanRead: a loop retryer without a
+// bucket (ratelimit.None) beside the client's, on one provider, reports
+// nothing, instead of a 0 that hides the client's 500.
+func TestBucketGaugeReportsOnlyBucketsItCanRead(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	client := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = m.Provider })
+	loop := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = m.Provider; o.RateLimiter = ratelimit.None })
+	rows := tokenRows(t, m)
+	require.Len(t, rows, 1)
+	assert.Equal(t, 500.0, rows[0].Value)
+	runtime.KeepAlive(client)
+	runtime.KeepAlive(loop)
+}
+
+// TestBucketGaugeNamesTheService: the retryers of two clients on one
+// provider report apart once they have served an operation: the gauge
+// carries the service.
+func TestBucketGaugeNamesTheService(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	srv := newScriptServer(t)
+	srv.script(throttle)
+	r := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = m.Provider; o.ThrottleBaseDelay = time.Millisecond })
+	c := newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = r; o.MeterProvider = m.Provider })
+	require.NoError(t, putItem(context.Background(), c))
+	rows := tokenRows(t, m)
+	require.Len(t, rows, 1)
+	svc, ok := rows[0].Attr("rpc.service")
+	assert.True(t, ok, "expect the service on the gauge")
+	assert.Equal(t, "DynamoDB", svc)
+	assert.Equal(t, 500.0, rows[0].Value, "expect the successful retry's cost back")
+}
+
+// TestBucketGaugeStopsWithTheRetryer: retryers made one per client and
+// dropped stop being observed, instead of living on in the provider.
+func TestBucketGaugeStopsWithTheRetryer(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	keep := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = m.Provider; o.BucketCapacity = 42 })
+	for i := range 3 { // observed after keep: while alive, they hide it
+		_ = jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = m.Provider; o.BucketCapacity = uint(100 * (i + 1)) })
+	}
+	// All four report under the same attributes, so the row holds the last
+	// one observed: 42 only once the three dropped ones are no longer
+	// observed.
+	var rows []telemetry.Row
+	for range 200 { // cleanups run after a collection, on their own goroutine
+		runtime.GC()
+		if rows = tokenRows(t, m); len(rows) == 1 && rows[0].Value == 42 {
+			break
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+	require.Len(t, rows, 1, "expect one series")
+	assert.Equal(t, 42.0, rows[0].Value, "expect only the retryer still in use observed")
+	runtime.KeepAlive(keep)
+}
+
+// TestBudgetRefusalIsNoSkippedDeadlineCheck: a retry refused for an empty
+// budget leaves nothing that counts as a skipped deadline check later,
+// however many paired retry decisions follow.
+func TestBudgetRefusalIsNoSkippedDeadlineCheck(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.MeterProvider = m.Provider
+		o.BucketCapacity, o.ThrottlingRetryCost, o.RetryCost = 5, 5, 5
+		o.ThrottleBaseDelay, o.BaseDelay, o.MaxBackoff = time.Microsecond, time.Microsecond, time.Microsecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	first := throttleErr()
+	release, err := r.GetRetryToken(ctx, first) // takes the 5 tokens
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, first)
+	require.NoError(t, err)
+	_, err = r.GetRetryToken(ctx, throttleErr())
+	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	require.NoError(t, release(nil)) // the first retry succeeded: its tokens back
+	for range 2000 {
+		e := throttleErr()
+		release, err := r.GetRetryToken(ctx, e)
+		require.NoError(t, err)
+		_, err = r.RetryDelay(1, e)
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	rm, err := m.Collect(context.Background())
+	require.NoError(t, err)
+	for _, row := range telemetry.Rows(rm) {
+		assert.NotEqual(t, "jitterretry.deadline_checks.skipped", row.Instrument, "expect no skipped check, got %v", row.Attributes.ToSlice())
+	}
+}

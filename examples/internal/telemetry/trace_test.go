@@ -1,0 +1,86 @@
+package telemetry_test
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/smithy-go/tracing/smithyoteltracing"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+	"go.opentelemetry.io/otel/attribute"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
+)
+
+// TestRetryDecisionsAreAttemptSpanEvents traces a real client through
+// smithyoteltracing into an in-memory exporter: the attempt that failed
+// with a throttle carries a jitterretry.retry event, the one the deadline
+// cut short a jitterretry.give_up event.
+func TestRetryDecisionsAreAttemptSpanEvents(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	var retries []jitterretry.RetryEvent
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.ThrottleBaseDelay, o.MaxBackoff = 2*time.Millisecond, 5*time.Millisecond
+		o.OnRetry = func(e jitterretry.RetryEvent) { retries = append(retries, e) } // one operation at a time
+	})
+	srv := newScriptServer(t)
+	client := newClient(srv.URL, func(o *dynamodb.Options) {
+		o.Retryer = r
+		o.TracerProvider = smithyoteltracing.Adapt(tp)
+	})
+
+	srv.script(throttle)
+	require.NoError(t, putItem(context.Background(), client))
+	srv.script(reply{code: ddbwire.Throttling, retryAfter: "1000"})
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	require.ErrorIs(t, deleteItem(ctx, client), context.DeadlineExceeded)
+
+	var attempts []tracetest.SpanStub
+	for _, s := range spans.GetSpans() {
+		if s.Name == "Attempt" {
+			attempts = append(attempts, s)
+		}
+	}
+	require.Len(t, attempts, 3, "expect PutItem's two attempts and DeleteItem's one")
+	require.Len(t, retries, 1)
+
+	retry := event(t, attempts[0], "jitterretry.retry")
+	assert.Equal(t, "throttle", retry["jitterretry.class"].AsString())
+	assert.Equal(t, int64(1), retry["jitterretry.attempt"].AsInt64())
+	assert.Equal(t, int64(5), retry["jitterretry.cost"].AsInt64(), "the SDK's throttle cost")
+	assert.Equal(t, int64(500-5), retry["jitterretry.tokens_left"].AsInt64())
+	assert.Equal(t, retries[0].Delay.Milliseconds(), retry["jitterretry.delay_ms"].AsInt64())
+	assert.False(t, retry["jitterretry.unchecked"].AsBool())
+	assert.Empty(t, attempts[1].Events, "expect nothing on the attempt that succeeded")
+
+	giveUp := event(t, attempts[2], "jitterretry.give_up")
+	assert.Equal(t, "deadline", giveUp["jitterretry.reason"].AsString())
+	assert.GreaterOrEqual(t, giveUp["jitterretry.delay_ms"].AsInt64(), int64(1000), "expect the refused backoff, after the hint")
+	assert.Less(t, giveUp["jitterretry.remaining_ms"].AsInt64(), int64(300))
+}
+
+// event returns the attributes of span's only event called name.
+func event(t *testing.T, span tracetest.SpanStub, name string) map[string]attribute.Value {
+	t.Helper()
+	var found []map[string]attribute.Value
+	for _, e := range span.Events {
+		if e.Name != name {
+			continue
+		}
+		attrs := map[string]attribute.Value{}
+		for _, kv := range e.Attributes {
+			attrs[string(kv.Key)] = kv.Value
+		}
+		found = append(found, attrs)
+	}
+	require.Len(t, found, 1, "expect one %s event on %s, got events %v", name, span.Name, span.Events)
+	return found[0]
+}

@@ -1,0 +1,181 @@
+package jitterretry
+
+// This file owns the hand-off from GetRetryToken, which the SDK's middleware
+// gives the context, to RetryDelay, which it gives the attempt number.
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"time"
+)
+
+// The SDK's retry middleware calls GetRetryToken(ctx, err) and then, on the
+// same goroutine and with the same error value, RetryDelay(attempt, err); it
+// gives neither call both the context and the attempt number. The deadline
+// check needs both, so GetRetryToken leaves what it learnt in a slot chosen
+// by the error value and RetryDelay takes it.
+//
+// Pairing by error value is exact while one operation at a time hands off a
+// given value, which is what the SDK's errors are: every response and
+// transport failure is a new value. When two operations hand off the same
+// value at once (a shared sentinel error), the pair cannot be told apart:
+// both are marked ambiguous, neither sees the other's deadline or tokens,
+// and RetryDelay reports the retry with RetryEvent.Unchecked. Errors that
+// are not pointers cannot be told apart at all, so all values of one
+// non-pointer type share a key: the pairing is exact while one of them is
+// pending.
+//
+// The table has a fixed number of slots, so memory and time per call stay
+// flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
+// such as retry.AddWithMaxBackoffDelay replaces it) stays until another
+// error needs its slot; the entry is then evicted and counted, and if its
+// RetryDelay comes after all, it too is reported Unchecked.
+const handoffSlots = 256
+
+type handoff struct {
+	slots [handoffSlots]handoffSlot
+}
+
+type handoffSlot struct {
+	mu        sync.Mutex
+	key       error // the pending entry's error; kept alive while pending
+	pending   int   // hand-offs of key not yet taken
+	ambiguous bool  // more than one operation handed key off at once
+	deadlines bool  // one of the pending hand-offs had a deadline to check
+	evicted   error // the key of the last entry evicted before it was taken
+	// evictedDeadline: the evicted entry had a deadline to check.
+	evictedDeadline bool
+	entry           pendingRetry
+}
+
+// pendingRetry is what GetRetryToken hands to RetryDelay.
+type pendingRetry struct {
+	ctx         context.Context
+	lane        *lane
+	class       ErrorClass
+	hint        retryAfter // the failed attempt's x-amz-retry-after
+	at          time.Time  // when GetRetryToken ran; zero when it did not read the clock
+	deadline    time.Time
+	hasDeadline bool
+	margin      time.Duration // what the attempt after the backoff needs
+	cost        uint          // the tokens the retry took
+	ticket      trackRef      // the paid retry, when tracked
+	paid        ticket        // the paid retry, when not tracked
+	refused     bool          // GetRetryToken refused the retry and already backed off
+	waited      time.Duration // for that long
+}
+
+// refund gives the tokens of the retry back, unless they were claimed.
+func (p *pendingRetry) refund(tr *tracked) {
+	switch {
+	case p.ticket.slot != nil:
+		tr.refund(p.ticket)
+	case p.paid.lane != nil:
+		p.paid.refund()
+	}
+}
+
+// handoffStatus is what take found.
+type handoffStatus uint8
+
+const (
+	handoffMissing   handoffStatus = iota // nothing was handed off for this error
+	handoffFound                          // the entry of this operation
+	handoffAmbiguous                      // entries of several operations: none is used
+	handoffLost                           // this operation's entry was evicted
+)
+
+// unchecked reports whether a deadline check was due but could not be made.
+func (s handoffStatus) unchecked(hadDeadline bool) bool {
+	return hadDeadline && (s == handoffAmbiguous || s == handoffLost)
+}
+
+// put hands e off under err, whose keyHash is hash. It reports whether it
+// evicted an entry of another error that no RetryDelay took and that had
+// a deadline to check.
+func (h *handoff) put(err error, hash uintptr, e pendingRetry) (evicted bool) {
+	s := &h.slots[hash%handoffSlots]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending > 0 {
+		if sameKey(s.key, err) {
+			s.pending++
+			s.ambiguous = true
+			s.deadlines = s.deadlines || e.hasDeadline
+			s.entry = pendingRetry{}
+			return false
+		}
+		// Only an entry with a deadline had a check to skip; a refusal's
+		// entry, kept for a long-polling operation, has none.
+		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, s.deadlines
+	}
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.hasDeadline, e
+	return evicted
+}
+
+// take takes the entry handed off under err. For an ambiguous or lost
+// entry, hadDeadline reports whether a deadline check was due.
+func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+	s := &h.slots[keyHash(err)%handoffSlots]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.pending > 0 && sameKey(s.key, err) {
+		s.pending--
+		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
+		if s.ambiguous {
+			status, e = handoffAmbiguous, pendingRetry{}
+		}
+		if s.pending == 0 {
+			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
+		}
+		return e, status, hadDeadline
+	}
+	if s.evicted != nil && sameKey(s.evicted, err) {
+		hadDeadline = s.evictedDeadline
+		s.evicted, s.evictedDeadline = nil, false
+		return pendingRetry{}, handoffLost, hadDeadline
+	}
+	return pendingRetry{}, handoffMissing, false
+}
+
+// isPointer reports whether err's dynamic type is a pointer, whose identity
+// is the value.
+func isPointer(err error) bool {
+	return err != nil && reflect.TypeOf(err).Kind() == reflect.Pointer
+}
+
+// keyHash spreads pointers (by address) and other errors (by dynamic type)
+// over the slots of a table. A nil error has slot 0.
+func keyHash(err error) uintptr {
+	if err == nil {
+		return 0
+	}
+	v := reflect.ValueOf(err)
+	var p uintptr
+	if v.Kind() == reflect.Pointer {
+		p = v.Pointer()
+	} else {
+		p = reflect.ValueOf(v.Type()).Pointer()
+	}
+	// Allocations are aligned: drop the low bits, then mix.
+	p >>= 4
+	return p ^ p>>8 ^ p>>16
+}
+
+// sameKey reports whether a and b are the same pointer, or, for errors that
+// are not pointers, of the same dynamic type. It never compares two values
+// of a type that may not be comparable.
+func sameKey(a, b error) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb {
+		return false
+	}
+	if ta.Kind() == reflect.Pointer {
+		return a == b
+	}
+	return true
+}

@@ -1,0 +1,287 @@
+package clienttest_test
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
+)
+
+// retryConflicts is an application layer's own rule: a failed condition is
+// retried as a transient error (the loop re-reads), so it pays from the
+// Retryer's bucket; everything else is left to the SDK's retryer. Do's
+// default classification retries conflicts as ClassConflict, free.
+func retryConflicts(err error) jitterretry.ErrorClass {
+	var c *types.ConditionalCheckFailedException
+	if errors.As(err, &c) {
+		return jitterretry.ClassTransient
+	}
+	return jitterretry.ClassNotRetryable
+}
+
+func conditionalPut(ctx context.Context, c *dynamodb.Client) error {
+	_, err := c.PutItem(ctx, &dynamodb.PutItemInput{
+		TableName:           aws.String("orders"),
+		Item:                map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
+		ConditionExpression: aws.String("attribute_not_exists(pk)"),
+	})
+	return err
+}
+
+func TestDoRetriesConflictsOverSDKThrottleRetries(t *testing.T) {
+	cases := map[string]struct {
+		classify func(error) jitterretry.ErrorClass
+		tokens   uint
+	}{
+		// 500 - 5 (the SDK's throttle retry, which then failed its
+		// condition) - 14 - 14 (Do's two retries) + 14 (the one that
+		// succeeded) + 1 (its SDK call succeeded on the first attempt)
+		"conflicts as transient: one budget pays for all three retries": {classify: retryConflicts, tokens: 482},
+		// 500 - 5 + 1: conflicts take no tokens, so the bucket stays for
+		// the SDK's retries.
+		"default: conflicts are free": {tokens: 496},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast)
+			// The SDK level retries the throttle inside the first call; Do
+			// retries the two conflicts.
+			srv := newScriptServer(t, throttle, ccf, ccf, ok)
+			client := newClient(srv.URL, r)
+			calls := 0
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				calls++
+				return conditionalPut(ctx, client)
+			}, func(o *jitterretry.DoOptions) {
+				if tc.classify != nil {
+					o.Classify = tc.classify
+				}
+				o.MaxAttempts = 5
+			})
+
+			require.NoError(t, err)
+			assert.Equal(t, 3, calls)
+			assert.Equal(t, 4, srv.Calls())
+			assert.Equal(t, tc.tokens, r.Remaining())
+		})
+	}
+}
+
+func TestDoOutcomes(t *testing.T) {
+	boom := errors.New("boom")
+	cases := map[string]struct {
+		opts    func(*jitterretry.Options)
+		ctx     func() (context.Context, context.CancelFunc)
+		doOpts  func(*jitterretry.DoOptions)
+		results []error
+		calls   int
+		check   func(t *testing.T, err error)
+	}{
+		"not retryable returns the error itself": {
+			results: []error{boom}, calls: 1,
+			check: func(t *testing.T, err error) { assert.Same(t, boom, err) },
+		},
+		"attempts run out": {
+			doOpts: func(o *jitterretry.DoOptions) {
+				o.Classify = func(error) jitterretry.ErrorClass { return jitterretry.ClassTransient }
+			},
+			results: []error{boom}, calls: 3,
+			check: func(t *testing.T, err error) {
+				var m *jitterretry.GiveUpError
+				require.ErrorAs(t, err, &m)
+				assert.Equal(t, jitterretry.GiveUpMaxAttempts, m.Reason)
+				assert.Equal(t, 3, m.Attempt)
+				var sdk *retry.MaxAttemptsError
+				require.ErrorAs(t, err, &sdk)
+				assert.Equal(t, 3, sdk.Attempt)
+				assert.ErrorIs(t, err, boom)
+			},
+		},
+		"budget runs out": {
+			opts: func(o *jitterretry.Options) { o.BucketCapacity = 20; o.MaxAttempts = 10 },
+			doOpts: func(o *jitterretry.DoOptions) {
+				o.Classify = func(error) jitterretry.ErrorClass { return jitterretry.ClassTransient }
+			},
+			results: []error{boom}, calls: 2,
+			check: func(t *testing.T, err error) {
+				assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+				assert.ErrorIs(t, err, boom)
+				var quota ratelimit.QuotaExceededError
+				require.ErrorAs(t, err, &quota)
+				assert.Equal(t, uint(6), quota.Available)
+				assert.Equal(t, uint(14), quota.Requested)
+			},
+		},
+		"backoff past the deadline": {
+			opts: func(o *jitterretry.Options) {
+				o.Jitter, o.BaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+			},
+			ctx: func() (context.Context, context.CancelFunc) {
+				return context.WithTimeout(context.Background(), time.Minute)
+			},
+			doOpts: func(o *jitterretry.DoOptions) {
+				o.Classify = func(error) jitterretry.ErrorClass { return jitterretry.ClassTransient }
+			},
+			results: []error{boom}, calls: 1,
+			check: func(t *testing.T, err error) {
+				var gu *jitterretry.GiveUpError
+				require.ErrorAs(t, err, &gu)
+				assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+				assert.ErrorIs(t, err, boom)
+				assert.ErrorIs(t, err, context.DeadlineExceeded)
+			},
+		},
+		"success after retries": {
+			doOpts: func(o *jitterretry.DoOptions) {
+				o.Classify = func(error) jitterretry.ErrorClass { return jitterretry.ClassTransient }
+			},
+			results: []error{boom, boom, nil}, calls: 3,
+			check: func(t *testing.T, err error) { assert.NoError(t, err) },
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, tc.opts)
+			ctx, cancel := context.Background(), context.CancelFunc(func() {})
+			if tc.ctx != nil {
+				ctx, cancel = tc.ctx()
+			}
+			defer cancel()
+			calls := 0
+			err := jitterretry.Do(ctx, r, func(context.Context) error {
+				calls++
+				return tc.results[min(calls, len(tc.results))-1]
+			}, tc.doOpts)
+			assert.Equal(t, tc.calls, calls)
+			tc.check(t, err)
+		})
+	}
+}
+
+func TestDoCancelStopsTheSleep(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+	})
+	ctx, cancel := context.WithCancel(context.Background())
+	boom := errors.New("boom")
+	go func() { time.Sleep(10 * time.Millisecond); cancel() }()
+	// Were the sleep not cut short, this would block for an hour and the
+	// test binary would time out.
+	err := jitterretry.Do(ctx, r, func(context.Context) error { return boom },
+		func(o *jitterretry.DoOptions) {
+			o.Classify = func(error) jitterretry.ErrorClass { return jitterretry.ClassThrottle }
+		})
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, boom)
+	assert.Equal(t, uint(500), r.Remaining(), "the abandoned retry's tokens come back")
+}
+
+func TestDoBadInput(t *testing.T) {
+	var oe *jitterretry.OptionsError
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), nil, func(context.Context) error { return nil }), &oe)
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), jitterretry.New(), nil), &oe)
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), jitterretry.New(), func(context.Context) error { return nil },
+		func(o *jitterretry.DoOptions) { o.MaxAttempts = -7 }), &oe)
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), jitterretry.New(), func(context.Context) error { return nil },
+		func(o *jitterretry.DoOptions) { o.MaxAttempts = 0 }), &oe)
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), jitterretry.New(), func(context.Context) error { return nil },
+		func(o *jitterretry.DoOptions) { o.MaxConflicts = -2 }), &oe)
+	bad := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 0 })
+	assert.ErrorAs(t, jitterretry.Do(context.Background(), bad, func(context.Context) error { return nil }), &oe)
+}
+
+// TestDoConflictsKeepTheBudgetForTheSDK: conflicts are the normal price of
+// contention, so Do retries them without spending the SDK's retry budget.
+func TestDoConflictsKeepTheBudgetForTheSDK(t *testing.T) {
+	r := jitterretry.New(fast)
+	conflicts := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		if conflicts < 5 {
+			conflicts++
+			return &types.ConditionalCheckFailedException{Message: aws.String("moved")}
+		}
+		return nil
+	}, func(o *jitterretry.DoOptions) { o.MaxAttempts = 1 })
+	require.NoError(t, err, "expect conflicts not to count as attempts")
+	assert.Equal(t, 5, conflicts)
+	assert.Equal(t, uint(500), r.Remaining(), "expect no token spent on conflicts")
+}
+
+// TestDoDefaultClassificationOverARealClient: around SDK calls, Do retries
+// the conflicts the service returns, marked or not, with their own budget,
+// and leaves alone what the SDK's retry middleware already gave up on.
+func TestDoDefaultClassificationOverARealClient(t *testing.T) {
+	t.Run("conflicts until MaxConflicts", func(t *testing.T) {
+		r := jitterretry.New(fast)
+		srv := newScriptServer(t, ccf)
+		client := newClient(srv.URL, r)
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			return conditionalPut(ctx, client)
+		}, func(o *jitterretry.DoOptions) { o.MaxConflicts = 3 })
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		assert.Equal(t, jitterretry.GiveUpConflicts, gu.Reason)
+		var c *types.ConditionalCheckFailedException
+		assert.ErrorAs(t, err, &c, "expect the service's conflict as the cause")
+		assert.Equal(t, 4, srv.Calls(), "expect the first call and three retried conflicts")
+		assert.Equal(t, uint(500), r.Remaining())
+	})
+	t.Run("a conflict marked with versions", func(t *testing.T) {
+		r := jitterretry.New(fast)
+		srv := newScriptServer(t, ccf, ccf, ok)
+		client := newClient(srv.URL, r)
+		var classes []jitterretry.ErrorClass
+		version := int64(0)
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			err := conditionalPut(ctx, client)
+			if err == nil {
+				return nil
+			}
+			version++
+			marked := jitterretry.Conflict(err, version, version+1)
+			var c *types.ConditionalCheckFailedException
+			require.ErrorAs(t, marked, &c, "expect the mark to keep the service's error")
+			classes = append(classes, jitterretry.Classify(marked))
+			return marked
+		})
+		require.NoError(t, err)
+		assert.Equal(t, 3, srv.Calls())
+		assert.Equal(t, []jitterretry.ErrorClass{jitterretry.ClassConflict, jitterretry.ClassConflict}, classes)
+		assert.Equal(t, uint(500), r.Remaining())
+		// An application's own conflict, which no rule knows, is one once
+		// marked.
+		moved := errors.New("version moved")
+		assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(moved))
+		assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(jitterretry.Conflict(moved, 1, 2)))
+	})
+	t.Run("the SDK gave up already", func(t *testing.T) {
+		r := jitterretry.New(fast)
+		srv := newScriptServer(t, serverErr)
+		client := newClient(srv.URL, r)
+		calls := 0
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			calls++
+			return conditionalPut(ctx, client)
+		})
+		var sdk *retry.MaxAttemptsError
+		require.ErrorAs(t, err, &sdk, "expect the SDK's own error, returned as it is")
+		var gu *jitterretry.GiveUpError
+		assert.False(t, errors.As(err, &gu), "expect no give-up of Do's around it, got %v", err)
+		assert.Equal(t, 1, calls, "expect Do not to retry what the SDK retried already")
+		assert.Equal(t, 3, srv.Calls())
+	})
+}

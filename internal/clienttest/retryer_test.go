@@ -1,0 +1,504 @@
+package clienttest_test
+
+import (
+	"context"
+	"errors"
+	"math"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/aws-sdk-go-v2/config"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
+)
+
+// fast scales the delays down to milliseconds so the suite stays quick. The
+// delays must stay positive: option functions see the defaults filled in,
+// and a zero delay is invalid, not "default".
+func fast(o *jitterretry.Options) {
+	o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = time.Millisecond, time.Millisecond, 4*time.Millisecond
+	o.Source = delayers.NewSource(1)
+}
+
+// sdkFast is retry.NewStandard with the same scaled-down delays and a bucket
+// whose content the test can read.
+func sdkFast(limiter *ratelimit.TokenRateLimit) func(*retry.StandardOptions) {
+	return func(o *retry.StandardOptions) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+		o.RateLimiter = limiter
+	}
+}
+
+// TestSameBehaviourAsStandard is the one-line switch: the same server script
+// through retry.NewStandard() and jitterretry.New() gives the same attempts,
+// token counts and error types.
+func TestSameBehaviourAsStandard(t *testing.T) {
+	cases := map[string]struct {
+		script []reply
+		calls  int
+		tokens uint
+		check  func(t *testing.T, err error)
+	}{
+		"success on the first attempt": {
+			script: []reply{ok}, calls: 1, tokens: 500,
+		},
+		"two throttles then success refunds the throttle cost": {
+			script: []reply{throttle, throttle2, ok}, calls: 3, tokens: 495,
+		},
+		"a 500 then success refunds the retry cost": {
+			script: []reply{serverErr, ok}, calls: 2, tokens: 500,
+		},
+		"unmodelled 429 is a throttle": {
+			script: []reply{tooMany, ok}, calls: 2, tokens: 500,
+		},
+		"dropped connection is retried": {
+			script: []reply{dropped, ok}, calls: 2, tokens: 500,
+		},
+		"throttles exhaust the attempts": {
+			script: []reply{throttle}, calls: 3, tokens: 490,
+			check: func(t *testing.T, err error) {
+				var maxErr *retry.MaxAttemptsError
+				require.ErrorAs(t, err, &maxErr)
+				assert.Equal(t, 3, maxErr.Attempt)
+				var ptee *types.ProvisionedThroughputExceededException
+				assert.ErrorAs(t, err, &ptee)
+			},
+		},
+		"500s cost 14 a retry": {
+			script: []reply{serverErr}, calls: 3, tokens: 472,
+			check: func(t *testing.T, err error) {
+				var ise *types.InternalServerError
+				assert.ErrorAs(t, err, &ise)
+			},
+		},
+		"conditional check failure is never retried": {
+			script: []reply{ccf}, calls: 1, tokens: 500,
+			check: func(t *testing.T, err error) {
+				var c *types.ConditionalCheckFailedException
+				assert.ErrorAs(t, err, &c)
+			},
+		},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			sdkLimiter := ratelimit.NewTokenRateLimit(500)
+			sdkSrv := newScriptServer(t, tc.script...)
+			sdkErr := putItem(context.Background(), newClient(sdkSrv.URL, retry.NewStandard(sdkFast(sdkLimiter))))
+
+			ours := jitterretry.New(fast)
+			ourSrv := newScriptServer(t, tc.script...)
+			ourErr := putItem(context.Background(), newClient(ourSrv.URL, ours))
+
+			assert.Equal(t, tc.calls, sdkSrv.Calls(), "sdk calls")
+			assert.Equal(t, tc.calls, ourSrv.Calls(), "our calls")
+			assert.Equal(t, tc.tokens, sdkLimiter.Remaining(), "sdk tokens")
+			assert.Equal(t, tc.tokens, ours.Remaining(), "our tokens")
+			assert.Equal(t, sdkErr == nil, ourErr == nil, "expect the same outcome, got sdk %v, ours %v", sdkErr, ourErr)
+			if tc.check != nil {
+				tc.check(t, sdkErr)
+				tc.check(t, ourErr)
+			}
+		})
+	}
+}
+
+func TestSuccessOnRetryAfterDrainRefundsCost(t *testing.T) {
+	// Partly drained buckets show the refund arithmetic that a full one hides.
+	sdkLimiter := ratelimit.NewTokenRateLimit(500)
+	_, _ = sdkLimiter.GetToken(context.Background(), 100)
+	ourBucket := jitterretry.NewTokenBucket(500, 0)
+	_, _ = ourBucket.GetToken(context.Background(), 100)
+
+	script := []reply{serverErr, throttle, ok, ok}
+	sdkSrv, ourSrv := newScriptServer(t, script...), newScriptServer(t, script...)
+	sdkClient := newClient(sdkSrv.URL, retry.NewStandard(sdkFast(sdkLimiter)))
+	ourClient := newClient(ourSrv.URL, jitterretry.New(fast, func(o *jitterretry.Options) { o.RateLimiter = ourBucket }))
+	for range 2 {
+		requireNoErr(t, putItem(context.Background(), sdkClient))
+		requireNoErr(t, putItem(context.Background(), ourClient))
+	}
+	// 400 - 14 - 5 + 5 (successful retry) + 1 (first-attempt success) = 387
+	assert.Equal(t, uint(387), sdkLimiter.Remaining())
+	assert.Equal(t, uint(387), ourBucket.Remaining())
+}
+
+func TestEmptyBucketFailsFastWithTypedError(t *testing.T) {
+	// A cost above BucketCapacity is invalid, so the 10 tokens are what is
+	// left of a shared bucket.
+	bucket := jitterretry.NewTokenBucket(500, 0)
+	_, err := bucket.GetToken(context.Background(), 490)
+	require.NoError(t, err)
+	var gaveUp []jitterretry.GiveUpError
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.RateLimiter = bucket
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, *e) }
+	})
+	srv := newScriptServer(t, serverErr)
+	err = putItem(context.Background(), newClient(srv.URL, r))
+
+	require.Error(t, err)
+	assert.Equal(t, 1, srv.Calls(), "a 14-token retry from a 10-token bucket is refused")
+	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpBudget, gu.Reason)
+	var quota ratelimit.QuotaExceededError
+	require.ErrorAs(t, err, &quota, "code written for the SDK's bucket still matches")
+	assert.Equal(t, uint(10), quota.Available)
+	assert.Equal(t, uint(14), quota.Requested)
+	var ise *types.InternalServerError
+	assert.ErrorAs(t, gu, &ise, "the budget error keeps the cause")
+	assert.Contains(t, err.Error(), "not an AWS throttle")
+	require.Len(t, gaveUp, 1)
+	assert.Equal(t, jitterretry.GiveUpBudget, gaveUp[0].Reason)
+}
+
+func TestDeadlineGiveUpKeepsCause(t *testing.T) {
+	var gaveUp []jitterretry.GiveUpError
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential
+		o.ThrottleBaseDelay = 10 * time.Second
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, *e) }
+	})
+	srv := newScriptServer(t, throttle, ok)
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+
+	err := putItem(ctx, newClient(srv.URL, r))
+
+	require.Error(t, err)
+	assert.NoError(t, ctx.Err(), "expect the retryer to give up before the deadline, not to sleep into it")
+	assert.Equal(t, 1, srv.Calls())
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+	assert.Equal(t, 10*time.Second, gu.Delay)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+	var ptee *types.ProvisionedThroughputExceededException
+	assert.ErrorAs(t, err, &ptee, "expect the throttle that caused the retry, not just a context error")
+	assert.Equal(t, uint(500), r.Remaining(), "the refused retry's tokens are refunded")
+	require.Len(t, gaveUp, 1)
+	assert.Equal(t, 1, gaveUp[0].Attempt)
+}
+
+func TestDeadlineCountsRetryAfterAndMargin(t *testing.T) {
+	cases := map[string]struct {
+		retryAfter string
+		margin     time.Duration
+		giveUp     bool
+	}{
+		"short hint fits":          {retryAfter: "5", giveUp: false},
+		"long hint passes the end": {retryAfter: "4000", giveUp: true},
+		"margin leaves no room":    {margin: 3 * time.Second, giveUp: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.DeadlineMargin = tc.margin })
+			srv := newScriptServer(t, reply{code: throttle.code, retryAfter: tc.retryAfter}, ok)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			err := putItem(ctx, newClient(srv.URL, r))
+			if tc.giveUp {
+				var gu *jitterretry.GiveUpError
+				require.ErrorAs(t, err, &gu)
+				assert.Equal(t, 1, srv.Calls())
+			} else {
+				require.NoError(t, err)
+				assert.Equal(t, 2, srv.Calls())
+			}
+		})
+	}
+}
+
+func TestRetryAfterHeaderHonoured(t *testing.T) {
+	var delays []time.Duration
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	srv := newScriptServer(t, reply{code: throttle.code, retryAfter: "30"}, ok)
+	require.NoError(t, putItem(context.Background(), newClient(srv.URL, r)))
+	assert.Equal(t, []time.Duration{30 * time.Millisecond}, delays)
+}
+
+// TestHooks: OnRetry sees each retry with its attempt and class; OnGiveUp
+// sees an error that is not retryable, but not a conflict, which is no
+// refusal (Do retries it).
+func TestHooks(t *testing.T) {
+	for name, tc := range map[string]struct {
+		last    reply
+		gaveUp  []jitterretry.GiveUpReason
+		errType any
+	}{
+		"not retryable": {reply{code: ddbwire.ResourceNotFound}, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, new(*types.ResourceNotFoundException)},
+		"conflict":      {ccf, nil, new(*types.ConditionalCheckFailedException)},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var retries []jitterretry.RetryEvent
+			var gaveUp []jitterretry.GiveUpReason
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.MaxAttempts = 4
+				o.OnRetry = func(e jitterretry.RetryEvent) { mu.Lock(); retries = append(retries, e); mu.Unlock() }
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, e.Reason); mu.Unlock() }
+			})
+			srv := newScriptServer(t, throttle, serverErr, tc.last)
+			err := putItem(context.Background(), newClient(srv.URL, r))
+
+			require.ErrorAs(t, err, tc.errType)
+			require.Len(t, retries, 2)
+			assert.Equal(t, 1, retries[0].Attempt)
+			assert.Equal(t, jitterretry.ClassThrottle, retries[0].Class)
+			assert.Equal(t, 2, retries[1].Attempt)
+			assert.Equal(t, jitterretry.ClassTransient, retries[1].Class)
+			assert.Equal(t, tc.gaveUp, gaveUp)
+		})
+	}
+}
+
+func TestWorksThroughSDKWrappersAndConfig(t *testing.T) {
+	t.Run("AddWithMaxAttempts", func(t *testing.T) {
+		srv := newScriptServer(t, serverErr)
+		_ = putItem(context.Background(), newClient(srv.URL, retry.AddWithMaxAttempts(jitterretry.New(fast), 5)))
+		assert.Equal(t, 5, srv.Calls())
+	})
+	t.Run("AddWithErrorCodes", func(t *testing.T) {
+		srv := newScriptServer(t, ccf, ok)
+		require.NoError(t, putItem(context.Background(),
+			newClient(srv.URL, retry.AddWithErrorCodes(jitterretry.New(fast), "ConditionalCheckFailedException"))))
+		assert.Equal(t, 2, srv.Calls())
+	})
+	t.Run("config.WithRetryer builds one retryer per client", func(t *testing.T) {
+		srv := newScriptServer(t, throttle, ok)
+		cfg, err := config.LoadDefaultConfig(context.Background(),
+			config.WithRegion("us-east-1"),
+			config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKID", "secret", "")),
+			config.WithBaseEndpoint(srv.URL),
+			config.WithRetryer(func() aws.Retryer { return jitterretry.New(fast) }),
+		)
+		require.NoError(t, err)
+		assert.NotSame(t, cfg.Retryer(), cfg.Retryer())
+		require.NoError(t, putItem(context.Background(), dynamodb.NewFromConfig(cfg)))
+		assert.Equal(t, 2, srv.Calls())
+	})
+	t.Run("per operation", func(t *testing.T) {
+		srv := newScriptServer(t, serverErr)
+		client := newClient(srv.URL, aws.NopRetryer{})
+		_ = putItem(context.Background(), client,
+			func(o *dynamodb.Options) {
+				o.Retryer = jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = 2 })
+			})
+		assert.Equal(t, 2, srv.Calls())
+	})
+	t.Run("DynamoDB preset", func(t *testing.T) {
+		srv := newScriptServer(t, serverErr)
+		_ = putItem(context.Background(), newClient(srv.URL, jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
+			o.BaseDelay = time.Millisecond
+		})))
+		assert.Equal(t, 4, srv.Calls())
+	})
+}
+
+func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
+	cases := map[string]func(*jitterretry.Options){
+		"MaxAttempts zero":      func(o *jitterretry.Options) { o.MaxAttempts = 0 },
+		"MaxAttempts negative":  func(o *jitterretry.Options) { o.MaxAttempts = -5 },
+		"negative base":         func(o *jitterretry.Options) { o.BaseDelay = -time.Second },
+		"zero base":             func(o *jitterretry.Options) { o.BaseDelay = 0 },
+		"zero cap":              func(o *jitterretry.Options) { o.MaxBackoff = 0 },
+		"unknown jitter":        func(o *jitterretry.Options) { o.Jitter = "sideways" },
+		"negative margin":       func(o *jitterretry.Options) { o.DeadlineMargin = -1 },
+		"negative refill":       func(o *jitterretry.Options) { o.BucketRefill = -1 },
+		"cost above the bucket": func(o *jitterretry.Options) { o.BucketCapacity = 10 },
+		"partition with limiter": func(o *jitterretry.Options) {
+			o.RateLimiter = ratelimit.None
+			o.PartitionKey = jitterretry.PartitionByOperation
+		},
+	}
+	for name, opt := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(opt)
+			var oe *jitterretry.OptionsError
+			require.ErrorAs(t, r.Err(), &oe)
+			srv := newScriptServer(t, ok)
+			err := putItem(context.Background(), newClient(srv.URL, r))
+			require.ErrorAs(t, err, &oe)
+			assert.Equal(t, 0, srv.Calls(), "expect no request with invalid options")
+		})
+	}
+}
+
+func TestMaxAttemptsValues(t *testing.T) {
+	assert.Equal(t, 3, jitterretry.New().MaxAttempts())
+	assert.Equal(t, 1, jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 1 }).MaxAttempts())
+	assert.Equal(t, 0, jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = jitterretry.UnlimitedAttempts }).MaxAttempts())
+
+	srv := newScriptServer(t, throttle, throttle, throttle, throttle, throttle, ok)
+	unlimited := jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = jitterretry.UnlimitedAttempts })
+	require.NoError(t, putItem(context.Background(), newClient(srv.URL, unlimited)))
+	assert.Equal(t, 6, srv.Calls())
+}
+
+func TestGetRetryTokenWithDoneContext(t *testing.T) {
+	r := jitterretry.New()
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	cause := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	_, err := r.GetRetryToken(ctx, cause)
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.ErrorIs(t, err, cause)
+	assert.Equal(t, uint(500), r.Remaining())
+}
+
+func TestNilAndOddInputsNeverPanic(t *testing.T) {
+	r := jitterretry.New()
+	assert.False(t, r.IsErrorRetryable(nil))
+	for _, attempt := range []int{-1 << 62, -1, 0, 1, 63, 64, 1000, int(^uint(0) >> 1)} {
+		d, err := r.RetryDelay(attempt, nil)
+		require.NoError(t, err)
+		assert.GreaterOrEqual(t, d, time.Duration(0))
+		assert.LessOrEqual(t, d, 20*time.Second)
+	}
+	rel, err := r.GetRetryToken(context.Background(), nil)
+	require.NoError(t, err)
+	require.NoError(t, rel(nil))
+	require.NoError(t, rel(errors.New("x")))
+}
+
+// TestPartitionsIsolateBudgets: a hot partition spends its own bucket. A
+// partition's tokens are read from the refusals, which report what was
+// available.
+func TestPartitionsIsolateBudgets(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.BucketCapacity = 20
+		o.PartitionKey = jitterretry.PartitionFromContext
+	})
+	hot := newScriptServer(t, serverErr)
+	cold := newScriptServer(t, serverErr, ok, serverErr)
+	hotCtx := jitterretry.WithPartition(context.Background(), "hot-table")
+	var err error
+	for range 3 {
+		err = putItem(hotCtx, newClient(hot.URL, r))
+	}
+	assert.Equal(t, 4, hot.Calls(), "one 14-token retry, then refused")
+	var quota ratelimit.QuotaExceededError
+	require.ErrorAs(t, err, &quota)
+	assert.Equal(t, uint(6), quota.Available, "one 14-token retry, then refused")
+
+	coldCtx := jitterretry.WithPartition(context.Background(), "cold-table")
+	require.NoError(t, putItem(coldCtx, newClient(cold.URL, r)))
+	// Had the cold partition fewer than 20 tokens after its refunded retry,
+	// this operation's retry would be refused at once, or find less left.
+	err = putItem(coldCtx, newClient(cold.URL, r))
+	assert.Equal(t, 4, cold.Calls(), "expect one paid retry of the cold partition's own 20 tokens")
+	require.ErrorAs(t, err, &quota)
+	assert.Equal(t, uint(6), quota.Available)
+	assert.Equal(t, uint(20), r.Remaining(), "expect the shared partition untouched")
+}
+
+func TestBackoffGrowth(t *testing.T) {
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay, o.BackoffGrowth = delayers.StrategyExponential, 10*time.Millisecond, 1.5
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	require.NoError(t, r.Err())
+	for attempt := 1; attempt <= 3; attempt++ {
+		_, err := r.RetryDelay(attempt, nil)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, []time.Duration{10 * time.Millisecond, 15 * time.Millisecond, 22500 * time.Microsecond}, delays)
+	var oe *jitterretry.OptionsError
+	require.ErrorAs(t, jitterretry.New(func(o *jitterretry.Options) { o.BackoffGrowth = 0.5 }).Err(), &oe)
+	assert.Equal(t, "BackoffGrowth", oe.Option)
+}
+
+// TestCancelledBackoffGivesTokensBack: the SDK's middleware never releases a
+// retry token whose backoff sleep was cancelled; the retryer refunds it when
+// the context ends.
+func TestCancelledBackoffGivesTokensBack(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+		o.DisableDeadlineGiveUp = true
+	})
+	srv := newScriptServer(t, throttle)
+	ctx, cancel := context.WithCancel(context.Background())
+	go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+	err := putItem(ctx, newClient(srv.URL, r))
+	var canceled *aws.RequestCanceledError
+	require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
+	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, time.Second, time.Millisecond,
+		"expect the abandoned retry's 5 tokens back, got %d", r.Remaining())
+}
+
+func TestReleasedRetryIsNotRefundedTwice(t *testing.T) {
+	r := jitterretry.New(fast)
+	ctx, cancel := context.WithCancel(context.Background())
+	throttleErr := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	release, err := r.GetRetryToken(ctx, throttleErr)
+	require.NoError(t, err)
+	require.NoError(t, release(throttleErr)) // the retry failed: its tokens are spent
+	cancel()
+	time.Sleep(10 * time.Millisecond) // give a wrongly registered refund time to run
+	assert.Equal(t, uint(495), r.Remaining())
+}
+
+// TestSentRetryKeepsItsCostWhenTheContextEnds: once the backoff is over and
+// the retry is on the wire, its tokens are spent, as in the SDK, even if the
+// caller's deadline then cuts the retry short.
+func TestSentRetryKeepsItsCostWhenTheContextEnds(t *testing.T) {
+	hang := make(chan struct{})
+	var calls atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		if calls.Add(1) == 1 {
+			ddbwire.WriteError(w, 500, ddbwire.InternalServerError, "boom")
+			return
+		}
+		select { // the retry hangs until the caller gives up
+		case <-hang:
+		case <-req.Context().Done():
+		}
+	}))
+	defer srv.Close()
+	defer close(hang) // before Close, which waits for the hanging handler
+	r := jitterretry.New(fast)
+	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+	defer cancel()
+	require.Error(t, putItem(ctx, newClient(srv.URL, r)))
+	<-ctx.Done()
+	time.Sleep(20 * time.Millisecond) // let a wrongly armed refund run
+	assert.Equal(t, uint(486), r.Remaining(), "expect the sent retry's 14 tokens spent, as retry.NewStandard does")
+}
+
+func TestHugeDeadlineMarginGivesUp(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.DeadlineMargin = time.Duration(math.MaxInt64) })
+	srv := newScriptServer(t, throttle, ok)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, putItem(ctx, newClient(srv.URL, r)), &gu, "expect no overflow of backoff+margin")
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+}
+
+func TestRemainingAndPartitionOutsideAnOperation(t *testing.T) {
+	r := jitterretry.New()
+	assert.Equal(t, uint(500), r.Remaining(), "expect the shared partition's full bucket")
+	assert.Equal(t, "", jitterretry.PartitionByOperation(context.Background()))
+}

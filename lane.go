@@ -1,0 +1,353 @@
+package jitterretry
+
+// This file owns the lanes: one per partition key, each with its retry
+// token bucket (or the caller's RateLimiter) and its send-rate limiter, and
+// the table that finds them by key and forgets idle ones.
+
+import (
+	"context"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+)
+
+// lane is one retry budget, and one send-rate limiter when that is on.
+//
+// The SDK adds NoRetryIncrement only when an operation's first attempt
+// succeeds, and learns which attempt it is from retry metadata that only its
+// own package can read. The middleware releases a retry's token right before
+// the same attempt's token, with the same error; so a successful retry
+// refunds its cost in full and leaves a skip that the next attempt release
+// on this lane consumes instead of adding the increment. Under concurrency
+// another goroutine may consume it first, but the totals are exactly the
+// SDK's: one increment per first-attempt success, one refund per successful
+// retry.
+type lane struct {
+	key     string
+	bucket  *TokenBucket      // nil with a foreign limiter
+	foreign retry.RateLimiter // the caller's RateLimiter, or nil
+	sender  *sendRate         // nil when the send-rate limiter is off
+	costs   costs
+	skips   atomic.Int64
+	used    atomic.Bool // since the last idle sweep of the table
+	// attempts estimates how long the lane's attempts take, for the
+	// deadline margin.
+	attempts attemptTimes
+	// throttles counts the retry decisions after a throttle, refused ones
+	// included: Do reads it around a call to learn whether the partition
+	// was throttled meanwhile.
+	throttles atomic.Uint64
+	// service is the first SDK service the lane served, an attribute of
+	// its gauges; recorded only when the retryer has metrics.
+	service atomic.Pointer[string]
+
+	// Built once, so that handing them out allocates nothing.
+	attemptRelease              func(error) error
+	sendRelease                 func(error) error // attemptRelease that also tells the limiter
+	retryRefund, throttleRefund func(error) error
+}
+
+type costs struct{ retry, throttle, success uint }
+
+func newLane(key string, cfg *laneConfig) *lane {
+	l := &lane{key: key, costs: cfg.costs, foreign: cfg.foreign}
+	if cfg.sendRate != nil {
+		l.sender = newSendRate(*cfg.sendRate)
+	}
+	if tb, ok := cfg.foreign.(*TokenBucket); ok {
+		l.bucket, l.foreign = tb, nil
+	} else if cfg.foreign == nil {
+		l.bucket = newTokenBucket(cfg.capacity, cfg.refill, cfg.now)
+	}
+	l.attemptRelease = onSuccess(func() {
+		if !l.consumeSkip() {
+			l.give(l.costs.success)
+		}
+	})
+	l.retryRefund = l.refundOnSuccess(l.costs.retry)
+	l.throttleRefund = l.refundOnSuccess(l.costs.throttle)
+	release := l.attemptRelease
+	if l.sender != nil {
+		// The limiter learns from successes and throttles; other failures
+		// say nothing about the rate.
+		l.sendRelease = func(err error) error {
+			switch {
+			case err == nil:
+				l.sender.observe(cfg.now(), false, l.attempts.estimate())
+			case cfg.isThrottle(err):
+				l.sender.observe(cfg.now(), true, l.attempts.estimate())
+			}
+			return l.attemptRelease(err)
+		}
+		release = l.sendRelease
+	}
+	l.attempts.init(cfg.now, release)
+	return l
+}
+
+// laneConfig is what every lane of a Retryer is built from.
+type laneConfig struct {
+	costs     costs
+	capacity  uint
+	refill    float64
+	foreign   retry.RateLimiter
+	sendRate  *SendRateOptions
+	now       func() time.Time
+	partition func(context.Context) string
+	// isThrottle classifies a failed attempt's error for the limiter.
+	isThrottle func(error) bool
+}
+
+// initialRelease is the release of the deprecated GetInitialToken: as the
+// SDK's, it adds NoRetryIncrement on every successful attempt, since a
+// caller of the aws.Retryer interface asks for it once per attempt.
+func (l *lane) initialRelease() func(error) error {
+	return onSuccess(func() { l.give(l.costs.success) })
+}
+
+func (l *lane) refundOnSuccess(cost uint) func(error) error {
+	return onSuccess(func() {
+		l.give(cost)
+		l.skips.Add(1)
+	})
+}
+
+func (l *lane) consumeSkip() bool {
+	for {
+		n := l.skips.Load()
+		if n <= 0 {
+			return false
+		}
+		if l.skips.CompareAndSwap(n, n-1) {
+			return true
+		}
+	}
+}
+
+// give adds n tokens back.
+func (l *lane) give(n uint) {
+	if l.bucket != nil {
+		l.bucket.give(n)
+		return
+	}
+	_ = l.foreign.AddTokens(n)
+}
+
+// take takes cost tokens for a retry. It returns the SDK-style release
+// (refund when the retry succeeds), the foreign limiter's own release (nil
+// with the bucket), and, when refused, the tokens available.
+func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, foreignRelease func() error, available uint, ok bool) {
+	if l.bucket == nil {
+		rel, err := l.foreign.GetToken(ctx, cost)
+		if err != nil {
+			return nil, nil, l.remaining(), false
+		}
+		return onSuccess(func() { _ = rel(); l.skips.Add(1) }), rel, 0, true
+	}
+	avail, ok := l.bucket.take(cost)
+	if !ok {
+		return nil, nil, avail, false
+	}
+	switch cost {
+	case l.costs.retry:
+		release = l.retryRefund
+	case l.costs.throttle:
+		release = l.throttleRefund
+	default:
+		release = l.refundOnSuccess(cost)
+	}
+	return release, nil, avail, true
+}
+
+// refund gives a retry's tokens back without a success: the retry was
+// refused after it was paid for, or never sent.
+func (l *lane) refund(cost uint, foreignRelease func() error) {
+	if foreignRelease != nil {
+		_ = foreignRelease()
+		return
+	}
+	l.give(cost)
+}
+
+// remaining returns the tokens in the lane's bucket, or what a foreign
+// limiter reports through a Remaining method (0 when it has none).
+func (l *lane) remaining() uint {
+	n, _ := l.tokens()
+	return n
+}
+
+// tokens returns the tokens left in the lane's bucket, and whether it can
+// tell: a custom RateLimiter without a Remaining() uint method cannot.
+func (l *lane) tokens() (uint, bool) {
+	if l.bucket != nil {
+		return l.bucket.Remaining(), true
+	}
+	if v, ok := l.foreign.(interface{ Remaining() uint }); ok {
+		return v.Remaining(), true
+	}
+	return 0, false
+}
+
+// noteService records the SDK service of ctx's operation, the first time
+// the lane serves one.
+func (l *lane) noteService(ctx context.Context) {
+	if l.service.Load() != nil {
+		return
+	}
+	if s := awsmiddle.GetServiceID(ctx); s != "" {
+		l.service.CompareAndSwap(nil, &s)
+	}
+}
+
+// serviceName returns the service noteService recorded, or "".
+func (l *lane) serviceName() string {
+	if s := l.service.Load(); s != nil {
+		return *s
+	}
+	return ""
+}
+
+// idle reports whether forgetting the lane loses nothing: its bucket is
+// full, no skip is pending and its limiter has nothing to remember.
+func (l *lane) idle() bool {
+	if l.skips.Load() != 0 {
+		return false
+	}
+	if l.bucket != nil && l.bucket.Remaining() < l.bucket.capacity {
+		return false
+	}
+	return l.sender == nil || l.sender.forgettable()
+}
+
+// onSuccess adapts fn to the SDK's release signature: it runs only when the
+// attempt succeeded.
+func onSuccess(fn func()) func(error) error {
+	return func(err error) error {
+		if err == nil {
+			fn()
+		}
+		return nil
+	}
+}
+
+// Partition table bounds: maxPartitions keys at most, and a key unused for
+// partitionIdleTimeout is forgotten once its lane has nothing to remember.
+const (
+	maxPartitions        = 1024
+	partitionIdleTimeout = 5 * time.Minute
+)
+
+// lanes finds the lane of a context's partition key. The lane of key "" is
+// never forgotten. Other lanes are forgotten when unused for
+// partitionIdleTimeout with nothing to remember (a full bucket, an idle
+// limiter), and, beyond maxPartitions keys, the least recently swept unused
+// lane is forgotten whatever it holds: it starts again full.
+type lanes struct {
+	cfg  laneConfig
+	main *lane
+
+	mu        sync.RWMutex
+	m         map[string]*lane
+	lastSweep time.Time
+}
+
+func newLanes(cfg laneConfig) *lanes {
+	return &lanes{cfg: cfg, main: newLane("", &cfg)}
+}
+
+// get returns the lane of ctx's partition key.
+func (t *lanes) get(ctx context.Context) *lane {
+	if t.cfg.partition == nil {
+		return t.main
+	}
+	key := t.cfg.partition(ctx)
+	if key == "" {
+		return t.main
+	}
+	t.mu.RLock()
+	l, ok := t.m[key]
+	t.mu.RUnlock()
+	if !ok {
+		l = t.add(key)
+	}
+	if !l.used.Load() {
+		l.used.Store(true)
+	}
+	return l
+}
+
+// lookup returns the lane of key, if it exists.
+func (t *lanes) lookup(key string) (*lane, bool) {
+	if key == "" {
+		return t.main, true
+	}
+	t.mu.RLock()
+	defer t.mu.RUnlock()
+	l, ok := t.m[key]
+	return l, ok
+}
+
+// each calls fn for every lane, the main one first.
+func (t *lanes) each(fn func(*lane)) {
+	fn(t.main)
+	t.mu.RLock()
+	ls := make([]*lane, 0, len(t.m))
+	for _, l := range t.m {
+		ls = append(ls, l)
+	}
+	t.mu.RUnlock()
+	for _, l := range ls {
+		fn(l)
+	}
+}
+
+func (t *lanes) add(key string) *lane {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if l, ok := t.m[key]; ok {
+		return l
+	}
+	if t.m == nil {
+		t.m = map[string]*lane{}
+	}
+	now := t.cfg.now()
+	if now.Sub(t.lastSweep) >= partitionIdleTimeout || len(t.m) >= maxPartitions {
+		t.sweepLocked(now)
+	}
+	l := newLane(key, &t.cfg)
+	t.m[key] = l
+	return l
+}
+
+// sweepLocked forgets the lanes unused since the last sweep that have
+// nothing to remember and, while the table is full, unused lanes whatever
+// they hold, then any lane. A lane in use is marked unused for the next
+// sweep (a second chance), so a key in use survives a whole sweep interval.
+func (t *lanes) sweepLocked(now time.Time) {
+	t.lastSweep = now
+	var unused []string
+	for k, l := range t.m {
+		switch {
+		case l.used.Swap(false):
+		case l.idle():
+			delete(t.m, k)
+		default:
+			unused = append(unused, k)
+		}
+	}
+	for _, k := range unused {
+		if len(t.m) < maxPartitions {
+			return
+		}
+		delete(t.m, k)
+	}
+	for k := range t.m {
+		if len(t.m) < maxPartitions {
+			return
+		}
+		delete(t.m, k)
+	}
+}

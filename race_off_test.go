@@ -1,0 +1,5 @@
+//go:build !race
+
+package jitterretry_test
+
+const raceEnabled = false

@@ -1,0 +1,107 @@
+package jitterretry
+
+import (
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+var t0 = time.Unix(1_000_000, 0)
+
+// reserve takes a place at now and returns its delay.
+func reserve(l *sendRate, now time.Time) time.Duration {
+	wait, _ := l.delay(l.reserve(now), now)
+	return wait
+}
+
+func closed(ch <-chan struct{}) bool {
+	select {
+	case <-ch:
+		return true
+	default:
+		return false
+	}
+}
+
+// The queue: first come, first served, places given back stepped over.
+
+func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 100})
+	first, middle, last := l.reserve(t0), l.reserve(t0), l.reserve(t0)
+	l.cancel(middle, t0)
+	wait, _ := l.delay(last, t0)
+	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller behind a cancelled place to move up")
+	l.cancel(last, t0)
+	assert.Equal(t, 10*time.Millisecond, reserve(l, t0), "expect the last place given back to be taken again")
+	l.cancel(first, t0) // already due: nothing to give back
+	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
+}
+
+func TestSendRateSpacesSends(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 100})
+	assert.Equal(t, time.Duration(0), reserve(l, t0))
+	assert.Equal(t, 10*time.Millisecond, reserve(l, t0))
+	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
+	assert.Equal(t, time.Duration(0), reserve(l, t0.Add(time.Second)), "no debt carried over an idle second")
+}
+
+func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	places := make([]sendPlace, 12)
+	for i := range places {
+		places[i] = l.reserve(t0)
+	}
+	stale, woken := l.delay(places[11], t0)
+	require.Equal(t, 110*time.Millisecond, stale)
+	for _, p := range places[1:11] {
+		l.cancel(p, t0)
+	}
+	assert.True(t, closed(woken), "expect the caller behind the places given back woken")
+	wait, again := l.delay(places[11], t0)
+	assert.Equal(t, 10*time.Millisecond, wait, "expect it next after the first place")
+	assert.Equal(t, 20*time.Millisecond, reserve(l, t0), "expect a newcomer behind it, not ahead")
+
+	// More give-backs within the window wake nobody: the woken callers ask
+	// again within a window anyway, and a burst of n give-ups must not wake
+	// the others n times.
+	extra := l.reserve(t0)
+	l.cancel(extra, t0.Add(time.Millisecond)) // the last place: nobody behind
+	l.cancel(l.reserve(t0), t0.Add(2*time.Millisecond))
+	l.reserve(t0)
+	l.cancel(l.reserve(t0), t0.Add(3*time.Millisecond))
+	assert.False(t, closed(again), "expect one wake per window for give-backs")
+}
+
+func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	l.reserve(t0)
+	gone := l.reserve(t0)
+	l.cancel(gone, t0)
+	mine := l.reserve(t0)
+	l.cancel(gone, t0) // a stale second give-back
+	theirs := l.reserve(t0)
+	a, _ := l.delay(mine, t0)
+	b, _ := l.delay(theirs, t0)
+	assert.Equal(t, 10*time.Millisecond, a)
+	assert.Equal(t, 20*time.Millisecond, b, "expect two places, not one handed out twice")
+}
+
+func TestSendRateClockSteppedBack(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	l.reserve(t0)
+	next := l.reserve(t0)
+	back := t0.Add(-time.Hour)
+	wait, _ := l.delay(next, back)
+	assert.Equal(t, 10*time.Millisecond, wait)
+	wait, _ = l.delay(next, back.Add(10*time.Millisecond))
+	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time, not stand still for an hour")
+}
+
+func TestTinyMinRateStillPaces(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 1e-11, MinRate: 1e-11})
+	assert.Equal(t, time.Duration(0), reserve(l, t0))
+	assert.Equal(t, time.Duration(math.MaxInt64), reserve(l, t0), "expect the longest delay, not one overflowed to zero or below")
+}

@@ -1,0 +1,229 @@
+package jitterretry
+
+import (
+	"container/heap"
+	"math"
+	"math/rand/v2"
+	"time"
+)
+
+// limiterSim runs clients with send-rate limiters against a service model
+// in virtual time, so the limiter's behaviour under load is tested on a
+// fake clock: every worker of a client sends in a closed loop (an attempt,
+// its answer a round trip later, the next attempt at once), waiting for its
+// turn in the client's limiter.
+type limiterSim struct {
+	now     time.Time
+	events  eventHeap
+	rtt     time.Duration
+	service *simService
+	clients []*simClient
+}
+
+type simClient struct {
+	l         *sendRate
+	workers   int
+	unlimited bool          // sends without asking the limiter: the no-limiter baseline
+	stop      time.Duration // workers stop asking from then on; zero: never
+	// successes, throttles and sends per second of virtual time
+	ok, thr, sent []int
+
+	// The workers waiting for their turn sleep until their delay or a
+	// window, or until the limiter closes the channel it gave them, as
+	// waitToSend does: a wake makes them all ask again at once, and the
+	// polls they had scheduled stale (their generation is older).
+	changed <-chan struct{}
+	gen     uint64
+	asleep  []uint64        // the places waiting since the last wake, in order
+	waiting map[uint64]bool // the places still waiting
+}
+
+// simService admits requests from a token bucket of capacity per second
+// (burst tokens at most), after throttling each with probability p whatever
+// the load.
+type simService struct {
+	capacity func(t time.Duration) float64 // +Inf: unlimited
+	burst    float64
+	p        float64
+	rng      *rand.Rand
+	tokens   float64
+	last     time.Duration
+}
+
+func (s *simService) admit(at time.Duration) bool {
+	if s.p > 0 && s.rng.Float64() < s.p {
+		return false
+	}
+	c := s.capacity(at)
+	if math.IsInf(c, 1) {
+		return true
+	}
+	// Requests reach the service in a different order than they were
+	// sent (their round trips vary): the bucket refills with the
+	// service's own clock, which never runs back.
+	if at > s.last {
+		s.tokens = math.Min(s.burst, s.tokens+(at-s.last).Seconds()*c)
+		s.last = at
+	}
+	if s.tokens >= 1 {
+		s.tokens--
+		return true
+	}
+	return false
+}
+
+type simEvent struct {
+	at     time.Time
+	client *simClient
+	place  sendPlace // a worker waiting for its turn
+	gen    uint64    // of the client's wakes, when the poll was scheduled
+	answer bool      // an answer arrives
+	ok     bool
+}
+
+type eventHeap []simEvent
+
+func (h eventHeap) Len() int           { return len(h) }
+func (h eventHeap) Less(i, j int) bool { return h[i].at.Before(h[j].at) }
+func (h eventHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *eventHeap) Push(x any)        { *h = append(*h, x.(simEvent)) }
+func (h *eventHeap) Pop() any {
+	old := *h
+	e := old[len(old)-1]
+	*h = old[:len(old)-1]
+	return e
+}
+
+func newLimiterSim(rtt time.Duration, service *simService) *limiterSim {
+	return &limiterSim{now: t0, rtt: rtt, service: service}
+}
+
+// add adds a client with workers that start at offset start.
+func (s *limiterSim) add(l *sendRate, workers int, start time.Duration) *simClient {
+	c := &simClient{l: l, workers: workers}
+	s.clients = append(s.clients, c)
+	for range workers {
+		s.ask(c, s.now.Add(start))
+	}
+	return c
+}
+
+// ask has a worker of c take a place at t.
+func (s *limiterSim) ask(c *simClient, t time.Time) {
+	if c.stop > 0 && t.Sub(t0) >= c.stop {
+		return
+	}
+	if c.unlimited {
+		heap.Push(&s.events, simEvent{at: t, client: c, place: sendPlace{place: math.MaxUint64}})
+		return
+	}
+	heap.Push(&s.events, simEvent{at: t, client: c, place: c.l.reserve(t), gen: c.gen})
+	s.wake(c, t)
+}
+
+// wake makes the sleeping workers of c ask again at t if the limiter
+// closed the channel they wait on.
+func (s *limiterSim) wake(c *simClient, t time.Time) {
+	if c.changed == nil || !closed(c.changed) {
+		return
+	}
+	c.changed = nil
+	c.gen++
+	kept := c.asleep[:0]
+	for _, p := range c.asleep {
+		if c.waiting[p] {
+			kept = append(kept, p)
+			heap.Push(&s.events, simEvent{at: t, client: c, place: sendPlace{place: p}, gen: c.gen})
+		}
+	}
+	c.asleep = kept
+}
+
+// run processes events until d of virtual time has passed since t0.
+func (s *limiterSim) run(d time.Duration) {
+	end := t0.Add(d)
+	for s.events.Len() > 0 {
+		e := heap.Pop(&s.events).(simEvent)
+		if e.at.After(end) {
+			heap.Push(&s.events, e)
+			return
+		}
+		s.now = e.at
+		sec := int(e.at.Sub(t0) / time.Second)
+		c := e.client
+		if e.answer {
+			if !c.unlimited {
+				c.l.observe(e.at, !e.ok, s.rtt)
+				s.wake(c, e.at)
+			}
+			bump(&c.ok, sec, e.ok)
+			bump(&c.thr, sec, !e.ok)
+			s.ask(c, e.at)
+			continue
+		}
+		if !c.unlimited {
+			if e.gen != c.gen {
+				continue // a wake made this worker ask again already
+			}
+			wait, changed := c.l.delay(e.place, e.at)
+			s.wake(c, e.at)
+			if wait > 0 {
+				if c.waiting == nil {
+					c.waiting = map[uint64]bool{}
+				}
+				if !c.waiting[e.place.place] {
+					c.waiting[e.place.place] = true
+					c.asleep = append(c.asleep, e.place.place)
+				}
+				c.changed = changed
+				e.at, e.gen = e.at.Add(min(wait, sendWindow)), c.gen
+				heap.Push(&s.events, e)
+				continue
+			}
+			delete(c.waiting, e.place.place)
+		}
+		bump(&c.sent, sec, true)
+		// Round trips vary by ±20%, as on a real network: without it,
+		// clients lock into phases where one always reaches the service
+		// just before the other.
+		rtt := time.Duration(float64(s.rtt) * (0.8 + 0.4*s.service.rng.Float64()))
+		ok := s.service.admit(e.at.Sub(t0) + rtt/2)
+		heap.Push(&s.events, simEvent{at: e.at.Add(rtt), client: c, answer: true, ok: ok})
+	}
+}
+
+func bump(counts *[]int, sec int, yes bool) {
+	for len(*counts) <= sec {
+		*counts = append(*counts, 0)
+	}
+	if yes {
+		(*counts)[sec]++
+	}
+}
+
+// sum returns the total of counts over seconds [from, to).
+func sum(counts []int, from, to int) int {
+	n := 0
+	for i := from; i < to && i < len(counts); i++ {
+		n += counts[i]
+	}
+	return n
+}
+
+// jain returns Jain's fairness index of xs: 1 when all are equal, 1/n when
+// one has everything.
+func jain(xs []float64) float64 {
+	var s, sq float64
+	for _, x := range xs {
+		s += x
+		sq += x * x
+	}
+	if sq == 0 {
+		return 1
+	}
+	return s * s / (float64(len(xs)) * sq)
+}
+
+func constantCapacity(c float64) func(time.Duration) float64 {
+	return func(time.Duration) float64 { return c }
+}

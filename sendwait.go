@@ -1,0 +1,46 @@
+package jitterretry
+
+// This file owns an attempt's wait for its turn in the send-rate limiter.
+
+import (
+	"context"
+	"time"
+)
+
+// waitToSend queues for a place in lane l's send queue and waits until it is
+// due, asking again at least once a window and whenever the limiter wakes it
+// (a cut, a rise, the first place given back in a window). It gives the
+// place back and fails when the wait would end, with the lane's margin, past
+// ctx's deadline (unless deadline give-ups are off), or when ctx ends first.
+func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
+	now := r.now()
+	place := l.sender.reserve(now)
+	due := false
+	defer func() {
+		if !due { // an error, or a panicking hook
+			l.sender.cancel(place, r.now())
+		}
+	}()
+	waited := time.Duration(0)
+	for {
+		wait, changed := l.sender.delay(place, now)
+		if wait <= 0 {
+			due = true
+			if waited > 0 && r.hooks.meter != nil {
+				r.hooks.meter.sendWait(ctx, l.key, waited)
+			}
+			return nil
+		}
+		if deadline, ok := r.deadline(ctx); ok {
+			if remaining := deadline.Sub(now); exceeds(wait, r.margin(l), remaining) {
+				return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, remaining: remaining})
+			}
+		}
+		start := now
+		if err := sleepUntil(ctx, min(wait, sendWindow), changed); err != nil {
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Partition: l.key, ctxErr: err})
+		}
+		now = r.now()
+		waited += now.Sub(start)
+	}
+}

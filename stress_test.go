@@ -1,0 +1,274 @@
+package jitterretry_test
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/exec"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+)
+
+// A goroutine that panics kills the whole test binary and hides which test
+// caused it. The stress tests therefore run in a child process (the same
+// test binary, asked to run only the stress body); the parent reports the
+// child's output when it fails.
+const stressEnv = "JITTERRETRY_STRESS_CHILD"
+
+// runInChild runs the test named name in a child process when called from
+// the parent, and reports whether this process is the child.
+func runInChild(t *testing.T) bool {
+	t.Helper()
+	if os.Getenv(stressEnv) == t.Name() {
+		return true
+	}
+	cmd := exec.Command(os.Args[0], "-test.run=^"+t.Name()+"$", "-test.count=1", "-test.v")
+	cmd.Env = append(os.Environ(), stressEnv+"="+t.Name())
+	out, err := cmd.CombinedOutput()
+	if err != nil {
+		t.Fatalf("expect the stress to pass in its child process, got %v:\n%s", err, out)
+	}
+	return false
+}
+
+// TestStressCancelsAndDeadlines races 100,000 retry decisions against
+// contexts cancelled from other goroutines and deadlines firing at any
+// moment: before GetRetryToken, between it and RetryDelay, during the
+// backoff, after the release. Nothing may panic, no token may be created or
+// lost: once every operation has ended and the abandoned retries are
+// reclaimed, the bucket is full again.
+func TestStressCancelsAndDeadlines(t *testing.T) {
+	if !runInChild(t) {
+		return
+	}
+	const operations = 100_000
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = time.Microsecond, 50*time.Microsecond, time.Millisecond
+		o.BucketCapacity = 2_000_000 // every retry is paid, none refused
+	})
+	require.NoError(t, r.Err())
+	shared := serverErr() // also race operations that share one error value
+
+	var wg sync.WaitGroup
+	var next, failed atomic.Int64
+	workers := 4 * runtime.GOMAXPROCS(0)
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for {
+				i := next.Add(1)
+				if i > operations {
+					return
+				}
+				if decideUnderFire(r, i, shared) {
+					failed.Add(1)
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	// A retry that was sent and failed has spent its 14 tokens, as in the
+	// SDK; every other retry gets them back, a cut backoff once a sweep has
+	// seen its context done for the grace period.
+	// A release later than the grace period finds its tokens refunded
+	// already (on a loaded machine a goroutine can wait that long): the
+	// bucket may then hold a few tokens more, never fewer, and never more
+	// than its capacity.
+	want := uint(2_000_000 - 14*failed.Load())
+	_ = r.Remaining()
+	time.Sleep(200 * time.Millisecond)
+	got := r.Remaining()
+	assert.GreaterOrEqual(t, got, want, "expect no token lost: only the sent and failed retries' tokens spent")
+	assert.LessOrEqual(t, got, uint(2_000_000), "expect no token created")
+	t.Logf("%d operations, %d retries sent and failed, %d tokens beyond the exact count", operations, failed.Load(), got-want)
+}
+
+// decideUnderFire runs one retry decision, as the SDK's middleware does,
+// while its context is cancelled or times out at a point chosen by i. It
+// reports whether the retry was sent and failed, spending its tokens.
+func decideUnderFire(r *jitterretry.Retryer, i int64, shared error) bool {
+	var ctx context.Context
+	var cancel context.CancelFunc
+	switch i % 4 {
+	case 0:
+		ctx, cancel = context.WithCancel(context.Background())
+	case 1:
+		ctx, cancel = context.WithTimeout(context.Background(), time.Duration(i%50)*time.Microsecond)
+	case 2:
+		ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+	default:
+		ctx, cancel = context.WithDeadline(context.Background(), time.Now()) // already over
+	}
+	defer cancel()
+	if i%7 == 0 {
+		go cancel() // races every step below
+	}
+	opErr := shared
+	if i%2 == 0 {
+		opErr = serverErr()
+	}
+	if !r.IsErrorRetryable(opErr) {
+		panic("expect a 500 to be retryable")
+	}
+	release, err := r.GetRetryToken(ctx, opErr)
+	if err != nil {
+		return false // refused before any token was taken
+	}
+	d, err := r.RetryDelay(1, opErr)
+	if err != nil {
+		return false // refused and refunded: the middleware drops the release
+	}
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return false // the middleware drops the release of a cut backoff
+	case <-t.C:
+	}
+	// The retry is sent: three in five succeed (their cost comes back),
+	// two fail.
+	var outcome error
+	if i%5 < 2 {
+		outcome = opErr
+	}
+	_ = release(outcome)
+	return outcome != nil
+}
+
+// TestStressDoUnderCancel runs Do loops whose contexts end at random points,
+// with conflicts and transient errors, from many goroutines.
+func TestStressDoUnderCancel(t *testing.T) {
+	if !runInChild(t) {
+		return
+	}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = time.Microsecond, 10*time.Microsecond, 100*time.Microsecond
+		o.BucketCapacity = 1_000_000
+	})
+	var wg sync.WaitGroup
+	var done atomic.Int64
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((g*i)%300)*time.Microsecond)
+				calls := 0
+				err := jitterretry.Do(ctx, r, func(context.Context) error {
+					calls++
+					switch calls % 3 {
+					case 1:
+						return conflictErr()
+					case 2:
+						return serverErr()
+					}
+					return nil
+				}, func(o *jitterretry.DoOptions) { o.MaxAttempts = jitterretry.UnlimitedAttempts })
+				cancel()
+				var gu *jitterretry.GiveUpError
+				if err != nil && !errors.As(err, &gu) {
+					panic(fmt.Sprintf("expect nil or a *GiveUpError, got %T %v", err, err))
+				}
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(16000), done.Load())
+	assert.Equal(t, uint(1_000_000), r.Remaining(), "expect Do to refund every retry it did not send")
+}
+
+// TestStressSendRateUnderCancel races attempts through the send-rate
+// limiter, paced low enough that most of them wait, against contexts that
+// are cancelled or reach their deadline at any moment, from many goroutines,
+// with throttles and successes feeding the limiter as they go. Nothing may
+// panic, every wait must return, and a refused wait is a *GiveUpError or the
+// context's own error.
+func TestStressSendRateUnderCancel(t *testing.T) {
+	if !runInChild(t) {
+		return
+	}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 2000, MinRate: 500, MaxRate: 5000}
+		o.BucketCapacity = 1_000_000
+	})
+	require.NoError(t, r.Err())
+	throttle := throttleErr()
+	var wg sync.WaitGroup
+	var done, refused atomic.Int64
+	for g := range 16 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 1000 {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((g*7+i*13)%2000)*time.Microsecond)
+				if i%5 == 0 {
+					go cancel() // a cancel from elsewhere, at any moment
+				}
+				release, err := r.GetAttemptToken(ctx)
+				switch {
+				case err == nil:
+					if i%4 == 0 {
+						_ = release(throttle)
+					} else {
+						_ = release(nil)
+					}
+				default:
+					var gu *jitterretry.GiveUpError
+					if !errors.As(err, &gu) && ctx.Err() == nil {
+						panic(fmt.Sprintf("expect a *GiveUpError or the context's error, got %T %v", err, err))
+					}
+					refused.Add(1)
+				}
+				cancel()
+				done.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	assert.Equal(t, int64(16000), done.Load())
+	assert.Positive(t, refused.Load(), "expect some waits refused by their deadline, or the stress did not stress the queue")
+}
+
+// TestWrapperReplacingRetryDelayStaysFlat: under retry.AddWithMaxBackoffDelay
+// the retryer's RetryDelay is never called, so no hand-off is ever taken.
+// A million such decisions with fresh deadline contexts leave the heap as it
+// was; BenchmarkWrappedRetryDelay shows the time per decision stays flat.
+func TestWrapperReplacingRetryDelayStaysFlat(t *testing.T) {
+	cycles := 1_000_000
+	if raceEnabled || testing.Short() {
+		cycles = 100_000 // the tables are fixed-size and saturate far sooner
+	}
+	r := jitterretry.New()
+	wrapped := retry.AddWithMaxBackoffDelay(r, 20*time.Second).(aws.RetryerV2)
+	throttle := throttleErr()
+	cycle := func() {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+		retryDecision(ctx, wrapped, throttle)
+		cancel()
+	}
+	for range 10_000 {
+		cycle() // fill the tables
+	}
+	var before, after runtimeHeap
+	before.read()
+	for range cycles {
+		cycle()
+	}
+	after.read()
+	grew := after.inUse - before.inUse
+	assert.Less(t, grew, int64(1<<20), "expect a flat heap after %d cycles, it grew %d bytes", cycles, grew)
+	assert.Equal(t, uint(500), r.Remaining())
+}

@@ -1,0 +1,193 @@
+package jitterretry
+
+// This file owns the retryer's telemetry: metrics recorded through the
+// smithy-go metrics interfaces that the SDK's clients take
+// (Options.MeterProvider), and events on the SDK's attempt span when the
+// operation is traced.
+
+import (
+	"context"
+	"math"
+	"time"
+
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/smithy-go/metrics"
+	"github.com/aws/smithy-go/tracing"
+)
+
+// The instruments, in the style of the SDK's own client.call.* metrics. The
+// README's Observability section lists them with their attributes.
+const (
+	meterScope = "github.com/jitterretry/jitterretry"
+
+	instRetries     = "jitterretry.retries"
+	instGiveUps     = "jitterretry.give_ups"
+	instBackoff     = "jitterretry.backoff.duration"
+	instTokens      = "jitterretry.bucket.tokens"
+	instSendRate    = "jitterretry.send_rate.limit"
+	instSendWait    = "jitterretry.send_rate.wait_duration"
+	instUncheckable = "jitterretry.deadline_checks.skipped"
+
+	// Attributes. The service and operation are named as in the SDK's
+	// metrics; every other attribute takes a value from a closed set, or
+	// a partition key, of which at most 1024 are kept.
+	attrService   = "rpc.service"
+	attrMethod    = "rpc.method"
+	attrPartition = "jitterretry.partition"
+	attrClass     = "jitterretry.class"
+	attrReason    = "jitterretry.reason"
+)
+
+// meter records the retryer's instruments. A nil *meter records nothing,
+// and a Retryer without a MeterProvider has a nil one.
+type meter struct {
+	retries     metrics.Int64Counter
+	giveUps     metrics.Int64Counter
+	backoff     metrics.Float64Histogram
+	waits       metrics.Float64Histogram
+	uncheckable metrics.Int64Counter
+}
+
+// newMeter creates the instruments on p, and the gauges that read lanes,
+// which it returns for stopping. An instrument p fails to create is left
+// out, so telemetry can never fail an operation. The gauges' callbacks hold
+// l, never the Retryer.
+func newMeter(p metrics.MeterProvider, l *lanes) (*meter, []metrics.AsyncInstrument) {
+	if p == nil {
+		return nil, nil
+	}
+	mt := p.Meter(meterScope)
+	m := &meter{}
+	m.retries, _ = mt.Int64Counter(instRetries, unit("{retry}", "Retries the retryer let go ahead, by error class."))
+	m.giveUps, _ = mt.Int64Counter(instGiveUps, unit("{refusal}", "Retries the retryer refused, by reason."))
+	m.backoff, _ = mt.Float64Histogram(instBackoff, unit("s", "Backoff before a retry, after the x-amz-retry-after hint."))
+	m.waits, _ = mt.Float64Histogram(instSendWait, unit("s", "Time an attempt waited for the send-rate limiter."))
+	m.uncheckable, _ = mt.Int64Counter(instUncheckable, unit("{check}", "Deadline checks that could not be made, by reason."))
+	var gauges []metrics.AsyncInstrument
+	keep := func(g metrics.AsyncInstrument, err error) {
+		if err == nil && g != nil {
+			gauges = append(gauges, g)
+		}
+	}
+	keep(mt.Int64AsyncGauge(instTokens, func(ctx context.Context, o metrics.Int64Observer) {
+		l.each(func(ln *lane) {
+			if n, ok := ln.tokens(); ok {
+				o.Observe(ctx, int64(n), laneAttrs(ln))
+			}
+		})
+	}, unit("{token}", "Tokens left in the retry token bucket, by service and partition.")))
+	if l.cfg.sendRate != nil {
+		keep(mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
+			l.each(func(ln *lane) {
+				if r := ln.sender.currentRate(); !math.IsInf(r, 1) {
+					o.Observe(ctx, r, laneAttrs(ln))
+				}
+			})
+		}, unit("{request}/s", "Send rate the limiter allows, by service and partition; absent while unlimited.")))
+	}
+	return m, gauges
+}
+
+// stopGauges unregisters the gauges of a Retryer that is gone.
+func stopGauges(gauges []metrics.AsyncInstrument) {
+	for _, g := range gauges {
+		g.Stop()
+	}
+}
+
+func unit(u, description string) metrics.InstrumentOption {
+	return func(o *metrics.InstrumentOptions) { o.UnitLabel, o.Description = u, description }
+}
+
+// laneAttrs returns the attributes of a lane's gauges: its partition, and
+// the service it served once known, so that the retryers of different
+// clients on one provider report apart.
+func laneAttrs(ln *lane) metrics.RecordMetricOption {
+	return func(o *metrics.RecordMetricOptions) {
+		if s := ln.serviceName(); s != "" {
+			o.Properties.Set(attrService, s)
+		}
+		o.Properties.Set(attrPartition, ln.key)
+	}
+}
+
+// attrs returns the attributes of a record: the operation's service and
+// method when ctx is an SDK operation's, the partition, and name=value.
+func attrs(ctx context.Context, partition, name, value string) metrics.RecordMetricOption {
+	return func(o *metrics.RecordMetricOptions) {
+		if ctx != nil {
+			if s := awsmiddle.GetServiceID(ctx); s != "" {
+				o.Properties.Set(attrService, s)
+			}
+			if m := awsmiddle.GetOperationName(ctx); m != "" {
+				o.Properties.Set(attrMethod, m)
+			}
+		}
+		o.Properties.Set(attrPartition, partition)
+		o.Properties.Set(name, value)
+	}
+}
+
+func (m *meter) retry(ctx context.Context, e RetryEvent) {
+	mctx := orBackground(ctx)
+	m.retries.Add(mctx, 1, attrs(ctx, e.Partition, attrClass, e.Class.String()))
+	m.backoff.Record(mctx, e.Delay.Seconds(), attrs(ctx, e.Partition, attrClass, e.Class.String()))
+	if e.Unchecked {
+		m.uncheckable.Add(mctx, 1, attrs(ctx, e.Partition, attrReason, "unpaired"))
+	}
+}
+
+func (m *meter) giveUp(ctx context.Context, e *GiveUpError) {
+	m.giveUps.Add(orBackground(ctx), 1, attrs(ctx, e.Partition, attrReason, e.Reason.String()))
+}
+
+func (m *meter) sendWait(ctx context.Context, partition string, d time.Duration) {
+	m.waits.Record(orBackground(ctx), d.Seconds(), attrs(ctx, partition, attrReason, "queued"))
+}
+
+// uncheckedEviction counts a hand-off that no RetryDelay took before
+// another error needed its slot: a wrapper replaced RetryDelay, or the
+// retry never came.
+func (m *meter) uncheckedEviction() {
+	m.uncheckable.Add(context.Background(), 1, attrs(nil, "", attrReason, "evicted"))
+}
+
+func orBackground(ctx context.Context) context.Context {
+	if ctx == nil {
+		return context.Background()
+	}
+	return ctx
+}
+
+// traceRetry adds the retry decision to the SDK's attempt span.
+func traceRetry(span tracing.Span, e RetryEvent, cost, tokensLeft uint) {
+	span.AddEvent("jitterretry.retry", func(o *tracing.EventOptions) {
+		o.Properties.Set(attrClass, e.Class.String())
+		o.Properties.Set("jitterretry.attempt", e.Attempt)
+		o.Properties.Set("jitterretry.delay_ms", e.Delay.Milliseconds())
+		o.Properties.Set("jitterretry.cost", int64(cost))
+		o.Properties.Set("jitterretry.tokens_left", int64(tokensLeft))
+		o.Properties.Set("jitterretry.unchecked", e.Unchecked)
+	})
+}
+
+// traceGiveUp adds a refusal to the SDK's attempt span.
+func traceGiveUp(span tracing.Span, e *GiveUpError) {
+	span.AddEvent("jitterretry.give_up", func(o *tracing.EventOptions) {
+		o.Properties.Set(attrReason, e.Reason.String())
+		o.Properties.Set("jitterretry.attempt", e.Attempt)
+		if e.Reason == GiveUpDeadline {
+			o.Properties.Set("jitterretry.delay_ms", e.Delay.Milliseconds())
+			o.Properties.Set("jitterretry.remaining_ms", e.remaining.Milliseconds())
+		}
+	})
+}
+
+// recordingSpan returns the span ctx carries, if a tracer made one: the
+// SDK's no-op tracer puts none in the context.
+func recordingSpan(ctx context.Context) (tracing.Span, bool) {
+	if ctx == nil {
+		return nil, false
+	}
+	return tracing.GetSpan(ctx)
+}

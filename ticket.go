@@ -1,0 +1,288 @@
+package jitterretry
+
+// This file owns a retry's tokens from the moment they are taken until they
+// are released or refunded, and the tracking that gives back the tokens of a
+// retry whose context ended during its backoff.
+
+import (
+	"context"
+	"runtime"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// ticket is a paid retry: its lane, its cost and the ways to give the cost
+// back.
+type ticket struct {
+	lane    *lane
+	cost    uint
+	foreign func() error      // a foreign RateLimiter's release; nil with the bucket
+	release func(error) error // the SDK-style release: a refund on success
+}
+
+// refund gives the cost back without a success.
+func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
+
+// The SDK's middleware drops a retry's release when the backoff sleep ends
+// with the context, so without tracking, a cancelled caller's tokens would
+// be gone until successes earn them back (with no refill, for good). A
+// context.AfterFunc per retry would cost four allocations and a lock of the
+// caller's context; instead, a retry whose context can end takes a slot in
+// a fixed table, and a sweep walks the table when the bucket runs dry, when
+// the table is full, at most once a reclaimGrace as retries come, and when
+// the retryer's Remaining is read. A sweep refunds a held retry whose
+// context it finds done when
+//
+//   - it saw the context done before the retry's backoff was due to end
+//     (the sleep was cut short, so the retry was never sent), or
+//   - the context has been done for reclaimGrace and the retry is still not
+//     released (the SDK releases a sent retry as soon as its attempt
+//     returns, which a done context makes prompt; a release later than
+//     that finds its tokens refunded, which costs the bucket nothing).
+//
+// A released retry keeps the SDK's accounting: a sent retry has spent its
+// cost, even if its context ends before the middleware releases it.
+//
+// Each slot has its release built once, so a retry allocates nothing. The
+// release relies on what the SDK guarantees: it is called at most once. A
+// slot whose retry was refunded instead of released is retired, never
+// handed out again, and replaced by a new one, so that a release that still
+// comes, late, cannot touch another retry's tokens.
+const (
+	reclaimGrace = 50 * time.Millisecond
+	// trackSlots is the size of each of the trackShards shards: at most
+	// 4096 retries are tracked at once (a retry whose backoff was cut
+	// stays tracked for reclaimGrace after a sweep first sees it, so this
+	// covers some 80,000 cuts a second); beyond that, as with the SDK, a
+	// cancelled backoff keeps its cost. Slots, about 100 bytes each, are
+	// made as they are first needed.
+	trackSlots  = 512
+	trackShards = 8
+)
+
+// Slot states.
+const (
+	slotFree     uint32 = iota
+	slotSetup           // being filled by track
+	slotHeld            // a retry holds it
+	slotSweeping        // a sweep looks at it; the owner waits
+	slotRetired         // refunded; never handed out again
+)
+
+// tracked is the table of held retries whose context can end.
+type tracked struct {
+	now       func() time.Time
+	epoch     time.Time
+	lastSweep atomic.Int64  // since the epoch
+	next      atomic.Uint32 // the shard the next retry starts at
+	shards    [trackShards]trackShard
+}
+
+type trackShard struct {
+	cursor  atomic.Uint32
+	slots   [trackSlots]atomic.Pointer[trackSlot]
+	sweepMu sync.Mutex // one sweep of the shard at a time
+}
+
+// trackSlot is one held retry.
+type trackSlot struct {
+	state atomic.Uint32
+	// wake is when the backoff ends, since the table's epoch; 0 until known.
+	wake atomic.Int64
+	// doneSeen is when a sweep first saw the context done, since the
+	// epoch; 0 before.
+	doneSeen atomic.Int64
+
+	// Written by track in slotSetup, read by the owner and by sweeps in
+	// slotHeld or slotSweeping.
+	ctx context.Context
+	t   ticket
+
+	release func(error) error // built once: claims the slot and releases t
+}
+
+// trackRef names a held retry in the table, and its shard; the zero value
+// names none.
+type trackRef struct {
+	slot  *trackSlot
+	shard *trackShard
+}
+
+func newTracked(now func() time.Time) *tracked {
+	return &tracked{now: now, epoch: now()}
+}
+
+func newTrackSlot() *trackSlot {
+	s := &trackSlot{}
+	s.release = func(err error) error {
+		t := s.t // the owner's; see the comment on the table
+		if s.claim(slotFree) {
+			return t.release(err)
+		}
+		return nil
+	}
+	return s
+}
+
+// claim moves a held slot to state to, waiting out a sweep that looks at
+// it. It fails when the slot was refunded.
+func (s *trackSlot) claim(to uint32) bool {
+	for {
+		switch s.state.Load() {
+		case slotHeld:
+			if s.state.CompareAndSwap(slotHeld, to) {
+				return true
+			}
+		case slotSweeping:
+			runtime.Gosched()
+		default:
+			return false
+		}
+	}
+}
+
+// since returns the monotonic time since the table's epoch.
+func (tr *tracked) since(t time.Time) time.Duration { return t.Sub(tr.epoch) }
+
+// track holds t for a retry whose context ctx can end, and returns its
+// reference and the release to hand to the SDK: the first of the release and
+// a refund claims the tokens. When the table has no free slot the retry is
+// not tracked: the zero reference and t's own release.
+//
+// now is the time the caller read, or zero; with it, track sweeps the table
+// when the last sweep is more than reclaimGrace old.
+func (tr *tracked) track(ctx context.Context, t ticket, now time.Time) (trackRef, func(error) error) {
+	if !now.IsZero() {
+		tr.reclaimEvery(reclaimGrace, now)
+	}
+	start := tr.next.Add(1)
+	for try := range 2 {
+		for i := range uint32(trackShards) {
+			sh := &tr.shards[(start+i)%trackShards]
+			if s := sh.take(); s != nil {
+				s.ctx, s.t = ctx, t
+				s.wake.Store(0)
+				s.doneSeen.Store(0)
+				s.state.Store(slotHeld)
+				return trackRef{slot: s, shard: sh}, s.release
+			}
+		}
+		if try == 0 {
+			// Full: sweep once, unless a sweep ran in the last
+			// millisecond (a table full of live retries would make
+			// every retry sweep).
+			tr.reclaimEvery(time.Millisecond, tr.now())
+		}
+	}
+	return trackRef{}, t.release
+}
+
+// reclaimEvery sweeps the table unless a sweep ran less than every ago.
+func (tr *tracked) reclaimEvery(every time.Duration, now time.Time) {
+	at := int64(tr.since(now))
+	last := tr.lastSweep.Load()
+	if at-last < int64(every) || !tr.lastSweep.CompareAndSwap(last, at) {
+		return
+	}
+	_ = tr.sweep(now)
+}
+
+// take returns a free slot of the shard in slotSetup, making one where none
+// was made yet, or nil when every slot is taken.
+func (sh *trackShard) take() *trackSlot {
+	for range trackSlots {
+		p := &sh.slots[sh.cursor.Add(1)%trackSlots]
+		s := p.Load()
+		if s == nil {
+			s = newTrackSlot()
+			s.state.Store(slotSetup)
+			if p.CompareAndSwap(nil, s) {
+				return s
+			}
+			continue
+		}
+		if s.state.Load() == slotFree && s.state.CompareAndSwap(slotFree, slotSetup) {
+			return s
+		}
+	}
+	return nil
+}
+
+// backoffEnds records when the backoff of the retry ref ends.
+func (tr *tracked) backoffEnds(ref trackRef, at time.Time) {
+	if ref.slot != nil {
+		ref.slot.wake.Store(int64(max(tr.since(at), 1)))
+	}
+}
+
+// refund gives the tokens of retry ref back, unless its release or an
+// earlier refund claimed them, and retires its slot.
+func (tr *tracked) refund(ref trackRef) {
+	if ref.slot == nil {
+		return
+	}
+	t := ref.slot.t
+	if ref.slot.claim(slotRetired) {
+		t.refund()
+		ref.shard.forget(ref.slot)
+	}
+}
+
+// forget empties the place of the retired slot s; a new slot is made there
+// when one is next needed.
+func (sh *trackShard) forget(s *trackSlot) {
+	for i := range sh.slots {
+		if sh.slots[i].CompareAndSwap(s, nil) {
+			return
+		}
+	}
+}
+
+// reclaim sweeps the table: it refunds the retries whose context ended
+// during their backoff, as the comment above the table says, and reports
+// whether it refunded any.
+func (tr *tracked) reclaim() bool {
+	now := tr.now()
+	tr.lastSweep.Store(int64(tr.since(now)))
+	return tr.sweep(now)
+}
+
+func (tr *tracked) sweep(now time.Time) (refunded bool) {
+	at := tr.since(now)
+	for i := range tr.shards {
+		sh := &tr.shards[i]
+		sh.sweepMu.Lock()
+		for j := range sh.slots {
+			s := sh.slots[j].Load()
+			if s == nil || s.state.Load() != slotHeld || !s.state.CompareAndSwap(slotHeld, slotSweeping) {
+				continue
+			}
+			if s.due(at) {
+				s.state.Store(slotRetired)
+				s.t.refund()
+				refunded = true
+				sh.slots[j].CompareAndSwap(s, nil)
+				continue
+			}
+			s.state.Store(slotHeld)
+		}
+		sh.sweepMu.Unlock()
+	}
+	return refunded
+}
+
+// due reports whether a sweep at time at should refund the slot's retry.
+func (s *trackSlot) due(at time.Duration) bool {
+	if s.ctx.Err() == nil {
+		s.doneSeen.Store(0)
+		return false
+	}
+	seen := s.doneSeen.Load()
+	if seen == 0 {
+		seen = int64(max(at, 1))
+		s.doneSeen.Store(seen)
+	}
+	wake := s.wake.Load()
+	return (wake != 0 && seen < wake) || at-time.Duration(seen) >= reclaimGrace
+}
