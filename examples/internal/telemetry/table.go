@@ -73,29 +73,13 @@ func points(scope string, m metricdata.Metrics) []Row {
 	var rows []Row
 	switch d := m.Data.(type) {
 	case metricdata.Sum[int64]:
-		for _, p := range d.DataPoints {
-			r := row(p.Attributes)
-			r.Value = float64(p.Value)
-			rows = append(rows, r)
-		}
+		rows = valueRows(d.DataPoints, row)
 	case metricdata.Sum[float64]:
-		for _, p := range d.DataPoints {
-			r := row(p.Attributes)
-			r.Value = p.Value
-			rows = append(rows, r)
-		}
+		rows = valueRows(d.DataPoints, row)
 	case metricdata.Gauge[int64]:
-		for _, p := range d.DataPoints {
-			r := row(p.Attributes)
-			r.Value = float64(p.Value)
-			rows = append(rows, r)
-		}
+		rows = valueRows(d.DataPoints, row)
 	case metricdata.Gauge[float64]:
-		for _, p := range d.DataPoints {
-			r := row(p.Attributes)
-			r.Value = p.Value
-			rows = append(rows, r)
-		}
+		rows = valueRows(d.DataPoints, row)
 	case metricdata.Histogram[float64]:
 		for _, p := range d.DataPoints {
 			r := row(p.Attributes)
@@ -176,4 +160,16 @@ func (r Row) format(v float64) string {
 		return d.Round(100 * time.Microsecond).String()
 	}
 	return d.Round(time.Microsecond).String()
+}
+
+// valueRows makes a row of each data point of a sum or a gauge, whatever
+// its number type.
+func valueRows[N int64 | float64](points []metricdata.DataPoint[N], row func(attribute.Set) Row) []Row {
+	rows := make([]Row, 0, len(points))
+	for _, p := range points {
+		r := row(p.Attributes)
+		r.Value = float64(p.Value)
+		rows = append(rows, r)
+	}
+	return rows
 }
