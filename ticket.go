@@ -75,6 +75,10 @@ const (
 
 	stateBits = 3
 	stateMask = 1<<stateBits - 1
+	// maxWake is the latest backoff end the word holds, some 36 years
+	// after the epoch: a later one (a clock or a backoff far out) is
+	// taken as that, which only delays its refund to reclaimGrace.
+	maxWake = time.Duration(1<<(63-stateBits) - 1)
 )
 
 // tracked is the table of held retries whose context can end.
@@ -170,7 +174,8 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 	if !now.IsZero() {
 		tr.reclaimEvery(reclaimGrace, now)
 	}
-	start := uint32(spread % trackShards)
+	// Mixed, since aligned addresses vary little in their low bits.
+	start := uint32(uint64(spread)*0x9E3779B97F4A7C15>>32) % trackShards
 	for try := range 2 {
 		for i := range uint32(trackShards) {
 			sh := &tr.shards[(start+i)%trackShards]
@@ -224,7 +229,7 @@ func (sh *trackShard) take() *trackSlot {
 // backoffEnds records when the backoff of the retry ref ends.
 func (tr *tracked) backoffEnds(ref trackRef, at time.Time) {
 	if ref.slot != nil {
-		wake := uint64(max(tr.since(at), 1)) << stateBits
+		wake := uint64(min(max(tr.since(at), 1), maxWake)) << stateBits
 		ref.slot.whileHeld(func(uint64) uint64 { return wake | slotHeld })
 	}
 }
@@ -271,8 +276,13 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 			if s == nil {
 				continue
 			}
+			// The owner may record its backoff's end between the load
+			// and the swap: load again rather than skip a held slot.
 			w := s.word.Load()
-			if w&stateMask != slotHeld || !s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
+			for w&stateMask == slotHeld && !s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
+				w = s.word.Load()
+			}
+			if w&stateMask != slotHeld {
 				continue
 			}
 			if s.due(at, time.Duration(w>>stateBits)) {
