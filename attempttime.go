@@ -26,8 +26,14 @@ const (
 
 // attemptTimes estimates a lane's attempt time.
 type attemptTimes struct {
-	now   func() time.Time
+	now func() time.Time
+
+	// count is written by every attempt, from every goroutine: the pads
+	// keep it off the cache lines of the fields that every attempt only
+	// reads, which would otherwise go back and forth between cores.
+	_     cacheLinePad
 	count atomic.Uint64
+	_     cacheLinePad
 
 	// probes are the releases that measure an attempt, built once: a
 	// sampled attempt takes a free probe, which records its start.

@@ -58,7 +58,8 @@ type namedRetryer struct {
 //     batch job has;
 //   - deadline-fresh: a new context with a deadline per operation, as a
 //     server gives each request; creating and cancelling it is part of the
-//     measured cycle on both sides.
+//     measured cycle on both sides; deadline-fresh/context-alone is that
+//     creation and cancel alone.
 func BenchmarkRetryDecision(b *testing.B) {
 	for _, r := range retryers() {
 		benchSerialAndParallel(b, "background/"+r.name, r.new, func(retryer aws.RetryerV2, throttle error) {
@@ -79,6 +80,11 @@ func BenchmarkRetryDecision(b *testing.B) {
 			cancel()
 		})
 	}
+	// The context's own cost, which both sides of deadline-fresh include.
+	benchSerialAndParallel(b, "deadline-fresh/context-alone", func() aws.RetryerV2 { return nil }, func(aws.RetryerV2, error) {
+		_, cancel := context.WithTimeout(context.Background(), time.Hour)
+		cancel()
+	})
 }
 
 // benchSerialAndParallel runs op on a fresh retryer from newRetryer as the

@@ -10,31 +10,32 @@ import (
 	"time"
 )
 
-// admit is the first step of a retry after opErr, of class class, failed
-// attempt number attempt (0 when the SDK does not say): it refuses a retry
+// admit is the first step of a retry after opErr failed attempt number
+// attempt (0 when the SDK does not say); p holds the retry's context, lane,
+// class, x-amz-retry-after hint, margin and deadline. It refuses a retry
 // whose context is done, or whose deadline is too close for even the
-// shortest wait (the service's x-amz-retry-after hint alone) plus margin,
-// and pays cost from lane l's bucket. On an empty bucket it first
-// reclaims the tokens of retries abandoned with their context, then backs
-// off once (unless FailFastOnEmptyBudget) and refuses.
+// shortest wait (the hint alone) plus the margin, and pays cost from the
+// lane's bucket. On an empty bucket it first reclaims the tokens of retries
+// abandoned with their context, then backs off once (unless
+// FailFastOnEmptyBudget) and refuses.
 //
-// It returns the paid ticket and the time it read, when it read one (for a
-// deadline).
+// On success it records the paid ticket, the cost and the time it read,
+// when it read one (for a deadline), in p.
 //
 // joined says that the SDK's middleware will join the refusal with opErr, so
 // its message leaves opErr out.
-func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, class ErrorClass, hint retryAfter, cost uint, margin time.Duration, joined bool) (ticket, time.Time, *GiveUpError) {
-	if class == ClassThrottle {
+func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, joined bool) *GiveUpError {
+	ctx, l := p.ctx, p.lane
+	if p.class == ClassThrottle {
 		l.throttles.Add(1)
 	}
 	if err := ctx.Err(); err != nil {
-		return ticket{}, time.Time{}, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
+		return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
 	}
-	var now time.Time
-	if deadline, ok := r.deadline(ctx); ok {
-		now = r.now()
-		if wait, remaining := hint.wait(0), deadline.Sub(now); exceeds(wait, margin, remaining) {
-			return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, remaining: remaining, Err: opErr, joined: joined})
+	if p.hasDeadline {
+		p.at = r.now()
+		if wait, remaining := p.hint.wait(0), p.deadline.Sub(p.at); exceeds(wait, p.margin, remaining) {
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
 	release, foreign, available, ok := l.take(ctx, cost)
@@ -43,10 +44,11 @@ func (r *Retryer) admit(ctx context.Context, l *lane, attempt int, opErr error, 
 		release, foreign, available, ok = l.take(ctx, cost)
 	}
 	if !ok {
-		waited := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, class, margin, l)
-		return ticket{}, now, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
+		waited := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
+		return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
 	}
-	return ticket{lane: l, cost: cost, foreign: foreign, release: release}, now, nil
+	p.paid, p.cost = ticket{lane: l, cost: cost, foreign: foreign, release: release}, cost
+	return nil
 }
 
 // schedule is the second step: given the backoff drawn for the retry (p

@@ -202,11 +202,11 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 		if class == ClassThrottle {
 			cost = r.costs.throttle
 		}
-		t, at, gerr := r.admit(ctx, l, attempt, err, class, p.hint, cost, p.margin, false)
-		if gerr != nil {
+		if gerr := r.admit(&p, attempt, err, cost, false); gerr != nil {
 			return 0, gerr
 		}
-		d.paid, p.paid, p.at, p.cost = &t, t, at, cost
+		paid := p.paid
+		d.paid = &paid
 		if d.seq != nil {
 			backoff = d.seq.Next(err)
 		} else {

@@ -94,7 +94,7 @@ func (s handoffStatus) unchecked(hadDeadline bool) bool {
 // put hands e off under err, whose keyHash is hash. It reports whether it
 // evicted an entry of another error that no RetryDelay took and that had
 // a deadline to check.
-func (h *handoff) put(err error, hash uintptr, e pendingRetry) (evicted bool) {
+func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool) {
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,7 +110,7 @@ func (h *handoff) put(err error, hash uintptr, e pendingRetry) (evicted bool) {
 		// entry, kept for a long-polling operation, has none.
 		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, s.deadlines
 	}
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.hasDeadline, e
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.hasDeadline, *e
 	return evicted
 }
 

@@ -38,8 +38,11 @@ type lane struct {
 	attempts attemptTimes
 	// throttles counts the retry decisions after a throttle, refused ones
 	// included: Do reads it around a call to learn whether the partition
-	// was throttled meanwhile.
+	// was throttled meanwhile. Written by every throttle's decision, it
+	// has cache lines of its own (see attemptTimes.count).
+	_         cacheLinePad
 	throttles atomic.Uint64
+	_         cacheLinePad
 	// service is the first SDK service the lane served, an attribute of
 	// its gauges; recorded only when the retryer has metrics.
 	service atomic.Pointer[string]

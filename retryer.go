@@ -245,36 +245,36 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		cost = r.costs.throttle
 	}
 	// An attempt cut by AttemptTimeout says how long the next one may take.
-	margin := max(r.margin(l), info.cut)
-	t, at, gerr := r.admit(ctx, l, 0, opErr, class, info.hint, cost, margin, true)
-	if gerr != nil {
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(l), info.cut)}
+	// A context with a deadline can end; asking Done only when there is
+	// none spares a fresh context the channel it makes on first use.
+	deadline, canEnd := ctx.Deadline()
+	if canEnd && !r.noDeadlineGiveUp {
+		p.deadline, p.hasDeadline = deadline, true
+	}
+	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already.
-			r.put(opErr, hash, pendingRetry{refused: true, waited: gerr.waited})
+			r.put(opErr, hash, &pendingRetry{refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
 	}
 	// RetryDelay learns the class, the response and the lane from the
 	// hand-off rather than walk the error again.
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, at: at, margin: margin, cost: cost, paid: t}
-	release := t.release
-	// A context with a deadline can end; asking Done only when there is
-	// none spares a fresh context the channel it makes on first use.
-	_, canEnd := ctx.Deadline()
+	release := p.paid.release
 	if canEnd || ctx.Done() != nil {
-		p.deadline, p.hasDeadline = r.deadline(ctx)
-		if ref, tracked := r.tracked.track(ctx, t, at); ref.slot != nil {
+		if ref, tracked := r.tracked.track(ctx, p.paid, p.at, hash); ref.slot != nil {
 			p.ticket, p.paid, release = ref, ticket{}, tracked
 		}
 	}
-	r.put(opErr, hash, p)
+	r.put(opErr, hash, &p)
 	return release, nil
 }
 
 // put hands p off to the RetryDelay that follows, and counts an entry it
 // evicted.
-func (r *Retryer) put(opErr error, hash uintptr, p pendingRetry) {
+func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
 	if r.handoff.put(opErr, hash, p) && r.hooks.meter != nil {
 		r.hooks.meter.uncheckedEviction()
 	}

@@ -25,6 +25,10 @@ type simClient struct {
 	workers   int
 	unlimited bool          // sends without asking the limiter: the no-limiter baseline
 	stop      time.Duration // workers stop asking from then on; zero: never
+	// backoff, when set, is the full-jitter backoff of a throttled worker:
+	// it asks again after a random time in [0, backoff), as a retryer's
+	// workers do, so that the client sends in bursts and pauses.
+	backoff time.Duration
 	// successes, throttles and sends per second of virtual time
 	ok, thr, sent []int
 
@@ -78,6 +82,7 @@ type simEvent struct {
 	place  sendPlace // a worker waiting for its turn
 	gen    uint64    // of the client's wakes, when the poll was scheduled
 	answer bool      // an answer arrives
+	asks   bool      // a worker's backoff ends: it asks for a place
 	ok     bool
 }
 
@@ -158,6 +163,15 @@ func (s *limiterSim) run(d time.Duration) {
 			}
 			bump(&c.ok, sec, e.ok)
 			bump(&c.thr, sec, !e.ok)
+			if !e.ok && c.backoff > 0 {
+				sleep := time.Duration(s.service.rng.Float64() * float64(c.backoff))
+				heap.Push(&s.events, simEvent{at: e.at.Add(sleep), client: c, asks: true})
+				continue
+			}
+			s.ask(c, e.at)
+			continue
+		}
+		if e.asks {
 			s.ask(c, e.at)
 			continue
 		}

@@ -61,21 +61,31 @@ const (
 	trackShards = 8
 )
 
-// Slot states.
+// Slot states. A slot's word holds its state in the low stateBits bits
+// and, while a retry holds it, when that retry's backoff ends (since the
+// table's epoch, 0 until known) in the rest, so that one atomic operation
+// moves both: taking a slot, recording the backoff's end and a sweep's look
+// each cost one.
 const (
-	slotFree     uint32 = iota
+	slotFree     uint64 = iota
 	slotSetup           // being filled by track
 	slotHeld            // a retry holds it
 	slotSweeping        // a sweep looks at it; the owner waits
 	slotRetired         // refunded; never handed out again
+
+	stateBits = 3
+	stateMask = 1<<stateBits - 1
+	// maxWake is the latest backoff end the word holds, some 36 years
+	// after the epoch: a later one (a clock or a backoff far out) is
+	// taken as that, which only delays its refund to reclaimGrace.
+	maxWake = time.Duration(1<<(63-stateBits) - 1)
 )
 
 // tracked is the table of held retries whose context can end.
 type tracked struct {
 	now       func() time.Time
 	epoch     time.Time
-	lastSweep atomic.Int64  // since the epoch
-	next      atomic.Uint32 // the shard the next retry starts at
+	lastSweep atomic.Int64 // since the epoch
 	shards    [trackShards]trackShard
 }
 
@@ -87,17 +97,16 @@ type trackShard struct {
 
 // trackSlot is one held retry.
 type trackSlot struct {
-	state atomic.Uint32
-	// wake is when the backoff ends, since the table's epoch; 0 until known.
-	wake atomic.Int64
-	// doneSeen is when a sweep first saw the context done, since the
-	// epoch; 0 before.
-	doneSeen atomic.Int64
+	word atomic.Uint64 // state and backoff end; see the slot states
 
 	// Written by track in slotSetup, read by the owner and by sweeps in
 	// slotHeld or slotSweeping.
 	ctx context.Context
 	t   ticket
+	// doneSeen is when a sweep first saw the context done, since the
+	// epoch; 0 before. Written by track in slotSetup and by sweeps in
+	// slotSweeping, which the state makes exclusive.
+	doneSeen time.Duration
 
 	release func(error) error // built once: claims the slot and releases t
 }
@@ -127,11 +136,17 @@ func newTrackSlot() *trackSlot {
 
 // claim moves a held slot to state to, waiting out a sweep that looks at
 // it. It fails when the slot was refunded.
-func (s *trackSlot) claim(to uint32) bool {
+func (s *trackSlot) claim(to uint64) bool {
+	return s.whileHeld(func(uint64) uint64 { return to })
+}
+
+// whileHeld moves a held slot's word w to next(w), waiting out a sweep that
+// looks at it. It fails when the slot is no longer held.
+func (s *trackSlot) whileHeld(next func(w uint64) uint64) bool {
 	for {
-		switch s.state.Load() {
+		switch w := s.word.Load(); w & stateMask {
 		case slotHeld:
-			if s.state.CompareAndSwap(slotHeld, to) {
+			if s.word.CompareAndSwap(w, next(w)) {
 				return true
 			}
 		case slotSweeping:
@@ -152,19 +167,21 @@ func (tr *tracked) since(t time.Time) time.Duration { return t.Sub(tr.epoch) }
 //
 // now is the time the caller read, or zero; with it, track sweeps the table
 // when the last sweep is more than reclaimGrace old.
-func (tr *tracked) track(ctx context.Context, t ticket, now time.Time) (trackRef, func(error) error) {
+//
+// spread, any number that differs between concurrent retries (the hash of
+// their error), picks the shard to look in first.
+func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread uintptr) (trackRef, func(error) error) {
 	if !now.IsZero() {
 		tr.reclaimEvery(reclaimGrace, now)
 	}
-	start := tr.next.Add(1)
+	// Mixed, since aligned addresses vary little in their low bits.
+	start := uint32(uint64(spread)*0x9E3779B97F4A7C15>>32) % trackShards
 	for try := range 2 {
 		for i := range uint32(trackShards) {
 			sh := &tr.shards[(start+i)%trackShards]
 			if s := sh.take(); s != nil {
-				s.ctx, s.t = ctx, t
-				s.wake.Store(0)
-				s.doneSeen.Store(0)
-				s.state.Store(slotHeld)
+				s.ctx, s.t, s.doneSeen = ctx, t, 0
+				s.word.Store(slotHeld)
 				return trackRef{slot: s, shard: sh}, s.release
 			}
 		}
@@ -196,13 +213,13 @@ func (sh *trackShard) take() *trackSlot {
 		s := p.Load()
 		if s == nil {
 			s = newTrackSlot()
-			s.state.Store(slotSetup)
+			s.word.Store(slotSetup)
 			if p.CompareAndSwap(nil, s) {
 				return s
 			}
 			continue
 		}
-		if s.state.Load() == slotFree && s.state.CompareAndSwap(slotFree, slotSetup) {
+		if s.word.Load() == slotFree && s.word.CompareAndSwap(slotFree, slotSetup) {
 			return s
 		}
 	}
@@ -212,7 +229,8 @@ func (sh *trackShard) take() *trackSlot {
 // backoffEnds records when the backoff of the retry ref ends.
 func (tr *tracked) backoffEnds(ref trackRef, at time.Time) {
 	if ref.slot != nil {
-		ref.slot.wake.Store(int64(max(tr.since(at), 1)))
+		wake := uint64(min(max(tr.since(at), 1), maxWake)) << stateBits
+		ref.slot.whileHeld(func(uint64) uint64 { return wake | slotHeld })
 	}
 }
 
@@ -255,34 +273,41 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 		sh.sweepMu.Lock()
 		for j := range sh.slots {
 			s := sh.slots[j].Load()
-			if s == nil || s.state.Load() != slotHeld || !s.state.CompareAndSwap(slotHeld, slotSweeping) {
+			if s == nil {
 				continue
 			}
-			if s.due(at) {
-				s.state.Store(slotRetired)
+			// The owner may record its backoff's end between the load
+			// and the swap: load again rather than skip a held slot.
+			w := s.word.Load()
+			for w&stateMask == slotHeld && !s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
+				w = s.word.Load()
+			}
+			if w&stateMask != slotHeld {
+				continue
+			}
+			if s.due(at, time.Duration(w>>stateBits)) {
+				s.word.Store(slotRetired)
 				s.t.refund()
 				refunded = true
 				sh.slots[j].CompareAndSwap(s, nil)
 				continue
 			}
-			s.state.Store(slotHeld)
+			s.word.Store(w)
 		}
 		sh.sweepMu.Unlock()
 	}
 	return refunded
 }
 
-// due reports whether a sweep at time at should refund the slot's retry.
-func (s *trackSlot) due(at time.Duration) bool {
+// due reports whether a sweep at time at should refund the slot's retry,
+// whose backoff ends at wake (0 when not known yet).
+func (s *trackSlot) due(at, wake time.Duration) bool {
 	if s.ctx.Err() == nil {
-		s.doneSeen.Store(0)
+		s.doneSeen = 0
 		return false
 	}
-	seen := s.doneSeen.Load()
-	if seen == 0 {
-		seen = int64(max(at, 1))
-		s.doneSeen.Store(seen)
+	if s.doneSeen == 0 {
+		s.doneSeen = max(at, 1)
 	}
-	wake := s.wake.Load()
-	return (wake != 0 && seen < wake) || at-time.Duration(seen) >= reclaimGrace
+	return (wake != 0 && s.doneSeen < wake) || at-s.doneSeen >= reclaimGrace
 }

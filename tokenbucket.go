@@ -29,7 +29,11 @@ type TokenBucket struct {
 	refill   float64 // tokens per second; 0 when off
 	now      func() time.Time
 
+	// tokens changes with every retry, from every goroutine: the pads keep
+	// it off the lines of the fields above, which every take reads.
+	_      cacheLinePad
 	tokens atomic.Uint64
+	_      cacheLinePad
 
 	mu   sync.Mutex // with a refill: guards tokens' changes, frac and last
 	frac float64    // refilled fraction of a token not yet credited
@@ -158,3 +162,7 @@ func (b *TokenBucket) refillLocked() {
 	b.tokens.Store(uint64(tokens + uint(whole)))
 	b.frac = add - whole
 }
+
+// cacheLinePad separates a field that many goroutines write from its
+// neighbours: 64 bytes, the cache line of amd64 and most arm64 cores.
+type cacheLinePad [64]byte

@@ -43,6 +43,7 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"strings"
 	"time"
 
@@ -196,7 +197,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (ok bool, err
 	for i, name := range o.strategies {
 		// Each strategy records into a fresh provider, as it runs with a
 		// fresh client and retryer. A provider stays up until the run ends:
-		// a scrape may come after its strategy has finished.
+		// a scrape may come after its strategy has finished. The counters
+		// and histograms stay; the gauges go with the retryer that
+		// observes them, once it is garbage.
 		var meters *telemetry.Metrics
 		if o.metrics || prom != nil {
 			if meters, err = telemetry.New(telemetry.Options{Prometheus: prom != nil}); err != nil {
@@ -207,7 +210,7 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (ok bool, err
 				prom.Show(meters)
 			}
 		}
-		row, err := runStrategy(ctx, o, b, admin, name, o.seed+uint64(i)*1000, meters, stderr)
+		row, policy, err := runStrategy(ctx, o, b, admin, name, o.seed+uint64(i)*1000, meters, stderr)
 		if err != nil {
 			return false, fmt.Errorf("%s: %w", name, err)
 		}
@@ -220,6 +223,9 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (ok bool, err
 		if o.strategyDone != nil {
 			o.strategyDone(name)
 		}
+		// Until here the strategy's metrics are read: its retryers, and
+		// with them their gauges, stay.
+		runtime.KeepAlive(policy)
 	}
 	if err := occ.WriteTable(stdout, rows); err != nil {
 		return false, err
@@ -242,12 +248,13 @@ func run(ctx context.Context, o options, stdout, stderr io.Writer) (ok bool, err
 
 // runStrategy prepares a fresh table and a fresh capacity proxy, runs the
 // workload with strategy name, and checks the counters. The client and the
-// retryers record their metrics into meters, unless it is nil.
+// retryers record their metrics into meters, unless it is nil. It returns
+// the policy it ran, whose retryers observe the gauges.
 func runStrategy(ctx context.Context, o options, b *backend, admin *dynamodb.Client, name string, seed uint64,
-	meters *telemetry.Metrics, stderr io.Writer) (occ.Row, error) {
+	meters *telemetry.Metrics, stderr io.Writer) (occ.Row, *occ.Policy, error) {
 	table := "jitterretry-occ-" + name
 	if err := occ.Setup(ctx, admin, table, o.items, int64(o.capacity), int64(o.capacity)); err != nil {
-		return occ.Row{}, err
+		return occ.Row{}, nil, err
 	}
 	defer func() { _ = occ.Teardown(context.WithoutCancel(ctx), admin, table) }()
 
@@ -257,11 +264,11 @@ func runStrategy(ctx context.Context, o options, b *backend, admin *dynamodb.Cli
 		co.Seed = seed
 	})
 	if err != nil {
-		return occ.Row{}, err
+		return occ.Row{}, nil, err
 	}
 	proxyURL, err := proxy.Start()
 	if err != nil {
-		return occ.Row{}, err
+		return occ.Row{}, nil, err
 	}
 	defer func() { _ = proxy.Close() }()
 
@@ -272,7 +279,7 @@ func runStrategy(ctx context.Context, o options, b *backend, admin *dynamodb.Cli
 
 	policy, err := occ.NewPolicy(name, occ.PolicyOptions{Seed: seed, BlindMaxBackoff: o.blindMaxBackoff, MeterProvider: provider})
 	if err != nil {
-		return occ.Row{}, err
+		return occ.Row{}, nil, err
 	}
 	bar := progressbar.NewOptions(o.workers*o.increments,
 		progressbar.OptionSetWriter(stderr),
@@ -297,23 +304,23 @@ func runStrategy(ctx context.Context, o options, b *backend, admin *dynamodb.Cli
 		Progress:   func() { _ = bar.Add(1) },
 	})
 	if res == nil {
-		return occ.Row{}, runErr
+		return occ.Row{}, nil, runErr
 	}
 	if runErr != nil {
 		_ = bar.Exit()
 		if !errors.Is(runErr, context.DeadlineExceeded) {
-			return occ.Row{}, runErr
+			return occ.Row{}, nil, runErr
 		}
 		fmt.Fprintf(stderr, "%s: stopped after %v with %d increments in flight\n", name, o.timeout, len(res.Unresolved))
 	}
 	check, err := occ.Verify(ctx, admin, table, res)
 	if err != nil {
-		return occ.Row{}, err
+		return occ.Row{}, nil, err
 	}
 	row := occ.NewRow(policy, res, check)
 	st := proxy.Stats()
 	row.Calls, row.Throttles = st.Requests, st.Throttled
-	return row, nil
+	return row, policy, nil
 }
 
 // printMetrics writes the strategy's metrics as a table.
