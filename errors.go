@@ -37,7 +37,9 @@ const (
 	// GiveUpDeadline: the backoff, or the wait for the send-rate limiter,
 	// plus the deadline margin would end past the context's deadline.
 	GiveUpDeadline
-	// GiveUpCanceled: the context was done.
+	// GiveUpCanceled: the context was done: cancelled, or its deadline
+	// passed before the retry was decided (errors.Is(err,
+	// context.DeadlineExceeded) holds then, as for GiveUpDeadline).
 	GiveUpCanceled
 	// GiveUpConflicts: Do's conflict budget (DoOptions.MaxConflicts) ran out.
 	GiveUpConflicts

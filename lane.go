@@ -213,16 +213,17 @@ func (l *lane) serviceName() string {
 	return ""
 }
 
-// idle reports whether forgetting the lane loses nothing: its bucket is
-// full, no skip is pending and its limiter has nothing to remember.
-func (l *lane) idle() bool {
+// idle reports whether forgetting the lane at time now loses nothing: its
+// bucket is full, no skip is pending and its limiter has nothing to
+// remember.
+func (l *lane) idle(now time.Time) bool {
 	if l.skips.Load() != 0 {
 		return false
 	}
 	if l.bucket != nil && l.bucket.Remaining() < l.bucket.capacity {
 		return false
 	}
-	return l.sender == nil || l.sender.forgettable()
+	return l.sender == nil || l.sender.forgettable(now)
 }
 
 // onSuccess adapts fn to the SDK's release signature: it runs only when the
@@ -335,7 +336,7 @@ func (t *lanes) sweepLocked(now time.Time) {
 	for k, l := range t.m {
 		switch {
 		case l.used.Swap(false):
-		case l.idle():
+		case l.idle(now):
 			delete(t.m, k)
 		default:
 			unused = append(unused, k)

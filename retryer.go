@@ -246,12 +246,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	// An attempt cut by AttemptTimeout says how long the next one may take.
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(l), info.cut)}
-	// A context with a deadline can end; asking Done only when there is
-	// none spares a fresh context the channel it makes on first use.
-	deadline, canEnd := ctx.Deadline()
-	if canEnd && !r.noDeadlineGiveUp {
-		p.deadline, p.hasDeadline = deadline, true
-	}
+	p.deadline, p.hasDeadline = r.deadline(ctx)
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
@@ -263,7 +258,9 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	// RetryDelay learns the class, the response and the lane from the
 	// hand-off rather than walk the error again.
 	release := p.paid.release
-	if canEnd || ctx.Done() != nil {
+	// A context with a deadline can end; asking Done only when there is
+	// none spares a fresh context the channel it makes on first use.
+	if p.hasDeadline || ctx.Done() != nil {
 		if ref, tracked := r.tracked.track(ctx, p.paid, p.at, hash); ref.slot != nil {
 			p.ticket, p.paid, release = ref, ticket{}, tracked
 		}

@@ -406,11 +406,13 @@ func (l *sendRate) cutCount() int {
 	return l.cuts
 }
 
-// forgettable reports whether a new limiter would behave the same.
-func (l *sendRate) forgettable() bool {
+// forgettable reports whether a new limiter would behave the same at time
+// now: it brings the limiter up to now first, so that one idle for
+// idleReset has started over, as its next use would find it.
+func (l *sendRate) forgettable(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	l.initLocked()
+	l.syncLocked(now)
 	return l.q.rate == l.initialRate && !l.q.waiting() && l.known == 0 && l.peak == 0 && l.pending == 0 &&
 		l.background == 0 && !l.test.active() && !l.jump.active()
 }

@@ -244,8 +244,9 @@ func TestSendRateForgetsWhenIdle(t *testing.T) {
 	c.stop = 3 * time.Second
 	sim.run(3 * time.Second)
 	require.False(t, math.IsInf(l.currentRate(), 1), "expect a limit after throttles")
-	require.False(t, l.forgettable())
+	require.False(t, l.forgettable(sim.now))
 	later := sim.now.Add(2 * time.Minute)
+	assert.True(t, l.forgettable(later), "expect nothing left to remember after an idle spell")
 	l.reserve(later)
 	assert.True(t, math.IsInf(l.currentRate(), 1), "expect the initial (unlimited) rate after an idle spell")
 }
@@ -254,7 +255,7 @@ func TestSendRateZeroValueIsUnlimited(t *testing.T) {
 	var l sendRate
 	assert.True(t, math.IsInf(l.currentRate(), 1))
 	assert.Equal(t, time.Duration(0), reserve(&l, t0))
-	assert.True(t, l.forgettable())
+	assert.True(t, l.forgettable(t0))
 }
 
 func TestSendRateOptionsValidated(t *testing.T) {

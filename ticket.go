@@ -61,11 +61,15 @@ const (
 	trackShards = 8
 )
 
-// Slot states. A slot's word holds its state in the low stateBits bits
-// and, while a retry holds it, when that retry's backoff ends (since the
-// table's epoch, 0 until known) in the rest, so that one atomic operation
-// moves both: taking a slot, recording the backoff's end and a sweep's look
-// each cost one.
+// Slot states. A slot's word holds its state in the low stateBits bits,
+// its generation (counting the retries that held it, modulo 2^genBits) in
+// the next genBits, and, while a retry holds it, when that retry's backoff
+// ends (since the table's epoch in wakeUnits, 0 until known) in the rest,
+// so that one atomic operation moves them together: taking a slot,
+// recording the backoff's end and a sweep's look each cost one. A
+// reference carries the generation it was given, so one kept past its
+// retry's release (a hand-off no RetryDelay took) cannot claim the slot
+// from the retry that holds it next.
 const (
 	slotFree     uint64 = iota
 	slotSetup           // being filled by track
@@ -74,11 +78,20 @@ const (
 	slotRetired         // refunded; never handed out again
 
 	stateBits = 3
+	genBits   = 13
+	wakeShift = stateBits + genBits
 	stateMask = 1<<stateBits - 1
-	// maxWake is the latest backoff end the word holds, some 36 years
-	// after the epoch: a later one (a clock or a backoff far out) is
-	// taken as that, which only delays its refund to reclaimGrace.
-	maxWake = time.Duration(1<<(63-stateBits) - 1)
+	genMask   = (1<<genBits - 1) << stateBits
+	// wakeUnit is the backoff end's unit in the word. maxWake is the
+	// latest it holds, some 8.9 years after the epoch: a later one (a
+	// clock or a backoff far out) is taken as that, which only delays its
+	// refund to reclaimGrace.
+	wakeUnit = time.Microsecond
+	maxWake  = time.Duration(1<<(64-wakeShift)-1) * wakeUnit
+
+	// anyGeneration matches a slot held by any retry: the release handed
+	// to the SDK, which only the slot's current holder has.
+	anyGeneration = ^uint64(0)
 )
 
 // tracked is the table of held retries whose context can end.
@@ -97,7 +110,7 @@ type trackShard struct {
 
 // trackSlot is one held retry.
 type trackSlot struct {
-	word atomic.Uint64 // state and backoff end; see the slot states
+	word atomic.Uint64 // state, generation and backoff end; see the slot states
 
 	// Written by track in slotSetup, read by the owner and by sweeps in
 	// slotHeld or slotSweeping.
@@ -111,10 +124,12 @@ type trackSlot struct {
 	release func(error) error // built once: claims the slot and releases t
 }
 
-// trackRef names a held retry in the table, and its shard; the zero value
-// names none.
+// trackRef names a held retry in the table: its slot, the slot's
+// generation while the retry holds it, and its shard; the zero value names
+// none.
 type trackRef struct {
 	slot  *trackSlot
+	gen   uint64
 	shard *trackShard
 }
 
@@ -126,7 +141,7 @@ func newTrackSlot() *trackSlot {
 	s := &trackSlot{}
 	s.release = func(err error) error {
 		t := s.t // the owner's; see the comment on the table
-		if s.claim(slotFree) {
+		if s.claim(anyGeneration, slotFree) {
 			return t.release(err)
 		}
 		return nil
@@ -134,17 +149,23 @@ func newTrackSlot() *trackSlot {
 	return s
 }
 
-// claim moves a held slot to state to, waiting out a sweep that looks at
-// it. It fails when the slot was refunded.
-func (s *trackSlot) claim(to uint64) bool {
-	return s.whileHeld(func(uint64) uint64 { return to })
+// claim moves the slot, held by the retry of generation gen (or by any,
+// with anyGeneration), to state to, waiting out a sweep that looks at it.
+// It fails when that retry no longer holds it: released or refunded.
+func (s *trackSlot) claim(gen, to uint64) bool {
+	return s.whileHeld(gen, func(w uint64) uint64 { return w&genMask | to })
 }
 
-// whileHeld moves a held slot's word w to next(w), waiting out a sweep that
-// looks at it. It fails when the slot is no longer held.
-func (s *trackSlot) whileHeld(next func(w uint64) uint64) bool {
+// whileHeld moves the word w of the slot, held by the retry of generation
+// gen (or by any, with anyGeneration), to next(w), waiting out a sweep that
+// looks at it. It fails when that retry no longer holds it.
+func (s *trackSlot) whileHeld(gen uint64, next func(w uint64) uint64) bool {
 	for {
-		switch w := s.word.Load(); w & stateMask {
+		w := s.word.Load()
+		if gen != anyGeneration && w&genMask != gen {
+			return false
+		}
+		switch w & stateMask {
 		case slotHeld:
 			if s.word.CompareAndSwap(w, next(w)) {
 				return true
@@ -181,8 +202,9 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 			sh := &tr.shards[(start+i)%trackShards]
 			if s := sh.take(); s != nil {
 				s.ctx, s.t, s.doneSeen = ctx, t, 0
-				s.word.Store(slotHeld)
-				return trackRef{slot: s, shard: sh}, s.release
+				gen := (s.word.Load() + 1<<stateBits) & genMask
+				s.word.Store(gen | slotHeld)
+				return trackRef{slot: s, gen: gen, shard: sh}, s.release
 			}
 		}
 		if try == 0 {
@@ -219,7 +241,7 @@ func (sh *trackShard) take() *trackSlot {
 			}
 			continue
 		}
-		if s.word.Load() == slotFree && s.word.CompareAndSwap(slotFree, slotSetup) {
+		if w := s.word.Load(); w&stateMask == slotFree && s.word.CompareAndSwap(w, w&^stateMask|slotSetup) {
 			return s
 		}
 	}
@@ -229,8 +251,8 @@ func (sh *trackShard) take() *trackSlot {
 // backoffEnds records when the backoff of the retry ref ends.
 func (tr *tracked) backoffEnds(ref trackRef, at time.Time) {
 	if ref.slot != nil {
-		wake := uint64(min(max(tr.since(at), 1), maxWake)) << stateBits
-		ref.slot.whileHeld(func(uint64) uint64 { return wake | slotHeld })
+		wake := uint64(min(max(tr.since(at), wakeUnit), maxWake)/wakeUnit) << wakeShift
+		ref.slot.whileHeld(ref.gen, func(w uint64) uint64 { return wake | w&genMask | slotHeld })
 	}
 }
 
@@ -240,9 +262,8 @@ func (tr *tracked) refund(ref trackRef) {
 	if ref.slot == nil {
 		return
 	}
-	t := ref.slot.t
-	if ref.slot.claim(slotRetired) {
-		t.refund()
+	if ref.slot.claim(ref.gen, slotRetired) {
+		ref.slot.t.refund() // the slot is retired: its ticket is this retry's for good
 		ref.shard.forget(ref.slot)
 	}
 }
@@ -285,7 +306,7 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 			if w&stateMask != slotHeld {
 				continue
 			}
-			if s.due(at, time.Duration(w>>stateBits)) {
+			if s.due(at, time.Duration(w>>wakeShift)*wakeUnit) {
 				s.word.Store(slotRetired)
 				s.t.refund()
 				refunded = true

@@ -1,0 +1,42 @@
+package jitterretry
+
+import (
+	"context"
+	"math"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// TestIdleLimiterLaneIsForgotten: a partition whose limiter learnt a rate
+// and then went idle has nothing left to remember once the limiter's own
+// idle reset would start it over; the partition table forgets it then,
+// not only when the table is full.
+func TestIdleLimiterLaneIsForgotten(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) {
+		o.Clock = func() time.Time { return now }
+		o.SendRate = &SendRateOptions{}
+		o.PartitionKey = PartitionFromContext
+	})
+	require.NoError(t, r.Err())
+	a := r.lanes.get(WithPartition(context.Background(), "a"))
+
+	// Throttled for three seconds, the limiter learns a rate.
+	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(200), 0))
+	c := sim.add(a.sender, 16, 0)
+	c.stop = 3 * time.Second
+	sim.run(3 * time.Second)
+	require.False(t, math.IsInf(a.sender.currentRate(), 1), "expect a limit after throttles")
+
+	// Idle since; other partitions come and go, a sweep interval apart.
+	now = sim.now
+	for _, key := range []string{"b", "c", "d"} {
+		now = now.Add(partitionIdleTimeout)
+		r.lanes.get(WithPartition(context.Background(), key))
+	}
+	_, kept := r.lanes.lookup("a")
+	assert.False(t, kept, "expect the idle partition forgotten")
+}
