@@ -55,6 +55,12 @@ var errZeroRetryer = &OptionsError{Option: "Retryer", Reason: "the zero value is
 // whose Err reports an *OptionsError and that fails every operation with it,
 // so that New can be used inline in config.WithRetryer. Check Err at
 // startup.
+//
+// A Retryer is meant to be shared: by every operation of a client, or of
+// several. Its fixed-size tables (the hand-off, the tracking of held
+// retries) cost about 115 KB and 30 µs to make (retry.NewStandard: 0.7 KB,
+// 0.6 µs), so one per operation costs that per request, and gives every
+// operation a bucket of its own, as retry.NewStandard per operation does.
 func New(optFns ...func(*Options)) *Retryer {
 	o := defaultOptions()
 	for _, fn := range optFns {
