@@ -41,8 +41,9 @@ const attemptReserve = 5 * time.Millisecond
 // less adds nothing.
 //
 // The attempt's context ends when the attempt fails; after a success it is
-// left to its timer, so a response body the caller streams afterwards is
-// still bounded by d. It is for operations whose response is read in the
+// left to its timer, which ends it at the attempt's limit, so a response
+// body the caller streams afterwards is still bounded by d (and each
+// context lives at most d, however long the caller's context lives). It is for operations whose response is read in the
 // attempt (DynamoDB, SQS, most APIs), not for long downloads.
 func AttemptTimeout(d time.Duration) func(*middleware.Stack) error {
 	return func(stack *middleware.Stack) error {
@@ -77,7 +78,9 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	})
 	out, md, err := next.HandleFinalize(attemptCtx, in)
 	if err == nil {
-		timer.Stop()
+		// Left to its timer (see the doc): it bounds a body read later,
+		// and ends the context, which detaches it from ctx; stopping the
+		// timer here would leave it attached for as long as ctx lives.
 		return out, md, nil
 	}
 	timer.Stop()

@@ -149,3 +149,25 @@ func TestAttemptTimeoutCutNearTheDeadlineKeepsTheDeadline(t *testing.T) {
 	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
 	assert.Contains(t, err.Error(), "deadline")
 }
+
+// TestAttemptTimeoutEndsASuccessfulAttemptsContext: after a success the
+// attempt's context is left to its timer, which ends it (so a body read
+// later is bounded, and the context is no longer attached to the caller's:
+// a long-lived caller context does not collect one per call).
+func TestAttemptTimeoutEndsASuccessfulAttemptsContext(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background()) // long-lived, as a worker's
+	defer cancel()
+	var attemptCtx context.Context
+	err := stackOperation(ctx, jitterretry.New(), []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(20 * time.Millisecond)},
+		func(ctx context.Context, _ int) error {
+			attemptCtx = ctx
+			return nil
+		})
+	require.NoError(t, err)
+	select {
+	case <-attemptCtx.Done():
+	case <-time.After(10 * time.Second):
+		t.Fatal("expect the successful attempt's context ended by its 20 ms timer")
+	}
+	assert.NoError(t, ctx.Err(), "expect the caller's context untouched")
+}

@@ -44,8 +44,21 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 		release, foreign, available, ok = l.take(ctx, cost)
 	}
 	if !ok {
-		waited := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
-		return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
+		waited, err := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
+		if err != nil {
+			// The caller left during the wait: that, not the budget, ends
+			// the operation.
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
+		}
+		// A sweep refunds an abandoned retry reclaimGrace after it first
+		// sees its context done; the wait gave the one above that time.
+		if waited > 0 && r.tracked.reclaim() {
+			release, foreign, available, ok = l.take(ctx, cost)
+		}
+		if !ok {
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
+		}
+		p.waited = waited // admitted after all: the backoff is shorter by that
 	}
 	p.paid, p.cost = ticket{lane: l, cost: cost, foreign: foreign, release: release}, cost
 	return nil
@@ -113,20 +126,20 @@ func (r *Retryer) margin(l *lane) time.Duration {
 // empty budget fails the operation, so that callers that send again at once
 // cannot turn the empty budget into a storm. It never waits past ctx's
 // deadline: when the backoff would end past it, it returns at once. It
-// returns how long it waited.
-func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) time.Duration {
+// returns how long it waited, and ctx's error when ctx ended the wait.
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) (time.Duration, error) {
 	if r.failFast {
-		return 0
+		return 0, nil
 	}
 	d, err := r.backoffFor(attempt, opErr, class, l)
 	if err != nil || d <= 0 {
-		return 0
+		return 0, nil
 	}
 	if deadline, ok := ctx.Deadline(); ok && exceeds(d, margin, deadline.Sub(r.now())) {
-		return 0
+		return 0, nil
 	}
-	if sleep(ctx, d) != nil {
-		return 0
+	if err := sleep(ctx, d); err != nil {
+		return 0, err
 	}
-	return d
+	return d, nil
 }

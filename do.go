@@ -216,6 +216,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 				return 0, derr
 			}
 		}
+		backoff = max(backoff-p.waited, 0) // admit waited that long for tokens
 	}
 	wait, gerr := r.schedule(&p, attempt, err, backoff, false)
 	if gerr != nil {

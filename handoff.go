@@ -63,7 +63,7 @@ type pendingRetry struct {
 	ticket      trackRef      // the paid retry, when tracked
 	paid        ticket        // the paid retry, when not tracked
 	refused     bool          // GetRetryToken refused the retry and already backed off
-	waited      time.Duration // for that long
+	waited      time.Duration // how long GetRetryToken backed off on an empty bucket, refused or not
 }
 
 // refund gives the tokens of the retry back, unless they were claimed.

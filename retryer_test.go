@@ -566,3 +566,56 @@ func TestThrottleBackoffWhileTheLimiterPaces(t *testing.T) {
 		})
 	}
 }
+
+// emptyBucketRetryer has a bucket of one throttle retry, 200 ms throttle
+// backoffs (exponential, so exact) and the given hooks.
+func emptyBucketRetryer(opts ...func(*jitterretry.Options)) *jitterretry.Retryer {
+	return jitterretry.New(append([]func(*jitterretry.Options){func(o *jitterretry.Options) {
+		o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 5, 5, 5
+		o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, 200*time.Millisecond, 200*time.Millisecond
+	}}, opts...)...)
+}
+
+// TestCancelDuringTheEmptyBudgetWaitIsACancel: a caller that leaves while
+// the retryer backs off before refusing for an empty budget gets its
+// context's error, not a budget refusal that blames the service.
+func TestCancelDuringTheEmptyBudgetWaitIsACancel(t *testing.T) {
+	var reasons []jitterretry.GiveUpReason
+	r := emptyBucketRetryer(func(o *jitterretry.Options) {
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { reasons = append(reasons, e.Reason) }
+	})
+	_, err := r.GetRetryToken(context.Background(), throttleErr()) // holds the bucket's 5 tokens
+	require.NoError(t, err)
+
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	_, err = operation(ctx, r, script(fail(throttleErr())))
+	require.ErrorIs(t, err, context.Canceled)
+	assert.NotErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpCanceled}, reasons)
+}
+
+// TestEmptyBudgetWaitFindsAbandonedTokens: tokens of a retry whose backoff
+// its caller cut are found one reclaimGrace after a sweep first sees them.
+// When that first sweep comes only after the backoff would have ended, the
+// retry that found the bucket empty gets them after its wait, instead of
+// being refused with tokens lying in the table.
+func TestEmptyBudgetWaitFindsAbandonedTokens(t *testing.T) {
+	r := emptyBucketRetryer()
+	abandoned, cancel := context.WithCancel(context.Background())
+	throttle := throttleErr()
+	_, err := r.GetRetryToken(abandoned, throttle)
+	require.NoError(t, err)
+	d, err := r.RetryDelay(1, throttle)
+	require.NoError(t, err)
+	require.Equal(t, 200*time.Millisecond, d)
+	// The caller leaves during its backoff, as the SDK's middleware does
+	// on a cancel: the retry is never sent and never released.
+	time.Sleep(10 * time.Millisecond)
+	cancel()
+	time.Sleep(2 * d) // nobody looks until well after its backoff would have ended
+
+	attempts, err := operation(context.Background(), r, script(fail(throttleErr()), ok))
+	require.NoError(t, err, "expect the abandoned retry's tokens found during the wait")
+	requireAttempts(t, 2, attempts, err)
+}
