@@ -32,7 +32,9 @@ type lane struct {
 	sender  *sendRate         // nil when the send-rate limiter is off
 	costs   costs
 	skips   atomic.Int64
-	used    atomic.Bool // since the last idle sweep of the table
+	// used is the table's sweep count when the lane was last used: a
+	// logical clock that orders the lanes by their last use.
+	used atomic.Uint64
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
@@ -245,13 +247,20 @@ const (
 )
 
 // lanes finds the lane of a context's partition key. The lane of key "" is
-// never forgotten. Other lanes are forgotten when unused for
-// partitionIdleTimeout with nothing to remember (a full bucket, an idle
-// limiter), and, beyond maxPartitions keys, the least recently swept unused
+// never forgotten. Other lanes are forgotten, when a new key arrives, if
+// unused for partitionIdleTimeout with nothing to remember (a full bucket,
+// an idle limiter), and, beyond maxPartitions keys, the least recently used
 // lane is forgotten whatever it holds: it starts again full.
+//
+// A lane's last use is the table's sweep count then (sweeps: every new key
+// once the table is full, otherwise a new key at least partitionIdleTimeout
+// after the last sweep): a use costs a load and, once a sweep, a store,
+// where a timestamp would cost a clock read per attempt.
 type lanes struct {
 	cfg  laneConfig
 	main *lane
+
+	sweeps atomic.Uint64
 
 	mu        sync.RWMutex
 	m         map[string]*lane
@@ -277,8 +286,8 @@ func (t *lanes) get(ctx context.Context) *lane {
 	if !ok {
 		l = t.add(key)
 	}
-	if !l.used.Load() {
-		l.used.Store(true)
+	if now := t.sweeps.Load(); l.used.Load() != now {
+		l.used.Store(now)
 	}
 	return l
 }
@@ -326,32 +335,26 @@ func (t *lanes) add(key string) *lane {
 	return l
 }
 
-// sweepLocked forgets the lanes unused since the last sweep that have
-// nothing to remember and, while the table is full, unused lanes whatever
-// they hold, then any lane. A lane in use is marked unused for the next
-// sweep (a second chance), so a key in use survives a whole sweep interval.
+// sweepLocked starts a new sweep interval, forgets the lanes with nothing
+// to remember that were unused for the whole interval before it, and, while
+// the table is full, the least recently used lanes whatever they hold.
 func (t *lanes) sweepLocked(now time.Time) {
 	t.lastSweep = now
-	var unused []string
+	prev := t.sweeps.Add(1) - 1 // the interval that just ended
 	for k, l := range t.m {
-		switch {
-		case l.used.Swap(false):
-		case l.idle(now):
+		if l.used.Load() < prev && l.idle(now) {
 			delete(t.m, k)
-		default:
-			unused = append(unused, k)
 		}
 	}
-	for _, k := range unused {
-		if len(t.m) < maxPartitions {
-			return
+	for len(t.m) >= maxPartitions {
+		var oldest string
+		var at uint64
+		first := true
+		for k, l := range t.m {
+			if u := l.used.Load(); first || u < at {
+				oldest, at, first = k, u, false
+			}
 		}
-		delete(t.m, k)
-	}
-	for k := range t.m {
-		if len(t.m) < maxPartitions {
-			return
-		}
-		delete(t.m, k)
+		delete(t.m, oldest)
 	}
 }

@@ -2,6 +2,7 @@ package jitterretry
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -39,4 +40,28 @@ func TestIdleLimiterLaneIsForgotten(t *testing.T) {
 	}
 	_, kept := r.lanes.lookup("a")
 	assert.False(t, kept, "expect the idle partition forgotten")
+}
+
+// TestFullPartitionTableForgetsTheLeastRecentlyUsed: beyond maxPartitions
+// keys, the lane forgotten for a new key is the least recently used one,
+// so a key in steady use keeps its lane (and its drained bucket) however
+// many other keys come and go.
+func TestFullPartitionTableForgetsTheLeastRecentlyUsed(t *testing.T) {
+	r := New(func(o *Options) { o.PartitionKey = PartitionFromContext })
+	require.NoError(t, r.Err())
+	busy := func(key string) *lane {
+		l := r.lanes.get(WithPartition(context.Background(), key))
+		_, _, _, ok := l.take(context.Background(), 5) // a bucket not full: nothing idle to forget
+		require.True(t, ok)
+		return l
+	}
+	hot := busy("hot")
+	for i := range 3 * maxPartitions {
+		busy(fmt.Sprintf("tenant-%d", i))
+		if i%100 == 0 {
+			require.True(t, hot == r.lanes.get(WithPartition(context.Background(), "hot")),
+				"expect the hot key's lane kept after %d new keys", i)
+		}
+	}
+	assert.LessOrEqual(t, len(r.lanes.m), maxPartitions)
 }

@@ -117,10 +117,11 @@ type Options struct {
 	// bucket (and send-rate limiter), so one hot table or tenant cannot
 	// spend every other call's budget; "" is the shared partition. See
 	// PartitionByOperation and WithPartition. At most 1024 keys are kept: a
-	// key unused for 5 minutes is forgotten once its bucket is full again
-	// (and its send-rate limiter, if any, has been idle for a minute, after
-	// which it starts over anyway), and beyond 1024 keys the least recently
-	// used is forgotten (it starts again with a full bucket). Default nil.
+	// key unused for 5 minutes is forgotten, when a new key arrives, once
+	// its bucket is full again (and its send-rate limiter, if any, has been
+	// idle for a minute, after which it starts over anyway), and beyond 1024
+	// keys the least recently used is forgotten (it starts again with a full
+	// bucket). Default nil.
 	PartitionKey func(ctx context.Context) string
 
 	// DisableDeadlineGiveUp turns the deadline check off: by default, when

@@ -66,20 +66,27 @@ const (
 	// rest lets the service's burst refill) and at least minCutTo of the
 	// rate, so a deeper fall takes a chain of cuts, each tested; a share
 	// measured on fewer than sizeMin answers may be a burst of throttles,
-	// so that cut keeps at least smallCutTo: a cut too shallow is
-	// followed by another within a round trip or two, one too deep takes
-	// long to grow back.
+	// so that cut keeps at least smallCutTo, unless more than burstMax of
+	// them were throttled (a fall of capacity to a fraction): a cut too
+	// shallow is followed by another within a round trip or two, one too
+	// deep takes long to grow back.
 	cutTo      = 0.95
 	minCutTo   = 0.5
 	smallCutTo = 0.85
 	sizeMin    = 100
+	burstMax   = 0.5
 
 	// Tests of cuts. A test judges on testMin answers at least, and ends
 	// by testMax answers or testMaxTime, so that a slow client is judged
 	// within a second; a test without testMin answers by testAbandon
 	// leaves the cut standing. A share falls "clearly" at dropZ standard
 	// deviations. When more than maxTheirs of the answers are throttled,
-	// a cut is due whoever causes them. A cut that did not end the
+	// a cut is due whoever causes them: the service takes less than a
+	// fifth of what is sent, a fall that halvings cannot show in the
+	// share (from 98% to 96%, say); below that, throttles that do not
+	// fall with the rate are not this client's to help (random throttles
+	// of 40-50% held a K = 64 client at a tenth of its successes when this
+	// was a half). A cut that did not end the
 	// overload is followed by a halving after undoMin answers, and
 	// enough for refThrottles throttles, so that the halving is judged
 	// against a share known well enough to tell it from half; a halving
@@ -89,7 +96,7 @@ const (
 	testMaxTime  = time.Second
 	testAbandon  = 5 * time.Second
 	dropZ        = 3
-	maxTheirs    = 0.5
+	maxTheirs    = 0.8
 	undoMin      = 100
 	refThrottles = 20
 
@@ -536,7 +543,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	b := min(l.background, 0.9)
 	accepted := s * (1 - f)
 	floor := minCutTo
-	if trigger.total() < sizeMin && f <= maxTheirs {
+	if trigger.total() < sizeMin && f <= burstMax {
 		floor = smallCutTo
 	}
 	target := max(cutTo*accepted/(1-b), floor*s)

@@ -52,7 +52,7 @@ func TestSendRateSettlesAtCapacity(t *testing.T) {
 // cutting would not reduce the throttles: the limiter keeps at least 90% of
 // the throughput of no limiter, and makes no more calls per success.
 func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
-	for _, p := range []float64{0.2, 0.05} {
+	for _, p := range []float64{0.5, 0.4, 0.2, 0.05} {
 		for _, k := range []int{8, 64} {
 			t.Run(fmt.Sprintf("p=%v,K=%d", p, k), func(t *testing.T) {
 				ignoresThrottlesItCannotHelp(t, p, k, 0)
@@ -60,8 +60,8 @@ func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
 			// With a backoff after each throttle, as a retryer's
 			// workers have, the client sends in bursts and pauses.
 			t.Run(fmt.Sprintf("p=%v,K=%d,backoff", p, k), func(t *testing.T) {
-				if k < 64 {
-					t.Skip("known gap: with a few sends a window, halvings stand unjudged: here the limiter keeps 82% (p=0.2) and 87% (p=0.05) of the successes, in throttlebench 74% (BENCHMARKS.md §4)")
+				if k < 64 || p >= 0.4 {
+					t.Skip("known gap: a client whose workers sit in backoffs sends too few requests to judge a halving in its test's second, so halvings stand unjudged (BENCHMARKS.md §4)")
 				}
 				ignoresThrottlesItCannotHelp(t, p, k, time.Second)
 			})
