@@ -58,7 +58,12 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 		if !ok {
 			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
 		}
-		p.waited = waited // admitted after all: the backoff is shorter by that
+		// Admitted after all: the backoff is shorter by the wait, and the
+		// deadline check that follows must count from now.
+		p.waited = waited
+		if p.hasDeadline {
+			p.at = r.now()
+		}
 	}
 	p.paid, p.cost = ticket{lane: l, cost: cost, foreign: foreign, release: release}, cost
 	return nil

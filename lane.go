@@ -32,8 +32,7 @@ type lane struct {
 	sender  *sendRate         // nil when the send-rate limiter is off
 	costs   costs
 	skips   atomic.Int64
-	// used is the table's sweep count when the lane was last used: a
-	// logical clock that orders the lanes by their last use.
+	// used is the table's clock when the lane was last used (see lanes).
 	used atomic.Uint64
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
@@ -252,19 +251,21 @@ const (
 // an idle limiter), and, beyond maxPartitions keys, the least recently used
 // lane is forgotten whatever it holds: it starts again full.
 //
-// A lane's last use is the table's sweep count then (sweeps: every new key
-// once the table is full, otherwise a new key at least partitionIdleTimeout
-// after the last sweep): a use costs a load and, once a sweep, a store,
-// where a timestamp would cost a clock read per attempt.
+// A lane's last use is the table's clock then, a logical clock that ticks
+// with every new key: lanes are forgotten only when a new key arrives, so
+// ordering the uses between arrivals is all the LRU needs, and a use costs a
+// load and, once a tick, a store, where a timestamp would cost a clock read
+// per attempt.
 type lanes struct {
 	cfg  laneConfig
 	main *lane
 
-	sweeps atomic.Uint64
+	clock atomic.Uint64
 
-	mu        sync.RWMutex
-	m         map[string]*lane
-	lastSweep time.Time
+	mu         sync.RWMutex
+	m          map[string]*lane
+	lastSweep  time.Time
+	sweptClock uint64 // the clock at the last sweep
 }
 
 func newLanes(cfg laneConfig) *lanes {
@@ -286,7 +287,7 @@ func (t *lanes) get(ctx context.Context) *lane {
 	if !ok {
 		l = t.add(key)
 	}
-	if now := t.sweeps.Load(); l.used.Load() != now {
+	if now := t.clock.Load(); l.used.Load() != now {
 		l.used.Store(now)
 	}
 	return l
@@ -326,26 +327,27 @@ func (t *lanes) add(key string) *lane {
 	if t.m == nil {
 		t.m = map[string]*lane{}
 	}
+	t.clock.Add(1)
 	now := t.cfg.now()
 	if now.Sub(t.lastSweep) >= partitionIdleTimeout || len(t.m) >= maxPartitions {
 		t.sweepLocked(now)
 	}
 	l := newLane(key, &t.cfg)
+	l.used.Store(t.clock.Load())
 	t.m[key] = l
 	return l
 }
 
-// sweepLocked starts a new sweep interval, forgets the lanes with nothing
-// to remember that were unused for the whole interval before it, and, while
-// the table is full, the least recently used lanes whatever they hold.
+// sweepLocked forgets the lanes with nothing to remember that were unused
+// since the sweep before it, and, while the table is full, the least
+// recently used lanes whatever they hold.
 func (t *lanes) sweepLocked(now time.Time) {
-	t.lastSweep = now
-	prev := t.sweeps.Add(1) - 1 // the interval that just ended
 	for k, l := range t.m {
-		if l.used.Load() < prev && l.idle(now) {
+		if l.used.Load() < t.sweptClock && l.idle(now) {
 			delete(t.m, k)
 		}
 	}
+	t.lastSweep, t.sweptClock = now, t.clock.Load()
 	for len(t.m) >= maxPartitions {
 		var oldest string
 		var at uint64

@@ -619,3 +619,33 @@ func TestEmptyBudgetWaitFindsAbandonedTokens(t *testing.T) {
 	require.NoError(t, err, "expect the abandoned retry's tokens found during the wait")
 	requireAttempts(t, 2, attempts, err)
 }
+
+// TestEmptyBudgetWaitCountsTowardTheDeadline: a retry admitted after the
+// empty-budget wait has that much less time before its deadline; the
+// deadline check of its backoff counts from after the wait.
+func TestEmptyBudgetWaitCountsTowardTheDeadline(t *testing.T) {
+	r := emptyBucketRetryer(func(o *jitterretry.Options) {
+		o.MaxBackoff, o.DeadlineMargin = 400*time.Millisecond, 10*time.Millisecond
+	})
+	abandoned, cancelAbandoned := context.WithCancel(context.Background())
+	first := throttleErr()
+	_, err := r.GetRetryToken(abandoned, first)
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, first)
+	require.NoError(t, err)
+	time.Sleep(10 * time.Millisecond)
+	cancelAbandoned()
+	time.Sleep(400 * time.Millisecond)
+
+	// 300 ms left: the 200 ms wait for tokens fits, the 400 ms backoff of
+	// attempt 2 (200 ms once the wait is taken off) then does not.
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	second := throttleErr()
+	_, err = r.GetRetryToken(ctx, second)
+	require.NoError(t, err, "expect the abandoned tokens found during the wait")
+	d, err := r.RetryDelay(2, second)
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect a give-up, not a backoff of %v past the deadline", d)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+}
