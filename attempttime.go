@@ -14,8 +14,11 @@ import (
 // attempt's time is estimated from the lane's last attemptSamples measured
 // attempts: every attempt is measured until attemptSamples have been, so
 // that a new client (a Lambda cold start) has an estimate from its first
-// failed attempt on, then one in attemptSampleEvery, while fewer than
-// attemptProbes are being measured at once. The estimate is the largest
+// failed attempt on, then one in attemptSampleEvery at random, while fewer
+// than attemptProbes are being measured at once. The draw comes from
+// Options.Source: the default, the runtime's per-thread generator, writes
+// nothing that other cores read, where a shared count of attempts would
+// move one cache line between cores on every attempt. The estimate is the largest
 // sample until the window is full, then the second largest: about the
 // 95th percentile, and one stall alone does not make it.
 const (
@@ -26,14 +29,8 @@ const (
 
 // attemptTimes estimates a lane's attempt time.
 type attemptTimes struct {
-	now func() time.Time
-
-	// count is written by every attempt, from every goroutine: the pads
-	// keep it off the cache lines of the fields that every attempt only
-	// reads, which would otherwise go back and forth between cores.
-	_     cacheLinePad
-	count atomic.Uint64
-	_     cacheLinePad
+	now  func() time.Time
+	draw func() uint64 // a uniform random value, for sampling
 
 	// probes are the releases that measure an attempt, built once: a
 	// sampled attempt takes a free probe, which records its start.
@@ -55,8 +52,8 @@ type attemptProbe struct {
 	release func(error) error
 }
 
-func (a *attemptTimes) init(now func() time.Time, then func(error) error) {
-	a.now = now
+func (a *attemptTimes) init(now func() time.Time, draw func() uint64, then func(error) error) {
+	a.now, a.draw = now, draw
 	for i := range a.probes {
 		p := &a.probes[i]
 		p.release = func(err error) error {
@@ -69,10 +66,10 @@ func (a *attemptTimes) init(now func() time.Time, then func(error) error) {
 
 // measure returns a release that records the attempt's time before calling
 // then, for every attempt until the window is full and one in
-// attemptSampleEvery after, while a probe is free, and then itself
+// attemptSampleEvery (at random) after, while a probe is free, and then itself
 // otherwise. It never allocates.
 func (a *attemptTimes) measure(then func(error) error) func(error) error {
-	if a.now == nil || a.warm.Load() && a.count.Add(1)%attemptSampleEvery != 0 {
+	if a.now == nil || a.warm.Load() && a.draw()%attemptSampleEvery != 0 {
 		return then
 	}
 	for i := range a.probes {

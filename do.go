@@ -97,7 +97,7 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 		return &OptionsError{Option: "DoOptions.MaxConflicts", Reason: "must be 0 or more, or UnlimitedAttempts (-1)"}
 	}
 	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
-	loop.seenThrottles = loop.lane.throttles.Load()
+	loop.seenThrottles = loop.lane.throttles.look()
 	if d, ok := r.backoff.(delayers.Delayer); ok {
 		loop.seq = d.NewSequence()
 	}
@@ -115,7 +115,7 @@ type doLoop struct {
 	failures        int     // calls that failed with a transient or throttling error
 	conflicts       int     // conflicts retried
 	throttled       bool    // the partition was throttled since the previous call of fn ended
-	seenThrottles   uint64  // the partition's throttle count then
+	seenThrottles   uint64  // the edition of the partition's throttle news then
 	capped          int     // conflicts in a row after which the partition had throttled
 	paid            *ticket // the tokens of the retry in flight, if any
 }
@@ -130,7 +130,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		start := d.r.now()
 		err := fn(ctx)
 		end := d.r.now()
-		th := d.lane.throttles.Load()
+		th := d.lane.throttles.look()
 		d.throttled, d.seenThrottles = th != d.seenThrottles, th
 		took := end.Sub(start)
 		if d.paid != nil {

@@ -37,12 +37,12 @@ type lane struct {
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
-	// throttles counts the retry decisions after a throttle, refused ones
-	// included: Do reads it around a call to learn whether the partition
-	// was throttled meanwhile. Written by every throttle's decision, it
-	// has cache lines of its own (see attemptTimes.count).
+	// throttles hears of the retry decisions after a throttle, refused
+	// ones included: Do looks at it around a call to learn whether the
+	// partition was throttled meanwhile. Read by every throttle's
+	// decision, it has cache lines of its own.
 	_         cacheLinePad
-	throttles atomic.Uint64
+	throttles throttleNews
 	_         cacheLinePad
 	// service is the first SDK service the lane served, an attribute of
 	// its gauges; recorded only when the retryer has metrics.
@@ -88,7 +88,7 @@ func newLane(key string, cfg *laneConfig) *lane {
 		}
 		release = l.sendRelease
 	}
-	l.attempts.init(cfg.now, release)
+	l.attempts.init(cfg.now, cfg.random, release)
 	return l
 }
 
@@ -100,6 +100,7 @@ type laneConfig struct {
 	foreign   retry.RateLimiter
 	sendRate  *SendRateOptions
 	now       func() time.Time
+	random    func() uint64 // Options.Source
 	partition func(context.Context) string
 	// isThrottle classifies a failed attempt's error for the limiter.
 	isThrottle func(error) bool

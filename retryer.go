@@ -5,6 +5,7 @@ package jitterretry
 
 import (
 	"context"
+	"math/rand/v2"
 	"runtime"
 	"time"
 
@@ -104,6 +105,10 @@ func New(optFns ...func(*Options)) *Retryer {
 		o.SendRate = &sr
 	}
 	classes := r.classes
+	random := rand.Uint64
+	if o.Source != nil {
+		random = o.Source.Uint64
+	}
 	r.lanes = newLanes(laneConfig{
 		costs:     r.costs,
 		capacity:  o.BucketCapacity,
@@ -111,6 +116,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		foreign:   o.RateLimiter,
 		sendRate:  o.SendRate,
 		now:       o.Clock,
+		random:    random,
 		partition: o.PartitionKey,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
