@@ -27,16 +27,20 @@ func TestThrottleNewsReachesEveryReader(t *testing.T) {
 	var stop atomic.Bool
 	var noise sync.WaitGroup
 	for range 3 {
-		noise.Go(func() {
+		noise.Add(1)
+		go func() {
+			defer noise.Done()
 			for !stop.Load() {
 				n.note()
 			}
-		})
+		}()
 	}
 	var readers sync.WaitGroup
 	var missed atomic.Int64
 	for range 4 {
-		readers.Go(func() {
+		readers.Add(1)
+		go func() {
+			defer readers.Done()
 			for range 20_000 {
 				seen := n.look()
 				n.note() // a throttle after the look, finished before the next
@@ -44,7 +48,7 @@ func TestThrottleNewsReachesEveryReader(t *testing.T) {
 					missed.Add(1)
 				}
 			}
-		})
+		}()
 	}
 	readers.Wait()
 	stop.Store(true)
