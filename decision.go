@@ -7,6 +7,7 @@ package jitterretry
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -42,6 +43,12 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 	if !ok && r.tracked.reclaim() {
 		// Tokens of retries abandoned with their context came back.
 		release, foreign, available, ok = l.take(ctx, cost)
+	}
+	if !ok && p.class == ClassThrottle && l.sender != nil && !math.IsInf(l.sender.currentRate(), 1) {
+		// The limiter paces every attempt of the partition at a rate it
+		// cuts on throttles: a throttle's retry waits its turn there, and
+		// cannot add to a storm the budget would have to stop.
+		release, cost, ok = l.pacedRetryRelease, 0, true
 	}
 	if !ok {
 		waited, err := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)

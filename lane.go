@@ -52,6 +52,11 @@ type lane struct {
 	attemptRelease              func(error) error
 	sendRelease                 func(error) error // attemptRelease that also tells the limiter
 	retryRefund, throttleRefund func(error) error
+	// pacedRetryRelease is the release of a throttle's retry that the
+	// limiter paces instead of the bucket: it took nothing and gives
+	// nothing back, and as every successful retry it earns no
+	// NoRetryIncrement.
+	pacedRetryRelease func(error) error
 }
 
 type costs struct{ retry, throttle, success uint }
@@ -73,6 +78,7 @@ func newLane(key string, cfg *laneConfig) *lane {
 	})
 	l.retryRefund = l.refundOnSuccess(l.costs.retry)
 	l.throttleRefund = l.refundOnSuccess(l.costs.throttle)
+	l.pacedRetryRelease = l.refundOnSuccess(0)
 	release := l.attemptRelease
 	if l.sender != nil {
 		// The limiter learns from successes and throttles; other failures

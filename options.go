@@ -157,7 +157,10 @@ type Options struct {
 	// SendRate, when set, turns on the adaptive client-side send-rate
 	// limiter: every attempt waits in GetAttemptToken for its turn to send,
 	// at a rate learnt from the service's throttles, one limiter per
-	// partition. Default nil (off), as the SDK's standard mode.
+	// partition. While a partition's limiter holds a finite rate, a
+	// throttle's retry on an empty bucket takes no tokens instead of
+	// failing: the limiter paces it. Default nil (off), as the SDK's
+	// standard mode.
 	SendRate *SendRateOptions
 
 	// FailFastOnEmptyBudget returns the refusal at once when the retry token

@@ -649,3 +649,38 @@ func TestEmptyBudgetWaitCountsTowardTheDeadline(t *testing.T) {
 	require.ErrorAs(t, err, &g, "expect a give-up, not a backoff of %v past the deadline", d)
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
 }
+
+// TestPacedThrottleRetryNeedsNoTokens: while the send-rate limiter holds
+// its partition to a finite rate, a throttle's retry on an empty budget
+// waits its turn at the limiter instead of failing, and takes no tokens; a
+// retry after any other error, or without a finite rate, is still refused.
+func TestPacedThrottleRetryNeedsNoTokens(t *testing.T) {
+	cases := map[string]struct {
+		sendRate *jitterretry.SendRateOptions
+		answer   func() error
+		admitted bool
+	}{
+		"throttle, limiter at a finite rate": {&jitterretry.SendRateOptions{InitialRate: 1000}, throttleErr, true},
+		"5xx, limiter at a finite rate":      {&jitterretry.SendRateOptions{InitialRate: 1000}, serverErr, false},
+		"throttle, no limiter":               {nil, throttleErr, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				// One retry of either kind empties the bucket.
+				o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 5, 5, 5
+				o.FailFastOnEmptyBudget = true
+				o.SendRate = tc.sendRate
+			})
+			attempts, err := operation(context.Background(), r, script(tc.answer, tc.answer, ok))
+			if !tc.admitted {
+				assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+				assert.Equal(t, 2, attempts)
+				return
+			}
+			require.NoError(t, err)
+			assert.Equal(t, 3, attempts)
+			assert.Equal(t, uint(0), r.Remaining(), "expect the paced retry to have taken and given back nothing")
+		})
+	}
+}
