@@ -135,7 +135,11 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		took := end.Sub(start)
 		if d.paid != nil {
 			if err == nil {
-				_ = d.paid.release(nil) // a successful retry gets its cost back
+				// A successful retry gets its cost back. Not through its
+				// SDK-style release, which leaves the increment of the
+				// attempt release that follows it under the SDK's
+				// middleware to be skipped: Do has none.
+				d.paid.refund()
 			}
 			d.paid = nil
 		}

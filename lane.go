@@ -114,9 +114,15 @@ type laneConfig struct {
 
 // initialRelease is the release of the deprecated GetInitialToken: as the
 // SDK's, it adds NoRetryIncrement on every successful attempt, since a
-// caller of the aws.Retryer interface asks for it once per attempt.
+// caller of the aws.Retryer interface asks for it once per attempt. It
+// still takes the skip a successful retry left for the attempt release
+// that follows it, which on this path is this one: left, the skip would
+// cancel the increment of a later first attempt on the direct path.
 func (l *lane) initialRelease() func(error) error {
-	return onSuccess(func() { l.give(l.costs.success) })
+	return onSuccess(func() {
+		l.consumeSkip()
+		l.give(l.costs.success)
+	})
 }
 
 func (l *lane) refundOnSuccess(cost uint) func(error) error {

@@ -684,3 +684,40 @@ func TestPacedThrottleRetryNeedsNoTokens(t *testing.T) {
 		})
 	}
 }
+
+// v1Only hides the RetryerV2 methods, as a decorator written for the older
+// aws.Retryer interface does: the SDK's middleware then calls
+// GetInitialToken for every attempt.
+type v1Only struct{ aws.Retryer }
+
+// TestTokensThroughBothInterfacesMatchTheSDK: one retryer used by a client
+// that reaches it through the older aws.Retryer interface and by one that
+// uses it directly ends with the tokens retry.NewStandard ends with after
+// the same operations: successful retries on the older path, then
+// first-attempt successes on the direct one.
+func TestTokensThroughBothInterfacesMatchTheSDK(t *testing.T) {
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.RateLimiter = sdkBucket
+		o.Backoff = fixedBackoff(0)
+	})
+	ours := jitterretry.New(fast)
+	remaining := map[string]func() uint{"sdk": sdkBucket.Remaining, "ours": ours.Remaining}
+	for name, r := range map[string]aws.RetryerV2{"sdk": sdk, "ours": ours} {
+		ctx := context.Background()
+		for range 20 { // spend 100 tokens, so that increments show
+			_, err := r.GetRetryToken(ctx, throttleErr())
+			require.NoError(t, err)
+		}
+		for range 10 {
+			_, err := operation(ctx, v1Only{r}, script(throttleErr, ok))
+			require.NoError(t, err)
+		}
+		for range 10 {
+			_, err := operation(ctx, r, script(ok))
+			require.NoError(t, err)
+		}
+		t.Logf("%s: %d tokens", name, remaining[name]())
+	}
+	assert.Equal(t, sdkBucket.Remaining(), ours.Remaining())
+}
