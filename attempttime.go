@@ -1,33 +1,57 @@
 package jitterretry
 
-// This file owns the learnt deadline margin: an estimate of how long a
-// lane's attempts take, kept from a sample of them without allocating.
+// This file owns the learnt deadline margin: estimates of how long a
+// lane's attempts take, one per SDK operation and one over all of them,
+// kept from a sample of the attempts without allocating.
 
 import (
+	"context"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 )
 
 // The deadline check refuses a retry whose backoff plus the attempt after it
 // would end past the deadline. Unless Options.DeadlineMargin fixes it, the
-// attempt's time is estimated from the lane's last attemptSamples measured
-// attempts: every attempt is measured until attemptSamples have been, so
-// that a new client (a Lambda cold start) has an estimate from its first
-// failed attempt on, then one in attemptSampleEvery at random, while fewer
-// than attemptProbes are being measured at once. The draw comes from
+// attempt's time is estimated from the last attemptSamples measured attempts
+// of the same operation (service and operation name) in the lane: a Scan
+// that takes a second says nothing of how long a PutItem takes, and a
+// margin learnt from it would refuse the PutItem's retries. Every attempt
+// of an operation is measured until attemptSamples have been, so that a new
+// client (a Lambda cold start) has an estimate from its first failed
+// attempt on, then one in attemptSampleEvery at random, while fewer than
+// attemptProbes are being measured at once. The draw comes from
 // Options.Source: the default, the runtime's per-thread generator, writes
 // nothing that other cores read, where a shared count of attempts would
-// move one cache line between cores on every attempt. The estimate is the largest
-// sample until the window is full, then the second largest: about the
-// 95th percentile, and one stall alone does not make it.
+// move one cache line between cores on every attempt. The estimate is the
+// largest sample until the window is full, then the second largest: about
+// the 95th percentile, and one stall alone does not make it. An attempt
+// during which its caller's context ended is not a sample: it took what
+// the caller allowed, not what the service needed.
+//
+// A lane keeps the estimates of maxOperationTimes operations at most; an
+// operation beyond them has no estimate of its own (a margin of 0, as
+// before its first attempt). Every sample also feeds the lane's estimate
+// over all its operations: the round trip the send-rate limiter and Do use.
 const (
 	attemptSamples     = 32
 	attemptSampleEvery = 16
 	attemptProbes      = 8
+	maxOperationTimes  = 64
 )
 
-// attemptTimes estimates a lane's attempt time.
+// operationKey names an SDK operation: its service ID and operation name,
+// both "" for attempts outside the SDK's middleware.
+type operationKey struct{ service, operation string }
+
+// operationOf returns the key of the SDK operation ctx belongs to.
+func operationOf(ctx context.Context) operationKey {
+	return operationKey{awsmiddle.GetServiceID(ctx), awsmiddle.GetOperationName(ctx)}
+}
+
+// attemptTimes estimates how long a lane's attempts take.
 type attemptTimes struct {
 	now  func() time.Time
 	draw func() uint64 // a uniform random value, for sampling
@@ -36,45 +60,67 @@ type attemptTimes struct {
 	// sampled attempt takes a free probe, which records its start.
 	probes [attemptProbes]attemptProbe
 
-	est atomic.Int64 // the current estimate, in nanoseconds
+	all attemptEstimate // every sample of the lane
+	// ops maps an operation name to the estimates of the operations of
+	// that name, one per service, chained. It is replaced, never changed,
+	// so that the attempts read it without a lock; keyed by the name
+	// alone, a lookup hashes one short string.
+	ops   atomic.Pointer[map[string]*attemptEstimate]
+	count int        // estimates in ops
+	mu    sync.Mutex // adds to ops, and sets warm
 
-	warm atomic.Bool // attemptSamples attempts measured: sample one in attemptSampleEvery
-
-	mu      sync.Mutex
-	samples [attemptSamples]time.Duration
-	next    int
-	full    bool
+	// warm: every estimate has attemptSamples samples, so an attempt is
+	// sampled one in attemptSampleEvery without looking its operation up.
+	warm atomic.Bool
 }
 
 type attemptProbe struct {
-	busy    atomic.Bool
-	start   time.Time // written by the goroutine that set busy
+	busy atomic.Bool
+	// Written by the goroutine that set busy.
+	start time.Time
+	ctx   context.Context
+	op    *attemptEstimate // nil when the operation has no estimate of its own
+	// release records the attempt and calls the lane's release.
 	release func(error) error
 }
 
 func (a *attemptTimes) init(now func() time.Time, draw func() uint64, then func(error) error) {
 	a.now, a.draw = now, draw
+	a.ops.Store(&map[string]*attemptEstimate{})
 	for i := range a.probes {
 		p := &a.probes[i]
 		p.release = func(err error) error {
-			a.record(a.now().Sub(p.start))
+			if p.ctx.Err() == nil {
+				a.record(p.op, a.now().Sub(p.start))
+			}
+			p.ctx, p.op = nil, nil
 			p.busy.Store(false)
 			return then(err)
 		}
 	}
 }
 
-// measure returns a release that records the attempt's time before calling
-// then, for every attempt until the window is full and one in
-// attemptSampleEvery (at random) after, while a probe is free, and then itself
-// otherwise. It never allocates.
-func (a *attemptTimes) measure(then func(error) error) func(error) error {
-	if a.now == nil || a.warm.Load() && a.draw()%attemptSampleEvery != 0 {
+// measure returns a release that records the time of the attempt under ctx
+// before calling then, for every attempt of an operation until its
+// estimate has attemptSamples samples and one in attemptSampleEvery (at
+// random) after, while a probe is free, and then itself otherwise. It never
+// allocates but to add an operation.
+func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func(error) error {
+	if a.now == nil {
+		return then
+	}
+	sampled := a.draw()%attemptSampleEvery == 0
+	if a.warm.Load() && !sampled {
+		return then
+	}
+	op := a.operation(operationOf(ctx))
+	if !sampled && a.all.full.Load() && (op == nil || op.full.Load()) {
 		return then
 	}
 	for i := range a.probes {
 		p := &a.probes[i]
 		if !p.busy.Load() && p.busy.CompareAndSwap(false, true) {
+			p.ctx, p.op = ctx, op
 			p.start = a.now()
 			return p.release
 		}
@@ -82,21 +128,112 @@ func (a *attemptTimes) measure(then func(error) error) func(error) error {
 	return then
 }
 
-// record adds one attempt's time.
-func (a *attemptTimes) record(took time.Duration) {
-	if took < 0 {
-		return
+// operation returns the estimate of operation k, adding one when there is
+// room; nil when there is none.
+func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
+	if e := a.lookup(k); e != nil {
+		return e
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.samples[a.next] = took
-	a.next = (a.next + 1) % attemptSamples
-	if a.next == 0 && !a.full {
-		a.full = true
-		a.warm.Store(true)
+	if e := a.lookup(k); e != nil {
+		return e
+	}
+	if a.count >= maxOperationTimes {
+		return nil
+	}
+	ops := *a.ops.Load()
+	grown := make(map[string]*attemptEstimate, len(ops)+1)
+	for name, e := range ops {
+		grown[name] = e
+	}
+	e := &attemptEstimate{service: k.service, next: ops[k.operation]}
+	grown[k.operation] = e
+	a.ops.Store(&grown)
+	a.count++
+	a.warm.Store(false)
+	return e
+}
+
+// lookup returns the estimate of operation k, or nil.
+func (a *attemptTimes) lookup(k operationKey) *attemptEstimate {
+	for e := (*a.ops.Load())[k.operation]; e != nil; e = e.next {
+		if e.service == k.service {
+			return e
+		}
+	}
+	return nil
+}
+
+// record adds one attempt's time to the lane's estimate and to op's, if
+// any.
+func (a *attemptTimes) record(op *attemptEstimate, took time.Duration) {
+	if took < 0 {
+		return
+	}
+	filled := a.all.record(took)
+	if op != nil && op.record(took) {
+		filled = true
+	}
+	if filled {
+		a.mu.Lock()
+		defer a.mu.Unlock()
+		warm := a.all.full.Load()
+		for _, chain := range *a.ops.Load() {
+			for e := chain; e != nil; e = e.next {
+				warm = warm && e.full.Load()
+			}
+		}
+		a.warm.Store(warm)
+	}
+}
+
+// estimate returns the expected time of the lane's next attempt, of any
+// operation, without headroom: 0 before any attempt was measured.
+func (a *attemptTimes) estimate() time.Duration {
+	return a.all.estimate()
+}
+
+// estimateOf returns the expected time of the next attempt of operation k,
+// without headroom: 0 before any of its attempts was measured.
+func (a *attemptTimes) estimateOf(k operationKey) time.Duration {
+	if a.now == nil {
+		return 0
+	}
+	if e := a.lookup(k); e != nil {
+		return e.estimate()
+	}
+	return 0
+}
+
+// attemptEstimate is the estimate from one stream of samples: of one
+// operation of a service, or of all of a lane's.
+type attemptEstimate struct {
+	service string           // the operation's service
+	next    *attemptEstimate // the estimate of another service's operation of the same name
+
+	est  atomic.Int64 // the current estimate, in nanoseconds
+	full atomic.Bool  // attemptSamples samples taken
+
+	mu      sync.Mutex
+	samples [attemptSamples]time.Duration
+	at      int // where the next sample goes
+}
+
+// record adds a sample, and reports whether it was the one that filled the
+// window.
+func (e *attemptEstimate) record(took time.Duration) (filled bool) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.samples[e.at] = took
+	e.at = (e.at + 1) % attemptSamples
+	full := e.full.Load()
+	if e.at == 0 && !full {
+		full, filled = true, true
+		e.full.Store(true)
 	}
 	var first, second time.Duration
-	for _, s := range a.samples {
+	for _, s := range e.samples {
 		switch {
 		case s > first:
 			first, second = s, first
@@ -104,14 +241,13 @@ func (a *attemptTimes) record(took time.Duration) {
 			second = s
 		}
 	}
-	if !a.full {
+	if !full {
 		second = first
 	}
-	a.est.Store(int64(second))
+	e.est.Store(int64(second))
+	return filled
 }
 
-// estimate returns the expected time of the lane's next attempt, without
-// headroom: 0 before any attempt was measured.
-func (a *attemptTimes) estimate() time.Duration {
-	return time.Duration(a.est.Load())
+func (e *attemptEstimate) estimate() time.Duration {
+	return time.Duration(e.est.Load())
 }

@@ -36,7 +36,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 	if p.hasDeadline {
 		p.at = r.now()
 		if wait, remaining := p.hint.wait(0), p.deadline.Sub(p.at); exceeds(wait, p.margin, remaining) {
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, remaining: remaining, Err: opErr, joined: joined})
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
 	release, foreign, available, ok := l.take(ctx, cost)
@@ -97,7 +97,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, remaining: remaining, Err: opErr})
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -122,16 +122,17 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 	return wait > remaining-margin
 }
 
-// margin is the time a retry on lane l must leave after its backoff, before
-// the deadline, for the attempt itself: Options.DeadlineMargin when set,
-// otherwise twice what recent attempts on the lane took: the headroom is
+// margin is the time a retry of the operation of ctx on lane l must leave
+// after its backoff, before the deadline, for the attempt itself:
+// Options.DeadlineMargin when set, otherwise twice what recent attempts of
+// the same operation on the lane took (see attemptTimes): the headroom is
 // for the attempts that take longer still and for a backoff sleep that ends
 // late on a busy machine, both of which the estimate cannot see.
-func (r *Retryer) margin(l *lane) time.Duration {
+func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin
 	}
-	return 2 * l.attempts.estimate()
+	return 2 * l.attempts.estimateOf(operationOf(ctx))
 }
 
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an

@@ -169,7 +169,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 	r, l := d.r, d.lane
 	class := d.o.Classify(err)
 	info := r.classes.inspect(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(l), took, info.cut)}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(ctx, l), took, info.cut)}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {

@@ -132,14 +132,17 @@ type Options struct {
 
 	// DeadlineMargin is the time a retry must leave after its backoff,
 	// before the deadline, for the attempt itself. Zero (the default) means
-	// learnt, per partition, from the time from GetAttemptToken to its
-	// release: every attempt is measured until 32 have been, then one in
-	// 16; the margin is twice the largest of them until 32 were measured,
-	// then twice the second largest of the last 32 (about their 95th
-	// percentile; one stall alone does not raise it). Until the
-	// first attempt of a partition ends it is 0. Stalls that last are kept
-	// for 32 samples: AttemptTimeout bounds every attempt, and so the
-	// margin. Negative is invalid.
+	// learnt, per partition and SDK operation (service and operation name;
+	// 64 operations a partition at most, beyond which an operation's
+	// margin is 0), from the time from GetAttemptToken to its release:
+	// every attempt is measured until 32 have been, then one in 16 at
+	// random; the margin is twice the largest of them until 32 were
+	// measured, then twice the second largest of the last 32 (about their
+	// 95th percentile; one stall alone does not raise it). Until the first
+	// attempt of an operation ends it is 0. An attempt during which the
+	// caller's context ended is not counted. Stalls that last are kept for
+	// 32 samples: AttemptTimeout bounds every attempt, and so the margin.
+	// Negative is invalid.
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after

@@ -207,12 +207,12 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		l.noteService(ctx)
 	}
 	if l.sender == nil {
-		return l.attempts.measure(l.attemptRelease), nil
+		return l.attempts.measure(ctx, l.attemptRelease), nil
 	}
 	if err := r.waitToSend(ctx, l); err != nil {
 		return nil, err
 	}
-	return l.attempts.measure(l.sendRelease), nil
+	return l.attempts.measure(ctx, l.sendRelease), nil
 }
 
 // GetInitialToken is the form of GetAttemptToken for callers of the older
@@ -264,8 +264,10 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		cost = r.costs.throttle
 	}
 	// An attempt cut by AttemptTimeout says how long the next one may take.
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(l), info.cut)}
-	p.deadline, p.hasDeadline = r.deadline(ctx)
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut}
+	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
+		p.margin = max(r.margin(ctx, l), info.cut)
+	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
@@ -315,7 +317,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil), info.cut)
+		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil, nil), info.cut)
 	}
 	if status == handoffFound && p.refused {
 		// A long-polling operation's backoff after a refusal: what is
