@@ -25,34 +25,23 @@ func TestThrottleNewsWithoutThrottles(t *testing.T) {
 func TestThrottleNewsReachesEveryReader(t *testing.T) {
 	var n throttleNews
 	var stop atomic.Bool
-	var noise sync.WaitGroup
-	for range 3 {
-		noise.Add(1)
-		go func() {
-			defer noise.Done()
-			for !stop.Load() {
-				n.note()
-			}
-		}()
-	}
-	var readers sync.WaitGroup
+	noiseDone := spawn(3, func() {
+		for !stop.Load() {
+			n.note()
+		}
+	})
 	var missed atomic.Int64
-	for range 4 {
-		readers.Add(1)
-		go func() {
-			defer readers.Done()
-			for range 20_000 {
-				seen := n.look()
-				n.note() // a throttle after the look, finished before the next
-				if n.look() == seen {
-					missed.Add(1)
-				}
+	spawn(4, func() {
+		for range 20_000 {
+			seen := n.look()
+			n.note() // a throttle after the look, finished before the next
+			if n.look() == seen {
+				missed.Add(1)
 			}
-		}()
-	}
-	readers.Wait()
+		}
+	})()
 	stop.Store(true)
-	noise.Wait()
+	noiseDone()
 	assert.Zero(t, missed.Load(), "looks that missed a throttle noted after the previous look")
 }
 
@@ -68,4 +57,17 @@ func TestThrottleNewsNoteOnlyReadsWithoutReaders(t *testing.T) {
 	n.note()
 	n.note()
 	assert.Equal(t, seen+1, n.look(), "one request, one move")
+}
+
+// spawn runs fn on n goroutines, and returns a wait for them all.
+func spawn(n int, fn func()) (wait func()) {
+	var wg sync.WaitGroup
+	for range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn()
+		}()
+	}
+	return wg.Wait
 }
