@@ -6,6 +6,7 @@ package jitterretry
 
 import (
 	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -19,13 +20,15 @@ import (
 // of the same operation (service and operation name) in the lane: a Scan
 // that takes a second says nothing of how long a PutItem takes, and a
 // margin learnt from it would refuse the PutItem's retries. Every attempt
-// of an operation is measured until attemptSamples have been, so that a new
+// of a lane is measured until attemptSamples have been, so that a new
 // client (a Lambda cold start) has an estimate from its first failed
 // attempt on, then one in attemptSampleEvery at random, while fewer than
-// attemptProbes are being measured at once. The draw comes from
-// Options.Source: the default, the runtime's per-thread generator, writes
-// nothing that other cores read, where a shared count of attempts would
-// move one cache line between cores on every attempt. The estimate is the
+// attemptProbes are being measured at once. The draw is the runtime's
+// per-thread generator's, not Options.Source's: it writes nothing that
+// other cores read, where a shared count of attempts would move one cache
+// line between cores on every attempt, and it leaves the jitter's sequence
+// from a seeded Source as it was; which attempts are timed never decides a
+// delay. The estimate is the
 // largest sample until the window is full, then the second largest: about
 // the 95th percentile, and one stall alone does not make it. An attempt
 // during which its caller's context ended is not a sample: it took what
@@ -53,25 +56,21 @@ func operationOf(ctx context.Context) operationKey {
 
 // attemptTimes estimates how long a lane's attempts take.
 type attemptTimes struct {
-	now  func() time.Time
-	draw func() uint64 // a uniform random value, for sampling
+	now func() time.Time
 
 	// probes are the releases that measure an attempt, built once: a
 	// sampled attempt takes a free probe, which records its start.
 	probes [attemptProbes]attemptProbe
 
-	all attemptEstimate // every sample of the lane
+	all attemptEstimate // every sample of the lane; full: sample one in attemptSampleEvery
 	// ops maps an operation name to the estimates of the operations of
 	// that name, one per service, chained. It is replaced, never changed,
 	// so that the attempts read it without a lock; keyed by the name
 	// alone, a lookup hashes one short string.
-	ops   atomic.Pointer[map[string]*attemptEstimate]
-	count int        // estimates in ops
-	mu    sync.Mutex // adds to ops, and sets warm
-
-	// warm: every estimate has attemptSamples samples, so an attempt is
-	// sampled one in attemptSampleEvery without looking its operation up.
-	warm atomic.Bool
+	ops     atomic.Pointer[map[string]*attemptEstimate]
+	opsFull atomic.Bool // maxOperationTimes estimates: no more are added
+	count   int         // estimates in ops
+	mu      sync.Mutex  // adds to ops
 }
 
 type attemptProbe struct {
@@ -84,13 +83,15 @@ type attemptProbe struct {
 	release func(error) error
 }
 
-func (a *attemptTimes) init(now func() time.Time, draw func() uint64, then func(error) error) {
-	a.now, a.draw = now, draw
+func (a *attemptTimes) init(now func() time.Time, then func(error) error) {
+	a.now = now
 	a.ops.Store(&map[string]*attemptEstimate{})
 	for i := range a.probes {
 		p := &a.probes[i]
 		p.release = func(err error) error {
-			if p.ctx.Err() == nil {
+			// A second release of the same attempt (a caller's bug) finds
+			// no context, or another attempt's: it must not panic.
+			if ctx := p.ctx; ctx != nil && ctx.Err() == nil {
 				a.record(p.op, a.now().Sub(p.start))
 			}
 			p.ctx, p.op = nil, nil
@@ -101,22 +102,18 @@ func (a *attemptTimes) init(now func() time.Time, draw func() uint64, then func(
 }
 
 // measure returns a release that records the time of the attempt under ctx
-// before calling then, for every attempt of an operation until its
-// estimate has attemptSamples samples and one in attemptSampleEvery (at
-// random) after, while a probe is free, and then itself otherwise. It never
-// allocates but to add an operation.
+// before calling then, for every attempt until the lane's estimate has
+// attemptSamples samples and one in attemptSampleEvery (at random) after,
+// while a probe is free, and then itself otherwise. It never allocates but
+// to add an operation.
 func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func(error) error {
 	if a.now == nil {
 		return then
 	}
-	sampled := a.draw()%attemptSampleEvery == 0
-	if a.warm.Load() && !sampled {
+	if a.all.full.Load() && rand.Uint32()%attemptSampleEvery != 0 {
 		return then
 	}
 	op := a.operation(operationOf(ctx))
-	if !sampled && a.all.full.Load() && (op == nil || op.full.Load()) {
-		return then
-	}
 	for i := range a.probes {
 		p := &a.probes[i]
 		if !p.busy.Load() && p.busy.CompareAndSwap(false, true) {
@@ -131,7 +128,7 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func
 // operation returns the estimate of operation k, adding one when there is
 // room; nil when there is none.
 func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
-	if e := a.lookup(k); e != nil {
+	if e := a.lookup(k); e != nil || a.opsFull.Load() {
 		return e
 	}
 	a.mu.Lock()
@@ -151,7 +148,7 @@ func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
 	grown[k.operation] = e
 	a.ops.Store(&grown)
 	a.count++
-	a.warm.Store(false)
+	a.opsFull.Store(a.count >= maxOperationTimes)
 	return e
 }
 
@@ -171,20 +168,9 @@ func (a *attemptTimes) record(op *attemptEstimate, took time.Duration) {
 	if took < 0 {
 		return
 	}
-	filled := a.all.record(took)
-	if op != nil && op.record(took) {
-		filled = true
-	}
-	if filled {
-		a.mu.Lock()
-		defer a.mu.Unlock()
-		warm := a.all.full.Load()
-		for _, chain := range *a.ops.Load() {
-			for e := chain; e != nil; e = e.next {
-				warm = warm && e.full.Load()
-			}
-		}
-		a.warm.Store(warm)
+	a.all.record(took)
+	if op != nil {
+		op.record(took)
 	}
 }
 
@@ -220,16 +206,15 @@ type attemptEstimate struct {
 	at      int // where the next sample goes
 }
 
-// record adds a sample, and reports whether it was the one that filled the
-// window.
-func (e *attemptEstimate) record(took time.Duration) (filled bool) {
+// record adds a sample.
+func (e *attemptEstimate) record(took time.Duration) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	e.samples[e.at] = took
 	e.at = (e.at + 1) % attemptSamples
 	full := e.full.Load()
 	if e.at == 0 && !full {
-		full, filled = true, true
+		full = true
 		e.full.Store(true)
 	}
 	var first, second time.Duration
@@ -245,7 +230,6 @@ func (e *attemptEstimate) record(took time.Duration) (filled bool) {
 		second = first
 	}
 	e.est.Store(int64(second))
-	return filled
 }
 
 func (e *attemptEstimate) estimate() time.Duration {

@@ -154,3 +154,42 @@ func TestMarginRefusalSaysSo(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "backoff 0s, and 1h0m0s kept for the attempt after it, would end past the context deadline")
 }
+
+// TestAttemptReleaseTwiceDoesNotPanic: releasing an attempt twice is the
+// caller's mistake, and must cost at most a sample, even when the second
+// release comes after another attempt took the same probe.
+func TestAttemptReleaseTwiceDoesNotPanic(t *testing.T) {
+	r := jitterretry.New()
+	ctx := context.Background()
+	first, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	assert.NotPanics(t, func() {
+		_ = first(nil)
+		second, err := r.GetAttemptToken(ctx)
+		require.NoError(t, err)
+		_ = first(nil)
+		_ = second(nil)
+	})
+}
+
+// TestDoMarginCountsThePartitionsAttempts: Do's fn may call any operation
+// of the partition, so its margin is learnt over all of them: after 200 ms
+// attempts, a throttled fn with 300 ms left is not retried into its
+// deadline.
+func TestDoMarginCountsThePartitionsAttempts(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	require.NoError(t, stackOperation(context.Background(), r, inOperation("DynamoDB", "GetItem"), answerAfter(200*time.Millisecond, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	calls := 0
+	err := jitterretry.Do(ctx, r, func(context.Context) error {
+		calls++
+		return throttle
+	})
+	var giveUp *jitterretry.GiveUpError
+	if assert.ErrorAs(t, err, &giveUp) {
+		assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
+	}
+	assert.Equal(t, 1, calls)
+}

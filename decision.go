@@ -7,7 +7,6 @@ package jitterretry
 
 import (
 	"context"
-	"math"
 	"time"
 )
 
@@ -44,10 +43,11 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 		// Tokens of retries abandoned with their context came back.
 		release, foreign, available, ok = l.take(ctx, cost)
 	}
-	if !ok && p.class == ClassThrottle && l.sender != nil && !math.IsInf(l.sender.currentRate(), 1) {
-		// The limiter paces every attempt of the partition at a rate it
-		// cuts on throttles: a throttle's retry waits its turn there, and
-		// cannot add to a storm the budget would have to stop.
+	if !ok && p.class == ClassThrottle && !r.failFast && l.ownBucket && l.sender != nil && l.sender.holdsBack(r.now()) {
+		// The limiter holds the partition's callers back, at a rate it
+		// cuts on these throttles: a throttle's retry waits its turn
+		// behind them, and cannot add to a storm the budget would have
+		// to stop.
 		release, cost, ok = l.pacedRetryRelease, 0, true
 	}
 	if !ok {
@@ -125,12 +125,17 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 // margin is the time a retry of the operation of ctx on lane l must leave
 // after its backoff, before the deadline, for the attempt itself:
 // Options.DeadlineMargin when set, otherwise twice what recent attempts of
-// the same operation on the lane took (see attemptTimes): the headroom is
-// for the attempts that take longer still and for a backoff sleep that ends
-// late on a busy machine, both of which the estimate cannot see.
+// the same operation on the lane took (see attemptTimes), or of any of its
+// operations when ctx is nil (a Do loop, whose fn may call several): the
+// headroom is for the attempts that take longer still and for a backoff
+// sleep that ends late on a busy machine, both of which the estimate cannot
+// see.
 func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin
+	}
+	if ctx == nil {
+		return 2 * l.attempts.estimate()
 	}
 	return 2 * l.attempts.estimateOf(operationOf(ctx))
 }

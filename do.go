@@ -56,8 +56,9 @@ const defaultMaxConflicts = 100
 // middleware: the Retryer's jitter (a decorrelated chain keeps the
 // loop's real previous delay), its bucket, the x-amz-retry-after hint, the
 // empty-budget backoff. For every retry, a backoff that would end past ctx's
-// deadline, with a margin of the Retryer's learnt attempt time or of fn's
-// own last duration, whichever is larger, ends the loop at once.
+// deadline, with a margin of the Retryer's learnt attempt time (over every
+// operation of the partition, since fn may call several) or of fn's own
+// last duration, whichever is larger, ends the loop at once.
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
@@ -169,7 +170,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 	r, l := d.r, d.lane
 	class := d.o.Classify(err)
 	info := r.classes.inspect(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(ctx, l), took, info.cut)}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(nil, l), took, info.cut)}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {

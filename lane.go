@@ -22,16 +22,26 @@ import (
 // the same attempt's token, with the same error; so a successful retry
 // refunds its cost in full and leaves a skip that the next attempt release
 // on this lane consumes instead of adding the increment. Under concurrency
-// another goroutine may consume it first, but the totals are exactly the
-// SDK's: one increment per first-attempt success, one refund per successful
-// retry.
+// another goroutine may consume it first, but the totals are the SDK's: one
+// increment per first-attempt success, one refund per successful retry.
+// Two paths have no such attempt release, and are approximate: Do refunds
+// a successful retry without a skip; the older aws.Retryer interface's
+// GetInitialToken release (which adds the increment on every success, as
+// the SDK's does) takes a pending skip first, so that it does not outlive
+// the operation. Interleaved with direct use of the same lane, that release
+// may take another operation's skip (one increment too many), and with
+// PartitionKey it sees only the shared lane (a partition's skip stays
+// until a direct attempt there takes it).
 type lane struct {
 	key     string
 	bucket  *TokenBucket      // nil with a foreign limiter
 	foreign retry.RateLimiter // the caller's RateLimiter, or nil
-	sender  *sendRate         // nil when the send-rate limiter is off
-	costs   costs
-	skips   atomic.Int64
+	// ownBucket: the bucket is the retryer's, not a RateLimiter of the
+	// caller's (which may be shared, and is the caller's to spend).
+	ownBucket bool
+	sender    *sendRate // nil when the send-rate limiter is off
+	costs     costs
+	skips     atomic.Int64
 	// used is the table's clock when the lane was last used (see lanes).
 	used atomic.Uint64
 	// attempts estimates how long the lane's attempts take, for the
@@ -53,9 +63,9 @@ type lane struct {
 	sendRelease                 func(error) error // attemptRelease that also tells the limiter
 	retryRefund, throttleRefund func(error) error
 	// pacedRetryRelease is the release of a throttle's retry that the
-	// limiter paces instead of the bucket: it took nothing and gives
-	// nothing back, and as every successful retry it earns no
-	// NoRetryIncrement.
+	// limiter holds back instead of the bucket (see admit): it took
+	// nothing and gives nothing back, and as every successful retry it
+	// earns no NoRetryIncrement.
 	pacedRetryRelease func(error) error
 }
 
@@ -69,7 +79,7 @@ func newLane(key string, cfg *laneConfig) *lane {
 	if tb, ok := cfg.foreign.(*TokenBucket); ok {
 		l.bucket, l.foreign = tb, nil
 	} else if cfg.foreign == nil {
-		l.bucket = newTokenBucket(cfg.capacity, cfg.refill, cfg.now)
+		l.bucket, l.ownBucket = newTokenBucket(cfg.capacity, cfg.refill, cfg.now), true
 	}
 	l.attemptRelease = onSuccess(func() {
 		if !l.consumeSkip() {
@@ -94,7 +104,7 @@ func newLane(key string, cfg *laneConfig) *lane {
 		}
 		release = l.sendRelease
 	}
-	l.attempts.init(cfg.now, cfg.random, release)
+	l.attempts.init(cfg.now, release)
 	return l
 }
 
@@ -106,7 +116,6 @@ type laneConfig struct {
 	foreign   retry.RateLimiter
 	sendRate  *SendRateOptions
 	now       func() time.Time
-	random    func() uint64 // Options.Source
 	partition func(context.Context) string
 	// isThrottle classifies a failed attempt's error for the limiter.
 	isThrottle func(error) bool

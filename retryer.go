@@ -5,7 +5,6 @@ package jitterretry
 
 import (
 	"context"
-	"math/rand/v2"
 	"runtime"
 	"time"
 
@@ -105,10 +104,6 @@ func New(optFns ...func(*Options)) *Retryer {
 		o.SendRate = &sr
 	}
 	classes := r.classes
-	random := rand.Uint64
-	if o.Source != nil {
-		random = o.Source.Uint64
-	}
 	r.lanes = newLanes(laneConfig{
 		costs:     r.costs,
 		capacity:  o.BucketCapacity,
@@ -116,7 +111,6 @@ func New(optFns ...func(*Options)) *Retryer {
 		foreign:   o.RateLimiter,
 		sendRate:  o.SendRate,
 		now:       o.Clock,
-		random:    random,
 		partition: o.PartitionKey,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
@@ -240,9 +234,9 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // that wait, the retry goes ahead instead, and RetryDelay's backoff is
 // shorter by the wait; when ctx ends during it, the refusal is
 // GiveUpCanceled. A throttle's retry in a partition whose send-rate
-// limiter holds a finite rate is never refused for an empty bucket: it
-// takes no tokens (and its release gives none back) and waits its turn at
-// the limiter in the next GetAttemptToken.
+// limiter holds callers back (see Options.SendRate) is not refused for an
+// empty bucket: it takes no tokens (and its release gives none back) and
+// waits its turn at the limiter in the next GetAttemptToken.
 // The SDK's middleware joins the error with opErr, so it does not repeat
 // opErr in its message. A nil ctx counts as context.Background().
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {

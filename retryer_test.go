@@ -651,36 +651,59 @@ func TestEmptyBudgetWaitCountsTowardTheDeadline(t *testing.T) {
 }
 
 // TestPacedThrottleRetryNeedsNoTokens: while the send-rate limiter holds
-// its partition to a finite rate, a throttle's retry on an empty budget
-// waits its turn at the limiter instead of failing, and takes no tokens; a
-// retry after any other error, or without a finite rate, is still refused.
+// its partition's callers back (they wait their turn at a finite rate), a
+// throttle's retry on an empty budget waits its turn too instead of
+// failing, and takes no tokens. The budget still refuses a retry after any
+// other error; when the limiter holds nobody back (its rate far above what
+// is sent, as MaxRate or InitialRate can set); with a RateLimiter of the
+// caller's; and with FailFastOnEmptyBudget.
 func TestPacedThrottleRetryNeedsNoTokens(t *testing.T) {
+	paced := &jitterretry.SendRateOptions{InitialRate: 40}
 	cases := map[string]struct {
-		sendRate *jitterretry.SendRateOptions
+		opts     func(o *jitterretry.Options)
 		answer   func() error
 		admitted bool
 	}{
-		"throttle, limiter at a finite rate": {&jitterretry.SendRateOptions{InitialRate: 1000}, throttleErr, true},
-		"5xx, limiter at a finite rate":      {&jitterretry.SendRateOptions{InitialRate: 1000}, serverErr, false},
-		"throttle, no limiter":               {nil, throttleErr, false},
+		"throttle, callers waiting":      {func(o *jitterretry.Options) { o.SendRate = paced }, throttleErr, true},
+		"5xx, callers waiting":           {func(o *jitterretry.Options) { o.SendRate = paced }, serverErr, false},
+		"throttle, no limiter":           {func(*jitterretry.Options) {}, throttleErr, false},
+		"throttle, nobody held back":     {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MaxRate: 1e6} }, throttleErr, false},
+		"throttle, fail fast":            {func(o *jitterretry.Options) { o.SendRate, o.FailFastOnEmptyBudget = paced, true }, throttleErr, false},
+		"throttle, the caller's limiter": {func(o *jitterretry.Options) { o.SendRate, o.RateLimiter = paced, jitterretry.NewTokenBucket(5, 0) }, throttleErr, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+			r := jitterretry.New(func(o *jitterretry.Options) {
 				// One retry of either kind empties the bucket.
 				o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 5, 5, 5
-				o.FailFastOnEmptyBudget = true
-				o.SendRate = tc.sendRate
-			})
-			attempts, err := operation(context.Background(), r, script(tc.answer, tc.answer, ok))
-			if !tc.admitted {
-				assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
-				assert.Equal(t, 2, attempts)
+				o.Backoff = fixedBackoff(0)
+			}, tc.opts)
+			// Ten operations at once, each failing twice, so that no
+			// refund fills the bucket again: at 40 sends a second, the
+			// others wait their turn while each retry is decided.
+			var wg sync.WaitGroup
+			errs := make([]error, 10)
+			for i := range errs {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					_, errs[i] = operation(context.Background(), r, script(tc.answer, tc.answer, ok))
+				}()
+			}
+			wg.Wait()
+			refused := 0
+			for _, err := range errs {
+				if err != nil {
+					assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+					refused++
+				}
+			}
+			if tc.admitted {
+				assert.Zero(t, refused, "expect every throttle's retry to wait its turn")
+				assert.Equal(t, uint(0), r.Remaining(), "expect the paced retries to have taken and given back nothing")
 				return
 			}
-			require.NoError(t, err)
-			assert.Equal(t, 3, attempts)
-			assert.Equal(t, uint(0), r.Remaining(), "expect the paced retry to have taken and given back nothing")
+			assert.Positive(t, refused, "expect the empty budget to refuse retries")
 		})
 	}
 }
