@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"math"
-	"sync"
 	"testing"
 	"time"
 
@@ -83,23 +82,17 @@ func TestLearntMarginIsPerOperation(t *testing.T) {
 				o.SendRate = sendRate
 			})
 			require.NoError(t, stackOperation(context.Background(), r, inOperation("DynamoDB", "Scan"), answerAfter(300*time.Millisecond, nil)))
-			var wg sync.WaitGroup
 			errs := make([]error, 5)
-			for i := range errs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-					defer cancel()
-					errs[i] = stackOperation(ctx, r, inOperation("DynamoDB", "PutItem"), func(ctx context.Context, attempt int) error {
-						if attempt == 1 {
-							return throttle
-						}
-						return nil
-					})
-				}()
-			}
-			wg.Wait()
+			concurrently(len(errs), func(i int) {
+				ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+				defer cancel()
+				errs[i] = stackOperation(ctx, r, inOperation("DynamoDB", "PutItem"), func(ctx context.Context, attempt int) error {
+					if attempt == 1 {
+						return throttle
+					}
+					return nil
+				})
+			})
 			for _, err := range errs {
 				assert.NoError(t, err, "expect the PutItem's retry to fit: its attempts are quick")
 			}

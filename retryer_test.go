@@ -681,16 +681,10 @@ func TestPacedThrottleRetryNeedsNoTokens(t *testing.T) {
 			// Ten operations at once, each failing twice, so that no
 			// refund fills the bucket again: at 40 sends a second, the
 			// others wait their turn while each retry is decided.
-			var wg sync.WaitGroup
 			errs := make([]error, 10)
-			for i := range errs {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					_, errs[i] = operation(context.Background(), r, script(tc.answer, tc.answer, ok))
-				}()
-			}
-			wg.Wait()
+			concurrently(len(errs), func(i int) {
+				_, errs[i] = operation(context.Background(), r, script(tc.answer, tc.answer, ok))
+			})
 			refused := 0
 			for _, err := range errs {
 				if err != nil {
