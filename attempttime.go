@@ -1,83 +1,123 @@
 package jitterretry
 
-// This file owns the learnt deadline margin: an estimate of how long a
-// lane's attempts take, kept from a sample of them without allocating.
+// This file owns the learnt deadline margin: estimates of how long a
+// lane's attempts take, one per SDK operation and one over all of them,
+// kept from a sample of the attempts without allocating.
 
 import (
+	"context"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 )
 
 // The deadline check refuses a retry whose backoff plus the attempt after it
 // would end past the deadline. Unless Options.DeadlineMargin fixes it, the
-// attempt's time is estimated from the lane's last attemptSamples measured
-// attempts: every attempt is measured until attemptSamples have been, so
-// that a new client (a Lambda cold start) has an estimate from its first
-// failed attempt on, then one in attemptSampleEvery, while fewer than
-// attemptProbes are being measured at once. The estimate is the largest
-// sample until the window is full, then the second largest: about the
-// 95th percentile, and one stall alone does not make it.
+// attempt's time is estimated from the last attemptSamples measured attempts
+// of the same operation (service and operation name) in the lane: a Scan
+// that takes a second says nothing of how long a PutItem takes, and a
+// margin learnt from it would refuse the PutItem's retries. Every attempt
+// of a lane is measured until attemptSamples have been, so that a new
+// client (a Lambda cold start) has an estimate from its first failed
+// attempt on, then one in attemptSampleEvery at random, while fewer than
+// attemptProbes are being measured at once. The draw is the runtime's
+// per-thread generator's, not Options.Source's: it writes nothing that
+// other cores read, where a shared count of attempts would move one cache
+// line between cores on every attempt, and it leaves the jitter's sequence
+// from a seeded Source as it was; which attempts are timed never decides a
+// delay. The estimate is the
+// largest sample until the window is full, then the second largest: about
+// the 95th percentile, and one stall alone does not make it. An attempt
+// during which its caller's context ended is not a sample: it took what
+// the caller allowed, not what the service needed.
+//
+// A lane keeps the estimates of maxOperationTimes operations at most; an
+// operation beyond them has no estimate of its own (a margin of 0, as
+// before its first attempt). Every sample also feeds the lane's estimate
+// over all its operations: the round trip the send-rate limiter and Do use.
 const (
 	attemptSamples     = 32
 	attemptSampleEvery = 16
 	attemptProbes      = 8
+	maxOperationTimes  = 64
 )
 
-// attemptTimes estimates a lane's attempt time.
+// operationKey names an SDK operation: its service ID and operation name,
+// both "" for attempts outside the SDK's middleware.
+type operationKey struct{ service, operation string }
+
+// operationOf returns the key of the SDK operation ctx belongs to.
+func operationOf(ctx context.Context) operationKey {
+	return operationKey{awsmiddle.GetServiceID(ctx), awsmiddle.GetOperationName(ctx)}
+}
+
+// attemptTimes estimates how long a lane's attempts take.
 type attemptTimes struct {
 	now func() time.Time
-
-	// count is written by every attempt, from every goroutine: the pads
-	// keep it off the cache lines of the fields that every attempt only
-	// reads, which would otherwise go back and forth between cores.
-	_     cacheLinePad
-	count atomic.Uint64
-	_     cacheLinePad
 
 	// probes are the releases that measure an attempt, built once: a
 	// sampled attempt takes a free probe, which records its start.
 	probes [attemptProbes]attemptProbe
 
-	est atomic.Int64 // the current estimate, in nanoseconds
-
-	warm atomic.Bool // attemptSamples attempts measured: sample one in attemptSampleEvery
-
-	mu      sync.Mutex
-	samples [attemptSamples]time.Duration
-	next    int
-	full    bool
+	all attemptEstimate // every sample of the lane; full: sample one in attemptSampleEvery
+	// ops maps an operation name to the estimates of the operations of
+	// that name, one per service, chained. It is replaced, never changed,
+	// so that the attempts read it without a lock; keyed by the name
+	// alone, a lookup hashes one short string.
+	ops     atomic.Pointer[map[string]*attemptEstimate]
+	opsFull atomic.Bool // maxOperationTimes estimates: no more are added
+	count   int         // estimates in ops
+	mu      sync.Mutex  // adds to ops
 }
 
 type attemptProbe struct {
-	busy    atomic.Bool
-	start   time.Time // written by the goroutine that set busy
+	busy atomic.Bool
+	// Written by the goroutine that set busy.
+	start time.Time
+	ctx   context.Context
+	op    *attemptEstimate // nil when the operation has no estimate of its own
+	// release records the attempt and calls the lane's release.
 	release func(error) error
 }
 
 func (a *attemptTimes) init(now func() time.Time, then func(error) error) {
 	a.now = now
+	a.ops.Store(&map[string]*attemptEstimate{})
 	for i := range a.probes {
 		p := &a.probes[i]
 		p.release = func(err error) error {
-			a.record(a.now().Sub(p.start))
+			// A second release of the same attempt (a caller's bug) finds
+			// no context, or another attempt's: it must not panic.
+			if ctx := p.ctx; ctx != nil && ctx.Err() == nil {
+				a.record(p.op, a.now().Sub(p.start))
+			}
+			p.ctx, p.op = nil, nil
 			p.busy.Store(false)
 			return then(err)
 		}
 	}
 }
 
-// measure returns a release that records the attempt's time before calling
-// then, for every attempt until the window is full and one in
-// attemptSampleEvery after, while a probe is free, and then itself
-// otherwise. It never allocates.
-func (a *attemptTimes) measure(then func(error) error) func(error) error {
-	if a.now == nil || a.warm.Load() && a.count.Add(1)%attemptSampleEvery != 0 {
+// measure returns a release that records the time of the attempt under ctx
+// before calling then, for every attempt until the lane's estimate has
+// attemptSamples samples and one in attemptSampleEvery (at random) after,
+// while a probe is free, and then itself otherwise. It never allocates but
+// to add an operation.
+func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func(error) error {
+	if a.now == nil {
 		return then
 	}
+	if a.all.full.Load() && rand.Uint32()%attemptSampleEvery != 0 {
+		return then
+	}
+	op := a.operation(operationOf(ctx))
 	for i := range a.probes {
 		p := &a.probes[i]
 		if !p.busy.Load() && p.busy.CompareAndSwap(false, true) {
+			p.ctx, p.op = ctx, op
 			p.start = a.now()
 			return p.release
 		}
@@ -85,21 +125,100 @@ func (a *attemptTimes) measure(then func(error) error) func(error) error {
 	return then
 }
 
-// record adds one attempt's time.
-func (a *attemptTimes) record(took time.Duration) {
-	if took < 0 {
-		return
+// operation returns the estimate of operation k, adding one when there is
+// room; nil when there is none.
+func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
+	if e := a.lookup(k); e != nil || a.opsFull.Load() {
+		return e
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	a.samples[a.next] = took
-	a.next = (a.next + 1) % attemptSamples
-	if a.next == 0 && !a.full {
-		a.full = true
-		a.warm.Store(true)
+	if e := a.lookup(k); e != nil {
+		return e
+	}
+	if a.count >= maxOperationTimes {
+		return nil
+	}
+	ops := *a.ops.Load()
+	grown := make(map[string]*attemptEstimate, len(ops)+1)
+	for name, e := range ops {
+		grown[name] = e
+	}
+	e := &attemptEstimate{service: k.service, next: ops[k.operation]}
+	grown[k.operation] = e
+	a.ops.Store(&grown)
+	a.count++
+	a.opsFull.Store(a.count >= maxOperationTimes)
+	return e
+}
+
+// lookup returns the estimate of operation k, or nil.
+func (a *attemptTimes) lookup(k operationKey) *attemptEstimate {
+	for e := (*a.ops.Load())[k.operation]; e != nil; e = e.next {
+		if e.service == k.service {
+			return e
+		}
+	}
+	return nil
+}
+
+// record adds one attempt's time to the lane's estimate and to op's, if
+// any.
+func (a *attemptTimes) record(op *attemptEstimate, took time.Duration) {
+	if took < 0 {
+		return
+	}
+	a.all.record(took)
+	if op != nil {
+		op.record(took)
+	}
+}
+
+// estimate returns the expected time of the lane's next attempt, of any
+// operation, without headroom: 0 before any attempt was measured.
+func (a *attemptTimes) estimate() time.Duration {
+	return a.all.estimate()
+}
+
+// estimateOf returns the expected time of the next attempt of operation k,
+// without headroom: 0 before any of its attempts was measured.
+func (a *attemptTimes) estimateOf(k operationKey) time.Duration {
+	if a.now == nil {
+		return 0
+	}
+	if e := a.lookup(k); e != nil {
+		return e.estimate()
+	}
+	return 0
+}
+
+// attemptEstimate is the estimate from one stream of samples: of one
+// operation of a service, or of all of a lane's.
+type attemptEstimate struct {
+	service string           // the operation's service
+	next    *attemptEstimate // the estimate of another service's operation of the same name
+
+	est  atomic.Int64 // the current estimate, in nanoseconds
+	full atomic.Bool  // attemptSamples samples taken
+
+	mu      sync.Mutex
+	samples [attemptSamples]time.Duration
+	at      int // where the next sample goes
+}
+
+// record adds a sample.
+func (e *attemptEstimate) record(took time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	e.samples[e.at] = took
+	e.at = (e.at + 1) % attemptSamples
+	full := e.full.Load()
+	if e.at == 0 && !full {
+		full = true
+		e.full.Store(true)
 	}
 	var first, second time.Duration
-	for _, s := range a.samples {
+	for _, s := range e.samples {
 		switch {
 		case s > first:
 			first, second = s, first
@@ -107,14 +226,12 @@ func (a *attemptTimes) record(took time.Duration) {
 			second = s
 		}
 	}
-	if !a.full {
+	if !full {
 		second = first
 	}
-	a.est.Store(int64(second))
+	e.est.Store(int64(second))
 }
 
-// estimate returns the expected time of the lane's next attempt, without
-// headroom: 0 before any attempt was measured.
-func (a *attemptTimes) estimate() time.Duration {
-	return time.Duration(a.est.Load())
+func (e *attemptEstimate) estimate() time.Duration {
+	return time.Duration(e.est.Load())
 }

@@ -7,8 +7,11 @@ import (
 	"testing"
 	"time"
 
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/smithy-go"
+	smithymiddle "github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 
 	"github.com/jitterretry/jitterretry"
 )
@@ -44,4 +47,142 @@ func TestLearntMarginFromTheFirstAttempt(t *testing.T) {
 		assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
 	}
 	assert.True(t, errors.Is(err, throttle), "expect the throttle inside, got %v", err)
+}
+
+// inOperation names the operation of a stackOperation as a service client
+// does, for the margin's estimates.
+func inOperation(service, operation string) []func(*smithymiddle.Stack) error {
+	return []func(*smithymiddle.Stack) error{func(s *smithymiddle.Stack) error {
+		return s.Initialize.Add(&awsmiddle.RegisterServiceMetadata{ServiceID: service, OperationName: operation}, smithymiddle.Before)
+	}}
+}
+
+// answerAfter returns a send that answers err after d.
+func answerAfter(d time.Duration, err error) func(context.Context, int) error {
+	return func(ctx context.Context, _ int) error {
+		select {
+		case <-time.After(d):
+			return err
+		case <-ctx.Done():
+			return &smithy.CanceledError{Err: ctx.Err()}
+		}
+	}
+}
+
+// TestLearntMarginIsPerOperation: one slow operation on a shared retryer (a
+// 300 ms Scan) does not make the retries of a quick one (a PutItem) look
+// too long for their deadline, with or without the send-rate limiter; the
+// Scan's own retries still keep its margin.
+func TestLearntMarginIsPerOperation(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	for name, sendRate := range map[string]*jitterretry.SendRateOptions{"": nil, ", with the limiter": {InitialRate: 50}} {
+		t.Run("quick after slow"+name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Backoff = fixedBackoff(0)
+				o.SendRate = sendRate
+			})
+			require.NoError(t, stackOperation(context.Background(), r, inOperation("DynamoDB", "Scan"), answerAfter(300*time.Millisecond, nil)))
+			errs := make([]error, 5)
+			concurrently(len(errs), func(i int) {
+				ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+				defer cancel()
+				errs[i] = stackOperation(ctx, r, inOperation("DynamoDB", "PutItem"), func(ctx context.Context, attempt int) error {
+					if attempt == 1 {
+						return throttle
+					}
+					return nil
+				})
+			})
+			for _, err := range errs {
+				assert.NoError(t, err, "expect the PutItem's retry to fit: its attempts are quick")
+			}
+		})
+	}
+	t.Run("slow keeps its margin", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+		scan := inOperation("DynamoDB", "Scan")
+		require.NoError(t, stackOperation(context.Background(), r, scan, answerAfter(300*time.Millisecond, nil)))
+		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		defer cancel()
+		err := stackOperation(ctx, r, scan, answerAfter(300*time.Millisecond, throttle))
+		var giveUp *jitterretry.GiveUpError
+		if assert.ErrorAs(t, err, &giveUp) {
+			assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
+		}
+		assert.ErrorIs(t, err, throttle)
+	})
+}
+
+// TestMarginLeavesOutAttemptsTheCallerEnded: an attempt that ran until its
+// caller's deadline took what the caller allowed, not what the service
+// needs: it does not make the next operation's retries look too long.
+func TestMarginLeavesOutAttemptsTheCallerEnded(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	get := inOperation("DynamoDB", "GetItem")
+	stalled, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	require.Error(t, stackOperation(stalled, r, get, func(ctx context.Context, _ int) error { return stall(ctx) }))
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	assert.NoError(t, stackOperation(ctx, r, get, func(ctx context.Context, attempt int) error {
+		if attempt == 1 {
+			return throttle
+		}
+		return nil
+	}))
+}
+
+// TestMarginRefusalSaysSo: a refusal that the margin decides, the wait alone
+// fitting, says how much it kept for the attempt.
+func TestMarginRefusalSaysSo(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = fixedBackoff(0)
+		o.DeadlineMargin = time.Hour
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	err := stackOperation(ctx, r, nil, answerAfter(0, throttle))
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "backoff 0s, and 1h0m0s kept for the attempt after it, would end past the context deadline")
+}
+
+// TestAttemptReleaseTwiceDoesNotPanic: releasing an attempt twice is the
+// caller's mistake, and must cost at most a sample, even when the second
+// release comes after another attempt took the same probe.
+func TestAttemptReleaseTwiceDoesNotPanic(t *testing.T) {
+	r := jitterretry.New()
+	ctx := context.Background()
+	first, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	assert.NotPanics(t, func() {
+		_ = first(nil)
+		second, err := r.GetAttemptToken(ctx)
+		require.NoError(t, err)
+		_ = first(nil)
+		_ = second(nil)
+	})
+}
+
+// TestDoMarginCountsThePartitionsAttempts: Do's fn may call any operation
+// of the partition, so its margin is learnt over all of them: after 200 ms
+// attempts, a throttled fn with 300 ms left is not retried into its
+// deadline.
+func TestDoMarginCountsThePartitionsAttempts(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	require.NoError(t, stackOperation(context.Background(), r, inOperation("DynamoDB", "GetItem"), answerAfter(200*time.Millisecond, nil)))
+	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	calls := 0
+	err := jitterretry.Do(ctx, r, func(context.Context) error {
+		calls++
+		return throttle
+	})
+	var giveUp *jitterretry.GiveUpError
+	if assert.ErrorAs(t, err, &giveUp) {
+		assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
+	}
+	assert.Equal(t, 1, calls)
 }

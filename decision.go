@@ -27,7 +27,7 @@ import (
 func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, joined bool) *GiveUpError {
 	ctx, l := p.ctx, p.lane
 	if p.class == ClassThrottle {
-		l.throttles.Add(1)
+		l.throttles.note()
 	}
 	if err := ctx.Err(); err != nil {
 		return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
@@ -35,13 +35,20 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 	if p.hasDeadline {
 		p.at = r.now()
 		if wait, remaining := p.hint.wait(0), p.deadline.Sub(p.at); exceeds(wait, p.margin, remaining) {
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, remaining: remaining, Err: opErr, joined: joined})
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
 	release, foreign, available, ok := l.take(ctx, cost)
 	if !ok && r.tracked.reclaim() {
 		// Tokens of retries abandoned with their context came back.
 		release, foreign, available, ok = l.take(ctx, cost)
+	}
+	if !ok && p.class == ClassThrottle && !r.failFast && l.ownBucket && l.sender != nil && l.sender.holdsBack(r.now()) {
+		// The limiter holds the partition's callers back, at a rate it
+		// cuts on these throttles: a throttle's retry waits its turn
+		// behind them, and cannot add to a storm the budget would have
+		// to stop.
+		release, cost, ok = l.pacedRetryRelease, 0, true
 	}
 	if !ok {
 		waited, err := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
@@ -90,7 +97,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, remaining: remaining, Err: opErr})
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -115,16 +122,22 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 	return wait > remaining-margin
 }
 
-// margin is the time a retry on lane l must leave after its backoff, before
-// the deadline, for the attempt itself: Options.DeadlineMargin when set,
-// otherwise twice what recent attempts on the lane took: the headroom is
-// for the attempts that take longer still and for a backoff sleep that ends
-// late on a busy machine, both of which the estimate cannot see.
-func (r *Retryer) margin(l *lane) time.Duration {
+// margin is the time a retry of the operation of ctx on lane l must leave
+// after its backoff, before the deadline, for the attempt itself:
+// Options.DeadlineMargin when set, otherwise twice what recent attempts of
+// the same operation on the lane took (see attemptTimes), or of any of its
+// operations when ctx is nil (a Do loop, whose fn may call several): the
+// headroom is for the attempts that take longer still and for a backoff
+// sleep that ends late on a busy machine, both of which the estimate cannot
+// see.
+func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin
 	}
-	return 2 * l.attempts.estimate()
+	if ctx == nil {
+		return 2 * l.attempts.estimate()
+	}
+	return 2 * l.attempts.estimateOf(operationOf(ctx))
 }
 
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an

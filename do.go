@@ -56,8 +56,9 @@ const defaultMaxConflicts = 100
 // middleware: the Retryer's jitter (a decorrelated chain keeps the
 // loop's real previous delay), its bucket, the x-amz-retry-after hint, the
 // empty-budget backoff. For every retry, a backoff that would end past ctx's
-// deadline, with a margin of the Retryer's learnt attempt time or of fn's
-// own last duration, whichever is larger, ends the loop at once.
+// deadline, with a margin of the Retryer's learnt attempt time (over every
+// operation of the partition, since fn may call several) or of fn's own
+// last duration, whichever is larger, ends the loop at once.
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
@@ -97,7 +98,7 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 		return &OptionsError{Option: "DoOptions.MaxConflicts", Reason: "must be 0 or more, or UnlimitedAttempts (-1)"}
 	}
 	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
-	loop.seenThrottles = loop.lane.throttles.Load()
+	loop.seenThrottles = loop.lane.throttles.look()
 	if d, ok := r.backoff.(delayers.Delayer); ok {
 		loop.seq = d.NewSequence()
 	}
@@ -115,7 +116,7 @@ type doLoop struct {
 	failures        int     // calls that failed with a transient or throttling error
 	conflicts       int     // conflicts retried
 	throttled       bool    // the partition was throttled since the previous call of fn ended
-	seenThrottles   uint64  // the partition's throttle count then
+	seenThrottles   uint64  // the edition of the partition's throttle news then
 	capped          int     // conflicts in a row after which the partition had throttled
 	paid            *ticket // the tokens of the retry in flight, if any
 }
@@ -130,12 +131,16 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		start := d.r.now()
 		err := fn(ctx)
 		end := d.r.now()
-		th := d.lane.throttles.Load()
+		th := d.lane.throttles.look()
 		d.throttled, d.seenThrottles = th != d.seenThrottles, th
 		took := end.Sub(start)
 		if d.paid != nil {
 			if err == nil {
-				_ = d.paid.release(nil) // a successful retry gets its cost back
+				// A successful retry gets its cost back. Not through its
+				// SDK-style release, which leaves the increment of the
+				// attempt release that follows it under the SDK's
+				// middleware to be skipped: Do has none.
+				d.paid.refund()
 			}
 			d.paid = nil
 		}
@@ -165,7 +170,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 	r, l := d.r, d.lane
 	class := d.o.Classify(err)
 	info := r.classes.inspect(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(l), took, info.cut)}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(nil, l), took, info.cut)}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {

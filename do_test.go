@@ -419,3 +419,31 @@ func TestDoConflictsSlowDownWhileThePartitionThrottles(t *testing.T) {
 	assert.Less(t, conflicts[0], throttleBase, "expect the contention backoff when nothing was throttled")
 	assert.GreaterOrEqual(t, conflicts[1], throttleBase, "expect at least the throttle backoff while the partition throttles")
 }
+
+// TestDoSuccessfulRetryLeavesLaterIncrementsAlone: a Do loop whose retry
+// succeeds gets the retry's cost back and nothing else; later first-attempt
+// successes through the SDK's middleware each still earn NoRetryIncrement.
+func TestDoSuccessfulRetryLeavesLaterIncrementsAlone(t *testing.T) {
+	r := jitterretry.New(fast)
+	ctx := context.Background()
+	for range 20 { // spend 100 tokens, so that increments show
+		_, err := r.GetRetryToken(ctx, throttleErr())
+		require.NoError(t, err)
+	}
+	start := r.Remaining()
+	for range 5 {
+		calls := 0
+		require.NoError(t, jitterretry.Do(ctx, r, func(context.Context) error {
+			if calls++; calls == 1 {
+				return throttleErr()
+			}
+			return nil
+		}))
+	}
+	assert.Equal(t, start, r.Remaining(), "expect each Do retry's cost back, and no more")
+	for range 10 {
+		_, err := operation(ctx, r, script(ok))
+		require.NoError(t, err)
+	}
+	assert.Equal(t, start+10, r.Remaining(), "expect +1 for each first-attempt success after the Do loops")
+}

@@ -84,8 +84,11 @@ type GiveUpError struct {
 
 	// Attempt is the 1-based number of the attempt that failed. It is 0
 	// where the caller does not tell the retryer: under the SDK's retry
-	// middleware for every reason but GiveUpDeadline, and for a wait of the
-	// send-rate limiter, which comes before an attempt.
+	// middleware for every refusal but a GiveUpDeadline of RetryDelay (the
+	// drawn backoff would end past the deadline; GetRetryToken, which
+	// refuses when even the shortest wait would, is not told the number),
+	// and for a wait of the send-rate limiter, which comes before an
+	// attempt.
 	Attempt int
 
 	// Partition is the partition key of the retry token bucket (see
@@ -104,6 +107,7 @@ type GiveUpError struct {
 	Err error
 
 	remaining            time.Duration // GiveUpDeadline: time left until the deadline
+	margin               time.Duration // GiveUpDeadline: the time kept for the attempt after the wait
 	waited               time.Duration // GiveUpBudget: the backoff waited before refusing
 	available, requested uint          // GiveUpBudget
 	ctxErr               error         // GiveUpCanceled: the context's error
@@ -128,8 +132,12 @@ func (e *GiveUpError) Error() string {
 		if e.Err == nil {
 			what = "send-rate wait"
 		}
-		msg = fmt.Sprintf("jitterretry: gave up: %s %v would end past the context deadline (%v left)",
-			what, readable(e.Delay), readable(e.remaining))
+		msg = fmt.Sprintf("jitterretry: gave up: %s %v", what, readable(e.Delay))
+		if e.margin > 0 && e.Delay < e.remaining {
+			// The wait alone would fit: say what does not.
+			msg += fmt.Sprintf(", and %v kept for the attempt after it,", readable(e.margin))
+		}
+		msg += fmt.Sprintf(" would end past the context deadline (%v left)", readable(e.remaining))
 	case GiveUpCanceled:
 		msg = fmt.Sprintf("jitterretry: gave up: context done (%v)", e.ctxErr)
 	case GiveUpMaxAttempts:

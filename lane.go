@@ -22,27 +22,37 @@ import (
 // the same attempt's token, with the same error; so a successful retry
 // refunds its cost in full and leaves a skip that the next attempt release
 // on this lane consumes instead of adding the increment. Under concurrency
-// another goroutine may consume it first, but the totals are exactly the
-// SDK's: one increment per first-attempt success, one refund per successful
-// retry.
+// another goroutine may consume it first, but the totals are the SDK's: one
+// increment per first-attempt success, one refund per successful retry.
+// Two paths have no such attempt release, and are approximate: Do refunds
+// a successful retry without a skip; the older aws.Retryer interface's
+// GetInitialToken release (which adds the increment on every success, as
+// the SDK's does) takes a pending skip first, so that it does not outlive
+// the operation. Interleaved with direct use of the same lane, that release
+// may take another operation's skip (one increment too many), and with
+// PartitionKey it sees only the shared lane (a partition's skip stays
+// until a direct attempt there takes it).
 type lane struct {
 	key     string
 	bucket  *TokenBucket      // nil with a foreign limiter
 	foreign retry.RateLimiter // the caller's RateLimiter, or nil
-	sender  *sendRate         // nil when the send-rate limiter is off
-	costs   costs
-	skips   atomic.Int64
+	// ownBucket: the bucket is the retryer's, not a RateLimiter of the
+	// caller's (which may be shared, and is the caller's to spend).
+	ownBucket bool
+	sender    *sendRate // nil when the send-rate limiter is off
+	costs     costs
+	skips     atomic.Int64
 	// used is the table's clock when the lane was last used (see lanes).
 	used atomic.Uint64
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
-	// throttles counts the retry decisions after a throttle, refused ones
-	// included: Do reads it around a call to learn whether the partition
-	// was throttled meanwhile. Written by every throttle's decision, it
-	// has cache lines of its own (see attemptTimes.count).
+	// throttles hears of the retry decisions after a throttle, refused
+	// ones included: Do looks at it around a call to learn whether the
+	// partition was throttled meanwhile. Read by every throttle's
+	// decision, it has cache lines of its own.
 	_         cacheLinePad
-	throttles atomic.Uint64
+	throttles throttleNews
 	_         cacheLinePad
 	// service is the first SDK service the lane served, an attribute of
 	// its gauges; recorded only when the retryer has metrics.
@@ -52,6 +62,11 @@ type lane struct {
 	attemptRelease              func(error) error
 	sendRelease                 func(error) error // attemptRelease that also tells the limiter
 	retryRefund, throttleRefund func(error) error
+	// pacedRetryRelease is the release of a throttle's retry that the
+	// limiter holds back instead of the bucket (see admit): it took
+	// nothing and gives nothing back, and as every successful retry it
+	// earns no NoRetryIncrement.
+	pacedRetryRelease func(error) error
 }
 
 type costs struct{ retry, throttle, success uint }
@@ -64,7 +79,7 @@ func newLane(key string, cfg *laneConfig) *lane {
 	if tb, ok := cfg.foreign.(*TokenBucket); ok {
 		l.bucket, l.foreign = tb, nil
 	} else if cfg.foreign == nil {
-		l.bucket = newTokenBucket(cfg.capacity, cfg.refill, cfg.now)
+		l.bucket, l.ownBucket = newTokenBucket(cfg.capacity, cfg.refill, cfg.now), true
 	}
 	l.attemptRelease = onSuccess(func() {
 		if !l.consumeSkip() {
@@ -73,6 +88,7 @@ func newLane(key string, cfg *laneConfig) *lane {
 	})
 	l.retryRefund = l.refundOnSuccess(l.costs.retry)
 	l.throttleRefund = l.refundOnSuccess(l.costs.throttle)
+	l.pacedRetryRelease = l.refundOnSuccess(0)
 	release := l.attemptRelease
 	if l.sender != nil {
 		// The limiter learns from successes and throttles; other failures
@@ -107,9 +123,15 @@ type laneConfig struct {
 
 // initialRelease is the release of the deprecated GetInitialToken: as the
 // SDK's, it adds NoRetryIncrement on every successful attempt, since a
-// caller of the aws.Retryer interface asks for it once per attempt.
+// caller of the aws.Retryer interface asks for it once per attempt. It
+// still takes the skip a successful retry left for the attempt release
+// that follows it, which on this path is this one: left, the skip would
+// cancel the increment of a later first attempt on the direct path.
 func (l *lane) initialRelease() func(error) error {
-	return onSuccess(func() { l.give(l.costs.success) })
+	return onSuccess(func() {
+		l.consumeSkip()
+		l.give(l.costs.success)
+	})
 }
 
 func (l *lane) refundOnSuccess(cost uint) func(error) error {

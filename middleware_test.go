@@ -115,3 +115,17 @@ func (h *runtimeHeap) read() {
 	runtime.ReadMemStats(&m)
 	h.inUse = int64(m.HeapInuse)
 }
+
+// concurrently runs fn(0) to fn(n-1) on n goroutines and waits for them
+// all.
+func concurrently(n int, fn func(i int)) {
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			fn(i)
+		}()
+	}
+	wg.Wait()
+}

@@ -132,13 +132,17 @@ type Options struct {
 
 	// DeadlineMargin is the time a retry must leave after its backoff,
 	// before the deadline, for the attempt itself. Zero (the default) means
-	// learnt, per partition, from the time from GetAttemptToken to its
-	// release: every attempt is measured until 32 have been, then one in
-	// 16; the margin is twice the largest of them until 32 were measured,
-	// then twice the second largest of the last 32 (about their 95th
-	// percentile; one stall alone does not raise it). Until the
-	// first attempt of a partition ends it is 0. Stalls that last are kept
-	// for 32 samples: AttemptTimeout bounds every attempt, and so the
+	// learnt, per partition and SDK operation (service and operation name;
+	// 64 operations a partition at most, beyond which an operation's
+	// margin is 0; for Do, over every operation of the partition), from
+	// the time from GetAttemptToken to its release: every attempt of a
+	// partition is measured until 32 have been, then one in 16 at random;
+	// the margin is twice the largest of an operation's samples until 32
+	// were taken, then twice the second largest of its last 32 (about their
+	// 95th percentile; one stall alone does not raise it). Until the first
+	// measured attempt of an operation ends it is 0. An attempt during
+	// which the caller's context ended is not counted. Stalls that last are
+	// kept for 32 samples: AttemptTimeout bounds every attempt, and so the
 	// margin. Negative is invalid.
 	DeadlineMargin time.Duration
 
@@ -157,7 +161,14 @@ type Options struct {
 	// SendRate, when set, turns on the adaptive client-side send-rate
 	// limiter: every attempt waits in GetAttemptToken for its turn to send,
 	// at a rate learnt from the service's throttles, one limiter per
-	// partition. Default nil (off), as the SDK's standard mode.
+	// partition. While a partition's limiter holds its callers back (at a
+	// finite rate, one had 1 ms or more to wait for its turn in the last
+	// second), a throttle's retry on an empty bucket takes no tokens and
+	// waits its turn instead of failing, unless FailFastOnEmptyBudget or
+	// RateLimiter is set: what is sent is the limiter's rate however many
+	// of those waiting are retries. With UnlimitedAttempts and no
+	// deadline, such an operation can retry as long as others wait.
+	// Default nil (off), as the SDK's standard mode.
 	SendRate *SendRateOptions
 
 	// FailFastOnEmptyBudget returns the refusal at once when the retry token

@@ -201,12 +201,12 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		l.noteService(ctx)
 	}
 	if l.sender == nil {
-		return l.attempts.measure(l.attemptRelease), nil
+		return l.attempts.measure(ctx, l.attemptRelease), nil
 	}
 	if err := r.waitToSend(ctx, l); err != nil {
 		return nil, err
 	}
-	return l.attempts.measure(l.sendRelease), nil
+	return l.attempts.measure(ctx, l.sendRelease), nil
 }
 
 // GetInitialToken is the form of GetAttemptToken for callers of the older
@@ -233,7 +233,10 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // When the tokens of retries abandoned by their callers came back during
 // that wait, the retry goes ahead instead, and RetryDelay's backoff is
 // shorter by the wait; when ctx ends during it, the refusal is
-// GiveUpCanceled.
+// GiveUpCanceled. A throttle's retry in a partition whose send-rate
+// limiter holds callers back (see Options.SendRate) is not refused for an
+// empty bucket: it takes no tokens (and its release gives none back) and
+// waits its turn at the limiter in the next GetAttemptToken.
 // The SDK's middleware joins the error with opErr, so it does not repeat
 // opErr in its message. A nil ctx counts as context.Background().
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
@@ -255,8 +258,10 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		cost = r.costs.throttle
 	}
 	// An attempt cut by AttemptTimeout says how long the next one may take.
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(l), info.cut)}
-	p.deadline, p.hasDeadline = r.deadline(ctx)
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut}
+	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
+		p.margin = max(r.margin(ctx, l), info.cut)
+	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
@@ -306,7 +311,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil), info.cut)
+		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil, nil), info.cut)
 	}
 	if status == handoffFound && p.refused {
 		// A long-polling operation's backoff after a refusal: what is

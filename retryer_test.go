@@ -649,3 +649,92 @@ func TestEmptyBudgetWaitCountsTowardTheDeadline(t *testing.T) {
 	require.ErrorAs(t, err, &g, "expect a give-up, not a backoff of %v past the deadline", d)
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
 }
+
+// TestPacedThrottleRetryNeedsNoTokens: while the send-rate limiter holds
+// its partition's callers back (they wait their turn at a finite rate), a
+// throttle's retry on an empty budget waits its turn too instead of
+// failing, and takes no tokens. The budget still refuses a retry after any
+// other error; when the limiter holds nobody back (its rate far above what
+// is sent, as MaxRate or InitialRate can set); with a RateLimiter of the
+// caller's; and with FailFastOnEmptyBudget.
+func TestPacedThrottleRetryNeedsNoTokens(t *testing.T) {
+	paced := &jitterretry.SendRateOptions{InitialRate: 40}
+	cases := map[string]struct {
+		opts     func(o *jitterretry.Options)
+		answer   func() error
+		admitted bool
+	}{
+		"throttle, callers waiting":      {func(o *jitterretry.Options) { o.SendRate = paced }, throttleErr, true},
+		"5xx, callers waiting":           {func(o *jitterretry.Options) { o.SendRate = paced }, serverErr, false},
+		"throttle, no limiter":           {func(*jitterretry.Options) {}, throttleErr, false},
+		"throttle, nobody held back":     {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MaxRate: 1e6} }, throttleErr, false},
+		"throttle, fail fast":            {func(o *jitterretry.Options) { o.SendRate, o.FailFastOnEmptyBudget = paced, true }, throttleErr, false},
+		"throttle, the caller's limiter": {func(o *jitterretry.Options) { o.SendRate, o.RateLimiter = paced, jitterretry.NewTokenBucket(5, 0) }, throttleErr, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				// One retry of either kind empties the bucket.
+				o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 5, 5, 5
+				o.Backoff = fixedBackoff(0)
+			}, tc.opts)
+			// Ten operations at once, each failing twice, so that no
+			// refund fills the bucket again: at 40 sends a second, the
+			// others wait their turn while each retry is decided.
+			errs := make([]error, 10)
+			concurrently(len(errs), func(i int) {
+				_, errs[i] = operation(context.Background(), r, script(tc.answer, tc.answer, ok))
+			})
+			refused := 0
+			for _, err := range errs {
+				if err != nil {
+					assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+					refused++
+				}
+			}
+			if tc.admitted {
+				assert.Zero(t, refused, "expect every throttle's retry to wait its turn")
+				assert.Equal(t, uint(0), r.Remaining(), "expect the paced retries to have taken and given back nothing")
+				return
+			}
+			assert.Positive(t, refused, "expect the empty budget to refuse retries")
+		})
+	}
+}
+
+// v1Only hides the RetryerV2 methods, as a decorator written for the older
+// aws.Retryer interface does: the SDK's middleware then calls
+// GetInitialToken for every attempt.
+type v1Only struct{ aws.Retryer }
+
+// TestTokensThroughBothInterfacesMatchTheSDK: one retryer used by a client
+// that reaches it through the older aws.Retryer interface and by one that
+// uses it directly ends with the tokens retry.NewStandard ends with after
+// the same operations: successful retries on the older path, then
+// first-attempt successes on the direct one.
+func TestTokensThroughBothInterfacesMatchTheSDK(t *testing.T) {
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.RateLimiter = sdkBucket
+		o.Backoff = fixedBackoff(0)
+	})
+	ours := jitterretry.New(fast)
+	remaining := map[string]func() uint{"sdk": sdkBucket.Remaining, "ours": ours.Remaining}
+	for name, r := range map[string]aws.RetryerV2{"sdk": sdk, "ours": ours} {
+		ctx := context.Background()
+		for range 20 { // spend 100 tokens, so that increments show
+			_, err := r.GetRetryToken(ctx, throttleErr())
+			require.NoError(t, err)
+		}
+		for range 10 {
+			_, err := operation(ctx, v1Only{r}, script(throttleErr, ok))
+			require.NoError(t, err)
+		}
+		for range 10 {
+			_, err := operation(ctx, r, script(ok))
+			require.NoError(t, err)
+		}
+		t.Logf("%s: %d tokens", name, remaining[name]())
+	}
+	assert.Equal(t, sdkBucket.Remaining(), ours.Remaining())
+}

@@ -32,8 +32,9 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			return nil
 		}
 		if deadline, ok := r.deadline(ctx); ok {
-			if remaining := deadline.Sub(now); exceeds(wait, r.margin(l), remaining) {
-				return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, remaining: remaining})
+			margin := r.margin(ctx, l)
+			if remaining := deadline.Sub(now); exceeds(wait, margin, remaining) {
+				return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: remaining})
 			}
 		}
 		start := now
