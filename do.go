@@ -54,8 +54,10 @@ const defaultMaxConflicts = 100
 // holds the win rate down, which looks like little contention. Transient
 // and throttling errors go through the same retry decision as the SDK's
 // middleware: the Retryer's jitter (a decorrelated chain keeps the
-// loop's real previous delay), its bucket, the x-amz-retry-after hint, the
-// empty-budget backoff. For every retry, a backoff that would end past ctx's
+// loop's real previous delay), its bucket (with the send-rate limiter's
+// exception for throttles, see Options.SendRate: such a retry of fn waits
+// its turn only if fn's calls go through this Retryer), the
+// x-amz-retry-after hint, the empty-budget backoff. For every retry, a backoff that would end past ctx's
 // deadline, with a margin of the Retryer's learnt attempt time (over every
 // operation of the partition, since fn may call several) or of fn's own
 // last duration, whichever is larger, ends the loop at once.

@@ -234,9 +234,10 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // that wait, the retry goes ahead instead, and RetryDelay's backoff is
 // shorter by the wait; when ctx ends during it, the refusal is
 // GiveUpCanceled. A throttle's retry in a partition whose send-rate
-// limiter holds callers back (see Options.SendRate) is not refused for an
-// empty bucket: it takes no tokens (and its release gives none back) and
-// waits its turn at the limiter in the next GetAttemptToken.
+// limiter holds callers back (see Options.SendRate) is not refused when the
+// bucket holds less than its cost, unless FailFastOnEmptyBudget or
+// RateLimiter is set: it takes no tokens (and its release gives none back)
+// and waits its turn at the limiter in the next GetAttemptToken.
 // The SDK's middleware joins the error with opErr, so it does not repeat
 // opErr in its message. A nil ctx counts as context.Background().
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
