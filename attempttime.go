@@ -67,10 +67,9 @@ type attemptTimes struct {
 	// that name, one per service, chained. It is replaced, never changed,
 	// so that the attempts read it without a lock; keyed by the name
 	// alone, a lookup hashes one short string.
-	ops     atomic.Pointer[map[string]*attemptEstimate]
-	opsFull atomic.Bool // maxOperationTimes estimates: no more are added
-	count   int         // estimates in ops
-	mu      sync.Mutex  // adds to ops
+	ops   atomic.Pointer[map[string]*attemptEstimate]
+	count atomic.Int32 // estimates in ops: none is added beyond maxOperationTimes
+	mu    sync.Mutex   // adds to ops
 }
 
 type attemptProbe struct {
@@ -128,16 +127,13 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func
 // operation returns the estimate of operation k, adding one when there is
 // room; nil when there is none.
 func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
-	if e := a.lookup(k); e != nil || a.opsFull.Load() {
+	if e := a.lookup(k); e != nil || a.count.Load() >= maxOperationTimes {
 		return e
 	}
 	a.mu.Lock()
 	defer a.mu.Unlock()
-	if e := a.lookup(k); e != nil {
+	if e := a.lookup(k); e != nil || a.count.Load() >= maxOperationTimes {
 		return e
-	}
-	if a.count >= maxOperationTimes {
-		return nil
 	}
 	ops := *a.ops.Load()
 	grown := make(map[string]*attemptEstimate, len(ops)+1)
@@ -147,8 +143,7 @@ func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
 	e := &attemptEstimate{service: k.service, next: ops[k.operation]}
 	grown[k.operation] = e
 	a.ops.Store(&grown)
-	a.count++
-	a.opsFull.Store(a.count >= maxOperationTimes)
+	a.count.Add(1)
 	return e
 }
 

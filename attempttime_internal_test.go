@@ -1,0 +1,46 @@
+package jitterretry
+
+import (
+	"context"
+	"fmt"
+	"testing"
+	"time"
+
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/stretchr/testify/assert"
+)
+
+// TestOperationEstimatesAreBounded: a partition keeps the estimates of
+// maxOperationTimes operations, whatever operation names come; the ones
+// beyond have no estimate of their own (margin 0), and every attempt still
+// feeds the partition's estimate.
+func TestOperationEstimatesAreBounded(t *testing.T) {
+	now := time.Unix(0, 0)
+	var a attemptTimes
+	done := func(error) error { return nil }
+	a.init(func() time.Time { return now }, done)
+	op := func(i int) context.Context {
+		return awsmiddle.SetOperationName(awsmiddle.SetServiceID(context.Background(), "DynamoDB"), fmt.Sprintf("Op%d", i))
+	}
+	// Enough attempts of each of twice as many operations that, one in
+	// attemptSampleEvery timed, every one of them is timed at least once.
+	for range 20 * attemptSampleEvery {
+		for i := range 2 * maxOperationTimes {
+			release := a.measure(op(i), done)
+			now = now.Add(time.Millisecond)
+			_ = release(nil)
+		}
+	}
+	assert.Equal(t, int32(maxOperationTimes), a.count.Load())
+	estimated := 0
+	for i := range 2 * maxOperationTimes {
+		switch e := a.estimateOf(operationOf(op(i))); e {
+		case time.Millisecond:
+			estimated++
+		default:
+			assert.Zero(t, e, "expect an operation beyond the bound to have no estimate")
+		}
+	}
+	assert.Equal(t, maxOperationTimes, estimated)
+	assert.Equal(t, time.Millisecond, a.estimate())
+}
