@@ -444,10 +444,12 @@ func (l *sendRate) forgettable(now time.Time) bool {
 		l.background == 0 && !l.test.active() && !l.jump.active()
 }
 
-// reserve takes the next place in the queue at time now; the caller then
-// asks delay how long to wait, and gives the place back with cancel if it
-// does not send.
-func (l *sendRate) reserve(now time.Time) sendPlace {
+// reserve takes the next place in the queue at time now, and returns how
+// long it waits and the channel closed when that may change, as delay
+// does: most places are due at once, and a caller asks delay again only
+// after it slept. The caller gives the place back with cancel if it does
+// not send.
+func (l *sendRate) reserve(now time.Time) (sendPlace, time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now = l.syncLocked(now)
@@ -456,7 +458,8 @@ func (l *sendRate) reserve(now time.Time) sendPlace {
 	if due {
 		l.win.sent++
 	}
-	return p
+	wait, changed := l.delayLocked(p, now)
+	return p, wait, changed
 }
 
 // delay returns how long, from now and at the current rate, p waits before
@@ -466,7 +469,10 @@ func (l *sendRate) reserve(now time.Time) sendPlace {
 func (l *sendRate) delay(p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now = l.syncLocked(now)
+	return l.delayLocked(p, l.syncLocked(now))
+}
+
+func (l *sendRate) delayLocked(p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
 	wait, changed := l.q.delay(p)
 	if wait >= minRTT {
 		// The limiter, not the caller, sets the pace.
@@ -892,10 +898,13 @@ func (l *sendRate) syncLocked(now time.Time) time.Time {
 	// A clock stepped back (one without a monotonic reading) would hold
 	// every deadline of the control for as long as the step: the control's
 	// time goes on from where it was, by as much as the clock moves.
-	if now.Add(l.skew).Before(l.lastNow) {
-		l.skew = l.lastNow.Sub(now)
+	if l.skew != 0 {
+		now = now.Add(l.skew)
 	}
-	now = now.Add(l.skew)
+	if now.Before(l.lastNow) {
+		l.skew += l.lastNow.Sub(now)
+		now = l.lastNow
+	}
 	l.lastNow = now
 	if l.origin.IsZero() {
 		l.origin = now
