@@ -163,7 +163,9 @@ type Options struct {
 	// at a rate learnt from the service's throttles, one limiter per
 	// partition. While a partition's limiter holds its callers back (at a
 	// finite rate, one had 1 ms or more to wait for its turn in the last
-	// second), a throttle's retry on an empty bucket takes no tokens and
+	// second, in a queue that sent at half its rate or more: not a few
+	// callers arriving together at a rate far above what they send), a
+	// throttle's retry on an empty bucket takes no tokens and
 	// waits its turn instead of failing, unless FailFastOnEmptyBudget or
 	// RateLimiter is set: what is sent is the limiter's rate however many
 	// of those waiting are retries. With UnlimitedAttempts and no

@@ -664,12 +664,15 @@ func TestPacedThrottleRetryNeedsNoTokens(t *testing.T) {
 		answer   func() error
 		admitted bool
 	}{
-		"throttle, callers waiting":      {func(o *jitterretry.Options) { o.SendRate = paced }, throttleErr, true},
-		"5xx, callers waiting":           {func(o *jitterretry.Options) { o.SendRate = paced }, serverErr, false},
-		"throttle, no limiter":           {func(*jitterretry.Options) {}, throttleErr, false},
-		"throttle, nobody held back":     {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MaxRate: 1e6} }, throttleErr, false},
-		"throttle, fail fast":            {func(o *jitterretry.Options) { o.SendRate, o.FailFastOnEmptyBudget = paced, true }, throttleErr, false},
-		"throttle, the caller's limiter": {func(o *jitterretry.Options) { o.SendRate, o.RateLimiter = paced, jitterretry.NewTokenBucket(5, 0) }, throttleErr, false},
+		"throttle, callers waiting":  {func(o *jitterretry.Options) { o.SendRate = paced }, throttleErr, true},
+		"5xx, callers waiting":       {func(o *jitterretry.Options) { o.SendRate = paced }, serverErr, false},
+		"throttle, no limiter":       {func(*jitterretry.Options) {}, throttleErr, false},
+		"throttle, nobody held back": {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MaxRate: 1e6} }, throttleErr, false},
+		// Ten callers arriving together at 1000 sends a second wait up to
+		// 9 ms for their turn: a burst, not a limiter that sets the pace.
+		"throttle, a burst far below the rate": {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000} }, throttleErr, false},
+		"throttle, fail fast":                  {func(o *jitterretry.Options) { o.SendRate, o.FailFastOnEmptyBudget = paced, true }, throttleErr, false},
+		"throttle, the caller's limiter":       {func(o *jitterretry.Options) { o.SendRate, o.RateLimiter = paced, jitterretry.NewTokenBucket(5, 0) }, throttleErr, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
