@@ -266,8 +266,9 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
-			// after a refusal; admit has backed off already.
-			r.put(opErr, hash, &pendingRetry{refused: true, waited: gerr.waited})
+			// after a refusal; admit has backed off already, unless the
+			// deadline was too close.
+			r.put(opErr, hash, &pendingRetry{lane: l, class: class, refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
 	}
@@ -316,7 +317,8 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	}
 	if status == handoffFound && p.refused {
 		// A long-polling operation's backoff after a refusal: what is
-		// left of this attempt's backoff after the wait before refusing.
+		// left of this attempt's backoff, of its class, after the wait
+		// before refusing (none when the deadline was too close for it).
 		d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
 		return max(d-p.waited, 0), err
 	}

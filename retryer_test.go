@@ -741,3 +741,24 @@ func TestTokensThroughBothInterfacesMatchTheSDK(t *testing.T) {
 	}
 	assert.Equal(t, sdkBucket.Remaining(), ours.Remaining())
 }
+
+// TestLongPollingRefusalBacksOffAsTheSDK: when a long-polling operation's
+// retry is refused on an empty budget without the wait (its deadline is too
+// close for it), the backoff the middleware then asks RetryDelay for is the
+// throttle's, as retry.NewStandard's is, not another error's.
+func TestLongPollingRefusalBacksOffAsTheSDK(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.RateLimiter = ratelimit.NewTokenRateLimit(0)
+		o.Jitter = delayers.StrategyExponential
+		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, 10*time.Second
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+	defer cancel()
+	throttle := throttleErr()
+	_, err := r.GetRetryToken(ctx, throttle)
+	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	d, err := r.RetryDelay(1, throttle) // what the middleware does for long polling
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, d, "expect the throttle's backoff, which the refusal did not wait")
+}
