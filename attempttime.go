@@ -22,15 +22,15 @@ import (
 // margin learnt from it would refuse the PutItem's retries. Every attempt
 // of a lane is measured until attemptSamples have been, so that a new
 // client (a Lambda cold start) has an estimate from its first failed
-// attempt on, then one in attemptSampleEvery at random; either while
-// fewer than attemptProbes are being measured at once. The draw is the runtime's
-// per-thread generator's, not Options.Source's: it writes nothing that
-// other cores read, where a shared count of attempts would move one cache
-// line between cores on every attempt, and it leaves the jitter's sequence
-// from a seeded Source as it was; which attempts are timed never decides a
-// delay. The estimate is the
-// largest sample until the window is full, then the second largest: about
-// the 95th percentile, and one stall alone does not make it. An attempt
+// attempt on, then one in attemptSampleEvery at random, in both cases only
+// while fewer than attemptProbes are being measured at once. The draw is
+// the runtime's per-thread generator's, not Options.Source's: it writes
+// nothing that other cores read, where a shared count of attempts would
+// move one cache line between cores on every attempt, and it leaves the
+// jitter's sequence from a seeded Source as it was; which attempts are
+// timed never decides a delay. The estimate is the largest sample until
+// the window is full, then the second largest: about the 95th percentile,
+// and one stall alone does not make it. An attempt
 // during which its caller's context ended is not a sample: it took what
 // the caller allowed, not what the service needed.
 //

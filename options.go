@@ -137,7 +137,7 @@ type Options struct {
 	// margin is 0; for Do, over every operation of the partition), from
 	// the time from GetAttemptToken to its release: every attempt of a
 	// partition is measured until 32 have been, then one in 16 at random,
-	// either while fewer than 8 are measured at once;
+	// in both cases only while fewer than 8 are measured at once;
 	// the margin is twice the largest of an operation's samples until 32
 	// were taken, then twice the second largest of its last 32 (about their
 	// 95th percentile; one stall alone does not raise it). Until the first
