@@ -122,7 +122,7 @@ func (a *attemptTimes) since() time.Duration { return a.now().Sub(a.epoch) }
 // before calling then, for every attempt until the lane's estimate has
 // attemptSamples samples and one in attemptSampleEvery (at random) after,
 // while a probe is free, and then itself otherwise. It never allocates but
-// to add an operation.
+// to add an operation or to replace a stuck probe.
 func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func(error) error {
 	if a.now == nil {
 		return then

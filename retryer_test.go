@@ -742,23 +742,41 @@ func TestTokensThroughBothInterfacesMatchTheSDK(t *testing.T) {
 	assert.Equal(t, sdkBucket.Remaining(), ours.Remaining())
 }
 
-// TestLongPollingRefusalBacksOffAsTheSDK: when a long-polling operation's
-// retry is refused on an empty budget without the wait (its deadline is too
-// close for it), the backoff the middleware then asks RetryDelay for is the
-// throttle's, as retry.NewStandard's is, not another error's.
+// TestLongPollingRefusalBacksOffAsTheSDK: after GetRetryToken refused a
+// long-polling operation's retry on an empty budget, the backoff the
+// middleware asks RetryDelay for (and sleeps) is the rest of the throttle's,
+// as retry.NewStandard's is, not another error's; and when the deadline is
+// too close for it, RetryDelay fails, so that the middleware returns the
+// refusal at once instead of sleeping until the context ends.
 func TestLongPollingRefusalBacksOffAsTheSDK(t *testing.T) {
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.RateLimiter = ratelimit.NewTokenRateLimit(0)
-		o.Jitter = delayers.StrategyExponential
-		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, 10*time.Second
+	retryer := func(throttleBase time.Duration) *jitterretry.Retryer {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = ratelimit.NewTokenRateLimit(0)
+			o.Jitter = delayers.StrategyExponential
+			o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, throttleBase
+		})
+		require.NoError(t, r.Err())
+		return r
+	}
+	t.Run("the throttle's backoff", func(t *testing.T) {
+		r, throttle := retryer(40*time.Millisecond), throttleErr()
+		_, err := r.GetRetryToken(context.Background(), throttle) // waits attempt 1's 40 ms
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+		d, err := r.RetryDelay(2, throttle) // what the middleware does for long polling
+		require.NoError(t, err)
+		assert.Equal(t, 40*time.Millisecond, d, "expect the rest of attempt 2's 80 ms throttle backoff")
 	})
-	require.NoError(t, r.Err())
-	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-	defer cancel()
-	throttle := throttleErr()
-	_, err := r.GetRetryToken(ctx, throttle)
-	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
-	d, err := r.RetryDelay(1, throttle) // what the middleware does for long polling
-	require.NoError(t, err)
-	assert.Equal(t, 10*time.Second, d, "expect the throttle's backoff, which the refusal did not wait")
+	t.Run("a deadline too close for it", func(t *testing.T) {
+		r, throttle := retryer(10*time.Second), throttleErr()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := r.GetRetryToken(ctx, throttle) // does not wait: 10 s would pass the deadline
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+		d, err := r.RetryDelay(1, throttle)
+		var giveUp *jitterretry.GiveUpError
+		if assert.ErrorAs(t, err, &giveUp, "expect no delay to sleep into the deadline, got %v", d) {
+			assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
+		}
+		assert.Zero(t, d)
+	})
 }
