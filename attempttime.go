@@ -22,17 +22,23 @@ import (
 // margin learnt from it would refuse the PutItem's retries. Every attempt
 // of a lane is measured until attemptSamples have been, so that a new
 // client (a Lambda cold start) has an estimate from its first failed
-// attempt on, then one in attemptSampleEvery at random, while fewer than
-// attemptProbes are being measured at once. The draw is the runtime's
-// per-thread generator's, not Options.Source's: it writes nothing that
-// other cores read, where a shared count of attempts would move one cache
-// line between cores on every attempt, and it leaves the jitter's sequence
-// from a seeded Source as it was; which attempts are timed never decides a
-// delay. The estimate is the
-// largest sample until the window is full, then the second largest: about
-// the 95th percentile, and one stall alone does not make it. An attempt
+// attempt on, then one in attemptSampleEvery at random, in both cases only
+// while fewer than attemptProbes are being measured at once. The draw is
+// the runtime's per-thread generator's, not Options.Source's: it writes
+// nothing that other cores read, where a shared count of attempts would
+// move one cache line between cores on every attempt, and it leaves the
+// jitter's sequence from a seeded Source as it was; which attempts are
+// timed never decides a delay. The estimate is the largest sample until
+// the window is full, then the second largest: about the 95th percentile,
+// and one stall alone does not make it. An attempt
 // during which its caller's context ended is not a sample: it took what
 // the caller allowed, not what the service needed.
+//
+// The SDK's middleware skips an attempt's release when it cannot rewind the
+// request's body for a retry (an upload from a pipe). A probe whose release
+// has not come for probeStuckAfter is replaced when every probe is taken,
+// so that such attempts cannot stop the sampling; a release that comes
+// after all still times its attempt, on the probe it was given.
 //
 // A lane keeps the estimates of maxOperationTimes operations at most; an
 // operation beyond them has no estimate of its own (a margin of 0, as
@@ -42,6 +48,7 @@ const (
 	attemptSamples     = 32
 	attemptSampleEvery = 16
 	attemptProbes      = 8
+	probeStuckAfter    = 10 * time.Second
 	maxOperationTimes  = 64
 )
 
@@ -56,11 +63,14 @@ func operationOf(ctx context.Context) operationKey {
 
 // attemptTimes estimates how long a lane's attempts take.
 type attemptTimes struct {
-	now func() time.Time
+	now   func() time.Time
+	epoch time.Time         // probes keep their start as the time since it
+	then  func(error) error // the lane's release, which every probe's calls
 
-	// probes are the releases that measure an attempt, built once: a
-	// sampled attempt takes a free probe, which records its start.
-	probes [attemptProbes]attemptProbe
+	// probes are the releases that measure an attempt, built once and
+	// replaced only when stuck: a sampled attempt takes a free probe,
+	// which records its start.
+	probes [attemptProbes]atomic.Pointer[attemptProbe]
 
 	all attemptEstimate // every sample of the lane; full: sample one in attemptSampleEvery
 	// ops maps an operation name to the estimates of the operations of
@@ -73,38 +83,46 @@ type attemptTimes struct {
 }
 
 type attemptProbe struct {
-	busy atomic.Bool
+	busy  atomic.Bool
+	start atomic.Int64 // since the epoch; read by measure to find a stuck probe
 	// Written by the goroutine that set busy.
-	start time.Time
-	ctx   context.Context
-	op    *attemptEstimate // nil when the operation has no estimate of its own
+	ctx context.Context
+	op  *attemptEstimate // nil when the operation has no estimate of its own
 	// release records the attempt and calls the lane's release.
 	release func(error) error
 }
 
 func (a *attemptTimes) init(now func() time.Time, then func(error) error) {
-	a.now = now
+	a.now, a.epoch, a.then = now, now(), then
 	a.ops.Store(&map[string]*attemptEstimate{})
 	for i := range a.probes {
-		p := &a.probes[i]
-		p.release = func(err error) error {
-			// A second release of the same attempt (a caller's bug) finds
-			// no context, or another attempt's: it must not panic.
-			if ctx := p.ctx; ctx != nil && ctx.Err() == nil {
-				a.record(p.op, a.now().Sub(p.start))
-			}
-			p.ctx, p.op = nil, nil
-			p.busy.Store(false)
-			return then(err)
-		}
+		a.probes[i].Store(a.newProbe())
 	}
 }
+
+func (a *attemptTimes) newProbe() *attemptProbe {
+	p := &attemptProbe{}
+	p.release = func(err error) error {
+		// A second release of the same attempt (a caller's bug) finds
+		// no context, or another attempt's: it must not panic.
+		if ctx := p.ctx; ctx != nil && ctx.Err() == nil {
+			a.record(p.op, a.since()-time.Duration(p.start.Load()))
+		}
+		p.ctx, p.op = nil, nil
+		p.busy.Store(false)
+		return a.then(err)
+	}
+	return p
+}
+
+// since returns the time since the epoch.
+func (a *attemptTimes) since() time.Duration { return a.now().Sub(a.epoch) }
 
 // measure returns a release that records the time of the attempt under ctx
 // before calling then, for every attempt until the lane's estimate has
 // attemptSamples samples and one in attemptSampleEvery (at random) after,
 // while a probe is free, and then itself otherwise. It never allocates but
-// to add an operation.
+// to add an operation or to replace a stuck probe.
 func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func(error) error {
 	if a.now == nil {
 		return then
@@ -114,11 +132,27 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func
 	}
 	op := a.operation(operationOf(ctx))
 	for i := range a.probes {
-		p := &a.probes[i]
+		p := a.probes[i].Load()
 		if !p.busy.Load() && p.busy.CompareAndSwap(false, true) {
 			p.ctx, p.op = ctx, op
-			p.start = a.now()
+			p.start.Store(int64(a.since()))
 			return p.release
+		}
+	}
+	// Every probe is taken: replace one held for probeStuckAfter. (One
+	// taken since the load may still show its last attempt's start: it
+	// is replaced too, and keeps timing its attempt.)
+	now := a.since()
+	for i := range a.probes {
+		p := a.probes[i].Load()
+		if p.busy.Load() && now-time.Duration(p.start.Load()) >= probeStuckAfter {
+			fresh := a.newProbe()
+			fresh.busy.Store(true)
+			fresh.ctx, fresh.op = ctx, op
+			fresh.start.Store(int64(now))
+			if a.probes[i].CompareAndSwap(p, fresh) {
+				return fresh.release
+			}
 		}
 	}
 	return then

@@ -3,13 +3,20 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
+	"net/http"
+	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	smithymiddle "github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -185,4 +192,62 @@ func TestDoMarginCountsThePartitionsAttempts(t *testing.T) {
 		assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
 	}
 	assert.Equal(t, 1, calls)
+}
+
+// TestMarginLearntAfterReleasesThatNeverCame: the SDK's middleware skips an
+// attempt's release when it cannot rewind the request's body for a retry
+// (an upload from a pipe). Eight such operations once held every probe of
+// the partition for good, and the margin was never learnt again; a probe
+// held for probeStuckAfter (10 s) is now replaced. With a 200 ms attempt
+// measured after that, a throttled operation with 300 ms left is not
+// retried into its deadline.
+func TestMarginLearntAfterReleasesThatNeverCame(t *testing.T) {
+	var elapsed atomic.Int64
+	start := time.Now()
+	clock := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = fixedBackoff(0)
+		o.BucketRefill = math.Inf(1)
+		o.Clock = clock
+	})
+	for range 8 {
+		err := unrewindableOperation(r, serverErr())
+		require.ErrorContains(t, err, "failed to rewind transport stream for retry")
+	}
+	elapsed.Add(int64(10 * time.Second))
+	require.NoError(t, stackOperation(context.Background(), r, nil, func(context.Context, int) error {
+		elapsed.Add(int64(200 * time.Millisecond))
+		return nil
+	}))
+	// The deadline is the retryer's clock's: 300 ms from its now.
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(300*time.Millisecond))
+	defer cancel()
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	err := stackOperation(ctx, r, nil, func(_ context.Context, attempt int) error {
+		if attempt == 1 {
+			return throttle
+		}
+		return nil
+	})
+	var giveUp *jitterretry.GiveUpError
+	if assert.ErrorAs(t, err, &giveUp, "expect the learnt margin (400 ms) to refuse the retry") {
+		assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
+	}
+}
+
+// unrewindableOperation runs one operation through the SDK's retry
+// middleware with a request whose body cannot be rewound: its first attempt
+// fails with first, and the middleware fails the second before sending it,
+// without releasing its attempt token.
+func unrewindableOperation(r aws.Retryer, first error) error {
+	req, err := (&smithyhttp.Request{Request: &http.Request{Header: http.Header{}}}).SetStream(struct{ io.Reader }{strings.NewReader("body")})
+	if err != nil {
+		return err
+	}
+	m := retry.NewAttemptMiddleware(r, func(in any) any { return in })
+	next := smithymiddle.FinalizeHandlerFunc(func(context.Context, smithymiddle.FinalizeInput) (smithymiddle.FinalizeOutput, smithymiddle.Metadata, error) {
+		return smithymiddle.FinalizeOutput{}, smithymiddle.Metadata{}, first
+	})
+	_, _, err = m.HandleFinalize(context.Background(), smithymiddle.FinalizeInput{Request: req}, next)
+	return err
 }

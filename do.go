@@ -49,18 +49,20 @@ const defaultMaxConflicts = 100
 // budget of their own (MaxConflicts); and their backoff follows the
 // contention the loop measures (see Conflict and delayers.Contention). While
 // the partition throttles (a throttle since fn's previous call ended, in
-// any operation on the partition of ctx), a conflict waits at least the
-// Retryer's backoff after as many throttles in a row: a table at capacity
-// holds the win rate down, which looks like little contention. Transient
+// any operation on the partition of ctx that asked the Retryer for a
+// retry: a throttle on an operation's last attempt asks for none), a
+// conflict waits at least the Retryer's backoff after as many throttles in
+// a row: a table at capacity holds the win rate down, which looks like
+// little contention. Transient
 // and throttling errors go through the same retry decision as the SDK's
 // middleware: the Retryer's jitter (a decorrelated chain keeps the
 // loop's real previous delay), its bucket (with the send-rate limiter's
 // exception for throttles, see Options.SendRate: such a retry of fn waits
 // its turn only if fn's calls go through this Retryer), the
 // x-amz-retry-after hint, the empty-budget backoff. For every retry, a backoff that would end past ctx's
-// deadline, with a margin of the Retryer's learnt attempt time (over every
-// operation of the partition, since fn may call several) or of fn's own
-// last duration, whichever is larger, ends the loop at once.
+// deadline, with a margin of twice the Retryer's learnt attempt time (over
+// every operation of the partition, since fn may call several) or of fn's
+// own last duration, whichever is larger, ends the loop at once.
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason

@@ -66,6 +66,12 @@ type pendingRetry struct {
 	waited      time.Duration // how long GetRetryToken backed off on an empty bucket, refused or not
 }
 
+// checksDeadline reports whether RetryDelay has a deadline check to make
+// for p. A refusal's entry, kept for a long-polling operation, has none:
+// its deadline only bounds the backoff before the refusal returns, and most
+// refused operations never ask for it.
+func (p *pendingRetry) checksDeadline() bool { return p.hasDeadline && !p.refused }
+
 // refund gives the tokens of the retry back, unless they were claimed.
 func (p *pendingRetry) refund(tr *tracked) {
 	switch {
@@ -102,15 +108,14 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool) {
 		if sameKey(s.key, err) {
 			s.pending++
 			s.ambiguous = true
-			s.deadlines = s.deadlines || e.hasDeadline
+			s.deadlines = s.deadlines || e.checksDeadline()
 			s.entry = pendingRetry{}
 			return false
 		}
-		// Only an entry with a deadline had a check to skip; a refusal's
-		// entry, kept for a long-polling operation, has none.
+		// Only an entry with a deadline check had one to skip.
 		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, s.deadlines
 	}
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.hasDeadline, *e
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
 	return evicted
 }
 

@@ -136,7 +136,8 @@ type Options struct {
 	// 64 operations a partition at most, beyond which an operation's
 	// margin is 0; for Do, over every operation of the partition), from
 	// the time from GetAttemptToken to its release: every attempt of a
-	// partition is measured until 32 have been, then one in 16 at random;
+	// partition is measured until 32 have been, then one in 16 at random,
+	// in both cases only while fewer than 8 are measured at once;
 	// the margin is twice the largest of an operation's samples until 32
 	// were taken, then twice the second largest of its last 32 (about their
 	// 95th percentile; one stall alone does not raise it). Until the first
@@ -163,7 +164,9 @@ type Options struct {
 	// at a rate learnt from the service's throttles, one limiter per
 	// partition. While a partition's limiter holds its callers back (at a
 	// finite rate, one had 1 ms or more to wait for its turn in the last
-	// second), a throttle's retry on an empty bucket takes no tokens and
+	// second, in a queue that sent at half its rate or more: not a few
+	// callers arriving together at a rate far above what they send), a
+	// throttle's retry on an empty bucket takes no tokens and
 	// waits its turn instead of failing, unless FailFastOnEmptyBudget or
 	// RateLimiter is set: what is sent is the limiter's rate however many
 	// of those waiting are retries. With UnlimitedAttempts and no

@@ -266,8 +266,9 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
-			// after a refusal; admit has backed off already.
-			r.put(opErr, hash, &pendingRetry{refused: true, waited: gerr.waited})
+			// after a refusal; admit has backed off already, unless the
+			// deadline was too close.
+			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
 	}
@@ -304,7 +305,9 @@ func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
 // so the retryer pairs the two calls by their error value (see
 // RetryEvent.Unchecked for when it cannot). After GetRetryToken refused a
 // retry and backed off (a long-polling operation asks for a delay then),
-// RetryDelay returns what is left of the attempt's backoff.
+// RetryDelay returns what is left of the attempt's backoff, or, when that
+// would end past the deadline, a *GiveUpError (GiveUpDeadline), so that the
+// middleware returns the refusal at once instead of sleeping.
 func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
@@ -315,10 +318,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil, nil), info.cut)
 	}
 	if status == handoffFound && p.refused {
-		// A long-polling operation's backoff after a refusal: what is
-		// left of this attempt's backoff after the wait before refusing.
-		d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
-		return max(d-p.waited, 0), err
+		return r.refusedDelay(attempt, opErr, &p)
 	}
 	d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
 	if err != nil {
@@ -328,6 +328,30 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	d = max(d-p.waited, 0) // GetRetryToken waited that long for tokens
 	if _, gerr := r.schedule(&p, attempt, opErr, d, status.unchecked(hadDeadline)); gerr != nil {
 		return 0, gerr
+	}
+	return d, nil
+}
+
+// refusedDelay is the backoff the SDK's middleware asks a long-polling
+// operation's retryer for after GetRetryToken refused its retry p on an
+// empty budget, and sleeps before returning the refusal: what is left of the
+// backoff of failed attempt attempt, of p's class, after the wait
+// GetRetryToken made before refusing (with jitter, the two are separate
+// draws, so the operation waits the longer of them). When that wait, after
+// the x-amz-retry-after hint as the middleware applies it, would end past
+// the deadline, it returns a *GiveUpError (GiveUpDeadline) instead, so that
+// the middleware returns the refusal at once rather than sleep until the
+// context ends.
+func (r *Retryer) refusedDelay(attempt int, opErr error, p *pendingRetry) (time.Duration, error) {
+	d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
+	if err != nil {
+		return 0, err
+	}
+	d = max(d-p.waited, 0)
+	if p.hasDeadline {
+		if wait, remaining := p.hint.wait(d), p.deadline.Sub(r.now()); exceeds(wait, 0, remaining) {
+			return 0, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: p.lane.key, Delay: wait, remaining: remaining, Err: opErr}
+		}
 	}
 	return d, nil
 }

@@ -664,12 +664,15 @@ func TestPacedThrottleRetryNeedsNoTokens(t *testing.T) {
 		answer   func() error
 		admitted bool
 	}{
-		"throttle, callers waiting":      {func(o *jitterretry.Options) { o.SendRate = paced }, throttleErr, true},
-		"5xx, callers waiting":           {func(o *jitterretry.Options) { o.SendRate = paced }, serverErr, false},
-		"throttle, no limiter":           {func(*jitterretry.Options) {}, throttleErr, false},
-		"throttle, nobody held back":     {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MaxRate: 1e6} }, throttleErr, false},
-		"throttle, fail fast":            {func(o *jitterretry.Options) { o.SendRate, o.FailFastOnEmptyBudget = paced, true }, throttleErr, false},
-		"throttle, the caller's limiter": {func(o *jitterretry.Options) { o.SendRate, o.RateLimiter = paced, jitterretry.NewTokenBucket(5, 0) }, throttleErr, false},
+		"throttle, callers waiting":  {func(o *jitterretry.Options) { o.SendRate = paced }, throttleErr, true},
+		"5xx, callers waiting":       {func(o *jitterretry.Options) { o.SendRate = paced }, serverErr, false},
+		"throttle, no limiter":       {func(*jitterretry.Options) {}, throttleErr, false},
+		"throttle, nobody held back": {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MaxRate: 1e6} }, throttleErr, false},
+		// Ten callers arriving together at 1000 sends a second wait up to
+		// 9 ms for their turn: a burst, not a limiter that sets the pace.
+		"throttle, a burst far below the rate": {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000} }, throttleErr, false},
+		"throttle, fail fast":                  {func(o *jitterretry.Options) { o.SendRate, o.FailFastOnEmptyBudget = paced, true }, throttleErr, false},
+		"throttle, the caller's limiter":       {func(o *jitterretry.Options) { o.SendRate, o.RateLimiter = paced, jitterretry.NewTokenBucket(5, 0) }, throttleErr, false},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -737,4 +740,43 @@ func TestTokensThroughBothInterfacesMatchTheSDK(t *testing.T) {
 		t.Logf("%s: %d tokens", name, remaining[name]())
 	}
 	assert.Equal(t, sdkBucket.Remaining(), ours.Remaining())
+}
+
+// TestLongPollingRefusalBacksOffAsTheSDK: after GetRetryToken refused a
+// long-polling operation's retry on an empty budget, the backoff the
+// middleware asks RetryDelay for (and sleeps) is the rest of the throttle's,
+// as retry.NewStandard's is, not another error's; and when the deadline is
+// too close for it, RetryDelay fails, so that the middleware returns the
+// refusal at once instead of sleeping until the context ends.
+func TestLongPollingRefusalBacksOffAsTheSDK(t *testing.T) {
+	retryer := func(throttleBase time.Duration) *jitterretry.Retryer {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = ratelimit.NewTokenRateLimit(0)
+			o.Jitter = delayers.StrategyExponential
+			o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, throttleBase
+		})
+		require.NoError(t, r.Err())
+		return r
+	}
+	t.Run("the throttle's backoff", func(t *testing.T) {
+		r, throttle := retryer(40*time.Millisecond), throttleErr()
+		_, err := r.GetRetryToken(context.Background(), throttle) // waits attempt 1's 40 ms
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+		d, err := r.RetryDelay(2, throttle) // what the middleware does for long polling
+		require.NoError(t, err)
+		assert.Equal(t, 40*time.Millisecond, d, "expect the rest of attempt 2's 80 ms throttle backoff")
+	})
+	t.Run("a deadline too close for it", func(t *testing.T) {
+		r, throttle := retryer(10*time.Second), throttleErr()
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_, err := r.GetRetryToken(ctx, throttle) // does not wait: 10 s would pass the deadline
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+		d, err := r.RetryDelay(1, throttle)
+		var giveUp *jitterretry.GiveUpError
+		if assert.ErrorAs(t, err, &giveUp, "expect no delay to sleep into the deadline, got %v", d) {
+			assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
+		}
+		assert.Zero(t, d)
+	})
 }

@@ -13,8 +13,14 @@ var t0 = time.Unix(1_000_000, 0)
 
 // reserve takes a place at now and returns its delay.
 func reserve(l *sendRate, now time.Time) time.Duration {
-	wait, _ := l.delay(l.reserve(now), now)
+	_, wait, _ := l.reserve(now)
 	return wait
+}
+
+// placeAt takes a place at now and returns it.
+func placeAt(l *sendRate, now time.Time) sendPlace {
+	p, _, _ := l.reserve(now)
+	return p
 }
 
 func closed(ch <-chan struct{}) bool {
@@ -30,7 +36,7 @@ func closed(ch <-chan struct{}) bool {
 
 func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100})
-	first, middle, last := l.reserve(t0), l.reserve(t0), l.reserve(t0)
+	first, middle, last := placeAt(l, t0), placeAt(l, t0), placeAt(l, t0)
 	l.cancel(middle, t0)
 	wait, _ := l.delay(last, t0)
 	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller behind a cancelled place to move up")
@@ -52,7 +58,7 @@ func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
 	places := make([]sendPlace, 12)
 	for i := range places {
-		places[i] = l.reserve(t0)
+		places[i] = placeAt(l, t0)
 	}
 	stale, woken := l.delay(places[11], t0)
 	require.Equal(t, 110*time.Millisecond, stale)
@@ -67,22 +73,22 @@ func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
 	// More give-backs within the window wake nobody: the woken callers ask
 	// again within a window anyway, and a burst of n give-ups must not wake
 	// the others n times.
-	extra := l.reserve(t0)
+	extra := placeAt(l, t0)
 	l.cancel(extra, t0.Add(time.Millisecond)) // the last place: nobody behind
-	l.cancel(l.reserve(t0), t0.Add(2*time.Millisecond))
-	l.reserve(t0)
-	l.cancel(l.reserve(t0), t0.Add(3*time.Millisecond))
+	l.cancel(placeAt(l, t0), t0.Add(2*time.Millisecond))
+	placeAt(l, t0)
+	l.cancel(placeAt(l, t0), t0.Add(3*time.Millisecond))
 	assert.False(t, closed(again), "expect one wake per window for give-backs")
 }
 
 func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
-	l.reserve(t0)
-	gone := l.reserve(t0)
+	placeAt(l, t0)
+	gone := placeAt(l, t0)
 	l.cancel(gone, t0)
-	mine := l.reserve(t0)
+	mine := placeAt(l, t0)
 	l.cancel(gone, t0) // a stale second give-back
-	theirs := l.reserve(t0)
+	theirs := placeAt(l, t0)
 	a, _ := l.delay(mine, t0)
 	b, _ := l.delay(theirs, t0)
 	assert.Equal(t, 10*time.Millisecond, a)
@@ -91,8 +97,8 @@ func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
 
 func TestSendRateClockSteppedBack(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
-	l.reserve(t0)
-	next := l.reserve(t0)
+	placeAt(l, t0)
+	next := placeAt(l, t0)
 	back := t0.Add(-time.Hour)
 	wait, _ := l.delay(next, back)
 	assert.Equal(t, 10*time.Millisecond, wait)

@@ -236,7 +236,7 @@ type sendRate struct {
 
 	win, prev answers       // the current window and the one before
 	lastSeen  time.Time     // the last answer or send: idleReset counts from it
-	waitedAt  time.Time     // when a caller last had minRTT or more to wait for its turn
+	heldAt    time.Time     // when a caller last had minRTT or more to wait for its turn in a full queue
 	lastNow   time.Time     // the latest time seen, plus skew
 	skew      time.Duration // how far the clock stepped back, in all
 	rtt       time.Duration // the last round trip reported, at least minRTT
@@ -415,15 +415,17 @@ func (l *sendRate) paces(now time.Time) bool {
 }
 
 // holdsBack reports whether the limiter holds its callers back at time now:
-// at a finite rate, a caller had minRTT or more to wait for its turn in the
-// last heldBackFor, so that what is sent is about that rate, however many
-// of those waiting are retries. (Shorter waits are the jitter of callers
-// arriving together at a rate far above what they send.)
+// at a finite rate, a caller had minRTT or more to wait for its turn in a
+// queue that ran at about its rate (see fullLocked) in the last
+// heldBackFor, so that what is sent is about that rate, however many of
+// those waiting are retries. (Shorter waits are the jitter of callers
+// arriving together; a few arriving together at a rate far above what they
+// send wait longer, and are not held back either.)
 func (l *sendRate) holdsBack(now time.Time) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now = l.syncLocked(now)
-	return !math.IsInf(l.q.rate, 1) && !l.waitedAt.IsZero() && now.Sub(l.waitedAt) <= heldBackFor
+	return !math.IsInf(l.q.rate, 1) && !l.heldAt.IsZero() && now.Sub(l.heldAt) <= heldBackFor
 }
 
 // cutCount returns how many cuts the limiter made (undone ones included).
@@ -444,10 +446,12 @@ func (l *sendRate) forgettable(now time.Time) bool {
 		l.background == 0 && !l.test.active() && !l.jump.active()
 }
 
-// reserve takes the next place in the queue at time now; the caller then
-// asks delay how long to wait, and gives the place back with cancel if it
-// does not send.
-func (l *sendRate) reserve(now time.Time) sendPlace {
+// reserve takes the next place in the queue at time now, and returns how
+// long it waits and the channel closed when that may change, as delay
+// does: most places are due at once, and a caller asks delay again only
+// after it slept. The caller gives the place back with cancel if it does
+// not send.
+func (l *sendRate) reserve(now time.Time) (sendPlace, time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now = l.syncLocked(now)
@@ -456,7 +460,8 @@ func (l *sendRate) reserve(now time.Time) sendPlace {
 	if due {
 		l.win.sent++
 	}
-	return p
+	wait, changed := l.delayLocked(p, now)
+	return p, wait, changed
 }
 
 // delay returns how long, from now and at the current rate, p waits before
@@ -466,13 +471,27 @@ func (l *sendRate) reserve(now time.Time) sendPlace {
 func (l *sendRate) delay(p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now = l.syncLocked(now)
+	return l.delayLocked(p, l.syncLocked(now))
+}
+
+func (l *sendRate) delayLocked(p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
 	wait, changed := l.q.delay(p)
-	if wait >= minRTT {
-		// The limiter, not the caller, sets the pace.
-		l.waitedAt = now
+	if wait >= minRTT && l.fullLocked(now, wait) {
+		// The limiter, not the callers, sets the pace.
+		l.heldAt = now
 	}
 	return wait, changed
+}
+
+// fullLocked reports whether the queue, where a caller has wait to wait at
+// time now, runs at its rate: what it sent over the current and the last
+// window (at least a window's span), with the places ahead of that caller,
+// fills at least half of the rate over that span and the wait. A few
+// callers arriving together wait too, but fill a moment, not the span.
+func (l *sendRate) fullLocked(now time.Time, wait time.Duration) bool {
+	span := max(now.Sub(l.win.start)+l.prev.duration, sendWindow)
+	r := l.q.rate
+	return l.win.sent+l.prev.sent+r*wait.Seconds() >= 0.5*r*(span+wait).Seconds()
 }
 
 // cancel gives back a place that will not be sent.
@@ -892,10 +911,13 @@ func (l *sendRate) syncLocked(now time.Time) time.Time {
 	// A clock stepped back (one without a monotonic reading) would hold
 	// every deadline of the control for as long as the step: the control's
 	// time goes on from where it was, by as much as the clock moves.
-	if now.Add(l.skew).Before(l.lastNow) {
-		l.skew = l.lastNow.Sub(now)
+	if l.skew != 0 {
+		now = now.Add(l.skew)
 	}
-	now = now.Add(l.skew)
+	if now.Before(l.lastNow) {
+		l.skew += l.lastNow.Sub(now)
+		now = l.lastNow
+	}
 	l.lastNow = now
 	if l.origin.IsZero() {
 		l.origin = now

@@ -31,7 +31,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 			now = now.Add(time.Duration(op>>3) * time.Millisecond)
 			switch op & 7 {
 			case 0, 1:
-				waiting = append(waiting, l.reserve(now))
+				waiting = append(waiting, placeAt(l, now))
 			case 2: // cancel one
 				if len(waiting) > 0 {
 					k := i % len(waiting)
@@ -104,7 +104,7 @@ func FuzzSendRatePacing(f *testing.F) {
 		for i, op := range ops {
 			switch op & 3 {
 			case 0, 1:
-				waiting = append(waiting, waiter{res: l.reserve(now)})
+				waiting = append(waiting, waiter{res: placeAt(l, now)})
 			case 2:
 				if len(waiting) > 0 {
 					k := i % len(waiting)

@@ -122,7 +122,7 @@ func (s *limiterSim) ask(c *simClient, t time.Time) {
 		heap.Push(&s.events, simEvent{at: t, client: c, place: sendPlace{place: math.MaxUint64}})
 		return
 	}
-	heap.Push(&s.events, simEvent{at: t, client: c, place: c.l.reserve(t), gen: c.gen})
+	heap.Push(&s.events, simEvent{at: t, client: c, place: placeAt(c.l, t), gen: c.gen})
 	s.wake(c, t)
 }
 

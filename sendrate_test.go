@@ -166,7 +166,7 @@ func TestSendRateAfterWarmUp(t *testing.T) {
 func TestSendRateAfterAQuietHour(t *testing.T) {
 	l := newSendRate(SendRateOptions{})
 	for at := t0.Add(-time.Hour); at.Before(t0); at = at.Add(time.Second) {
-		p := l.reserve(at)
+		p := placeAt(l, at)
 		d, _ := l.delay(p, at)
 		require.Zero(t, d, "expect no wait at one request a second")
 		l.observe(at.Add(2*time.Millisecond), false, 2*time.Millisecond)
@@ -204,8 +204,8 @@ func TestSendRateProbesCheaplyAfterWarmUp(t *testing.T) {
 func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
 	l := newSendRate(SendRateOptions{MaxRate: 100})
 	assert.Equal(t, 100.0, l.currentRate())
-	l.reserve(time.Unix(0, 0))
-	l.reserve(time.Unix(1000, 0))
+	placeAt(l, time.Unix(0, 0))
+	placeAt(l, time.Unix(1000, 0))
 	assert.Equal(t, 100.0, l.currentRate())
 }
 
@@ -247,7 +247,7 @@ func TestSendRateForgetsWhenIdle(t *testing.T) {
 	require.False(t, l.forgettable(sim.now))
 	later := sim.now.Add(2 * time.Minute)
 	assert.True(t, l.forgettable(later), "expect nothing left to remember after an idle spell")
-	l.reserve(later)
+	placeAt(l, later)
 	assert.True(t, math.IsInf(l.currentRate(), 1), "expect the initial (unlimited) rate after an idle spell")
 }
 

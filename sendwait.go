@@ -14,7 +14,7 @@ import (
 // ctx's deadline (unless deadline give-ups are off), or when ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	now := r.now()
-	place := l.sender.reserve(now)
+	place, wait, changed := l.sender.reserve(now)
 	due := false
 	defer func() {
 		if !due { // an error, or a panicking hook
@@ -23,7 +23,6 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	}()
 	waited := time.Duration(0)
 	for {
-		wait, changed := l.sender.delay(place, now)
 		if wait <= 0 {
 			due = true
 			if waited > 0 && r.hooks.meter != nil {
@@ -43,5 +42,6 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		}
 		now = r.now()
 		waited += now.Sub(start)
+		wait, changed = l.sender.delay(place, now)
 	}
 }
