@@ -139,11 +139,13 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		d.throttled, d.seenThrottles = th != d.seenThrottles, th
 		took := end.Sub(start)
 		if d.paid != nil {
-			if err == nil {
-				// A successful retry gets its cost back. Not through its
-				// SDK-style release, which leaves the increment of the
-				// attempt release that follows it under the SDK's
-				// middleware to be skipped: Do has none.
+			if err == nil || d.o.Classify(err) == ClassConflict {
+				// A successful retry gets its cost back, and one answered
+				// by a conflict too, as under the SDK's middleware (see
+				// lane.retryRelease). Not through its SDK-style release,
+				// which leaves the increment of the attempt release that
+				// follows it under the SDK's middleware to be skipped: Do
+				// has none.
 				d.paid.refund()
 			}
 			d.paid = nil
