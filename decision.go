@@ -27,7 +27,7 @@ import (
 func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, joined bool) *GiveUpError {
 	ctx, l := p.ctx, p.lane
 	if p.class == ClassThrottle {
-		l.throttles.note()
+		markThrottle(ctx) // for the Do loop whose fn made this call, if any
 	}
 	if err := ctx.Err(); err != nil {
 		return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})

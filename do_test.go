@@ -375,13 +375,15 @@ func TestDoBadInput(t *testing.T) {
 	assert.NoError(t, jitterretry.Do(nil, r, func(context.Context) error { return nil }))
 }
 
-// TestDoConflictsSlowDownWhileThePartitionThrottles: conflicts on an item
-// whose table is at capacity look like little contention (the capacity
-// holds the win rate down), so the contention backoff alone would keep
-// sending into the throttles. A throttle anywhere in the partition since
+// TestDoConflictsSlowDownWhileFnIsThrottled: conflicts on an item whose
+// table is at capacity look like little contention (the capacity holds the
+// win rate down), so the contention backoff alone would keep sending into
+// the throttles. A throttle that fn's own SDK calls met (and retried) since
 // the loop's previous call makes the conflict wait at least the Retryer's
-// throttle backoff.
-func TestDoConflictsSlowDownWhileThePartitionThrottles(t *testing.T) {
+// throttle backoff; a throttle of another caller of the client (another
+// table, say) does not: counted, one goroutine throttled on another table
+// every 100 ms made 32 loops on one item 50 times slower.
+func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 	const throttleBase = 200 * time.Millisecond
 	var cancel context.CancelFunc
 	var conflicts []time.Duration
@@ -395,31 +397,37 @@ func TestDoConflictsSlowDownWhileThePartitionThrottles(t *testing.T) {
 			}
 		}
 	})
-	conflictOnce := func(throttleMeanwhile bool) {
+	throttledOnce := func(_ context.Context, attempt int) error {
+		if attempt == 1 {
+			return throttleErr()
+		}
+		return conflictErr()
+	}
+	conflictOnce := func(send func(fnCtx context.Context) error) {
 		var ctx context.Context
 		ctx, cancel = context.WithCancel(context.Background())
 		defer cancel()
 		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
-			if throttleMeanwhile { // another caller of the client, throttled and retried
-				_ = stackOperation(context.Background(), r, nil, func(_ context.Context, attempt int) error {
-					if attempt == 1 {
-						return throttleErr()
-					}
-					return nil
-				})
-			}
-			err := stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
-			return jitterretry.Conflict(err, 1, 3)
+			return jitterretry.Conflict(send(ctx), 1, 3)
 		})
 		var gu *jitterretry.GiveUpError
 		require.ErrorAs(t, err, &gu)
 		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
 	}
-	conflictOnce(false)
-	conflictOnce(true)
-	require.Len(t, conflicts, 2)
+	conflictOnce(func(ctx context.Context) error { // nothing throttled
+		return stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
+	})
+	conflictOnce(func(ctx context.Context) error { // another caller of the client throttled meanwhile
+		_ = stackOperation(context.Background(), r, nil, throttledOnce)
+		return stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
+	})
+	conflictOnce(func(ctx context.Context) error { // fn's own call throttled, retried, then in conflict
+		return stackOperation(ctx, r, nil, throttledOnce)
+	})
+	require.Len(t, conflicts, 3)
 	assert.Less(t, conflicts[0], throttleBase, "expect the contention backoff when nothing was throttled")
-	assert.GreaterOrEqual(t, conflicts[1], throttleBase, "expect at least the throttle backoff while the partition throttles")
+	assert.Less(t, conflicts[1], throttleBase, "expect another caller's throttle to leave the loop's backoff alone")
+	assert.GreaterOrEqual(t, conflicts[2], throttleBase, "expect at least the throttle backoff after fn's own call was throttled")
 }
 
 // TestDoSuccessfulRetryLeavesLaterIncrementsAlone: a Do loop whose retry
