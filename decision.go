@@ -28,6 +28,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 	ctx, l := p.ctx, p.lane
 	if p.class == ClassThrottle {
 		markThrottle(ctx) // for the Do loop whose fn made this call, if any
+		l.throttles.note()
 	}
 	if err := ctx.Err(); err != nil {
 		return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})

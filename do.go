@@ -49,12 +49,15 @@ const defaultMaxConflicts = 100
 // budget of their own (MaxConflicts); and their backoff follows the
 // contention the loop measures (see Conflict and delayers.Contention). When
 // the loop met a throttle since fn's previous call ended (fn failed with
-// one, or an SDK call inside fn that uses fn's ctx was throttled and
-// retried), a conflict waits at least the Retryer's backoff after as many
-// throttles in a row: a table at capacity holds the win rate down, which
-// looks like little contention. Throttles of other operations of the
-// client do not count. Transient and throttling errors go through the
-// same retry decision as the SDK's
+// one, or an SDK call inside fn that uses fn's ctx, a context derived from
+// ctx, was throttled and retried), a conflict waits at least the
+// Retryer's backoff after as many throttles in a row: a table at capacity
+// holds the win rate down, which looks like little contention. In a named
+// partition (see Options.PartitionKey; one per table, say) the throttles
+// of any operation of the partition count too, so that the loops on a
+// table at capacity back off together; in the default partition, which
+// is the whole client, other operations' throttles do not count. Transient
+// and throttling errors go through the same retry decision as the SDK's
 // middleware: the Retryer's jitter (a decorrelated chain keeps the
 // loop's real previous delay), its bucket (with the send-rate limiter's
 // exception for throttles, see Options.SendRate: such a retry of fn waits
@@ -102,6 +105,9 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 		return &OptionsError{Option: "DoOptions.MaxConflicts", Reason: "must be 0 or more, or UnlimitedAttempts (-1)"}
 	}
 	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
+	if loop.lane.key != "" {
+		loop.seenThrottles = loop.lane.throttles.look()
+	}
 	if d, ok := r.backoff.(delayers.Delayer); ok {
 		loop.seq = d.NewSequence()
 	}
@@ -120,10 +126,13 @@ type doLoop struct {
 	conflicts       int // conflicts retried
 	// mark hears of the throttles this loop met: those the SDK calls
 	// inside fn retried (fn's context carries it), and fn's own.
-	mark      throttleMark
-	throttled bool    // the loop met a throttle since the previous call of fn ended
-	capped    int     // conflicts in a row after which the loop had met a throttle
-	paid      *ticket // the tokens of the retry in flight, if any
+	mark throttleMark
+	// seenThrottles is the edition of a named partition's throttle news
+	// when the loop last looked.
+	seenThrottles uint64
+	throttled     bool    // the loop, or its named partition, met a throttle since the previous call of fn ended
+	capped        int     // conflicts in a row after such a throttle
+	paid          *ticket // the tokens of the retry in flight, if any
 }
 
 func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -138,6 +147,10 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		err := fn(fnCtx)
 		end := d.r.now()
 		d.throttled = d.mark.take()
+		if d.lane.key != "" {
+			th := d.lane.throttles.look()
+			d.throttled, d.seenThrottles = d.throttled || th != d.seenThrottles, th
+		}
 		took := end.Sub(start)
 		if d.paid != nil {
 			if err == nil || d.o.Classify(err) == ClassConflict {
@@ -190,16 +203,18 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 		d.conflicts++
 		seen, current := conflictReport(err)
 		backoff = d.conflictBackoff.Next(at, d.attemptSpan(took), seen, current)
-		// A throttle this loop met since the previous call says that the
-		// table's capacity, not the item, is the limit, which the
-		// conflicts cannot show (a win rate held down by capacity looks
-		// like little contention): wait at least what the Retryer would
-		// after as many throttles in a row. On loopback, 32 workers on one
-		// item of a 100 WCU table made 1,090 calls so, against 1,586
-		// without (full jitter: 1,318). Only this loop's throttles count:
-		// when any throttle of the partition counted, one goroutine
-		// throttled on another table every 100 ms made 32 loops on an
-		// item 50 times slower (an outside review).
+		// A throttle since the previous call says that the table's
+		// capacity, not the item, is the limit, which the conflicts
+		// cannot show (a win rate held down by capacity looks like little
+		// contention): wait at least what the Retryer would after as many
+		// throttles in a row. Which throttles: this loop's own, and, in a
+		// named partition (a scope the caller chose, one table say), the
+		// partition's, so that the loops on a table at capacity back off
+		// together: on loopback, 32 workers on one item of a 100 WCU table
+		// made 1,090 calls so, against 1,586 without (full jitter: 1,318).
+		// Not the default partition's, the whole client: there one
+		// goroutine throttled on another table every 100 ms made 32 loops
+		// on an item 50 times slower (an outside review).
 		if !d.throttled {
 			d.capped = 0
 		} else {

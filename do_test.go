@@ -380,8 +380,10 @@ func TestDoBadInput(t *testing.T) {
 // win rate down), so the contention backoff alone would keep sending into
 // the throttles. A throttle that fn's own SDK calls met (and retried) since
 // the loop's previous call makes the conflict wait at least the Retryer's
-// throttle backoff; a throttle of another caller of the client (another
-// table, say) does not: counted, one goroutine throttled on another table
+// throttle backoff, and so does one of another caller in the loop's named
+// partition (a scope the caller chose: the loops on one table back off
+// together); a throttle of another caller of the client in the default
+// partition does not: counted, one goroutine throttled on another table
 // every 100 ms made 32 loops on one item 50 times slower.
 func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 	const throttleBase = 200 * time.Millisecond
@@ -390,6 +392,7 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential // a throttle's first backoff is exactly throttleBase
 		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, throttleBase
+		o.PartitionKey = jitterretry.PartitionFromContext
 		o.OnRetry = func(e jitterretry.RetryEvent) {
 			if e.Class == jitterretry.ClassConflict {
 				conflicts = append(conflicts, e.Delay)
@@ -403,31 +406,51 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 		}
 		return conflictErr()
 	}
-	conflictOnce := func(send func(fnCtx context.Context) error) {
-		var ctx context.Context
-		ctx, cancel = context.WithCancel(context.Background())
-		defer cancel()
-		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
-			return jitterretry.Conflict(send(ctx), 1, 3)
-		})
-		var gu *jitterretry.GiveUpError
-		require.ErrorAs(t, err, &gu)
-		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+	inConflict := func(ctx context.Context) error {
+		return stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
 	}
-	conflictOnce(func(ctx context.Context) error { // nothing throttled
-		return stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
-	})
-	conflictOnce(func(ctx context.Context) error { // another caller of the client throttled meanwhile
-		_ = stackOperation(context.Background(), r, nil, throttledOnce)
-		return stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
-	})
-	conflictOnce(func(ctx context.Context) error { // fn's own call throttled, retried, then in conflict
-		return stackOperation(ctx, r, nil, throttledOnce)
-	})
-	require.Len(t, conflicts, 3)
-	assert.Less(t, conflicts[0], throttleBase, "expect the contention backoff when nothing was throttled")
-	assert.Less(t, conflicts[1], throttleBase, "expect another caller's throttle to leave the loop's backoff alone")
-	assert.GreaterOrEqual(t, conflicts[2], throttleBase, "expect at least the throttle backoff after fn's own call was throttled")
+	orders := jitterretry.WithPartition(context.Background(), "orders")
+	cases := []struct {
+		name      string
+		partition context.Context // the loop's
+		send      func(fnCtx context.Context) error
+		floored   bool
+	}{
+		{"nothing throttled", context.Background(), inConflict, false},
+		{"another caller of the client throttled meanwhile", context.Background(), func(ctx context.Context) error {
+			_ = stackOperation(context.Background(), r, nil, throttledOnce)
+			return inConflict(ctx)
+		}, false},
+		{"fn's own call throttled, retried, then in conflict", context.Background(), func(ctx context.Context) error {
+			return stackOperation(ctx, r, nil, throttledOnce)
+		}, true},
+		{"another caller of the loop's named partition throttled meanwhile", orders, func(ctx context.Context) error {
+			_ = stackOperation(orders, r, nil, throttledOnce)
+			return inConflict(ctx)
+		}, true},
+		{"another partition throttled meanwhile", orders, func(ctx context.Context) error {
+			_ = stackOperation(jitterretry.WithPartition(context.Background(), "users"), r, nil, throttledOnce)
+			return inConflict(ctx)
+		}, false},
+	}
+	for _, tc := range cases {
+		conflicts = nil
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(tc.partition)
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			return jitterretry.Conflict(tc.send(ctx), 1, 3)
+		})
+		cancel()
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu, tc.name)
+		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason, tc.name)
+		require.Len(t, conflicts, 1, tc.name)
+		if tc.floored {
+			assert.GreaterOrEqual(t, conflicts[0], throttleBase, "%s: expect at least the throttle backoff", tc.name)
+		} else {
+			assert.Less(t, conflicts[0], throttleBase, "%s: expect the contention backoff", tc.name)
+		}
+	}
 }
 
 // TestDoSuccessfulRetryLeavesLaterIncrementsAlone: a Do loop whose retry

@@ -49,6 +49,13 @@ type lane struct {
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
+	// throttles hears of the retry decisions after a throttle, refused
+	// ones included: a Do loop in a named partition looks at it around a
+	// call to learn whether the partition was throttled meanwhile. Read
+	// by every throttle's decision, it has cache lines of its own.
+	_         cacheLinePad
+	throttles throttleNews
+	_         cacheLinePad
 	// service is the first SDK service the lane served, an attribute of
 	// its gauges; recorded only when the retryer has metrics.
 	service atomic.Pointer[string]
