@@ -459,10 +459,7 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 func TestDoSuccessfulRetryLeavesLaterIncrementsAlone(t *testing.T) {
 	r := jitterretry.New(fast)
 	ctx := context.Background()
-	for range 20 { // spend 100 tokens, so that increments show
-		_, err := r.GetRetryToken(ctx, throttleErr())
-		require.NoError(t, err)
-	}
+	spendTokens(t, r, 100) // so that increments show
 	start := r.Remaining()
 	for range 5 {
 		calls := 0

@@ -725,10 +725,7 @@ func TestTokensThroughBothInterfacesMatchTheSDK(t *testing.T) {
 	remaining := map[string]func() uint{"sdk": sdkBucket.Remaining, "ours": ours.Remaining}
 	for name, r := range map[string]aws.RetryerV2{"sdk": sdk, "ours": ours} {
 		ctx := context.Background()
-		for range 20 { // spend 100 tokens, so that increments show
-			_, err := r.GetRetryToken(ctx, throttleErr())
-			require.NoError(t, err)
-		}
+		spendTokens(t, r, 100) // so that increments show
 		for range 10 {
 			_, err := operation(ctx, v1Only{r}, script(throttleErr, ok))
 			require.NoError(t, err)
@@ -792,10 +789,7 @@ func TestLongPollingRefusalBacksOffAsTheSDK(t *testing.T) {
 func TestRetryAnsweredByAConflictGetsItsTokensBack(t *testing.T) {
 	r := jitterretry.New(fast)
 	ctx := context.Background()
-	for range 20 { // spend 100 tokens, so that increments show
-		_, err := r.GetRetryToken(ctx, throttleErr())
-		require.NoError(t, err)
-	}
+	spendTokens(t, r, 100) // so that increments show
 	for _, first := range []func() error{serverErr, throttleErr} {
 		for range 5 {
 			attempts, err := operation(ctx, r, script(first, conflictErr))
