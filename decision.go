@@ -27,6 +27,7 @@ import (
 func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, joined bool) *GiveUpError {
 	ctx, l := p.ctx, p.lane
 	if p.class == ClassThrottle {
+		markThrottle(ctx) // for the Do loop whose fn made this call, if any
 		l.throttles.note()
 	}
 	if err := ctx.Err(); err != nil {

@@ -134,12 +134,14 @@ func TestDoConflictsLeaveTheBucketAlone(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			fn, _ := sequence(conflictErr, conflictErr, conflictErr, conflictErr, ok)
+			// A retry after a 5xx answered by a conflict gets its
+			// cost back, as through the SDK's middleware.
+			fn, _ := sequence(conflictErr, serverErr, conflictErr, conflictErr, ok)
 			assert.NoError(t, jitterretry.Do(context.Background(), r, fn))
 		}()
 	}
 	wg.Wait()
-	assert.Equal(t, uint(500), r.Remaining(), "expect 128 conflicts to cost no token")
+	assert.Equal(t, uint(500), r.Remaining(), "expect 96 conflicts, and 32 retries they answered, to cost no token")
 }
 
 // TestDoConflictBudget: conflicts have a budget of their own, separate from
@@ -373,19 +375,24 @@ func TestDoBadInput(t *testing.T) {
 	assert.NoError(t, jitterretry.Do(nil, r, func(context.Context) error { return nil }))
 }
 
-// TestDoConflictsSlowDownWhileThePartitionThrottles: conflicts on an item
-// whose table is at capacity look like little contention (the capacity
-// holds the win rate down), so the contention backoff alone would keep
-// sending into the throttles. A throttle anywhere in the partition since
+// TestDoConflictsSlowDownWhileFnIsThrottled: conflicts on an item whose
+// table is at capacity look like little contention (the capacity holds the
+// win rate down), so the contention backoff alone would keep sending into
+// the throttles. A throttle that fn's own SDK calls met (and retried) since
 // the loop's previous call makes the conflict wait at least the Retryer's
-// throttle backoff.
-func TestDoConflictsSlowDownWhileThePartitionThrottles(t *testing.T) {
+// throttle backoff, and so does one of another caller in the loop's named
+// partition (a scope the caller chose: the loops on one table back off
+// together); a throttle of another caller of the client in the default
+// partition does not: counted, one goroutine throttled on another table
+// every 100 ms made 32 loops on one item 50 times slower.
+func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 	const throttleBase = 200 * time.Millisecond
 	var cancel context.CancelFunc
 	var conflicts []time.Duration
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential // a throttle's first backoff is exactly throttleBase
 		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, throttleBase
+		o.PartitionKey = jitterretry.PartitionFromContext
 		o.OnRetry = func(e jitterretry.RetryEvent) {
 			if e.Class == jitterretry.ClassConflict {
 				conflicts = append(conflicts, e.Delay)
@@ -393,31 +400,57 @@ func TestDoConflictsSlowDownWhileThePartitionThrottles(t *testing.T) {
 			}
 		}
 	})
-	conflictOnce := func(throttleMeanwhile bool) {
-		var ctx context.Context
-		ctx, cancel = context.WithCancel(context.Background())
-		defer cancel()
-		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
-			if throttleMeanwhile { // another caller of the client, throttled and retried
-				_ = stackOperation(context.Background(), r, nil, func(_ context.Context, attempt int) error {
-					if attempt == 1 {
-						return throttleErr()
-					}
-					return nil
-				})
-			}
-			err := stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
-			return jitterretry.Conflict(err, 1, 3)
-		})
-		var gu *jitterretry.GiveUpError
-		require.ErrorAs(t, err, &gu)
-		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+	throttledOnce := func(_ context.Context, attempt int) error {
+		if attempt == 1 {
+			return throttleErr()
+		}
+		return conflictErr()
 	}
-	conflictOnce(false)
-	conflictOnce(true)
-	require.Len(t, conflicts, 2)
-	assert.Less(t, conflicts[0], throttleBase, "expect the contention backoff when nothing was throttled")
-	assert.GreaterOrEqual(t, conflicts[1], throttleBase, "expect at least the throttle backoff while the partition throttles")
+	inConflict := func(ctx context.Context) error {
+		return stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
+	}
+	orders := jitterretry.WithPartition(context.Background(), "orders")
+	cases := []struct {
+		name      string
+		partition context.Context // the loop's
+		send      func(fnCtx context.Context) error
+		floored   bool
+	}{
+		{"nothing throttled", context.Background(), inConflict, false},
+		{"another caller of the client throttled meanwhile", context.Background(), func(ctx context.Context) error {
+			_ = stackOperation(context.Background(), r, nil, throttledOnce)
+			return inConflict(ctx)
+		}, false},
+		{"fn's own call throttled, retried, then in conflict", context.Background(), func(ctx context.Context) error {
+			return stackOperation(ctx, r, nil, throttledOnce)
+		}, true},
+		{"another caller of the loop's named partition throttled meanwhile", orders, func(ctx context.Context) error {
+			_ = stackOperation(orders, r, nil, throttledOnce)
+			return inConflict(ctx)
+		}, true},
+		{"another partition throttled meanwhile", orders, func(ctx context.Context) error {
+			_ = stackOperation(jitterretry.WithPartition(context.Background(), "users"), r, nil, throttledOnce)
+			return inConflict(ctx)
+		}, false},
+	}
+	for _, tc := range cases {
+		conflicts = nil
+		var ctx context.Context
+		ctx, cancel = context.WithCancel(tc.partition)
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			return jitterretry.Conflict(tc.send(ctx), 1, 3)
+		})
+		cancel()
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu, tc.name)
+		require.Equal(t, jitterretry.GiveUpCanceled, gu.Reason, tc.name)
+		require.Len(t, conflicts, 1, tc.name)
+		if tc.floored {
+			assert.GreaterOrEqual(t, conflicts[0], throttleBase, "%s: expect at least the throttle backoff", tc.name)
+		} else {
+			assert.Less(t, conflicts[0], throttleBase, "%s: expect the contention backoff", tc.name)
+		}
+	}
 }
 
 // TestDoSuccessfulRetryLeavesLaterIncrementsAlone: a Do loop whose retry
@@ -426,10 +459,7 @@ func TestDoConflictsSlowDownWhileThePartitionThrottles(t *testing.T) {
 func TestDoSuccessfulRetryLeavesLaterIncrementsAlone(t *testing.T) {
 	r := jitterretry.New(fast)
 	ctx := context.Background()
-	for range 20 { // spend 100 tokens, so that increments show
-		_, err := r.GetRetryToken(ctx, throttleErr())
-		require.NoError(t, err)
-	}
+	spendTokens(t, r, 100) // so that increments show
 	start := r.Remaining()
 	for range 5 {
 		calls := 0

@@ -42,15 +42,17 @@ type lane struct {
 	sender    *sendRate // nil when the send-rate limiter is off
 	costs     costs
 	skips     atomic.Int64
+	// isConflict tells a retry's release that its answer was a conflict.
+	isConflict func(error) bool
 	// used is the table's clock when the lane was last used (see lanes).
 	used atomic.Uint64
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
 	// throttles hears of the retry decisions after a throttle, refused
-	// ones included: Do looks at it around a call to learn whether the
-	// partition was throttled meanwhile. Read by every throttle's
-	// decision, it has cache lines of its own.
+	// ones included: a Do loop in a named partition looks at it around a
+	// call to learn whether the partition was throttled meanwhile. Read
+	// by every throttle's decision, it has cache lines of its own.
 	_         cacheLinePad
 	throttles throttleNews
 	_         cacheLinePad
@@ -72,7 +74,7 @@ type lane struct {
 type costs struct{ retry, throttle, success uint }
 
 func newLane(key string, cfg *laneConfig) *lane {
-	l := &lane{key: key, costs: cfg.costs, foreign: cfg.foreign}
+	l := &lane{key: key, costs: cfg.costs, foreign: cfg.foreign, isConflict: cfg.isConflict}
 	if cfg.sendRate != nil {
 		l.sender = newSendRate(*cfg.sendRate)
 	}
@@ -117,8 +119,9 @@ type laneConfig struct {
 	sendRate  *SendRateOptions
 	now       func() time.Time
 	partition func(context.Context) string
-	// isThrottle classifies a failed attempt's error for the limiter.
-	isThrottle func(error) bool
+	// isThrottle classifies a failed attempt's error for the limiter;
+	// isConflict a retry's answer for its release (see retryRelease).
+	isThrottle, isConflict func(error) bool
 }
 
 // initialRelease is the release of the deprecated GetInitialToken: as the
@@ -135,10 +138,28 @@ func (l *lane) initialRelease() func(error) error {
 }
 
 func (l *lane) refundOnSuccess(cost uint) func(error) error {
-	return onSuccess(func() {
-		l.give(cost)
-		l.skips.Add(1)
-	})
+	return l.retryRelease(func() { l.give(cost) })
+}
+
+// retryRelease returns the release of a paid retry, which refunds its
+// tokens when the retry succeeds, as the SDK's does, and also when it was
+// answered with a conflict (a conditional check failed), which the SDK's
+// does not: the service answered as a healthy one does, and on a hot item
+// the retries of 5xx and throttles come back as conflicts often enough to
+// drain the bucket (Do retries the conflicts without tokens). Only a
+// success leaves a skip, for the attempt release that follows it under the
+// SDK's middleware: a conflict earns no NoRetryIncrement to skip.
+func (l *lane) retryRelease(refund func()) func(error) error {
+	return func(err error) error {
+		switch {
+		case err == nil:
+			refund()
+			l.skips.Add(1)
+		case l.isConflict != nil && l.isConflict(err):
+			refund()
+		}
+		return nil
+	}
 }
 
 func (l *lane) consumeSkip() bool {
@@ -171,7 +192,7 @@ func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, 
 		if err != nil {
 			return nil, nil, l.remaining(), false
 		}
-		return onSuccess(func() { _ = rel(); l.skips.Add(1) }), rel, 0, true
+		return l.retryRelease(func() { _ = rel() }), rel, 0, true
 	}
 	avail, ok := l.bucket.take(cost)
 	if !ok {

@@ -14,6 +14,7 @@ import (
 	"github.com/aws/smithy-go"
 	smithymiddle "github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
+	"github.com/stretchr/testify/require"
 )
 
 // The library's own tests drive the SDK's retry middleware itself
@@ -114,6 +115,16 @@ func (h *runtimeHeap) read() {
 	var m runtime.MemStats
 	runtime.ReadMemStats(&m)
 	h.inUse = int64(m.HeapInuse)
+}
+
+// spendTokens takes n tokens (a multiple of the throttle cost, 5) from r's
+// bucket with throttles' retries that are never released.
+func spendTokens(t *testing.T, r aws.RetryerV2, n int) {
+	t.Helper()
+	for range n / 5 {
+		_, err := r.GetRetryToken(context.Background(), throttleErr())
+		require.NoError(t, err)
+	}
 }
 
 // concurrently runs fn(0) to fn(n-1) on n goroutines and waits for them

@@ -148,7 +148,9 @@ type Options struct {
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after
-	// its delay is known. It must be safe for concurrent use and quick.
+	// its delay is known. It must be safe for concurrent use and quick,
+	// and must not panic: it runs after the retry is paid for, and a
+	// panic keeps the tokens of a retry whose context cannot end.
 	OnRetry func(RetryEvent)
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for

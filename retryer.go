@@ -117,6 +117,9 @@ func New(optFns ...func(*Options)) *Retryer {
 		isThrottle: func(err error) bool {
 			return classes.classify(err) == ClassThrottle
 		},
+		isConflict: func(err error) bool {
+			return classes.classify(err) == ClassConflict
+		},
 	})
 	var gauges []metrics.AsyncInstrument
 	r.hooks.meter, gauges = newMeter(o.MeterProvider, r.lanes)

@@ -612,6 +612,26 @@ func TestSDKContract_Retry2026StandardMode(t *testing.T) {
 	}
 }
 
+// TestSDKContract_DifferenceRetryAnsweredByAConflict: a retry of a 5xx whose
+// answer is a ConditionalCheckFailedException keeps its cost in the SDK's
+// bucket and gets it back in ours: the service answered as a healthy one
+// does (see lane.retryRelease and the README's side-by-side).
+func TestSDKContract_DifferenceRetryAnsweredByAConflict(t *testing.T) {
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.RateLimiter = sdkBucket
+		o.Backoff = fixedBackoff(0)
+	})
+	ours := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	for _, r := range []aws.RetryerV2{sdk, ours} {
+		attempts, err := operation(context.Background(), r, script(serverErr, conflictErr))
+		requireAttempts(t, 2, attempts, err)
+		require.Error(t, err)
+	}
+	assert.Equal(t, uint(486), sdkBucket.Remaining(), "expect the SDK to keep the retry's 14 tokens")
+	assert.Equal(t, uint(500), ours.Remaining(), "expect ours to give them back")
+}
+
 // TestSDKContract_LongPollingContextBackoff: a long-polling operation whose
 // budget is empty still backs off after a throttle, with the 1 s throttle
 // base. The SDK's middleware learns of long polling from the context, which

@@ -1,8 +1,8 @@
 package jitterretry
 
-// This file owns the news of a partition's throttles that Do waits for:
-// whether a retry decision in the partition met a throttle since a Do loop
-// last looked.
+// This file owns the news of a partition's throttles that a Do loop in a
+// named partition waits for: whether a retry decision in the partition met
+// a throttle since the loop last looked.
 
 import "sync/atomic"
 

@@ -44,13 +44,15 @@ func TestDoRetriesConflictsOverSDKThrottleRetries(t *testing.T) {
 		classify func(error) jitterretry.ErrorClass
 		tokens   uint
 	}{
-		// 500 - 5 (the SDK's throttle retry, which then failed its
-		// condition) - 14 - 14 (Do's two retries) + 14 (the one that
-		// succeeded) + 1 (its SDK call succeeded on the first attempt)
-		"conflicts as transient: one budget pays for all three retries": {classify: retryConflicts, tokens: 482},
-		// 500 - 5 + 1: conflicts take no tokens, so the bucket stays for
-		// the SDK's retries.
-		"default: conflicts are free": {tokens: 496},
+		// 500 - 5 + 5 (the SDK's throttle retry, answered by a conflict:
+		// the service answered, so its tokens come back; see the README's
+		// side-by-side) - 14 - 14 (Do's two retries, which this Classify
+		// pays for) + 14 (the one that succeeded) + 1 (its SDK call
+		// succeeded on the first attempt)
+		"conflicts as transient: one budget pays for all three retries": {classify: retryConflicts, tokens: 487},
+		// 500 - 5 + 5, and the +1 finds the bucket full: conflicts take no
+		// tokens, and the SDK's retry they answered gets its own back.
+		"default: conflicts are free": {tokens: 500},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

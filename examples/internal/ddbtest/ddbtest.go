@@ -228,6 +228,19 @@ func (b *Backend) CreateTable(t testing.TB, name, key string) {
 	t.Cleanup(func() {
 		_, _ = admin.DeleteTable(context.Background(), &dynamodb.DeleteTableInput{TableName: aws.String(name)})
 	})
+	// dynalite answers CreateTable with the table CREATING and makes it
+	// ACTIVE on a timer, even with --createTableMs 0: on a busy machine the
+	// first GetItem found no table (ResourceNotFoundException, one CI run).
+	// (minidyn creates it at once, and reports no status to wait for.)
+	if b.Name != "dynalite" {
+		return
+	}
+	waiter := dynamodb.NewTableExistsWaiter(admin, func(o *dynamodb.TableExistsWaiterOptions) {
+		o.MinDelay, o.MaxDelay = 10*time.Millisecond, 100*time.Millisecond
+	})
+	if err := waiter.Wait(context.Background(), &dynamodb.DescribeTableInput{TableName: aws.String(name)}, 30*time.Second); err != nil {
+		t.Fatalf("wait for table %s: %v", name, err)
+	}
 }
 
 // CapacityProxy is a capacity proxy served on loopback for one test.

@@ -196,6 +196,10 @@ func NewPolicy(name string, o PolicyOptions) (*Policy, error) {
 		}
 	}
 	r := jitterretry.New(jitter(o.Seed, o.MaxBackoff), func(jo *jitterretry.Options) {
+		// Run puts the table's name in the context: the table is the
+		// partition, so that its Do loops back off together while it
+		// throttles (see jitterretry.Do).
+		jo.PartitionKey = jitterretry.PartitionFromContext
 		jo.OnRetry = p.onRetry(o.OnRetry)
 		jo.OnGiveUp = func(e *jitterretry.GiveUpError) {
 			if e.Reason == jitterretry.GiveUpBudget {

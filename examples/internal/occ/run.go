@@ -159,7 +159,7 @@ func Run(ctx context.Context, client *dynamodb.Client, p *Policy, cfg Config) (*
 	if cfg.LoopAttempts == 0 {
 		cfg.LoopAttempts = 10
 	}
-	ctx, cancel := context.WithCancelCause(ctx)
+	ctx, cancel := context.WithCancelCause(jitterretry.WithPartition(ctx, cfg.Table))
 	defer cancel(nil)
 
 	res := &Result{Acked: make([]int64, cfg.Items)}

@@ -53,7 +53,7 @@ func (r *Report) Problems() []string {
 		add("the race detector reported %d data races in the function", r.DataRaces)
 	}
 	if r.Panics > 0 {
-		add("the emulators' output reports %d panics", r.Panics)
+		add("the emulators' output reports %d panics; the first:\n%s", r.Panics, firstPanic(r.Outputs))
 	}
 	if len(r.Lost) > 0 {
 		add("%d acknowledged increments lost: %s", len(r.Lost), strings.Join(r.Lost, ", "))
@@ -89,4 +89,19 @@ func (r *Report) CauseLost() []Invocation {
 		}
 	}
 	return lost
+}
+
+// firstPanic returns the first "panic: " line of the outputs and the lines
+// after it, as far as the first goroutine's frames go, so that a failure
+// says whose panic it was (the emulator's or the function's).
+func firstPanic(outputs []string) string {
+	for env, out := range outputs {
+		lines := strings.Split(out, "\n")
+		for i, line := range lines {
+			if strings.HasPrefix(line, "panic: ") {
+				return fmt.Sprintf("env%d: %s", env, strings.Join(lines[i:min(i+20, len(lines))], "\n"))
+			}
+		}
+	}
+	return "(not found)"
 }
