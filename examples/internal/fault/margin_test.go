@@ -81,7 +81,8 @@ func (o marginOutcome) String() string {
 func runMarginCalls(t *testing.T, optFns ...func(*jitterretry.Options)) marginOutcome {
 	t.Helper()
 	url, requests := slowThrottler(t, marginLatency)
-	r := jitterretry.New(optFns...)
+	var wakes plannedWakes
+	r := jitterretry.New(append(optFns, wakes.option)...)
 	require.NoError(t, r.Err())
 	b := &ddbtest.Backend{URL: url, Name: "slow throttler"}
 	client := b.NewClient(t, url, func(o *ddbtest.ClientOptions) { o.Retryer = r })
@@ -118,7 +119,7 @@ func runMarginCalls(t *testing.T, optFns ...func(*jitterretry.Options)) marginOu
 					out.giveUps[gu.Reason.String()]++
 				case err != nil && errors.As(err, &ptee) && errors.As(err, &mae):
 					out.maxAtt++
-				case trace.stalled(end, deadline):
+				case trace.stalled(end, deadline, &wakes):
 					out.stalled++
 				default:
 					out.lost++
@@ -153,6 +154,34 @@ type attemptTrace struct {
 type tracedAttempt struct {
 	start, end time.Time
 	doneBefore int64 // attempts of all calls ended before this one ended
+	err        error // the attempt's error, as the retry middleware got it
+}
+
+// plannedWakes records when the retryer planned the backoff after each
+// failed attempt to end, by the attempt's error (the value OnRetry gets).
+type plannedWakes struct{ m sync.Map }
+
+func (w *plannedWakes) option(o *jitterretry.Options) {
+	prev := o.OnRetry
+	o.OnRetry = func(e jitterretry.RetryEvent) {
+		w.m.Store(e.Err, time.Now().Add(e.Delay))
+		if prev != nil {
+			prev(e)
+		}
+	}
+}
+
+// wake returns when the backoff after the attempt that failed with err was
+// planned to end.
+func (w *plannedWakes) wake(err error) (time.Time, bool) {
+	if err == nil {
+		return time.Time{}, false
+	}
+	at, ok := w.m.Load(err)
+	if !ok {
+		return time.Time{}, false
+	}
+	return at.(time.Time), true
 }
 
 func (a *attemptTrace) option(done *atomic.Int64) func(*dynamodb.Options) {
@@ -168,19 +197,27 @@ func (a *attemptTrace) option(done *atomic.Int64) func(*dynamodb.Options) {
 // context's deadline both fire may wake to either, and the SDK then returns
 // the context's error. A call counts as stalled, rather than as a margin
 // too short, when it returned more than stallAfterDeadline after its
-// deadline (the retryer's own give-ups come before it), or when one of its
-// attempts took more than stallAttempt (the server answers in 20 ms).
+// deadline (the retryer's own give-ups come before it), when one of its
+// attempts took more than stallAttempt (the server answers in 20 ms), or
+// when the retryer planned the backoff after its last attempt to end
+// before the deadline and no attempt followed: the sleep ended late (a
+// margin too short shows as a next attempt cut by the deadline instead).
 const (
 	stallAfterDeadline = 5 * time.Millisecond
 	stallAttempt       = 2*marginLatency + 10*time.Millisecond
 )
 
-func (a *attemptTrace) stalled(end, deadline time.Time) bool {
+func (a *attemptTrace) stalled(end, deadline time.Time, wakes *plannedWakes) bool {
 	if end.Sub(deadline) > stallAfterDeadline {
 		return true
 	}
 	for _, at := range a.attempts {
 		if at.end.Sub(at.start) > stallAttempt {
+			return true
+		}
+	}
+	if n := len(a.attempts); n > 0 {
+		if wake, ok := wakes.wake(a.attempts[n-1].err); ok && wake.Before(deadline) {
 			return true
 		}
 	}
@@ -211,7 +248,7 @@ func (m attemptTracer) HandleFinalize(ctx context.Context, in middleware.Finaliz
 ) {
 	start := time.Now()
 	out, md, err := next.HandleFinalize(ctx, in)
-	m.trace.attempts = append(m.trace.attempts, tracedAttempt{start: start, end: time.Now(), doneBefore: m.done.Add(1) - 1})
+	m.trace.attempts = append(m.trace.attempts, tracedAttempt{start: start, end: time.Now(), doneBefore: m.done.Add(1) - 1, err: err})
 	return out, md, err
 }
 
@@ -237,5 +274,16 @@ func TestDeadlineLearntMarginKeepsTheCause(t *testing.T) {
 		t.Logf("300 ms deadline, 20 ms throttling server, default options: %v", out)
 		assert.Zero(t, out.lost, "expect no call to lose the throttle; some that did:\n%s", strings.Join(out.samples, "\n"))
 		assert.LessOrEqual(t, out.stalled, marginCalls/20, "expect stalls of the machine to be rare")
+	})
+	// The control: with a margin far shorter than an attempt, retries are
+	// sent into the deadline, and the test must count their calls as lost,
+	// not as stalls of the machine.
+	t.Run("a margin too short", func(t *testing.T) {
+		out := runMarginCalls(t, func(o *jitterretry.Options) {
+			o.BucketRefill = math.Inf(1)
+			o.DeadlineMargin = time.Nanosecond
+		})
+		t.Logf("300 ms deadline, 20 ms throttling server, a 1 ns margin: %v", out)
+		assert.Greater(t, out.lost, out.stalled, "expect the calls whose retry ran into the deadline counted as lost")
 	})
 }
