@@ -105,9 +105,7 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 		return &OptionsError{Option: "DoOptions.MaxConflicts", Reason: "must be 0 or more, or UnlimitedAttempts (-1)"}
 	}
 	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
-	if loop.lane.key != "" {
-		loop.seenThrottles = loop.lane.throttles.look()
-	}
+	loop.partitionNews()
 	if d, ok := r.backoff.(delayers.Delayer); ok {
 		loop.seq = d.NewSequence()
 	}
@@ -146,11 +144,8 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		start := d.r.now()
 		err := fn(fnCtx)
 		end := d.r.now()
-		d.throttled = d.mark.take()
-		if d.lane.key != "" {
-			th := d.lane.throttles.look()
-			d.throttled, d.seenThrottles = d.throttled || th != d.seenThrottles, th
-		}
+		own := d.mark.take()
+		d.throttled = d.partitionNews() || own
 		took := end.Sub(start)
 		if d.paid != nil {
 			if err == nil || d.o.Classify(err) == ClassConflict {
@@ -255,6 +250,20 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time,
 		return 0, gerr
 	}
 	return wait, nil
+}
+
+// partitionNews looks at the throttle news of the loop's partition and
+// reports whether a throttle was noted since it last looked; in the
+// default partition, the whole client, it does not look and reports false
+// (see Do).
+func (d *doLoop) partitionNews() bool {
+	if d.lane.key == "" {
+		return false
+	}
+	th := d.lane.throttles.look()
+	changed := th != d.seenThrottles
+	d.seenThrottles = th
+	return changed
 }
 
 // attemptSpan is the duration of fn's call that took took, as the conflict

@@ -489,9 +489,9 @@ func (l *sendRate) delayLocked(p sendPlace, now time.Time) (time.Duration, <-cha
 // fills at least half of the rate over that span and the wait. A few
 // callers arriving together wait too, but fill a moment, not the span.
 func (l *sendRate) fullLocked(now time.Time, wait time.Duration) bool {
-	span := max(now.Sub(l.win.start)+l.prev.duration, sendWindow)
+	sent, span := l.recentSentLocked(now, sendWindow)
 	r := l.q.rate
-	return l.win.sent+l.prev.sent+r*wait.Seconds() >= 0.5*r*(span+wait).Seconds()
+	return sent+r*wait.Seconds() >= 0.5*r*(span+wait).Seconds()
 }
 
 // cancel gives back a place that will not be sent.
@@ -897,8 +897,14 @@ func (l *sendRate) peakLocked(now time.Time) float64 {
 // previous windows (at least 10 ms, so that a client's first answers are
 // not taken over a window it has not lived yet).
 func (l *sendRate) sendRateLocked(now time.Time) float64 {
-	span := max(now.Sub(l.win.start)+l.prev.duration, 10*time.Millisecond)
-	return (l.win.sent + l.prev.sent) / span.Seconds()
+	sent, span := l.recentSentLocked(now, 10*time.Millisecond)
+	return sent / span.Seconds()
+}
+
+// recentSentLocked returns the places sent over the current and previous
+// windows, and the span they cover, taken as atLeast when shorter.
+func (l *sendRate) recentSentLocked(now time.Time, atLeast time.Duration) (float64, time.Duration) {
+	return l.win.sent + l.prev.sent, max(now.Sub(l.win.start)+l.prev.duration, atLeast)
 }
 
 func (l *sendRate) setRateLocked(r float64) {
