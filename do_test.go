@@ -424,6 +424,13 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 		{"fn's own call throttled, retried, then in conflict", context.Background(), func(ctx context.Context) error {
 			return stackOperation(ctx, r, nil, throttledOnce)
 		}, true},
+		{"fn's call inside a Do loop of its own throttled, retried, then in conflict", context.Background(), func(ctx context.Context) error {
+			_ = jitterretry.Do(ctx, r, func(ctx context.Context) error {
+				_ = stackOperation(ctx, r, nil, throttledOnce)
+				return nil
+			})
+			return inConflict(ctx)
+		}, true},
 		{"another caller of the loop's named partition throttled meanwhile", orders, func(ctx context.Context) error {
 			_ = stackOperation(orders, r, nil, throttledOnce)
 			return inConflict(ctx)
