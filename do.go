@@ -50,7 +50,7 @@ const defaultMaxConflicts = 100
 // contention the loop measures (see Conflict and delayers.Contention). When
 // the loop met a throttle since fn's previous call ended (fn failed with
 // one, or an SDK call inside fn that uses fn's ctx, a context derived from
-// ctx, was throttled and retried), a conflict waits at least the
+// ctx, was throttled and retried, also inside a Do loop of fn's own), a conflict waits at least the
 // Retryer's backoff after as many throttles in a row: a table at capacity
 // holds the win rate down, which looks like little contention. In a named
 // partition (see Options.PartitionKey; one per table, say) the throttles
@@ -147,8 +147,12 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		own := d.mark.take()
 		d.throttled = d.partitionNews() || own
 		took := end.Sub(start)
+		var class ErrorClass
+		if err != nil {
+			class = d.o.Classify(err) // once: the caller's Classify may count or log
+		}
 		if d.paid != nil {
-			if err == nil || d.o.Classify(err) == ClassConflict {
+			if err == nil || class == ClassConflict {
 				// A successful retry gets its cost back, and one answered
 				// by a conflict too, as under the SDK's middleware (see
 				// lane.retryRelease). Not through its SDK-style release,
@@ -164,7 +168,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		}
 		lastErr = err
 
-		wait, nerr := d.next(ctx, attempt, err, end, took)
+		wait, nerr := d.next(ctx, attempt, err, class, end, took)
 		if nerr != nil {
 			if g, ok := nerr.(*GiveUpError); ok && g.Reason == GiveUpNotRetryable {
 				return err
@@ -178,12 +182,11 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 	}
 }
 
-// next decides the retry after fn's call number attempt failed with err at
-// time at, having taken took: the wait before the next call, or why not (a
-// *GiveUpError, or the error of a custom Backoff).
-func (d *doLoop) next(ctx context.Context, attempt int, err error, at time.Time, took time.Duration) (time.Duration, error) {
+// next decides the retry after fn's call number attempt failed with err, of
+// class class, at time at, having taken took: the wait before the next call,
+// or why not (a *GiveUpError, or the error of a custom Backoff).
+func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorClass, at time.Time, took time.Duration) (time.Duration, error) {
 	r, l := d.r, d.lane
-	class := d.o.Classify(err)
 	info := r.classes.inspect(err)
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(nil, l), took, info.cut)}
 	p.deadline, p.hasDeadline = r.deadline(ctx)

@@ -268,6 +268,32 @@ func TestDoLeavesWhatTheSDKGaveUpOn(t *testing.T) {
 	assert.Equal(t, 2, *calls)
 }
 
+// TestDoClassifiesEachFailureOnce: a caller's Classify (which may count,
+// log or look the error up) is asked once per failed call of fn, also for
+// the call that follows a paid retry.
+func TestDoClassifiesEachFailureOnce(t *testing.T) {
+	r := jitterretry.New(fast)
+	asked := map[error]int{}
+	failures := []error{throttleErr(), serverErr(), conflictErr()}
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		if calls++; calls <= len(failures) {
+			return failures[calls-1]
+		}
+		return nil
+	}, func(o *jitterretry.DoOptions) {
+		o.Classify = func(err error) jitterretry.ErrorClass {
+			asked[err]++
+			return jitterretry.Classify(err)
+		}
+	})
+	require.NoError(t, err)
+	require.Equal(t, len(failures)+1, calls)
+	for i, f := range failures {
+		assert.Equal(t, 1, asked[f], "failure %d classified", i+1)
+	}
+}
+
 func TestDoOutcomes(t *testing.T) {
 	boom := errors.New("boom")
 	always := func(error) jitterretry.ErrorClass { return jitterretry.ClassTransient }
@@ -423,6 +449,13 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 		}, false},
 		{"fn's own call throttled, retried, then in conflict", context.Background(), func(ctx context.Context) error {
 			return stackOperation(ctx, r, nil, throttledOnce)
+		}, true},
+		{"fn's call inside a Do loop of its own throttled, retried, then in conflict", context.Background(), func(ctx context.Context) error {
+			_ = jitterretry.Do(ctx, r, func(ctx context.Context) error {
+				_ = stackOperation(ctx, r, nil, throttledOnce)
+				return nil
+			})
+			return inConflict(ctx)
 		}, true},
 		{"another caller of the loop's named partition throttled meanwhile", orders, func(ctx context.Context) error {
 			_ = stackOperation(orders, r, nil, throttledOnce)

@@ -117,8 +117,12 @@ type GiveUpError struct {
 }
 
 // Error describes the refusal and, unless the SDK's middleware prints it
-// already, the failed attempt's error.
+// already, the failed attempt's error. A nil *GiveUpError (a typed nil in an
+// error interface) prints as such rather than panic.
 func (e *GiveUpError) Error() string {
+	if e == nil {
+		return "jitterretry: <nil *GiveUpError>"
+	}
 	var msg string
 	switch e.Reason {
 	case GiveUpBudget:
@@ -153,13 +157,21 @@ func (e *GiveUpError) Error() string {
 	return msg
 }
 
-// Unwrap returns the failed attempt's error.
-func (e *GiveUpError) Unwrap() error { return e.Err }
+// Unwrap returns the failed attempt's error; nil for a nil *GiveUpError.
+func (e *GiveUpError) Unwrap() error {
+	if e == nil {
+		return nil
+	}
+	return e.Err
+}
 
 // Is matches ErrRetryBudgetExhausted for GiveUpBudget,
 // context.DeadlineExceeded for GiveUpDeadline, and the context's error for
-// GiveUpCanceled.
+// GiveUpCanceled. A nil *GiveUpError matches nothing.
 func (e *GiveUpError) Is(target error) bool {
+	if e == nil {
+		return false
+	}
 	switch e.Reason {
 	case GiveUpBudget:
 		return target == ErrRetryBudgetExhausted
@@ -175,8 +187,12 @@ func (e *GiveUpError) Is(target error) bool {
 // **retry.MaxAttemptsError target for GiveUpMaxAttempts, and, for
 // GiveUpCanceled, a target of the SDK's cancellation types
 // (**aws.RequestCanceledError, or the interface with CanceledError() bool),
-// so code written for the SDK's retry.Standard keeps working.
+// so code written for the SDK's retry.Standard keeps working. A nil
+// *GiveUpError fills nothing.
 func (e *GiveUpError) As(target any) bool {
+	if e == nil {
+		return false
+	}
 	switch t := target.(type) {
 	case **aws.RequestCanceledError:
 		if e.Reason == GiveUpCanceled {
@@ -213,7 +229,12 @@ type OptionsError struct {
 	Reason string
 }
 
+// Error names the option and the reason; a nil *OptionsError prints as
+// such rather than panic.
 func (e *OptionsError) Error() string {
+	if e == nil {
+		return "jitterretry: <nil *OptionsError>"
+	}
 	return "jitterretry: invalid " + e.Option + ": " + e.Reason
 }
 

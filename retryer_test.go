@@ -3,6 +3,7 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"fmt"
 	"math"
 	"sync"
 	"sync/atomic"
@@ -457,6 +458,19 @@ func TestZeroValuesNeverPanic(t *testing.T) {
 
 	var gu jitterretry.GiveUpError
 	assert.NotEmpty(t, gu.Error())
+	// A nil pointer in an error interface (a function that returns a typed
+	// nil) must print and unwrap, not panic in the caller's logging.
+	var nilGU *jitterretry.GiveUpError
+	assert.NotPanics(t, func() {
+		assert.Contains(t, nilGU.Error(), "nil")
+		assert.NoError(t, nilGU.Unwrap())
+		assert.False(t, errors.Is(nilGU, jitterretry.ErrRetryBudgetExhausted))
+		var q ratelimit.QuotaExceededError
+		assert.False(t, errors.As(nilGU, &q))
+		assert.Contains(t, fmt.Sprint(error(nilGU)), "nil")
+	})
+	var nilOE *jitterretry.OptionsError
+	assert.NotPanics(t, func() { assert.Contains(t, nilOE.Error(), "nil") })
 	var full delayers.Full
 	d, err := full.BackoffDelay(3, nil)
 	assert.NoError(t, err)

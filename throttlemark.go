@@ -11,14 +11,20 @@ import (
 
 // throttleMark is set when a throttle's retry is decided under a context
 // that carries it: by the SDK calls of one Do loop's fn, which get the
-// loop's context, and by no other operation of the client. (A Do loop inside
-// fn carries its own mark, which hides the outer one from its calls.)
-type throttleMark struct{ set atomic.Bool }
+// loop's context, and by no other operation of the client. A Do loop inside
+// fn carries its own mark, which passes what it hears to the outer loop's:
+// the inner loop's throttles are the outer fn's too.
+type throttleMark struct {
+	set   atomic.Bool
+	outer *throttleMark // the mark of the Do loop whose fn runs this one; nil at the top
+}
 
 type throttleMarkKey struct{}
 
-// withThrottleMark returns ctx carrying m.
+// withThrottleMark returns ctx carrying m, under the mark ctx carries, if
+// any.
 func withThrottleMark(ctx context.Context, m *throttleMark) context.Context {
+	m.outer, _ = ctx.Value(throttleMarkKey{}).(*throttleMark)
 	return context.WithValue(ctx, throttleMarkKey{}, m)
 }
 
@@ -29,8 +35,12 @@ func markThrottle(ctx context.Context) {
 	}
 }
 
-// note sets the mark.
-func (m *throttleMark) note() { m.set.Store(true) }
+// note sets the mark and those of the loops around its own.
+func (m *throttleMark) note() {
+	for ; m != nil; m = m.outer {
+		m.set.Store(true)
+	}
+}
 
 // take reports whether the mark was set since the last take, and clears it.
 func (m *throttleMark) take() bool { return m.set.Swap(false) }

@@ -112,8 +112,12 @@ type OptionError struct {
 }
 
 // Error returns "delayers: invalid <Option> <Value>: <Reason>", with Factor
-// in place of Value when Option is "Growth".
+// in place of Value when Option is "Growth". A nil *OptionError prints as
+// such rather than panic.
 func (e *OptionError) Error() string {
+	if e == nil {
+		return "delayers: <nil *OptionError>"
+	}
 	if e.Option == "Growth" {
 		return fmt.Sprintf("delayers: invalid %s %v: %s", e.Option, e.Factor, e.Reason)
 	}

@@ -204,6 +204,14 @@ func TestGrowthErrorMessage(t *testing.T) {
 	assert.Equal(t, "delayers: invalid Growth 1.5: applies only to the windowed strategies (exponential, full, equal): decorrelated jitter has no window", err.Error())
 }
 
+// TestNilOptionErrorPrints: a typed nil in an error interface prints
+// instead of panicking in the caller's logging.
+func TestNilOptionErrorPrints(t *testing.T) {
+	var oe *OptionError
+	assert.NotPanics(t, func() { assert.Contains(t, oe.Error(), "nil") })
+	assert.True(t, errors.Is(oe, ErrInvalidOption))
+}
+
 // TestDurationErrorsComeBeforeGrowth: with several bad fields, the
 // durations are reported first, as before Growth existed.
 func TestDurationErrorsComeBeforeGrowth(t *testing.T) {
