@@ -72,7 +72,7 @@ const (
 // from the retry that holds it next.
 const (
 	slotFree     uint64 = iota
-	slotSetup           // being filled by track
+	slotSetup           // being filled by track, or emptied by its release
 	slotHeld            // a retry holds it
 	slotSweeping        // a sweep looks at it; the owner waits
 	slotRetired         // refunded; never handed out again
@@ -140,11 +140,17 @@ func newTracked(now func() time.Time) *tracked {
 func newTrackSlot() *trackSlot {
 	s := &trackSlot{}
 	s.release = func(err error) error {
-		t := s.t // the owner's; see the comment on the table
-		if s.claim(anyGeneration, slotFree) {
-			return t.release(err)
+		// Claimed for setup, the slot is the releaser's alone: it lets go
+		// of the retry's context and ticket (the caller's request-scoped
+		// values may be large, and 4096 slots would keep them for as long
+		// as the retryer lives), then frees the slot.
+		if !s.claim(anyGeneration, slotSetup) {
+			return nil
 		}
-		return nil
+		t := s.t
+		s.ctx, s.t = nil, ticket{}
+		s.word.Store(s.word.Load()&genMask | slotFree)
+		return t.release(err)
 	}
 	return s
 }
