@@ -163,7 +163,8 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 // doClass is Do's default classification: conflicts are ClassConflict, an
 // error the SDK's retry middleware already gave up on (a
 // *retry.MaxAttemptsError, the SDK bucket's ratelimit.QuotaExceededError, or
-// a *GiveUpError of this retryer) is not retried again, and the rest follows the retryer's rules. So a Do loop around SDK
+// a *GiveUpError of this retryer or of a Do loop inside fn) is not retried
+// again, and the rest follows the retryer's rules. So a Do loop around SDK
 // calls retries conflicts only, and around plain functions what the SDK
 // would.
 func (c *classifier) doClass(err error) ErrorClass {
@@ -171,7 +172,12 @@ func (c *classifier) doClass(err error) ErrorClass {
 		return ClassNotRetryable
 	}
 	f := c.facts(err)
-	if f.gaveUp && !f.isConflict() {
+	// The SDK's middleware gives up on a conflict only when the caller
+	// made conflicts retryable to it (retry.AddWithErrorCodes): the loop
+	// retries those as conflicts. A refusal of ours is final, also one
+	// wrapping a conflict: an inner Do that ran out of its conflict budget
+	// must not be run again for each of the outer loop's.
+	if f.ownGaveUp || f.gaveUp && !f.isConflict() {
 		return ClassNotRetryable
 	}
 	return c.classOf(err, &f)
@@ -266,7 +272,8 @@ type errorFacts struct {
 	modeled      bool // the first smithy.APIError is not a *smithy.GenericAPIError
 
 	conflictMark    bool // an error marked with Conflict is in the chain
-	gaveUp          bool // a *retry.MaxAttemptsError or *GiveUpError is in the chain
+	gaveUp          bool // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
+	ownGaveUp       bool // a *GiveUpError is in the chain: this retryer, or a Do loop, gave up
 	contextCanceled bool // context.Canceled is in the chain
 	network         bool // a connection-level error is in the chain
 	foreignAs       bool // a node has an As method
@@ -348,7 +355,7 @@ func (f *errorFacts) visit(err error) {
 		f.gaveUp = true
 		return
 	case *GiveUpError:
-		f.gaveUp = true
+		f.gaveUp, f.ownGaveUp = true, true
 		return
 	case *attemptTimeoutError:
 		if f.cut == 0 {

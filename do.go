@@ -17,7 +17,8 @@ type DoOptions struct {
 	// conflicts (ClassConflict: a ConditionalCheckFailedException, a
 	// TransactionConflictException, an error marked with Conflict), leaves
 	// alone an error the SDK's retry middleware already gave up on (a
-	// *retry.MaxAttemptsError, a *GiveUpError), and classifies the rest as
+	// *retry.MaxAttemptsError, a *GiveUpError, also that of a Do loop
+	// inside fn that ran out of conflicts), and classifies the rest as
 	// the Retryer does. So around SDK calls, whose throttles and 5xx the
 	// SDK already retried, the loop retries conflicts only; around other
 	// functions, what the SDK would. Nil means the default.
