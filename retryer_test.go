@@ -13,6 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -497,6 +500,43 @@ func TestNilAndOddInputsNeverPanic(t *testing.T) {
 	require.NoError(t, rel(errors.New("x")))
 	_, err = r.GetAttemptToken(nil) //nolint:staticcheck
 	require.NoError(t, err)
+}
+
+// nilErrorCode is a user's error type whose methods read its fields, as
+// most do: a nil one panics when they are called.
+type nilErrorCode struct{ code string }
+
+func (e *nilErrorCode) Error() string     { return "code " + e.code }
+func (e *nilErrorCode) ErrorCode() string { return e.code }
+
+// TestTypedNilErrorsNeverPanic: a typed nil in an error interface (a
+// function that returns a nil *T as error), alone or wrapped, is not
+// retried, and classifying it calls none of its methods.
+func TestTypedNilErrorsNeverPanic(t *testing.T) {
+	errs := map[string]error{
+		"*smithy.GenericAPIError":   (*smithy.GenericAPIError)(nil),
+		"*smithy.OperationError":    (*smithy.OperationError)(nil),
+		"*awshttp.ResponseError":    (*awshttp.ResponseError)(nil),
+		"*smithyhttp.ResponseError": (*smithyhttp.ResponseError)(nil),
+		"a user's type":             (*nilErrorCode)(nil),
+		"a user's type, wrapped":    fmt.Errorf("get: %w", (*nilErrorCode)(nil)),
+	}
+	r := jitterretry.New(fast)
+	for name, err := range errs {
+		assert.NotPanics(t, func() {
+			assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err), name)
+			assert.False(t, r.IsErrorRetryable(err), name)
+			calls := 0
+			got := jitterretry.Do(context.Background(), r, func(context.Context) error {
+				calls++
+				return err
+			})
+			assert.Equal(t, 1, calls, name)
+			assert.Same(t, err, got, name)
+			gu := &jitterretry.GiveUpError{Reason: jitterretry.GiveUpNotRetryable, Err: err}
+			assert.NotEmpty(t, gu.Error(), name)
+		}, name)
+	}
 }
 
 // TestPartitionsIsolateBudgets: a hot partition spends its own bucket.
