@@ -360,6 +360,53 @@ func TestCancelledBackoffGivesTokensBack(t *testing.T) {
 	assert.Equal(t, uint(500), r.Remaining(), "expect the abandoned retry's 5 tokens back")
 }
 
+// TestCancelledBackoffTokensSurviveAClockThatJumps: Options.Clock may have
+// no monotonic reading (time.Now().UTC()), so it can step, and a fake clock
+// may read zero before it is started. An abandoned retry's tokens still
+// come back: after one reading two hours ahead, and when the clock read
+// zero as New ran.
+func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
+	cases := map[string]struct {
+		zeroAtNew bool // the first reading, New's, is the zero time
+		glitch    time.Duration
+	}{
+		"one reading two hours ahead": {glitch: 2 * time.Hour},
+		"zero as New ran":             {zeroAtNew: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			base := time.Now()
+			var offset atomic.Int64
+			var reads atomic.Int64
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+				o.DisableDeadlineGiveUp = true
+				o.Clock = func() time.Time {
+					if reads.Add(1) == 1 && tc.zeroAtNew {
+						return time.Time{}
+					}
+					return base.Add(time.Duration(offset.Load()))
+				}
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+			_, err := operation(ctx, r, script(throttleErr))
+			var canceled *aws.RequestCanceledError
+			require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
+			if tc.glitch > 0 {
+				offset.Store(int64(tc.glitch))
+				_ = r.Remaining() // a sweep reads the glitch
+			}
+			// Normal time again, well past the grace a sweep gives.
+			for _, at := range []time.Duration{time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
+				offset.Store(int64(at))
+				_ = r.Remaining()
+			}
+			assert.Equal(t, uint(500), r.Remaining(), "expect the abandoned retry's 5 tokens back")
+		})
+	}
+}
+
 // TestSentRetryKeepsItsCost: once the backoff is over and the retry is sent,
 // its tokens are spent, as in the SDK, even if its context then ends.
 func TestSentRetryKeepsItsCost(t *testing.T) {
