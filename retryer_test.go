@@ -452,6 +452,9 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 			var oe *jitterretry.OptionsError
 			require.ErrorAs(t, r.Err(), &oe)
 			assert.Equal(t, tc.option, oe.Option, "expect the field the caller wrote")
+			if name == "max rate below min" {
+				assert.Contains(t, oe.Reason, "MinRate (10)", "expect the MinRate the caller set, not the default")
+			}
 			attempts, err := operation(context.Background(), r, script(ok))
 			require.ErrorAs(t, err, &oe)
 			requireAttempts(t, 0, attempts, err)
