@@ -35,7 +35,11 @@ type DoOptions struct {
 	// up with GiveUpConflicts; the context's deadline bounds the loop too.
 	// Default 100, which 32 workers incrementing one item never reached in
 	// our runs (BENCHMARKS.md, section 2b); UnlimitedAttempts means no limit
-	// but the context; 0 retries no conflict.
+	// but the context; 0 retries no conflict. A conflict that carries no
+	// versions (a bare ConditionalCheckFailedException, not marked with
+	// Conflict) backs off blindly, growing toward the Retryer's MaxBackoff
+	// (20 s by default), so a hundred of them can take many minutes: give
+	// such a loop a deadline.
 	MaxConflicts int
 }
 
