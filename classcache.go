@@ -11,7 +11,10 @@ import "sync"
 // error's chain again. A class is a function of the error value alone, so
 // entries can be shared by any operations; only pointer errors are kept,
 // since other values of one type may differ. The cache has a fixed size and
-// holds at most classCacheSlots errors.
+// holds at most classCacheSlots errors: those IsErrorRetryable found
+// retryable and no GetRetryToken has asked for yet (the last attempt's,
+// which the SDK's middleware does not retry), until another error takes
+// their slot.
 const classCacheSlots = 64
 
 type classCache struct {
@@ -35,7 +38,9 @@ func (c *classCache) store(err error, h uintptr, info errorInfo) {
 	s.mu.Unlock()
 }
 
-// load returns what inspect found of err, if it is cached.
+// load returns what inspect found of err, if it is cached, and empties the
+// slot: the error (and the response and request it holds, with the
+// request's context) is not kept past the GetRetryToken that asked.
 func (c *classCache) load(err error, h uintptr) (errorInfo, bool) {
 	s := &c.slots[h%classCacheSlots]
 	s.mu.Lock()
@@ -43,5 +48,7 @@ func (c *classCache) load(err error, h uintptr) (errorInfo, bool) {
 	if s.key == nil || !isPointer(err) || s.key != err {
 		return errorInfo{}, false
 	}
-	return s.info, true
+	info := s.info
+	s.key, s.info = nil, errorInfo{}
+	return info, true
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"reflect"
 	"strings"
 	"syscall"
 	"time"
@@ -141,10 +142,19 @@ func (c *classifier) inspect(err error) errorInfo {
 		return errorInfo{}
 	}
 	f := c.facts(err)
+	if f.typedNil {
+		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
+	}
 	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut}
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
+	if f.typedNil {
+		// A function returned a nil *T as an error: a bug of the
+		// caller's, not an answer to retry; the checks below (the
+		// SDK's, a caller's) would call its methods.
+		return ClassNotRetryable
+	}
 	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
 		if !v.Bool() {
 			return ClassNotRetryable
@@ -163,7 +173,8 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 // doClass is Do's default classification: conflicts are ClassConflict, an
 // error the SDK's retry middleware already gave up on (a
 // *retry.MaxAttemptsError, the SDK bucket's ratelimit.QuotaExceededError, or
-// a *GiveUpError of this retryer) is not retried again, and the rest follows the retryer's rules. So a Do loop around SDK
+// a *GiveUpError of this retryer or of a Do loop inside fn) is not retried
+// again, and the rest follows the retryer's rules. So a Do loop around SDK
 // calls retries conflicts only, and around plain functions what the SDK
 // would.
 func (c *classifier) doClass(err error) ErrorClass {
@@ -171,7 +182,12 @@ func (c *classifier) doClass(err error) ErrorClass {
 		return ClassNotRetryable
 	}
 	f := c.facts(err)
-	if f.gaveUp && !f.isConflict() {
+	// The SDK's middleware gives up on a conflict only when the caller
+	// made conflicts retryable to it (retry.AddWithErrorCodes): the loop
+	// retries those as conflicts. A refusal of ours is final, also one
+	// wrapping a conflict: an inner Do that ran out of its conflict budget
+	// must not be run again for each of the outer loop's.
+	if f.ownGaveUp || f.gaveUp && !f.isConflict() {
 		return ClassNotRetryable
 	}
 	return c.classOf(err, &f)
@@ -183,7 +199,7 @@ func (c *classifier) isThrottle(err error) aws.Ternary {
 		return aws.UnknownTernary
 	}
 	f := c.facts(err)
-	return aws.BoolTernary(c.throttle(err, &f))
+	return aws.BoolTernary(!f.typedNil && c.throttle(err, &f))
 }
 
 // builtinRetryable applies the SDK's default retryable checks, in their
@@ -266,7 +282,9 @@ type errorFacts struct {
 	modeled      bool // the first smithy.APIError is not a *smithy.GenericAPIError
 
 	conflictMark    bool // an error marked with Conflict is in the chain
-	gaveUp          bool // a *retry.MaxAttemptsError or *GiveUpError is in the chain
+	gaveUp          bool // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
+	ownGaveUp       bool // a *GiveUpError is in the chain: this retryer, or a Do loop, gave up
+	typedNil        bool // a nil pointer is in the chain: its methods may panic, so none is called
 	contextCanceled bool // context.Canceled is in the chain
 	network         bool // a connection-level error is in the chain
 	foreignAs       bool // a node has an As method
@@ -300,6 +318,10 @@ func (f *errorFacts) walk(err error, depth int) {
 		return
 	}
 	f.nodes++
+	if isNilPointer(err) {
+		f.typedNil = true
+		return
+	}
 	f.visit(err)
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
@@ -309,6 +331,13 @@ func (f *errorFacts) walk(err error, depth int) {
 			f.walk(e, depth+1)
 		}
 	}
+}
+
+// isNilPointer reports whether err is a nil pointer of some type in a
+// non-nil interface, whose methods may dereference it.
+func isNilPointer(err error) bool {
+	v := reflect.ValueOf(err)
+	return v.Kind() == reflect.Pointer && v.IsNil()
 }
 
 func (f *errorFacts) isConflict() bool {
@@ -348,7 +377,7 @@ func (f *errorFacts) visit(err error) {
 		f.gaveUp = true
 		return
 	case *GiveUpError:
-		f.gaveUp = true
+		f.gaveUp, f.ownGaveUp = true, true
 		return
 	case *attemptTimeoutError:
 		if f.cut == 0 {

@@ -17,7 +17,8 @@ type DoOptions struct {
 	// conflicts (ClassConflict: a ConditionalCheckFailedException, a
 	// TransactionConflictException, an error marked with Conflict), leaves
 	// alone an error the SDK's retry middleware already gave up on (a
-	// *retry.MaxAttemptsError, a *GiveUpError), and classifies the rest as
+	// *retry.MaxAttemptsError, a *GiveUpError, also that of a Do loop
+	// inside fn that ran out of conflicts), and classifies the rest as
 	// the Retryer does. So around SDK calls, whose throttles and 5xx the
 	// SDK already retried, the loop retries conflicts only; around other
 	// functions, what the SDK would. Nil means the default.
@@ -34,7 +35,11 @@ type DoOptions struct {
 	// up with GiveUpConflicts; the context's deadline bounds the loop too.
 	// Default 100, which 32 workers incrementing one item never reached in
 	// our runs (BENCHMARKS.md, section 2b); UnlimitedAttempts means no limit
-	// but the context; 0 retries no conflict.
+	// but the context; 0 retries no conflict. A conflict that carries no
+	// versions (a bare ConditionalCheckFailedException, not marked with
+	// Conflict) backs off blindly, growing toward the Retryer's MaxBackoff
+	// (20 s by default), so a hundred of them can take many minutes: give
+	// such a loop a deadline.
 	MaxConflicts int
 }
 

@@ -268,6 +268,27 @@ func TestDoLeavesWhatTheSDKGaveUpOn(t *testing.T) {
 	assert.Equal(t, 2, *calls)
 }
 
+// TestNestedDoGivesUpOnce: an inner Do that gave up on its conflicts ends
+// the outer loop too, as any refusal of the retry machinery does, instead
+// of multiplying the inner loop's calls by the outer's budget.
+func TestNestedDoGivesUpOnce(t *testing.T) {
+	r := jitterretry.New(fast)
+	outer, inner := 0, 0
+	twoConflicts := func(o *jitterretry.DoOptions) { o.MaxConflicts = 2 }
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		outer++
+		return jitterretry.Do(ctx, r, func(context.Context) error {
+			inner++
+			return conflictErr()
+		}, twoConflicts)
+	}, twoConflicts)
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpConflicts, gu.Reason)
+	assert.Equal(t, 1, outer, "expect the outer loop to stop at the inner loop's refusal")
+	assert.Equal(t, 3, inner)
+}
+
 // TestDoClassifiesEachFailureOnce: a caller's Classify (which may count,
 // log or look the error up) is asked once per failed call of fn, also for
 // the call that follows a paid retry.

@@ -35,7 +35,9 @@ const (
 	// than the retry costs.
 	GiveUpBudget
 	// GiveUpDeadline: the backoff, or the wait for the send-rate limiter,
-	// plus the deadline margin would end past the context's deadline.
+	// plus the deadline margin would end past the context's deadline. It
+	// matches context.DeadlineExceeded and, as the SDK's cancelled sleep
+	// does, *aws.RequestCanceledError.
 	GiveUpDeadline
 	// GiveUpCanceled: the context was done: cancelled, or its deadline
 	// passed before the retry was decided (errors.Is(err,
@@ -151,7 +153,11 @@ func (e *GiveUpError) Error() string {
 	default:
 		msg = "jitterretry: gave up: " + e.Reason.String()
 	}
-	if e.Err != nil && !e.joined {
+	switch {
+	case e.Err == nil || e.joined:
+	case isNilPointer(e.Err):
+		msg += fmt.Sprintf(": <nil %T>", e.Err) // its Error may panic
+	default:
 		msg += ": " + e.Err.Error()
 	}
 	return msg
@@ -185,9 +191,11 @@ func (e *GiveUpError) Is(target error) bool {
 
 // As fills a *ratelimit.QuotaExceededError target for GiveUpBudget, a
 // **retry.MaxAttemptsError target for GiveUpMaxAttempts, and, for
-// GiveUpCanceled, a target of the SDK's cancellation types
-// (**aws.RequestCanceledError, or the interface with CanceledError() bool),
-// so code written for the SDK's retry.Standard keeps working. A nil
+// GiveUpCanceled and GiveUpDeadline, a target of the SDK's cancellation
+// types (**aws.RequestCanceledError, or the interface with CanceledError()
+// bool), wrapping the context's error, or context.DeadlineExceeded for a
+// deadline the retryer saw coming (the SDK sleeps into it and returns that
+// type), so code written for the SDK's retry.Standard keeps working. A nil
 // *GiveUpError fills nothing.
 func (e *GiveUpError) As(target any) bool {
 	if e == nil {
@@ -195,13 +203,13 @@ func (e *GiveUpError) As(target any) bool {
 	}
 	switch t := target.(type) {
 	case **aws.RequestCanceledError:
-		if e.Reason == GiveUpCanceled {
-			*t = &aws.RequestCanceledError{Err: e.ctxErr}
+		if c := e.requestCanceled(); c != nil {
+			*t = c
 			return true
 		}
 	case *interface{ CanceledError() bool }:
-		if e.Reason == GiveUpCanceled {
-			*t = &aws.RequestCanceledError{Err: e.ctxErr}
+		if c := e.requestCanceled(); c != nil {
+			*t = c
 			return true
 		}
 	case *ratelimit.QuotaExceededError:
@@ -216,6 +224,18 @@ func (e *GiveUpError) As(target any) bool {
 		}
 	}
 	return false
+}
+
+// requestCanceled is the SDK's error for the cancelled or timed-out
+// request e stands for, or nil.
+func (e *GiveUpError) requestCanceled() *aws.RequestCanceledError {
+	switch e.Reason {
+	case GiveUpCanceled:
+		return &aws.RequestCanceledError{Err: e.ctxErr}
+	case GiveUpDeadline:
+		return &aws.RequestCanceledError{Err: context.DeadlineExceeded}
+	}
+	return nil
 }
 
 // OptionsError reports options that cannot be used, by the name the caller

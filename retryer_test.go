@@ -13,6 +13,9 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
+	"github.com/aws/smithy-go"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -357,6 +360,53 @@ func TestCancelledBackoffGivesTokensBack(t *testing.T) {
 	assert.Equal(t, uint(500), r.Remaining(), "expect the abandoned retry's 5 tokens back")
 }
 
+// TestCancelledBackoffTokensSurviveAClockThatJumps: Options.Clock may have
+// no monotonic reading (time.Now().UTC()), so it can step, and a fake clock
+// may read zero before it is started. An abandoned retry's tokens still
+// come back: after one reading two hours ahead, and when the clock read
+// zero as New ran.
+func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
+	cases := map[string]struct {
+		zeroAtNew bool // the first reading, New's, is the zero time
+		glitch    time.Duration
+	}{
+		"one reading two hours ahead": {glitch: 2 * time.Hour},
+		"zero as New ran":             {zeroAtNew: true},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			base := time.Now()
+			var offset atomic.Int64
+			var reads atomic.Int64
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+				o.DisableDeadlineGiveUp = true
+				o.Clock = func() time.Time {
+					if reads.Add(1) == 1 && tc.zeroAtNew {
+						return time.Time{}
+					}
+					return base.Add(time.Duration(offset.Load()))
+				}
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+			_, err := operation(ctx, r, script(throttleErr))
+			var canceled *aws.RequestCanceledError
+			require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
+			if tc.glitch > 0 {
+				offset.Store(int64(tc.glitch))
+				_ = r.Remaining() // a sweep reads the glitch
+			}
+			// Normal time again, well past the grace a sweep gives.
+			for _, at := range []time.Duration{time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
+				offset.Store(int64(at))
+				_ = r.Remaining()
+			}
+			assert.Equal(t, uint(500), r.Remaining(), "expect the abandoned retry's 5 tokens back")
+		})
+	}
+}
+
 // TestSentRetryKeepsItsCost: once the backoff is over and the retry is sent,
 // its tokens are spent, as in the SDK, even if its context then ends.
 func TestSentRetryKeepsItsCost(t *testing.T) {
@@ -402,6 +452,9 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 			var oe *jitterretry.OptionsError
 			require.ErrorAs(t, r.Err(), &oe)
 			assert.Equal(t, tc.option, oe.Option, "expect the field the caller wrote")
+			if name == "max rate below min" {
+				assert.Contains(t, oe.Reason, "MinRate (10)", "expect the MinRate the caller set, not the default")
+			}
 			attempts, err := operation(context.Background(), r, script(ok))
 			require.ErrorAs(t, err, &oe)
 			requireAttempts(t, 0, attempts, err)
@@ -497,6 +550,43 @@ func TestNilAndOddInputsNeverPanic(t *testing.T) {
 	require.NoError(t, rel(errors.New("x")))
 	_, err = r.GetAttemptToken(nil) //nolint:staticcheck
 	require.NoError(t, err)
+}
+
+// nilErrorCode is a user's error type whose methods read its fields, as
+// most do: a nil one panics when they are called.
+type nilErrorCode struct{ code string }
+
+func (e *nilErrorCode) Error() string     { return "code " + e.code }
+func (e *nilErrorCode) ErrorCode() string { return e.code }
+
+// TestTypedNilErrorsNeverPanic: a typed nil in an error interface (a
+// function that returns a nil *T as error), alone or wrapped, is not
+// retried, and classifying it calls none of its methods.
+func TestTypedNilErrorsNeverPanic(t *testing.T) {
+	errs := map[string]error{
+		"*smithy.GenericAPIError":   (*smithy.GenericAPIError)(nil),
+		"*smithy.OperationError":    (*smithy.OperationError)(nil),
+		"*awshttp.ResponseError":    (*awshttp.ResponseError)(nil),
+		"*smithyhttp.ResponseError": (*smithyhttp.ResponseError)(nil),
+		"a user's type":             (*nilErrorCode)(nil),
+		"a user's type, wrapped":    fmt.Errorf("get: %w", (*nilErrorCode)(nil)),
+	}
+	r := jitterretry.New(fast)
+	for name, err := range errs {
+		assert.NotPanics(t, func() {
+			assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err), name)
+			assert.False(t, r.IsErrorRetryable(err), name)
+			calls := 0
+			got := jitterretry.Do(context.Background(), r, func(context.Context) error {
+				calls++
+				return err
+			})
+			assert.Equal(t, 1, calls, name)
+			assert.Same(t, err, got, name)
+			gu := &jitterretry.GiveUpError{Reason: jitterretry.GiveUpNotRetryable, Err: err}
+			assert.NotEmpty(t, gu.Error(), name)
+		}, name)
+	}
 }
 
 // TestPartitionsIsolateBudgets: a hot partition spends its own bucket.

@@ -1870,10 +1870,10 @@ func TestSDKContract_DeadlineBackoff(t *testing.T) {
 		wait    time.Duration // the wait we refuse
 	}{
 		"a backoff past the deadline": {
-			reason: "we give up at once with a *GiveUpError wrapping the cause, tokens refunded; the SDK sleeps until the deadline and returns only the context's error",
+			reason: "we give up at once with a *GiveUpError wrapping the cause, tokens refunded; the SDK sleeps until the deadline and returns only the context's error, as an *aws.RequestCanceledError",
 			answer: throttleErr, backoff: time.Second, wait: time.Second},
 		"an x-amz-retry-after hint past the deadline": {
-			reason: "we give up at once with a *GiveUpError wrapping the cause, tokens refunded; the SDK sleeps until the deadline and returns only the context's error",
+			reason: "we give up at once with a *GiveUpError wrapping the cause, tokens refunded; the SDK sleeps until the deadline and returns only the context's error, as an *aws.RequestCanceledError",
 			answer: func() error { return retryAfter(3000) }, backoff: time.Millisecond, wait: 3 * time.Second},
 	}
 	for name, d := range differences {
@@ -1901,6 +1901,11 @@ func TestSDKContract_DeadlineBackoff(t *testing.T) {
 			assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "expect reason deadline, got %v", gu.Reason)
 			assert.Equal(t, d.wait, gu.Delay, "expect the refused wait %v, got %v", d.wait, gu.Delay)
 			assert.ErrorIs(t, err, context.DeadlineExceeded, "expect it to match context.DeadlineExceeded")
+			// Code written for the SDK's error keeps matching.
+			var ours *aws.RequestCanceledError
+			if assert.ErrorAs(t, err, &ours, "expect it to match the SDK's *aws.RequestCanceledError") {
+				assert.ErrorIs(t, ours, context.DeadlineExceeded)
+			}
 			assert.ErrorIs(t, err, cause, "expect the cause kept, got %v", err)
 			assert.Equal(t, uint(500), r.Remaining(), "expect the refused retry's tokens back, got %d", r.Remaining())
 		})

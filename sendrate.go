@@ -5,6 +5,7 @@ package jitterretry
 // (sendqueue.go); an attempt's wait is sendwait.go's.
 
 import (
+	"fmt"
 	"math"
 	"sync"
 	"time"
@@ -378,7 +379,7 @@ func (o SendRateOptions) validate() error {
 	case o.MaxRate < 0 || math.IsNaN(o.MaxRate):
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must be zero (none) or positive"}
 	case o.MaxRate > 0 && o.MaxRate < o.withDefaults().MinRate:
-		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must not be below MinRate (default 1)"}
+		return &OptionsError{Option: "SendRate.MaxRate", Reason: fmt.Sprintf("must not be below MinRate (%v)", o.withDefaults().MinRate)}
 	}
 	return nil
 }

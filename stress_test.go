@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -271,4 +272,49 @@ func TestWrapperReplacingRetryDelayStaysFlat(t *testing.T) {
 	grew := after.inUse - before.inUse
 	assert.Less(t, grew, int64(1<<20), "expect a flat heap after %d cycles, it grew %d bytes", cycles, grew)
 	assert.Equal(t, uint(500), r.Remaining())
+}
+
+// TestFinishedOperationsKeepNoContextAlive: once an operation is over, the
+// retryer holds nothing of its context (request-scoped values, loggers,
+// spans), whose size it cannot know. Under a wrapper that skips RetryDelay
+// the hand-off keeps the contexts of its last entries, at most one per slot
+// (256). Before, each of 4096 tracking slots kept the last retry's.
+func TestFinishedOperationsKeepNoContextAlive(t *testing.T) {
+	type payloadKey struct{}
+	for name, wrap := range map[string]func(aws.Retryer) aws.Retryer{
+		"the SDK's middleware": func(r aws.Retryer) aws.Retryer { return r },
+		"under retry.AddWithMaxBackoffDelay": func(r aws.Retryer) aws.Retryer {
+			return retry.AddWithMaxBackoffDelay(r, time.Microsecond)
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast)
+			retryer := wrap(r)
+			const operations = 2000
+			payloads := make([]weak.Pointer[[1024]byte], 0, operations)
+			for range operations {
+				payload := new([1024]byte)
+				payloads = append(payloads, weak.Make(payload))
+				ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), payloadKey{}, payload), time.Hour)
+				_, err := operation(ctx, retryer, script(serverErr, ok))
+				cancel()
+				require.NoError(t, err)
+			}
+			runtime.GC()
+			alive := 0
+			for _, p := range payloads {
+				if p.Value() != nil {
+					alive++
+				}
+			}
+			// The runtime may still hold a few stopped timers, and their
+			// contexts, until it cleans its timer heap.
+			bound := 8
+			if name != "the SDK's middleware" {
+				bound += 256
+			}
+			assert.LessOrEqual(t, alive, bound, "expect the contexts of finished operations collected")
+			assert.Equal(t, uint(500), r.Remaining())
+		})
+	}
 }

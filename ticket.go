@@ -6,6 +6,7 @@ package jitterretry
 
 import (
 	"context"
+	"math"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -72,7 +73,7 @@ const (
 // from the retry that holds it next.
 const (
 	slotFree     uint64 = iota
-	slotSetup           // being filled by track
+	slotSetup           // being filled by track, or emptied by its release
 	slotHeld            // a retry holds it
 	slotSweeping        // a sweep looks at it; the owner waits
 	slotRetired         // refunded; never handed out again
@@ -97,8 +98,8 @@ const (
 // tracked is the table of held retries whose context can end.
 type tracked struct {
 	now       func() time.Time
-	epoch     time.Time
-	lastSweep atomic.Int64 // since the epoch
+	epoch     atomic.Pointer[time.Time] // see since
+	lastSweep atomic.Int64              // since the epoch
 	shards    [trackShards]trackShard
 }
 
@@ -134,17 +135,26 @@ type trackRef struct {
 }
 
 func newTracked(now func() time.Time) *tracked {
-	return &tracked{now: now, epoch: now()}
+	tr := &tracked{now: now}
+	epoch := now()
+	tr.epoch.Store(&epoch)
+	return tr
 }
 
 func newTrackSlot() *trackSlot {
 	s := &trackSlot{}
 	s.release = func(err error) error {
-		t := s.t // the owner's; see the comment on the table
-		if s.claim(anyGeneration, slotFree) {
-			return t.release(err)
+		// Claimed for setup, the slot is the releaser's alone: it lets go
+		// of the retry's context and ticket (the caller's request-scoped
+		// values may be large, and 4096 slots would keep them for as long
+		// as the retryer lives), then frees the slot.
+		if !s.claim(anyGeneration, slotSetup) {
+			return nil
 		}
-		return nil
+		t := s.t
+		s.ctx, s.t = nil, ticket{}
+		s.word.Store(s.word.Load()&genMask | slotFree)
+		return t.release(err)
 	}
 	return s
 }
@@ -178,8 +188,23 @@ func (s *trackSlot) whileHeld(gen uint64, next func(w uint64) uint64) bool {
 	}
 }
 
-// since returns the monotonic time since the table's epoch.
-func (tr *tracked) since(t time.Time) time.Duration { return t.Sub(tr.epoch) }
+// since returns the time from the table's epoch to t, monotonic when the
+// clock's readings are. A reading so far from the epoch that the difference
+// saturates (a clock that read zero when the table was made, or reads zero
+// now) becomes the epoch: the times kept since the old one are then off,
+// which only makes a sweep refund a done retry's tokens sooner or later
+// (see due), where a saturated difference would hold them for good.
+func (tr *tracked) since(t time.Time) time.Duration {
+	epoch := tr.epoch.Load()
+	d := t.Sub(*epoch)
+	if d == math.MaxInt64 || d == math.MinInt64 {
+		moved := new(time.Time)
+		*moved = t
+		tr.epoch.CompareAndSwap(epoch, moved)
+		return 0
+	}
+	return d
+}
 
 // track holds t for a retry whose context ctx can end, and returns its
 // reference and the release to hand to the SDK: the first of the release and
@@ -221,7 +246,8 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 func (tr *tracked) reclaimEvery(every time.Duration, now time.Time) {
 	at := int64(tr.since(now))
 	last := tr.lastSweep.Load()
-	if at-last < int64(every) || !tr.lastSweep.CompareAndSwap(last, at) {
+	// A last sweep in the future is a clock that stepped back: sweep.
+	if at >= last && at-last < int64(every) || !tr.lastSweep.CompareAndSwap(last, at) {
 		return
 	}
 	_ = tr.sweep(now)
@@ -327,7 +353,10 @@ func (s *trackSlot) due(at, wake time.Duration) bool {
 		s.doneSeen = 0
 		return false
 	}
-	if s.doneSeen == 0 {
+	if s.doneSeen == 0 || at < s.doneSeen {
+		// First seen done; or seen at a reading ahead of this one (a clock
+		// that stepped, an epoch that moved), which would hold the grace
+		// for as long as the step: it counts from now.
 		s.doneSeen = max(at, 1)
 	}
 	return (wake != 0 && s.doneSeen < wake) || at-s.doneSeen >= reclaimGrace

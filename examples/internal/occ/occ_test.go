@@ -252,9 +252,12 @@ func TestClassify(t *testing.T) {
 		"throttle the SDK gave up on":  {&retry.MaxAttemptsError{Attempt: 4, Err: ptee}, jitterretry.ClassNotRetryable, true},
 		"budget the SDK's retry spent": {&jitterretry.GiveUpError{Reason: jitterretry.GiveUpBudget, Err: ptee}, jitterretry.ClassNotRetryable, true},
 		"validation":                   {errors.New("ValidationException"), jitterretry.ClassNotRetryable, false},
+		// Do's refusal is final to another Do (a loop around this one
+		// would run it again for each of its own conflicts); the worker
+		// requeues the increment instead.
 		"wrapped conflict after max tries": {
 			&jitterretry.GiveUpError{Reason: jitterretry.GiveUpConflicts, Attempt: 101, Err: jitterretry.Conflict(conflictTCE, 1, 1)},
-			jitterretry.ClassConflict, true,
+			jitterretry.ClassNotRetryable, true,
 		},
 		"wrapped throttled transaction after max tries": {
 			&jitterretry.GiveUpError{Reason: jitterretry.GiveUpMaxAttempts, Attempt: 10, Err: &ThrottledTransactionError{Err: throttledTCE}},
