@@ -574,8 +574,10 @@ func excessLLR(b float64) (thr, ok float64) {
 // halves the rate.
 func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chain *cutTest) {
 	// What the client sends now: the windows may hold sends from before
-	// the last change of rate.
-	s := l.sendRateLocked(now)
+	// the last change of rate. Not less than the answers of the trigger
+	// came at: workers sleeping in backoffs after its throttles leave the
+	// last window or two nearly empty, which says nothing of capacity.
+	s := max(l.sendRateLocked(now), float64(trigger.total())/max(now.Sub(trigger.start), sendWindow).Seconds())
 	if !math.IsInf(l.q.rate, 1) {
 		s = min(s, l.q.rate)
 	}
@@ -603,6 +605,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 		decisive: decisive, bounded: 1-accepted/target > l.background+minExcess,
 		capacity: accepted / (1 - b), trigger: trigger, first: trigger,
 	}
+	t.after.start = t.countFrom
 	t.firstCapacity = t.capacity
 	if chain != nil {
 		t.from, t.links, t.first, t.firstCapacity = chain.from, chain.links+1, chain.first, chain.firstCapacity
