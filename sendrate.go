@@ -697,9 +697,14 @@ func (l *sendRate) judgeHalvingLocked(now time.Time, zd, za float64, over bool) 
 	ours := max(l.background, 1-2*(1-t.trigger.throttled()))
 	zO := (a.throttled() - ours) / math.Sqrt(shareVar(a.throttled(), n))
 	switch {
-	case zDrop(t.first, a) >= dropZ:
+	case t.first.total() >= sizeMin && zDrop(t.first, a) >= dropZ:
 		// Flat now, but far below the share the chain began with: the
-		// cuts before helped. This one stands.
+		// cuts before helped. This one stands. Not against a share
+		// measured on few answers: the detection picks its episode
+		// where throttles crowd, and throttles, answered at once, come
+		// back before the successes sent with them, so the first
+		// answers of a client under 40% random throttles measured
+		// 64-93% throttled; against that, any later share "fell".
 		if zd < 1 && zO >= dropZ || over {
 			l.standLocked(now, zd, za)
 		}
