@@ -575,8 +575,10 @@ func excessLLR(b float64) (thr, ok float64) {
 // halves the rate.
 func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chain *cutTest) {
 	// What the client sends now: the windows may hold sends from before
-	// the last change of rate.
-	s := l.sendRateLocked(now)
+	// the last change of rate. Not less than the answers of the trigger
+	// came at: workers sleeping in backoffs after its throttles leave the
+	// last window or two nearly empty, which says nothing of capacity.
+	s := max(l.sendRateLocked(now), float64(trigger.total())/max(now.Sub(trigger.start), sendWindow).Seconds())
 	if !math.IsInf(l.q.rate, 1) {
 		s = min(s, l.q.rate)
 	}
@@ -604,6 +606,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 		decisive: decisive, bounded: 1-accepted/target > l.background+minExcess,
 		capacity: accepted / (1 - b), trigger: trigger, first: trigger,
 	}
+	t.after.start = t.countFrom
 	t.firstCapacity = t.capacity
 	if chain != nil {
 		t.from, t.links, t.first, t.firstCapacity = chain.from, chain.links+1, chain.first, chain.firstCapacity
@@ -695,9 +698,14 @@ func (l *sendRate) judgeHalvingLocked(now time.Time, zd, za float64, over bool) 
 	ours := max(l.background, 1-2*(1-t.trigger.throttled()))
 	zO := (a.throttled() - ours) / math.Sqrt(shareVar(a.throttled(), n))
 	switch {
-	case zDrop(t.first, a) >= dropZ:
+	case t.first.total() >= sizeMin && zDrop(t.first, a) >= dropZ:
 		// Flat now, but far below the share the chain began with: the
-		// cuts before helped. This one stands.
+		// cuts before helped. This one stands. Not against a share
+		// measured on few answers: the detection picks its episode
+		// where throttles crowd, and throttles, answered at once, come
+		// back before the successes sent with them, so the first
+		// answers of a client under 40% random throttles measured
+		// 64-93% throttled; against that, any later share "fell".
 		if zd < 1 && zO >= dropZ || over {
 			l.standLocked(now, zd, za)
 		}

@@ -49,9 +49,13 @@ type simService struct {
 	capacity func(t time.Duration) float64 // +Inf: unlimited
 	burst    float64
 	p        float64
-	rng      *rand.Rand
-	tokens   float64
-	last     time.Duration
+	// throttleSkips is the part of the round trip a throttle does not
+	// take: the service time of an admitted request, which a throttle,
+	// answered at once, skips. Zero: answers take the same time.
+	throttleSkips time.Duration
+	rng           *rand.Rand
+	tokens        float64
+	last          time.Duration
 }
 
 func (s *simService) admit(at time.Duration) bool {
@@ -202,6 +206,9 @@ func (s *limiterSim) run(d time.Duration) {
 		// just before the other.
 		rtt := time.Duration(float64(s.rtt) * (0.8 + 0.4*s.service.rng.Float64()))
 		ok := s.service.admit(e.at.Sub(t0) + rtt/2)
+		if !ok {
+			rtt = max(rtt-s.service.throttleSkips, rtt/10)
+		}
 		heap.Push(&s.events, simEvent{at: e.at.Add(rtt), client: c, answer: true, ok: ok})
 	}
 }

@@ -55,26 +55,35 @@ func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
 	for _, p := range []float64{0.5, 0.4, 0.2, 0.05} {
 		for _, k := range []int{8, 64} {
 			t.Run(fmt.Sprintf("p=%v,K=%d", p, k), func(t *testing.T) {
-				ignoresThrottlesItCannotHelp(t, p, k, 0)
+				ignoresThrottlesItCannotHelp(t, p, k, 0, 0)
 			})
 			// With a backoff after each throttle, as a retryer's
 			// workers have, the client sends in bursts and pauses.
 			t.Run(fmt.Sprintf("p=%v,K=%d,backoff", p, k), func(t *testing.T) {
-				if k < 64 || p >= 0.4 {
+				if k < 64 && p >= 0.2 {
 					t.Skip("known gap: a client whose workers sit in backoffs sends too few requests to judge a halving in its test's second, so halvings stand unjudged (BENCHMARKS.md §4)")
 				}
-				ignoresThrottlesItCannotHelp(t, p, k, time.Second)
+				ignoresThrottlesItCannotHelp(t, p, k, time.Second, 0)
 			})
 		}
 	}
+	// Throttles answered at once, before the successes sent with them,
+	// crowd the first answers: the episode that triggers the first cut
+	// measured 64-93% throttled at 40% (the throttle benchmark, K = 64).
+	t.Run("p=0.4,K=64,backoff,fast throttles", func(t *testing.T) {
+		ignoresThrottlesItCannotHelp(t, 0.4, 64, time.Second, 2*time.Millisecond)
+	})
 }
 
 // ignoresThrottlesItCannotHelp runs k workers against an unlimited service
 // that throttles with probability p, without the limiter and with it, and
-// compares.
-func ignoresThrottlesItCannotHelp(t *testing.T, p float64, k int, backoff time.Duration) {
+// compares. Workers back off up to backoff after a throttle; a throttle's
+// round trip is shorter by throttleSkips.
+func ignoresThrottlesItCannotHelp(t *testing.T, p float64, k int, backoff, throttleSkips time.Duration) {
 	run := func(unlimited bool) (ok, sent int) {
-		sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(math.Inf(1)), p))
+		svc := service(constantCapacity(math.Inf(1)), p)
+		svc.throttleSkips = throttleSkips
+		sim := newLimiterSim(2*time.Millisecond+throttleSkips, svc)
 		l := newSendRate(SendRateOptions{})
 		if testing.Verbose() && !unlimited {
 			l.trace = t.Logf
