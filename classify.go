@@ -170,24 +170,24 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 	return ClassTransient
 }
 
-// doClass is Do's default classification: conflicts are ClassConflict, an
-// error the SDK's retry middleware already gave up on (a
-// *retry.MaxAttemptsError, the SDK bucket's ratelimit.QuotaExceededError, or
-// a *GiveUpError of this retryer or of a Do loop inside fn) is not retried
-// again, and the rest follows the retryer's rules. So a Do loop around SDK
-// calls retries conflicts only, and around plain functions what the SDK
-// would.
+// doClass is Do's default classification: conflicts are ClassConflict; an
+// error a retry machinery already gave up on (a *retry.MaxAttemptsError, the
+// SDK bucket's ratelimit.QuotaExceededError, a *GiveUpError) is not retried
+// again, unless it wraps a conflict (see below), and a Do loop's that ran
+// out of conflicts never is; the rest follows the retryer's rules. So a Do
+// loop around SDK calls retries conflicts only, and around plain functions
+// what the SDK would.
 func (c *classifier) doClass(err error) ErrorClass {
 	if err == nil {
 		return ClassNotRetryable
 	}
 	f := c.facts(err)
-	// The SDK's middleware gives up on a conflict only when the caller
-	// made conflicts retryable to it (retry.AddWithErrorCodes): the loop
-	// retries those as conflicts. A refusal of ours is final, also one
-	// wrapping a conflict: an inner Do that ran out of its conflict budget
-	// must not be run again for each of the outer loop's.
-	if f.ownGaveUp || f.gaveUp && !f.isConflict() {
+	// A retry machinery gives up on a conflict only when the caller made
+	// conflicts retryable to the SDK's middleware (retry.AddWithErrorCodes),
+	// or when a Do loop ran out of its conflict budget. The loop retries
+	// the first as conflicts; the second is final, or a loop around an
+	// inner Do would run it again for each of its own conflicts.
+	if f.conflictsGaveUp || f.gaveUp && !f.isConflict() {
 		return ClassNotRetryable
 	}
 	return c.classOf(err, &f)
@@ -283,7 +283,7 @@ type errorFacts struct {
 
 	conflictMark    bool // an error marked with Conflict is in the chain
 	gaveUp          bool // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
-	ownGaveUp       bool // a *GiveUpError is in the chain: this retryer, or a Do loop, gave up
+	conflictsGaveUp bool // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
 	typedNil        bool // a nil pointer is in the chain: its methods may panic, so none is called
 	contextCanceled bool // context.Canceled is in the chain
 	network         bool // a connection-level error is in the chain
@@ -377,7 +377,8 @@ func (f *errorFacts) visit(err error) {
 		f.gaveUp = true
 		return
 	case *GiveUpError:
-		f.gaveUp, f.ownGaveUp = true, true
+		f.gaveUp = true
+		f.conflictsGaveUp = f.conflictsGaveUp || e.Reason == GiveUpConflicts
 		return
 	case *attemptTimeoutError:
 		if f.cut == 0 {

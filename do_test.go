@@ -287,6 +287,23 @@ func TestNestedDoGivesUpOnce(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpConflicts, gu.Reason)
 	assert.Equal(t, 1, outer, "expect the outer loop to stop at the inner loop's refusal")
 	assert.Equal(t, 3, inner)
+
+	// A conflict the SDK's middleware was told to retry
+	// (retry.AddWithErrorCodes), and that the bucket then refused, is
+	// still a conflict to the loop, as one it ran out of attempts on is.
+	for _, gaveUp := range []error{
+		&jitterretry.GiveUpError{Reason: jitterretry.GiveUpBudget, Err: conflictErr()},
+		&retry.MaxAttemptsError{Attempt: 3, Err: conflictErr()},
+	} {
+		calls := 0
+		require.NoError(t, jitterretry.Do(context.Background(), r, func(context.Context) error {
+			if calls++; calls == 1 {
+				return gaveUp
+			}
+			return nil
+		}))
+		assert.Equal(t, 2, calls, "%T", gaveUp)
+	}
 }
 
 // TestDoClassifiesEachFailureOnce: a caller's Classify (which may count,

@@ -37,7 +37,8 @@ const (
 	// GiveUpDeadline: the backoff, or the wait for the send-rate limiter,
 	// plus the deadline margin would end past the context's deadline. It
 	// matches context.DeadlineExceeded and, as the SDK's cancelled sleep
-	// does, *aws.RequestCanceledError.
+	// does, *aws.RequestCanceledError; the context itself has not ended
+	// yet (its Err is nil), since the retryer refuses before it does.
 	GiveUpDeadline
 	// GiveUpCanceled: the context was done: cancelled, or its deadline
 	// passed before the retry was decided (errors.Is(err,

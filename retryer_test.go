@@ -363,24 +363,36 @@ func TestCancelledBackoffGivesTokensBack(t *testing.T) {
 // TestCancelledBackoffTokensSurviveAClockThatJumps: Options.Clock may have
 // no monotonic reading (time.Now().UTC()), so it can step, and a fake clock
 // may read zero before it is started. An abandoned retry's tokens still
-// come back: after one reading two hours ahead, and when the clock read
-// zero as New ran.
+// come back: after one reading two hours ahead, when the clock read zero as
+// New ran, when it reads an hour behind New's reading, and after a backoff
+// of "forever" (a custom Backoff's MaxInt64) on the same retryer, also
+// under a wrapper that skips RetryDelay, where no backoff end is known.
 func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
 	cases := map[string]struct {
-		zeroAtNew bool // the first reading, New's, is the zero time
-		glitch    time.Duration
+		zeroAtNew bool          // the first reading, New's, is the zero time
+		start     time.Duration // the clock's offset after New
+		glitch    time.Duration // one reading this far ahead after the cancel
+		forever   bool          // an operation with a backoff of MaxInt64 first
+		wrap      bool          // under retry.AddWithMaxBackoffDelay
 	}{
-		"one reading two hours ahead": {glitch: 2 * time.Hour},
-		"zero as New ran":             {zeroAtNew: true},
+		"one reading two hours ahead":           {glitch: 2 * time.Hour},
+		"zero as New ran":                       {zeroAtNew: true},
+		"an hour behind New's reading":          {start: -time.Hour},
+		"an hour behind New's reading, wrapped": {start: -time.Hour, wrap: true},
+		"after a backoff of forever, wrapped":   {forever: true, wrap: true},
+		"one reading two hours ahead, wrapped":  {glitch: 2 * time.Hour, wrap: true},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			base := time.Now()
+			base := time.Now().UTC()
 			var offset atomic.Int64
 			var reads atomic.Int64
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
 				o.DisableDeadlineGiveUp = true
+				if tc.forever {
+					o.Backoff = foreverBackoff{}
+				}
 				o.Clock = func() time.Time {
 					if reads.Add(1) == 1 && tc.zeroAtNew {
 						return time.Time{}
@@ -388,23 +400,46 @@ func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
 					return base.Add(time.Duration(offset.Load()))
 				}
 			})
-			ctx, cancel := context.WithCancel(context.Background())
-			go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-			_, err := operation(ctx, r, script(throttleErr))
-			var canceled *aws.RequestCanceledError
-			require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
+			offset.Store(int64(tc.start))
+			abandon := func(retryer aws.Retryer) {
+				ctx, cancel := context.WithCancel(context.Background())
+				go func() { time.Sleep(20 * time.Millisecond); cancel() }()
+				_, err := operation(ctx, retryer, script(throttleErr))
+				var canceled *aws.RequestCanceledError
+				require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
+			}
+			if tc.forever {
+				abandon(r)
+				for _, at := range []time.Duration{time.Millisecond, 100 * time.Millisecond} {
+					offset.Store(int64(tc.start + at))
+					_ = r.Remaining()
+				}
+				require.Equal(t, uint(500), r.Remaining(), "expect the first abandoned retry's tokens back")
+			}
+			var retryer aws.Retryer = r
+			if tc.wrap {
+				retryer = retry.AddWithMaxBackoffDelay(r, time.Hour)
+			}
+			abandon(retryer)
 			if tc.glitch > 0 {
-				offset.Store(int64(tc.glitch))
+				offset.Store(int64(tc.start + tc.glitch))
 				_ = r.Remaining() // a sweep reads the glitch
 			}
 			// Normal time again, well past the grace a sweep gives.
-			for _, at := range []time.Duration{time.Millisecond, 100 * time.Millisecond, 200 * time.Millisecond} {
-				offset.Store(int64(at))
+			for _, at := range []time.Duration{time.Second, 2 * time.Second, 3 * time.Second} {
+				offset.Store(int64(tc.start + at))
 				_ = r.Remaining()
 			}
 			assert.Equal(t, uint(500), r.Remaining(), "expect the abandoned retry's 5 tokens back")
 		})
 	}
+}
+
+// foreverBackoff is a Backoff that says "forever".
+type foreverBackoff struct{}
+
+func (foreverBackoff) BackoffDelay(int, error) (time.Duration, error) {
+	return time.Duration(math.MaxInt64), nil
 }
 
 // TestSentRetryKeepsItsCost: once the backoff is over and the retry is sent,

@@ -113,8 +113,8 @@ type trackShard struct {
 type trackSlot struct {
 	word atomic.Uint64 // state, generation and backoff end; see the slot states
 
-	// Written by track in slotSetup, read by the owner and by sweeps in
-	// slotHeld or slotSweeping.
+	// Written by track, and emptied by the release, in slotSetup; read by
+	// the owner and by sweeps in slotHeld or slotSweeping.
 	ctx context.Context
 	t   ticket
 	// doneSeen is when a sweep first saw the context done, since the
@@ -189,17 +189,24 @@ func (s *trackSlot) whileHeld(gen uint64, next func(w uint64) uint64) bool {
 }
 
 // since returns the time from the table's epoch to t, monotonic when the
-// clock's readings are. A reading so far from the epoch that the difference
-// saturates (a clock that read zero when the table was made, or reads zero
-// now) becomes the epoch: the times kept since the old one are then off,
-// which only makes a sweep refund a done retry's tokens sooner or later
-// (see due), where a saturated difference would hold them for good.
-func (tr *tracked) since(t time.Time) time.Duration {
+// clock's readings are; saturated for a t some 292 years away.
+func (tr *tracked) since(t time.Time) time.Duration { return t.Sub(*tr.epoch.Load()) }
+
+// read returns since(now) for a reading now of the clock. A reading before
+// the epoch (a clock without a monotonic reading that stepped back) or so
+// far after it that the difference saturates (a clock that read zero when
+// the table was made) becomes the epoch: what the table keeps as times
+// since the old one is then ahead of every reading, which due and
+// reclaimEvery take as a clock that stepped, where negative or saturated
+// readings would hold a done retry's tokens for as long as the step, or for
+// good. Only clock readings move the epoch, never a time computed from one
+// (a backoff's end, which a Backoff of "forever" saturates).
+func (tr *tracked) read(now time.Time) time.Duration {
 	epoch := tr.epoch.Load()
-	d := t.Sub(*epoch)
-	if d == math.MaxInt64 || d == math.MinInt64 {
+	d := now.Sub(*epoch)
+	if d < 0 || d == math.MaxInt64 {
 		moved := new(time.Time)
-		*moved = t
+		*moved = now
 		tr.epoch.CompareAndSwap(epoch, moved)
 		return 0
 	}
@@ -244,7 +251,7 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 
 // reclaimEvery sweeps the table unless a sweep ran less than every ago.
 func (tr *tracked) reclaimEvery(every time.Duration, now time.Time) {
-	at := int64(tr.since(now))
+	at := int64(tr.read(now))
 	last := tr.lastSweep.Load()
 	// A last sweep in the future is a clock that stepped back: sweep.
 	if at >= last && at-last < int64(every) || !tr.lastSweep.CompareAndSwap(last, at) {
@@ -309,12 +316,12 @@ func (sh *trackShard) forget(s *trackSlot) {
 // whether it refunded any.
 func (tr *tracked) reclaim() bool {
 	now := tr.now()
-	tr.lastSweep.Store(int64(tr.since(now)))
+	tr.lastSweep.Store(int64(tr.read(now)))
 	return tr.sweep(now)
 }
 
 func (tr *tracked) sweep(now time.Time) (refunded bool) {
-	at := tr.since(now)
+	at := tr.read(now)
 	for i := range tr.shards {
 		sh := &tr.shards[i]
 		sh.sweepMu.Lock()
