@@ -99,8 +99,9 @@ func (s handoffStatus) unchecked(hadDeadline bool) bool {
 
 // put hands e off under err, whose keyHash is hash. It reports whether it
 // evicted an entry of another error that no RetryDelay took and that had
-// a deadline to check.
-func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool) {
+// a deadline to check, and that entry's partition ("" when several
+// operations had handed its error off at once).
+func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, partition string) {
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -110,13 +111,16 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool) {
 			s.ambiguous = true
 			s.deadlines = s.deadlines || e.checksDeadline()
 			s.entry = pendingRetry{}
-			return false
+			return false, ""
 		}
 		// Only an entry with a deadline check had one to skip.
 		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, s.deadlines
+		if s.entry.lane != nil {
+			partition = s.entry.lane.key
+		}
 	}
 	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
-	return evicted
+	return evicted, partition
 }
 
 // take takes the entry handed off under err. For an ambiguous or lost

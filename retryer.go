@@ -122,7 +122,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		},
 	})
 	var gauges []metrics.AsyncInstrument
-	r.hooks.meter, gauges = newMeter(o.MeterProvider, r.lanes)
+	r.hooks.meter, gauges = newMeter(o.MeterProvider, r.lanes, r.tracked.reclaim)
 	if len(gauges) > 0 {
 		// A retryer made per client (config.WithRetryer) and dropped must
 		// stop being observed: the provider would otherwise report its
@@ -292,8 +292,8 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 // put hands p off to the RetryDelay that follows, and counts an entry it
 // evicted.
 func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
-	if r.handoff.put(opErr, hash, p) && r.hooks.meter != nil {
-		r.hooks.meter.uncheckedEviction()
+	if evicted, partition := r.handoff.put(opErr, hash, p); evicted && r.hooks.meter != nil {
+		r.hooks.meter.uncheckedEviction(partition)
 	}
 }
 

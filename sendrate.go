@@ -19,8 +19,10 @@ type SendRateOptions struct {
 	// minute with neither sends nor answers. The rate rises from there
 	// while it is in use and not throttled: by 1/s (or 0.5% of the capacity
 	// last measured, if more) for every 100 ms since the last cut and,
-	// until any capacity has been measured, after two seconds also by 5%
-	// every 100 ms, doubling up to 25%; never to more than twice what the
+	// until the first cut (the first capacity measured) since it started,
+	// after two seconds also by 5% every 100 ms, doubling up to 25%, so
+	// that a low InitialRate before a large capacity reaches it within
+	// seconds; never to more than twice what the
 	// last 100 ms sent and the service accepted. Zero (or +Inf) means
 	// unlimited, or MaxRate when set: until the service throttles, the
 	// limiter only records what the service accepts.
@@ -209,7 +211,7 @@ const (
 //   - The rate rises along a line of time from the last cut, by 1/s a
 //     window (or 0.5% of the known capacity): the additive increase of
 //     AIMD, the same for clients of the same scale, so that shares
-//     converge. While no capacity was ever measured it also grows
+//     converge. Until its first cut since it started it also grows
 //     multiplicatively, from InitialRate; below 90% of the capacity the
 //     last standing cut measured, by 10% a window.
 //   - When the rate in use is below a third of a capacity recently
@@ -276,6 +278,7 @@ type sendRate struct {
 	baseAt time.Time
 	growth float64 // the next multiplicative step, while nothing is known
 	cuts   int
+	uncut  bool // no cut since the limiter started (or started over): the rise is also multiplicative
 
 	origin time.Time                        // the first time seen, for traces
 	trace  func(format string, args ...any) // tests only
@@ -360,7 +363,7 @@ func (l *sendRate) init(o SendRateOptions) {
 		l.initialRate = l.clamp(o.InitialRate)
 	}
 	l.q.init(l.initialRate)
-	l.growth, l.ready = firstGrowth, true
+	l.growth, l.ready, l.uncut = firstGrowth, true, true
 	l.setBackgroundLocked(0)
 }
 
@@ -625,6 +628,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	l.growth, l.base, l.baseAt = firstGrowth, target, now
 	l.cusum, l.episode = 0, answers{}
 	l.cuts++
+	l.uncut = false
 }
 
 // judgeLocked judges the last cut on the answers to requests sent after it.
@@ -952,7 +956,7 @@ func (l *sendRate) startOverLocked(now time.Time) {
 	l.bSamples, l.hold, l.holdUntil = 0, 0, time.Time{}
 	l.setBackgroundLocked(0)
 	l.known, l.peak, l.peakAt, l.pending = 0, 0, time.Time{}, 0
-	l.base, l.baseAt, l.growth = 0, time.Time{}, firstGrowth
+	l.base, l.baseAt, l.growth, l.uncut = 0, time.Time{}, firstGrowth, true
 	l.win, l.prev = answers{start: now}, answers{}
 	l.lastSeen = now
 }
@@ -1085,7 +1089,9 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 	since := now.Sub(l.baseAt)
 	next := l.base + max(probeStep, probeFrac*l.known)*float64(since)/float64(sendWindow)
 	switch {
-	case l.known == 0 && l.peak == 0 && since >= slowStartAfter:
+	case l.uncut && since >= slowStartAfter:
+		// No cut has measured a capacity since the start. (The peak is
+		// no such measure: it is what the windows accepted at the rate.)
 		next = max(next, r*(1+l.growth))
 		l.growth = min(2*l.growth, maxGrowth)
 	case r < regrowTo*l.known:

@@ -168,6 +168,19 @@ func TestSendRateAfterWarmUp(t *testing.T) {
 	assert.GreaterOrEqual(t, float64(sum(c.ok, 2, 3)), 0.95*500, "expect the capacity used the second after")
 }
 
+// TestSendRateRisesFromInitialRate: a limiter started at a low InitialRate
+// in front of a large capacity that never throttles grows multiplicatively
+// after two seconds, as documented, and reaches the capacity within
+// seconds; it grew by 1/s a window only, and needed minutes, before.
+func TestSendRateRisesFromInitialRate(t *testing.T) {
+	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(5000), 0))
+	l := newSendRate(SendRateOptions{InitialRate: 20})
+	c := sim.add(l, 256, 0)
+	sim.run(8 * time.Second)
+	assert.GreaterOrEqual(t, float64(sum(c.ok, 6, 8))/2, 0.9*5000, "expect the capacity in use by the seventh second, got %v a second", c.ok)
+	assert.LessOrEqual(t, sum(c.thr, 0, 8), int(0.02*float64(sum(c.sent, 0, 8))), "expect the rise to stop at the capacity with few throttles")
+}
+
 // TestSendRateAfterAQuietHour: an hour at one request a second, then 200
 // callers against a capacity of 945/s. The quiet hour must not shape the
 // cut (a cut is sized on what the client sends now, and keeps at least half

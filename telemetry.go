@@ -52,7 +52,12 @@ type meter struct {
 // which it returns for stopping. An instrument p fails to create is left
 // out, so telemetry can never fail an operation. The gauges' callbacks hold
 // l, never the Retryer.
-func newMeter(p metrics.MeterProvider, l *lanes) (*meter, []metrics.AsyncInstrument) {
+//
+// reclaim gives back the tokens of retries abandoned with their context
+// before the bucket gauge reads the buckets, as Retryer.Remaining does:
+// a client whose callers cancelled and that retries no more would
+// otherwise show a drained bucket for as long as it runs.
+func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (*meter, []metrics.AsyncInstrument) {
 	if p == nil {
 		return nil, nil
 	}
@@ -70,6 +75,7 @@ func newMeter(p metrics.MeterProvider, l *lanes) (*meter, []metrics.AsyncInstrum
 		}
 	}
 	keep(mt.Int64AsyncGauge(instTokens, func(ctx context.Context, o metrics.Int64Observer) {
+		_ = reclaim()
 		l.each(func(ln *lane) {
 			if n, ok := ln.tokens(); ok {
 				o.Observe(ctx, int64(n), laneAttrs(ln))
@@ -145,11 +151,11 @@ func (m *meter) sendWait(ctx context.Context, partition string, d time.Duration)
 	m.waits.Record(orBackground(ctx), d.Seconds(), attrs(ctx, partition, attrReason, "queued"))
 }
 
-// uncheckedEviction counts a hand-off that no RetryDelay took before
-// another error needed its slot: a wrapper replaced RetryDelay, or the
-// retry never came.
-func (m *meter) uncheckedEviction() {
-	m.uncheckable.Add(context.Background(), 1, attrs(nil, "", attrReason, "evicted"))
+// uncheckedEviction counts a hand-off of partition that no RetryDelay took
+// before another error needed its slot: a wrapper replaced RetryDelay, or
+// the retry never came.
+func (m *meter) uncheckedEviction(partition string) {
+	m.uncheckable.Add(context.Background(), 1, attrs(nil, partition, attrReason, "evicted"))
 }
 
 func orBackground(ctx context.Context) context.Context {

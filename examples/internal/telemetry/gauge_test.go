@@ -12,6 +12,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
 	"github.com/jitterretry/jitterretry/examples/internal/telemetry"
 )
 
@@ -61,6 +62,29 @@ func TestBucketGaugeNamesTheService(t *testing.T) {
 	assert.True(t, ok, "expect the service on the gauge")
 	assert.Equal(t, "DynamoDB", svc)
 	assert.Equal(t, 500.0, rows[0].Value, "expect the successful retry's cost back")
+}
+
+// TestBucketGaugeCountsAbandonedRetriesBack: a retry whose caller gave up
+// during its backoff gets its tokens back, and the gauge shows them, also
+// when no retry or Remaining call follows to reclaim them (a dashboard
+// read 495 of 500 for good before).
+func TestBucketGaugeCountsAbandonedRetriesBack(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	srv := newScriptServer(t)
+	srv.script(throttle)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.MeterProvider = m.Provider
+		o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+		o.DisableDeadlineGiveUp = true
+	})
+	c := newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = r })
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(20*time.Millisecond, cancel)
+	require.ErrorIs(t, putItem(ctx, c), context.Canceled)
+	rows := tokenRows(t, m)
+	require.Len(t, rows, 1)
+	assert.Equal(t, 500.0, rows[0].Value, "expect the abandoned retry's 5 tokens back on the gauge")
 }
 
 // TestBucketGaugeStopsWithTheRetryer: retryers made one per client and
@@ -122,4 +146,34 @@ func TestBudgetRefusalIsNoSkippedDeadlineCheck(t *testing.T) {
 	for _, row := range telemetry.Rows(rm) {
 		assert.NotEqual(t, "jitterretry.deadline_checks.skipped", row.Instrument, "expect no skipped check, got %v", row.Attributes.ToSlice())
 	}
+}
+
+// TestEvictedHandOffNamesItsPartition: under a wrapper that skips
+// RetryDelay, the deadline checks that could not be made are counted in
+// the partition of the operations that skipped them.
+func TestEvictedHandOffNamesItsPartition(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.MeterProvider = m.Provider
+		o.PartitionKey = jitterretry.PartitionFromContext
+	})
+	ctx, cancel := context.WithTimeout(jitterretry.WithPartition(context.Background(), "orders"), time.Hour)
+	defer cancel()
+	for range 2000 { // far more errors than hand-off slots: entries are evicted
+		release, err := r.GetRetryToken(ctx, throttleErr())
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	rm, err := m.Collect(context.Background())
+	require.NoError(t, err)
+	var evicted float64
+	for _, row := range telemetry.Rows(rm) {
+		if reason, _ := row.Attr("jitterretry.reason"); row.Instrument == "jitterretry.deadline_checks.skipped" && reason == "evicted" {
+			partition, _ := row.Attr("jitterretry.partition")
+			assert.Equal(t, "orders", partition)
+			evicted += row.Value
+		}
+	}
+	assert.Positive(t, evicted, "expect evictions counted")
 }
