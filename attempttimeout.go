@@ -37,8 +37,10 @@ const attemptReserve = 5 * time.Millisecond
 //
 // Add it to a client with config.WithAPIOptions or the client's
 // Options.APIOptions: it is a middleware in the Finalize step, right after
-// the SDK's retry middleware, so it works with any retryer. A d of zero or
-// less adds nothing.
+// the SDK's retry middleware, so it works with any retryer. Added again,
+// for one call (dynamodb.WithAPIOptions, after the client's), it replaces
+// the earlier one, so a call can have longer or shorter than the client's
+// default. A d of zero or less adds nothing (and leaves an earlier one).
 //
 // The attempt's context ends when the attempt fails; after a success it is
 // left to its timer, which ends it at the attempt's limit, so a response
@@ -50,7 +52,12 @@ func AttemptTimeout(d time.Duration) func(*middleware.Stack) error {
 		if d <= 0 {
 			return nil
 		}
-		return stack.Finalize.Insert(attemptTimeout{d: d}, "Retry", middleware.After)
+		m := attemptTimeout{d: d}
+		if _, ok := stack.Finalize.Get(m.ID()); ok {
+			_, err := stack.Finalize.Swap(m.ID(), m)
+			return err
+		}
+		return stack.Finalize.Insert(m, "Retry", middleware.After)
 	}
 }
 

@@ -48,6 +48,33 @@ func stall(ctx context.Context) error {
 	return &smithy.CanceledError{Err: ctx.Err()}
 }
 
+// TestAttemptTimeoutPerCallReplacesTheClients: a timeout given to one call
+// (dynamodb.WithAPIOptions) after the client's replaces it, so a slow Scan
+// can have longer than the client's default; before, both ran and the
+// shorter cut the attempt.
+func TestAttemptTimeoutPerCallReplacesTheClients(t *testing.T) {
+	r := jitterretry.New(fast)
+	clientWide, perCall := jitterretry.AttemptTimeout(time.Millisecond), jitterretry.AttemptTimeout(time.Hour)
+	attempts := 0
+	err := stackOperation(context.Background(), r, []func(*smithymiddle.Stack) error{clientWide, perCall},
+		func(ctx context.Context, attempt int) error {
+			attempts = attempt
+			select {
+			case <-ctx.Done(): // cut by a 1 ms limit
+				return &smithy.CanceledError{Err: ctx.Err()}
+			case <-time.After(30 * time.Millisecond):
+				return nil
+			}
+		})
+	require.NoError(t, err)
+	assert.Equal(t, 1, attempts, "expect the per-call hour, not the client's millisecond, to bound the attempt")
+	stack := smithymiddle.NewStack("op", smithyhttp.NewStackRequest)
+	require.NoError(t, stack.Finalize.Add(retry.NewAttemptMiddleware(r, func(in any) any { return in }), smithymiddle.After))
+	require.NoError(t, clientWide(stack))
+	require.NoError(t, perCall(stack))
+	assert.Equal(t, []string{"Retry", "jitterretry.AttemptTimeout"}, stack.Finalize.List())
+}
+
 // TestAttemptTimeoutCutsAStalledAttempt: the stalled first attempt is cut at
 // its own timeout and retried, and the next attempt succeeds well within
 // the operation's deadline.

@@ -72,7 +72,9 @@ type Options struct {
 
 	// Source supplies the jitter's randomness and must be safe for
 	// concurrent use. Nil (the default) means the Go runtime's generator;
-	// use delayers.NewSource(seed) for deterministic tests.
+	// use delayers.NewSource(seed) for deterministic tests. Do's backoff
+	// after a conflict also reads the measured time of fn's calls, so its
+	// delays repeat only as far as those times do.
 	Source delayers.Source
 
 	// Retryables are checks consulted before the built-in classification;
