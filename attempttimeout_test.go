@@ -132,7 +132,12 @@ func TestAttemptTimeoutLeavesTheCallersDeadline(t *testing.T) {
 	require.Error(t, err)
 	var gu *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &gu, "expect the retryer's refusal, with the cause, got %v", err)
-	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+	// The attempt is cut 5 ms before the deadline; on a busy machine the
+	// retry decision may start after it has passed, and refuses as
+	// GiveUpCanceled then: with the cause and the deadline's error either
+	// way.
+	assert.Contains(t, []jitterretry.GiveUpReason{jitterretry.GiveUpDeadline, jitterretry.GiveUpCanceled}, gu.Reason)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
 	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
 }
 

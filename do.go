@@ -55,9 +55,10 @@ const defaultMaxConflicts = 100
 // contention the loop measures (see Conflict and delayers.Contention). When
 // the loop met a throttle since fn's previous call ended (fn failed with
 // one, or an SDK call inside fn that uses fn's ctx, a context derived from
-// ctx, was throttled and retried, also inside a Do loop of fn's own), a conflict waits at least the
-// Retryer's backoff after as many throttles in a row: a table at capacity
-// holds the win rate down, which looks like little contention. In a named
+// ctx, was throttled and retried, also inside a Do loop of fn's own), a
+// conflict waits at least the Retryer's backoff after as many throttles in
+// a row: a table at capacity holds the win rate down, which looks like
+// little contention. In a named
 // partition (see Options.PartitionKey; one per table, say) the throttles
 // of any operation of the partition count too, so that the loops on a
 // table at capacity back off together; in the default partition, which
