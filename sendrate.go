@@ -260,7 +260,7 @@ type sendRate struct {
 	blindUntil time.Time // answers before it are a failed jump's
 	jumpedAt   time.Time
 	jumpGap    time.Duration // the time between jumps: doubles with each failed one
-	jumpChain  bool          // the last jump held: the next may follow at once
+	chainAim   float64       // the last jump held: the next may follow at once, toward this peak; zero when not
 
 	// known is the capacity the last standing cut (or held jump) measured;
 	// peak the highest capacity measured, at peakAt, aging: by a standing
@@ -338,8 +338,9 @@ type jumpTest struct {
 	at, countFrom time.Time
 	committed     time.Time // when the probe passed and the rate went to the peak
 	from, to      float64
-	probe         int  // the places the probe sent
-	chained       bool // it followed a jump that held
+	aim           float64 // the peak the jump (and its chain) aims at
+	probe         int     // the places the probe sent
+	chained       bool    // it followed a jump that held
 	after         answers
 	// A CUSUM of the evidence that the jump is throttled beyond the
 	// background, and its steps.
@@ -623,7 +624,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 		// cut measures that, and aiming back above it would flood.
 		l.peak, l.peakAt = t.capacity, now
 	}
-	l.test, l.jumpChain = t, false
+	l.test, l.chainAim = t, 0
 	l.setRateLocked(target)
 	l.growth, l.base, l.baseAt = firstGrowth, target, now
 	l.cusum, l.episode = 0, answers{}
@@ -740,7 +741,7 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 	// the service accepted the rate the cut set (the cut stands), and, when
 	// the chain began, what its first cut measured.
 	l.known = max(t.capacity, t.rate*(1-t.after.throttled()), min(t.firstCapacity, t.from))
-	if t.links == 1 && t.trigger.total() < sizeMin && t.after.thr == 0 {
+	if t.links == 1 && t.trigger.total() < sizeMin && t.after.total() >= testMin && t.after.thr == 0 {
 		// A cut sized on a few answers, after which nothing was
 		// throttled at all: a burst of throttles (sends that bunched,
 		// a service's bucket run dry), not a fall of capacity. The rate
@@ -826,10 +827,18 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 		return
 	}
 	p := l.peakLocked(now)
-	if p < jumpRatio*r && !(l.jumpChain && l.peak > jumpNear*r) {
+	if p < jumpRatio*r && !(l.chainAim > jumpNear*r) {
 		return
 	}
-	to := l.clamp(min(l.peak, jumpStep*r))
+	// A chain keeps its aim: the window that accepted the jump before
+	// may have raised the aged peak to that jump's rate, which would end
+	// the chain there (a capacity back after seconds of a fall was
+	// regained to jumpStep times the low rate, then only by the line).
+	aim := l.peak
+	if l.chainAim > 0 {
+		aim = l.chainAim
+	}
+	to := l.clamp(min(aim, jumpStep*r))
 	if to <= r {
 		return
 	}
@@ -841,10 +850,15 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	if l.trace != nil {
 		l.tracef(now, "jump %.0f -> %.0f", r, to)
 	}
-	l.test = cutTest{}
+	if l.test.active() {
+		// The cut stands: what it measured is the capacity now, not
+		// what the last cut before it measured, which the rise after a
+		// failed jump would otherwise regain (see regrowTo).
+		l.standLocked(now, 0, 0)
+	}
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
-		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, probe: int(sent), chained: l.jumpChain,
+		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chainAim > 0,
 		llrThr: thr, llrOK: ok,
 	}
 	l.jumpedAt = now
@@ -867,7 +881,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		}
 		l.setRateLocked(j.from)
 		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
-		l.jumpChain = j.chained && !j.committed.IsZero()
+		l.chainAim = 0
 		if j.committed.IsZero() {
 			// The probe's answers still to come are the probe's.
 			l.blindUntil = j.at.Add(2 * l.rtt)
@@ -876,7 +890,6 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 			// jump's, not the rate's, and so are the throttles while
 			// the service refills the burst it took.
 			l.blindUntil = now.Add(l.rtt + sendWindow)
-			l.cusum, l.episode = 0, answers{}
 			if j.chained {
 				// A jump that followed one that held failed: the service
 				// takes somewhere between the two now, and the peak beyond
@@ -884,6 +897,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 				// flood the service each time. The chain goes on, halving
 				// the gap (in ratio) with each failure.
 				l.peak, l.peakAt, l.pending = math.Sqrt(j.from*j.to), now, 0
+				l.chainAim = l.peak
 			}
 		}
 		l.jump = jumpTest{}
@@ -955,7 +969,7 @@ func (l *sendRate) startOverLocked(now time.Time) {
 	l.cusum, l.episode, l.test, l.jump = 0, answers{}, cutTest{}, jumpTest{}
 	l.bSamples, l.hold, l.holdUntil = 0, 0, time.Time{}
 	l.setBackgroundLocked(0)
-	l.known, l.peak, l.peakAt, l.pending = 0, 0, time.Time{}, 0
+	l.known, l.peak, l.peakAt, l.pending, l.chainAim = 0, 0, time.Time{}, 0, 0
 	l.base, l.baseAt, l.growth, l.uncut = 0, time.Time{}, firstGrowth, true
 	l.win, l.prev = answers{start: now}, answers{}
 	l.lastSeen = now
@@ -983,7 +997,7 @@ func (l *sendRate) rollLocked(now time.Time) {
 			l.tracef(now, "jump to %.0f holds (%d/%d)", l.q.rate, j.after.thr, j.after.total())
 		}
 		l.known = max(l.known, l.q.rate)
-		l.jump, l.jumpGap, l.jumpChain = jumpTest{}, jumpEvery, true
+		l.jump, l.jumpGap, l.chainAim = jumpTest{}, jumpEvery, j.aim
 		l.base, l.baseAt = l.q.rate, now
 	case j.committed.IsZero() && now.Sub(j.at) >= sendWindow+2*l.rtt:
 		l.jump = jumpTest{} // the probe's answers did not come: no telling

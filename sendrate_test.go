@@ -231,10 +231,11 @@ func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
 	assert.Equal(t, 100.0, l.currentRate())
 }
 
-// TestSendRateRecovers: when capacity returns from 100/s to 500/s, the first
-// second after it averages at least 90% of it: for a limiter that started
-// unlimited, and for one that started at InitialRate and never saw the
-// service unthrottled.
+// TestSendRateRecovers: while the capacity is down from 500/s to 100/s, at
+// most 15% of the sends are throttled (the probes for its return and the
+// rise's above it); when it returns, the first second after it averages at
+// least 90% of it: for a limiter that started unlimited, and for one that
+// started at InitialRate and never saw the service unthrottled.
 func TestSendRateRecovers(t *testing.T) {
 	for _, tc := range []struct {
 		workers int
@@ -248,9 +249,15 @@ func TestSendRateRecovers(t *testing.T) {
 				return 500
 			}
 			sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
-			c := sim.add(newSendRate(SendRateOptions{InitialRate: tc.initial}), tc.workers, 0)
+			lim := newSendRate(SendRateOptions{InitialRate: tc.initial})
+			if testing.Verbose() {
+				lim.trace = t.Logf
+			}
+			c := sim.add(lim, tc.workers, 0)
 			sim.run(12 * time.Second)
 			assert.LessOrEqual(t, sum(c.ok, 4, 7), int(1.1*100*3), "expect the drop followed")
+			thr, sent := sum(c.thr, 3, 7), sum(c.sent, 3, 7)
+			assert.LessOrEqual(t, float64(thr), 0.15*float64(sent), "expect ≤15%% of the sends throttled during the drop, got %d of %d", thr, sent)
 			first := sum(c.ok, 7, 8)
 			assert.GreaterOrEqual(t, float64(first), 0.9*500, "expect ≥90%% of the capacity in the first second after it returns, got %d", first)
 		})
