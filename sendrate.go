@@ -153,7 +153,12 @@ const (
 	// and is on probation for jumpProbation; one that holds is followed at
 	// once by the next while the peak is more than jumpNear times the
 	// rate. A jump fails on the evidence of the detection's CUSUM at
-	// jumpFail: a single throttle when there is no background.
+	// jumpFail: a single throttle when there is no background; a jump of
+	// a chain, once one held (the capacity is back), at jumpChainFail, a
+	// few throttles close together, so that one at random among the
+	// hundreds of answers a step gets does not end the chain short of
+	// the capacity (with 1% at random, a fall to 15% was regained to 64%
+	// of the capacity in the four seconds after it returned, 89% now).
 	peakHalfLife  = 30 * time.Second
 	peakConfirm   = 500 * time.Millisecond
 	peakAgree     = 0.75
@@ -166,6 +171,7 @@ const (
 	jumpNear      = 1.1
 	jumpOverhead  = 0.1
 	jumpFail      = 1.5
+	jumpChainFail = 6
 
 	idleReset = time.Minute
 
@@ -345,6 +351,7 @@ type jumpTest struct {
 	// A CUSUM of the evidence that the jump is throttled beyond the
 	// background, and its steps.
 	score, llrThr, llrOK float64
+	failAt               float64 // the score that fails it
 }
 
 func (j jumpTest) active() bool { return !j.at.IsZero() }
@@ -850,16 +857,21 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	if l.trace != nil {
 		l.tracef(now, "jump %.0f -> %.0f", r, to)
 	}
-	if l.test.active() {
-		// The cut stands: what it measured is the capacity now, not
-		// what the last cut before it measured, which the rise after a
-		// failed jump would otherwise regain (see regrowTo).
-		l.standLocked(now, 0, 0)
+	if l.test.active() && l.known > 0 {
+		// The cut stands, unjudged. A capacity known from before it is
+		// not regained above what this cut measured (see regrowTo):
+		// after a fall, the rise between jumps would otherwise climb
+		// back above the fallen capacity.
+		l.known = min(l.known, l.test.capacity)
 	}
+	l.test = cutTest{}
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
 		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chainAim > 0,
-		llrThr: thr, llrOK: ok,
+		llrThr: thr, llrOK: ok, failAt: jumpFail,
+	}
+	if l.chainAim > 0 {
+		l.jump.failAt = jumpChainFail
 	}
 	l.jumpedAt = now
 }
@@ -875,7 +887,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		j.score = max(j.score+j.llrOK, 0)
 	}
 	switch {
-	case j.score >= jumpFail:
+	case j.score >= j.failAt:
 		if l.trace != nil {
 			l.tracef(now, "jump failed (%d/%d), back to %.0f", j.after.thr, j.after.total(), j.from)
 		}

@@ -202,6 +202,31 @@ func TestSendRateAfterAQuietHour(t *testing.T) {
 	}
 }
 
+// TestSendRateAfterWarmUpUnderRandomThrottles: a warm-up on an unlimited
+// service that throttles a fifth of the requests at random ends in a hold
+// (the throttles are found not to follow the rate) and a chain of cuts
+// whose first measured the warm-up's flood. When the capacity then falls
+// to 500/s, the limiter must not climb back toward that flood's measure:
+// the share throttled stays near the random fifth.
+func TestSendRateAfterWarmUpUnderRandomThrottles(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at < time.Second {
+			return math.Inf(1)
+		}
+		return 500
+	}
+	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0.2))
+	l := newSendRate(SendRateOptions{})
+	if testing.Verbose() {
+		l.trace = t.Logf
+	}
+	c := sim.add(l, 64, 0)
+	sim.run(10 * time.Second)
+	thr, sent := sum(c.thr, 2, 10), sum(c.sent, 2, 10)
+	assert.LessOrEqual(t, float64(thr), 0.3*float64(sent), "expect ≤30%% of the sends throttled (20%% at random), got %d of %d", thr, sent)
+	assert.GreaterOrEqual(t, float64(sum(c.ok, 2, 10))/8, 0.9*0.8*500, "expect the capacity used")
+}
+
 // TestSendRateProbesCheaplyAfterWarmUp: a warm-up on an unlimited service
 // leaves a peak far above the capacity that follows. Probing it back must
 // not flood the service: each probe goes at most a few times above the
@@ -262,6 +287,31 @@ func TestSendRateRecovers(t *testing.T) {
 			assert.GreaterOrEqual(t, float64(first), 0.9*500, "expect ≥90%% of the capacity in the first second after it returns, got %d", first)
 		})
 	}
+}
+
+// TestSendRateRecoversUnderRandomThrottles: a fall deeper than a jump's
+// fourfold step is regained by a chain of jumps; a throttle at random (1%
+// of the requests here) must not end the chain, whose steps each carry
+// hundreds of answers. Twelve runs, differing only in the service's draws:
+// the four seconds after the capacity returns average at least 85% of it.
+func TestSendRateRecoversUnderRandomThrottles(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at >= 2*time.Second && at < 6*time.Second {
+			return 150
+		}
+		return 1000
+	}
+	total := 0
+	for seed := range uint64(12) {
+		svc := service(capacity, 0.01)
+		svc.rng = rand.New(rand.NewPCG(seed, 2))
+		sim := newLimiterSim(2*time.Millisecond, svc)
+		c := sim.add(newSendRate(SendRateOptions{}), 64, 0)
+		sim.run(10 * time.Second)
+		total += sum(c.ok, 6, 10)
+	}
+	perSecond := float64(total) / 12 / 4
+	assert.GreaterOrEqual(t, perSecond, 0.85*1000, "expect ≥85%% of the capacity in the 4 s after it returns, got %.0f/s", perSecond)
 }
 
 // TestSendRateForgetsWhenIdle: an idle minute brings the limiter back to its
