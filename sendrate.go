@@ -18,12 +18,13 @@ type SendRateOptions struct {
 	// starts at, clamped to [MinRate, MaxRate], and returns to after a
 	// minute with neither sends nor answers. The rate rises from there
 	// while it is in use and not throttled: by 1/s (or 0.5% of the capacity
-	// last measured, if more) for every 100 ms since the last cut and,
-	// until the first cut (the first capacity measured) since it started,
-	// after two seconds also by 5% every 100 ms, doubling up to 25%, so
-	// that a low InitialRate before a large capacity reaches it within
-	// seconds; never to more than twice what the
-	// last 100 ms sent and the service accepted. Zero (or +Inf) means
+	// last measured, if more) for every 100 ms since the last cut, that
+	// step doubling every 500 ms after two seconds without a cut (up to 64
+	// times), and, until the first cut (the first capacity measured) since
+	// it started, after two seconds also by 5% every 100 ms, doubling up
+	// to 25%, so that a low InitialRate before a large capacity reaches it
+	// within seconds; never to more than twice what the last 100 ms sent
+	// and the service accepted. Zero (or +Inf) means
 	// unlimited, or MaxRate when set: until the service throttles, the
 	// limiter only records what the service accepts.
 	InitialRate float64
@@ -121,9 +122,15 @@ const (
 	// capacity known when that is more (a 5% cut of a large capacity is
 	// regained in a second): a line of time from the last cut, the same
 	// for clients of the same scale whatever their answers, so clients
-	// sharing a capacity converge to equal shares (AIMD). With no capacity
-	// ever measured, after slowStartAfter in use the rise is also
-	// multiplicative, from firstGrowth a window doubling up to maxGrowth.
+	// sharing a capacity converge to equal shares (AIMD). After
+	// lineSteepAfter without a cut the line steepens, its slope doubling
+	// every lineDoubling up to lineMaxSlope times: the increase is still
+	// the same for all (AIMD needs it common, not constant), and a
+	// capacity raised far above any measured (a table scaled up) is found
+	// in seconds rather than minutes; a capacity that holds cuts sooner.
+	// With no capacity ever measured, after slowStartAfter in use the rise
+	// is also multiplicative, from firstGrowth a window doubling up to
+	// maxGrowth.
 	probeStep      = 1.0
 	probeFrac      = 0.005
 	slowStartAfter = 2 * time.Second
@@ -131,6 +138,9 @@ const (
 	regrowStep     = 0.1
 	regrowTo       = 0.9
 	maxGrowth      = 0.25
+	lineSteepAfter = 2 * time.Second
+	lineDoubling   = 500 * time.Millisecond
+	lineMaxSlope   = 64
 
 	// Jumps back to a capacity recently measured. A cut's measure counts
 	// as one once no other cut followed for peakConfirm, or the next cut
@@ -219,7 +229,9 @@ const (
 //     AIMD, the same for clients of the same scale, so that shares
 //     converge. Until its first cut since it started it also grows
 //     multiplicatively, from InitialRate; below 90% of the capacity the
-//     last standing cut measured, by 10% a window.
+//     last standing cut measured, by 10% a window. After two seconds
+//     without a cut, the line steepens: its slope doubles every 500 ms,
+//     up to 64 times.
 //   - When the rate in use is below a third of a capacity recently
 //     measured (the peak), each window it probes with a few requests sent
 //     at once, and if none is throttled, jumps toward the peak, up to four
@@ -1113,7 +1125,7 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 	}
 	accepted := float64(w.ok) / secs
 	since := now.Sub(l.baseAt)
-	next := l.base + max(probeStep, probeFrac*l.known)*float64(since)/float64(sendWindow)
+	next := l.base + max(probeStep, probeFrac*l.known)*lineWindows(since)
 	switch {
 	case l.uncut && since >= slowStartAfter:
 		// No cut has measured a capacity since the start. (The peak is
@@ -1130,6 +1142,24 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 	if next > r {
 		l.setRateLocked(next)
 	}
+}
+
+// lineWindows returns how many windows' steps the line has risen by,
+// since after it began: one a window for lineSteepAfter, then a slope that
+// doubles every lineDoubling, up to lineMaxSlope.
+func lineWindows(since time.Duration) float64 {
+	w := since.Seconds() / sendWindow.Seconds()
+	if since <= lineSteepAfter {
+		return w
+	}
+	q := lineSteepAfter.Seconds() / sendWindow.Seconds()
+	d := lineDoubling.Seconds() / sendWindow.Seconds()
+	x := w - q
+	xMax := d * math.Log2(lineMaxSlope)
+	if x <= xMax {
+		return q + d/math.Ln2*(math.Exp2(x/d)-1)
+	}
+	return q + d/math.Ln2*(lineMaxSlope-1) + lineMaxSlope*(x-xMax)
 }
 
 func (l *sendRate) clamp(r float64) float64 {

@@ -289,6 +289,30 @@ func TestSendRateRecovers(t *testing.T) {
 	}
 }
 
+// TestSendRateFindsARaisedCapacity: a table whose capacity is raised (by
+// autoscaling, say) above any the limiter measured is used within seconds,
+// not only by the additive rise (1/s a window at 100/s: some 40 s to 500);
+// and the climb costs few throttles.
+func TestSendRateFindsARaisedCapacity(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at < 5*time.Second {
+			return 100
+		}
+		return 500
+	}
+	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
+	l := newSendRate(SendRateOptions{})
+	if testing.Verbose() {
+		l.trace = t.Logf
+	}
+	c := sim.add(l, 64, 0)
+	sim.run(15 * time.Second)
+	ok := sum(c.ok, 10, 15)
+	assert.GreaterOrEqual(t, float64(ok)/5, 0.9*500, "expect ≥90%% of the raised capacity used 5-10 s after it rose, got %d/s", ok/5)
+	thr, sent := sum(c.thr, 5, 15), sum(c.sent, 5, 15)
+	assert.LessOrEqual(t, float64(thr), 0.05*float64(sent), "expect ≤5%% of the sends throttled after the rise, got %d of %d", thr, sent)
+}
+
 // TestSendRateRecoversUnderRandomThrottles: a fall deeper than a jump's
 // fourfold step is regained by a chain of jumps; a throttle at random (1%
 // of the requests here) must not end the chain, whose steps each carry
