@@ -217,7 +217,9 @@ const (
 //     test: throttles that follow the rate fall with it, whoever else
 //     shares the capacity (the others, seeing the same throttles, cut
 //     too), while throttles that others or chance cause stay. When they
-//     stay, the cuts are undone (back to unlimited if the limiter was, else
+//     stay, clearly (a halving whose test ends without telling stands: a
+//     client among many moves their throttles little), the cuts are
+//     undone (back to unlimited if the limiter was, else
 //     to the rate before the halving) and the share becomes the background
 //     for a hold of ten seconds, doubling with each such finding in a row:
 //     the limiter does not fall toward its floor on throttles it cannot
@@ -341,9 +343,9 @@ type cutTest struct {
 	decisive      bool    // this cut halved the rate after one that did not end the overload
 	bounded       bool    // the cut was too small to end the overload alone
 	capacity      float64 // the capacity the cut measured
-	firstCapacity float64 // the capacity the chain's first cut measured
+	firstCapacity float64 // the capacity the cut that measured first did
 	trigger       answers // the answers the cut was sized from
-	first         answers // the answers the chain began with
+	first         answers // the chain's first trigger measured on sizeMin answers, or its first
 	after         answers
 }
 
@@ -633,6 +635,9 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	t.firstCapacity = t.capacity
 	if chain != nil {
 		t.from, t.links, t.first, t.firstCapacity = chain.from, chain.links+1, chain.first, chain.firstCapacity
+		if t.first.total() < sizeMin && trigger.total() >= sizeMin {
+			t.first, t.firstCapacity = trigger, t.capacity
+		}
 	}
 	if l.trace != nil {
 		l.tracef(now, "cut #%d f=%.3f (n=%d) b=%.3f S=%.0f to %.0f (capacity %.0f)", t.links, f, trigger.total(), l.background, s, target, t.capacity)
@@ -735,10 +740,13 @@ func (l *sendRate) judgeHalvingLocked(now time.Time, zd, za float64, over bool) 
 		}
 	case zd < 1 && zO >= dropZ:
 		l.undoLocked(now, zd, zO) // not this client's to help
-	case over && zd >= 1.5 && zO < dropZ:
-		l.standLocked(now, zd, za) // it helped some, and may be as ours
 	case over:
-		l.undoLocked(now, zd, zO)
+		// It helped some, or no telling. A client among many moves the
+		// share little by halving alone (a client joining a fleet of
+		// small ones, sending far more than each at first, moved 32% to
+		// 26%); undoing on that took it back to unlimited, and it held
+		// half the capacity for the hold.
+		l.standLocked(now, zd, za)
 	}
 }
 
@@ -758,8 +766,13 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 	}
 	// What the cut measured, unless it was sized on a burst of throttles:
 	// the service accepted the rate the cut set (the cut stands), and, when
-	// the chain began, what its first cut measured.
-	l.known = max(t.capacity, t.rate*(1-t.after.throttled()), min(t.firstCapacity, t.from))
+	// the chain began, what its first cut measured on sizeMin answers (a
+	// first cut on fewer measured the throttles crowding a flood's first
+	// answers, far above the capacity).
+	l.known = max(t.capacity, t.rate*(1-t.after.throttled()))
+	if t.first.total() >= sizeMin {
+		l.known = max(l.known, min(t.firstCapacity, t.from))
+	}
 	if t.links == 1 && t.trigger.total() < sizeMin && t.after.total() >= testMin && t.after.thr == 0 {
 		// A cut sized on a few answers, after which nothing was
 		// throttled at all: a burst of throttles (sends that bunched,
