@@ -169,6 +169,12 @@ const (
 	// hundreds of answers a step gets does not end the chain short of
 	// the capacity (with 1% at random, a fall to 15% was regained to 64%
 	// of the capacity in the four seconds after it returned, 89% now).
+	// Jumps come at most once every jumpRTTs round trips: a jump that
+	// passed its probe sends up to jumpStep times the rate for a round
+	// trip before its first throttle comes back, and the answers to it
+	// blind the detection for a round trip and a window, so at round
+	// trips of 100 ms a jump every 200 ms kept it blind for good (three
+	// quarters of the sends throttled after a warm-up's peak).
 	peakHalfLife  = 30 * time.Second
 	peakConfirm   = 500 * time.Millisecond
 	peakAgree     = 0.75
@@ -182,6 +188,7 @@ const (
 	jumpOverhead  = 0.1
 	jumpFail      = 1.5
 	jumpChainFail = 6
+	jumpRTTs      = 10
 
 	idleReset = time.Minute
 
@@ -854,7 +861,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	// Probes cost at most jumpOverhead of what the rate sends: at a few
 	// requests a second (a client of a large fleet, whose peak was its
 	// share of the fleet's first flood) they come seconds apart.
-	gap := max(l.jumpGap, jumpEvery, time.Duration(float64(time.Second)/(jumpOverhead*r)))
+	gap := max(l.jumpGap, jumpEvery, time.Duration(float64(time.Second)/(jumpOverhead*r)), jumpRTTs*l.rtt)
 	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < gap {
 		return
 	}

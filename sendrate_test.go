@@ -273,6 +273,31 @@ func TestSendRateProbesCheaplyAfterWarmUp(t *testing.T) {
 	assert.GreaterOrEqual(t, float64(sum(c.ok, 3, 11))/8, 0.95*500, "expect the capacity used")
 }
 
+// TestSendRateProbesCheaplyWithLongRoundTrips: the same warm-up, with round
+// trips of 100 ms. A jump that passed its probe sends four times the rate
+// for a round trip before its first throttle comes back, and its answers
+// blind the detection for a round trip and a window: at a jump every 200 ms
+// the limiter never cut again, and three quarters of the sends were
+// throttled. Jumps now come at most once every ten round trips.
+func TestSendRateProbesCheaplyWithLongRoundTrips(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at < time.Second {
+			return math.Inf(1)
+		}
+		return 500
+	}
+	for seed := range uint64(3) {
+		svc := service(capacity, 0)
+		svc.rng = rand.New(rand.NewPCG(seed, 3))
+		sim := newLimiterSim(100*time.Millisecond, svc)
+		c := sim.add(newSendRate(SendRateOptions{}), 1000, 0)
+		sim.run(11 * time.Second)
+		thr, sent := sum(c.thr, 2, 11), sum(c.sent, 2, 11)
+		assert.LessOrEqual(t, float64(thr), 0.25*float64(sent), "seed %d: expect ≤25%% of the sends throttled, got %d of %d", seed, thr, sent)
+		assert.GreaterOrEqual(t, float64(sum(c.ok, 2, 11))/9, 0.9*500, "seed %d: expect the capacity used", seed)
+	}
+}
+
 // TestSendRateMaxRateWhileUnlimited: a ceiling holds from the first request,
 // before any throttle, and after an idle reset.
 func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
