@@ -224,9 +224,7 @@ const (
 //     test: throttles that follow the rate fall with it, whoever else
 //     shares the capacity (the others, seeing the same throttles, cut
 //     too), while throttles that others or chance cause stay. When they
-//     stay, clearly (a halving whose test ends without telling stands: a
-//     client among many moves their throttles little), the cuts are
-//     undone (back to unlimited if the limiter was, else
+//     stay, the cuts are undone (back to unlimited if the limiter was, else
 //     to the rate before the halving) and the share becomes the background
 //     for a hold of ten seconds, doubling with each such finding in a row:
 //     the limiter does not fall toward its floor on throttles it cannot
@@ -747,13 +745,10 @@ func (l *sendRate) judgeHalvingLocked(now time.Time, zd, za float64, over bool) 
 		}
 	case zd < 1 && zO >= dropZ:
 		l.undoLocked(now, zd, zO) // not this client's to help
+	case over && zd >= 1.5 && zO < dropZ:
+		l.standLocked(now, zd, za) // it helped some, and may be as ours
 	case over:
-		// It helped some, or no telling. A client among many moves the
-		// share little by halving alone (a client joining a fleet of
-		// small ones, sending far more than each at first, moved 32% to
-		// 26%); undoing on that took it back to unlimited, and it held
-		// half the capacity for the hold.
-		l.standLocked(now, zd, za)
+		l.undoLocked(now, zd, zO)
 	}
 }
 
