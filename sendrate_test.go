@@ -19,6 +19,26 @@ func service(capacity func(time.Duration) float64, p float64) *simService {
 	return &simService{capacity: capacity, burst: 50, tokens: 50, p: p, rng: rand.New(rand.NewPCG(1, 2))}
 }
 
+// stepCapacity is a capacity of before until at, and of after from then on.
+func stepCapacity(at time.Duration, before, after float64) func(time.Duration) float64 {
+	return func(t time.Duration) float64 {
+		if t < at {
+			return before
+		}
+		return after
+	}
+}
+
+// tracedSendRate returns a limiter with options o that traces its
+// decisions to t in a verbose run.
+func tracedSendRate(t *testing.T, o SendRateOptions) *sendRate {
+	l := newSendRate(o)
+	if testing.Verbose() {
+		l.trace = t.Logf
+	}
+	return l
+}
+
 // TestLimiterSimRunsOnePollPerWorker: the simulation's own check. A wake a
 // worker's poll caused scheduled a second poll for the same worker, which
 // then sent twice; 8 workers with 10 ms round trips sent 3,297 requests in
@@ -301,18 +321,8 @@ func TestSendRateAfterAQuietHour(t *testing.T) {
 // to 500/s, the limiter must not climb back toward that flood's measure:
 // the share throttled stays near the random fifth.
 func TestSendRateAfterWarmUpUnderRandomThrottles(t *testing.T) {
-	capacity := func(at time.Duration) float64 {
-		if at < time.Second {
-			return math.Inf(1)
-		}
-		return 500
-	}
-	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0.2))
-	l := newSendRate(SendRateOptions{})
-	if testing.Verbose() {
-		l.trace = t.Logf
-	}
-	c := sim.add(l, 64, 0)
+	sim := newLimiterSim(2*time.Millisecond, service(stepCapacity(time.Second, math.Inf(1), 500), 0.2))
+	c := sim.add(tracedSendRate(t, SendRateOptions{}), 64, 0)
 	sim.run(10 * time.Second)
 	thr, sent := sum(c.thr, 2, 10), sum(c.sent, 2, 10)
 	assert.LessOrEqual(t, float64(thr), 0.3*float64(sent), "expect ≤30%% of the sends throttled (20%% at random), got %d of %d", thr, sent)
@@ -345,14 +355,8 @@ func TestSendRateProbesCheaplyAfterWarmUp(t *testing.T) {
 // the limiter never cut again, and three quarters of the sends were
 // throttled. Jumps now come at most once every ten round trips.
 func TestSendRateProbesCheaplyWithLongRoundTrips(t *testing.T) {
-	capacity := func(at time.Duration) float64 {
-		if at < time.Second {
-			return math.Inf(1)
-		}
-		return 500
-	}
 	for seed := range uint64(3) {
-		svc := service(capacity, 0)
+		svc := service(stepCapacity(time.Second, math.Inf(1), 500), 0)
 		svc.rng = rand.New(rand.NewPCG(seed, 3))
 		sim := newLimiterSim(100*time.Millisecond, svc)
 		c := sim.add(newSendRate(SendRateOptions{}), 1000, 0)
@@ -420,18 +424,8 @@ func TestSendRateRecovers(t *testing.T) {
 // not only by the additive rise (1/s a window at 100/s: some 40 s to 500);
 // and the climb costs few throttles.
 func TestSendRateFindsARaisedCapacity(t *testing.T) {
-	capacity := func(at time.Duration) float64 {
-		if at < 5*time.Second {
-			return 100
-		}
-		return 500
-	}
-	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
-	l := newSendRate(SendRateOptions{})
-	if testing.Verbose() {
-		l.trace = t.Logf
-	}
-	c := sim.add(l, 64, 0)
+	sim := newLimiterSim(2*time.Millisecond, service(stepCapacity(5*time.Second, 100, 500), 0))
+	c := sim.add(tracedSendRate(t, SendRateOptions{}), 64, 0)
 	sim.run(15 * time.Second)
 	ok := sum(c.ok, 10, 15)
 	assert.GreaterOrEqual(t, float64(ok)/5, 0.9*500, "expect ≥90%% of the raised capacity used 5-10 s after it rose, got %d/s", ok/5)
