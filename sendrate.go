@@ -18,12 +18,13 @@ type SendRateOptions struct {
 	// starts at, clamped to [MinRate, MaxRate], and returns to after a
 	// minute with neither sends nor answers. The rate rises from there
 	// while it is in use and not throttled: by 1/s (or 0.5% of the capacity
-	// last measured, if more) for every 100 ms since the last cut and,
-	// until the first cut (the first capacity measured) since it started,
-	// after two seconds also by 5% every 100 ms, doubling up to 25%, so
-	// that a low InitialRate before a large capacity reaches it within
-	// seconds; never to more than twice what the
-	// last 100 ms sent and the service accepted. Zero (or +Inf) means
+	// last measured, if more) for every 100 ms since the last cut, that
+	// step doubling every 500 ms after two seconds without a cut (up to 64
+	// times), and, until the first cut (the first capacity measured) since
+	// it started, after two seconds also by 5% every 100 ms, doubling up
+	// to 25%, so that a low InitialRate before a large capacity reaches it
+	// within seconds; never to more than twice what the last 100 ms sent
+	// and the service accepted. Zero (or +Inf) means
 	// unlimited, or MaxRate when set: until the service throttles, the
 	// limiter only records what the service accepts.
 	InitialRate float64
@@ -121,9 +122,15 @@ const (
 	// capacity known when that is more (a 5% cut of a large capacity is
 	// regained in a second): a line of time from the last cut, the same
 	// for clients of the same scale whatever their answers, so clients
-	// sharing a capacity converge to equal shares (AIMD). With no capacity
-	// ever measured, after slowStartAfter in use the rise is also
-	// multiplicative, from firstGrowth a window doubling up to maxGrowth.
+	// sharing a capacity converge to equal shares (AIMD). After
+	// lineSteepAfter without a cut the line steepens, its slope doubling
+	// every lineDoubling up to lineMaxSlope times: the increase is still
+	// the same for all (AIMD needs it common, not constant), and a
+	// capacity raised far above any measured (a table scaled up) is found
+	// in seconds rather than minutes; a capacity that holds cuts sooner.
+	// With no capacity ever measured, after slowStartAfter in use the rise
+	// is also multiplicative, from firstGrowth a window doubling up to
+	// maxGrowth.
 	probeStep      = 1.0
 	probeFrac      = 0.005
 	slowStartAfter = 2 * time.Second
@@ -131,6 +138,9 @@ const (
 	regrowStep     = 0.1
 	regrowTo       = 0.9
 	maxGrowth      = 0.25
+	lineSteepAfter = 2 * time.Second
+	lineDoubling   = 500 * time.Millisecond
+	lineMaxSlope   = 64
 
 	// Jumps back to a capacity recently measured. A cut's measure counts
 	// as one once no other cut followed for peakConfirm, or the next cut
@@ -153,7 +163,18 @@ const (
 	// and is on probation for jumpProbation; one that holds is followed at
 	// once by the next while the peak is more than jumpNear times the
 	// rate. A jump fails on the evidence of the detection's CUSUM at
-	// jumpFail: a single throttle when there is no background.
+	// jumpFail: a single throttle when there is no background; a jump of
+	// a chain, once one held (the capacity is back), at jumpChainFail, a
+	// few throttles close together, so that one at random among the
+	// hundreds of answers a step gets does not end the chain short of
+	// the capacity (with 1% at random, a fall to 15% was regained to 64%
+	// of the capacity in the four seconds after it returned, 89% now).
+	// Jumps come at most once every jumpRTTs round trips: a jump that
+	// passed its probe sends up to jumpStep times the rate for a round
+	// trip before its first throttle comes back, and the answers to it
+	// blind the detection for a round trip and a window, so at round
+	// trips of 100 ms a jump every 200 ms kept it blind for good (three
+	// quarters of the sends throttled after a warm-up's peak).
 	peakHalfLife  = 30 * time.Second
 	peakConfirm   = 500 * time.Millisecond
 	peakAgree     = 0.75
@@ -166,6 +187,8 @@ const (
 	jumpNear      = 1.1
 	jumpOverhead  = 0.1
 	jumpFail      = 1.5
+	jumpChainFail = 6
+	jumpRTTs      = 10
 
 	idleReset = time.Minute
 
@@ -213,7 +236,9 @@ const (
 //     AIMD, the same for clients of the same scale, so that shares
 //     converge. Until its first cut since it started it also grows
 //     multiplicatively, from InitialRate; below 90% of the capacity the
-//     last standing cut measured, by 10% a window.
+//     last standing cut measured, by 10% a window. After two seconds
+//     without a cut, the line steepens: its slope doubles every 500 ms,
+//     up to 64 times.
 //   - When the rate in use is below a third of a capacity recently
 //     measured (the peak), each window it probes with a few requests sent
 //     at once, and if none is throttled, jumps toward the peak, up to four
@@ -260,7 +285,7 @@ type sendRate struct {
 	blindUntil time.Time // answers before it are a failed jump's
 	jumpedAt   time.Time
 	jumpGap    time.Duration // the time between jumps: doubles with each failed one
-	jumpChain  bool          // the last jump held: the next may follow at once
+	chainAim   float64       // the last jump held: the next may follow at once, toward this peak; zero when not
 
 	// known is the capacity the last standing cut (or held jump) measured;
 	// peak the highest capacity measured, at peakAt, aging: by a standing
@@ -323,9 +348,9 @@ type cutTest struct {
 	decisive      bool    // this cut halved the rate after one that did not end the overload
 	bounded       bool    // the cut was too small to end the overload alone
 	capacity      float64 // the capacity the cut measured
-	firstCapacity float64 // the capacity the chain's first cut measured
+	firstCapacity float64 // the capacity the cut that measured first did
 	trigger       answers // the answers the cut was sized from
-	first         answers // the answers the chain began with
+	first         answers // the chain's first trigger measured on sizeMin answers, or its first
 	after         answers
 }
 
@@ -338,12 +363,14 @@ type jumpTest struct {
 	at, countFrom time.Time
 	committed     time.Time // when the probe passed and the rate went to the peak
 	from, to      float64
-	probe         int  // the places the probe sent
-	chained       bool // it followed a jump that held
+	aim           float64 // the peak the jump (and its chain) aims at
+	probe         int     // the places the probe sent
+	chained       bool    // it followed a jump that held
 	after         answers
 	// A CUSUM of the evidence that the jump is throttled beyond the
 	// background, and its steps.
 	score, llrThr, llrOK float64
+	failAt               float64 // the score that fails it
 }
 
 func (j jumpTest) active() bool { return !j.at.IsZero() }
@@ -613,6 +640,9 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	t.firstCapacity = t.capacity
 	if chain != nil {
 		t.from, t.links, t.first, t.firstCapacity = chain.from, chain.links+1, chain.first, chain.firstCapacity
+		if t.first.total() < sizeMin && trigger.total() >= sizeMin {
+			t.first, t.firstCapacity = trigger, t.capacity
+		}
 	}
 	if l.trace != nil {
 		l.tracef(now, "cut #%d f=%.3f (n=%d) b=%.3f S=%.0f to %.0f (capacity %.0f)", t.links, f, trigger.total(), l.background, s, target, t.capacity)
@@ -623,7 +653,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 		// cut measures that, and aiming back above it would flood.
 		l.peak, l.peakAt = t.capacity, now
 	}
-	l.test, l.jumpChain = t, false
+	l.test, l.chainAim = t, 0
 	l.setRateLocked(target)
 	l.growth, l.base, l.baseAt = firstGrowth, target, now
 	l.cusum, l.episode = 0, answers{}
@@ -738,9 +768,14 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 	}
 	// What the cut measured, unless it was sized on a burst of throttles:
 	// the service accepted the rate the cut set (the cut stands), and, when
-	// the chain began, what its first cut measured.
-	l.known = max(t.capacity, t.rate*(1-t.after.throttled()), min(t.firstCapacity, t.from))
-	if t.links == 1 && t.trigger.total() < sizeMin && t.after.thr == 0 {
+	// the chain began, what its first cut measured on sizeMin answers (a
+	// first cut on fewer measured the throttles crowding a flood's first
+	// answers, far above the capacity).
+	l.known = max(t.capacity, t.rate*(1-t.after.throttled()))
+	if t.first.total() >= sizeMin {
+		l.known = max(l.known, min(t.firstCapacity, t.from))
+	}
+	if t.links == 1 && t.trigger.total() < sizeMin && t.after.total() >= testMin && t.after.thr == 0 {
 		// A cut sized on a few answers, after which nothing was
 		// throttled at all: a burst of throttles (sends that bunched,
 		// a service's bucket run dry), not a fall of capacity. The rate
@@ -821,15 +856,23 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	// Probes cost at most jumpOverhead of what the rate sends: at a few
 	// requests a second (a client of a large fleet, whose peak was its
 	// share of the fleet's first flood) they come seconds apart.
-	gap := max(l.jumpGap, jumpEvery, time.Duration(float64(time.Second)/(jumpOverhead*r)))
+	gap := max(l.jumpGap, jumpEvery, time.Duration(float64(time.Second)/(jumpOverhead*r)), jumpRTTs*l.rtt)
 	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < gap {
 		return
 	}
 	p := l.peakLocked(now)
-	if p < jumpRatio*r && !(l.jumpChain && l.peak > jumpNear*r) {
+	if p < jumpRatio*r && !(l.chainAim > jumpNear*r) {
 		return
 	}
-	to := l.clamp(min(l.peak, jumpStep*r))
+	// A chain keeps its aim: the window that accepted the jump before
+	// may have raised the aged peak to that jump's rate, which would end
+	// the chain there (a capacity back after seconds of a fall was
+	// regained to jumpStep times the low rate, then only by the line).
+	aim := l.peak
+	if l.chainAim > 0 {
+		aim = l.chainAim
+	}
+	to := l.clamp(min(aim, jumpStep*r))
 	if to <= r {
 		return
 	}
@@ -841,11 +884,21 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	if l.trace != nil {
 		l.tracef(now, "jump %.0f -> %.0f", r, to)
 	}
+	if l.test.active() && l.known > 0 {
+		// The cut stands, unjudged. A capacity known from before it is
+		// not regained above what this cut measured (see regrowTo):
+		// after a fall, the rise between jumps would otherwise climb
+		// back above the fallen capacity.
+		l.known = min(l.known, l.test.capacity)
+	}
 	l.test = cutTest{}
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
-		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, probe: int(sent), chained: l.jumpChain,
-		llrThr: thr, llrOK: ok,
+		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chainAim > 0,
+		llrThr: thr, llrOK: ok, failAt: jumpFail,
+	}
+	if l.chainAim > 0 {
+		l.jump.failAt = jumpChainFail
 	}
 	l.jumpedAt = now
 }
@@ -861,13 +914,13 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		j.score = max(j.score+j.llrOK, 0)
 	}
 	switch {
-	case j.score >= jumpFail:
+	case j.score >= j.failAt:
 		if l.trace != nil {
 			l.tracef(now, "jump failed (%d/%d), back to %.0f", j.after.thr, j.after.total(), j.from)
 		}
 		l.setRateLocked(j.from)
 		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
-		l.jumpChain = j.chained && !j.committed.IsZero()
+		l.chainAim = 0
 		if j.committed.IsZero() {
 			// The probe's answers still to come are the probe's.
 			l.blindUntil = j.at.Add(2 * l.rtt)
@@ -876,7 +929,6 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 			// jump's, not the rate's, and so are the throttles while
 			// the service refills the burst it took.
 			l.blindUntil = now.Add(l.rtt + sendWindow)
-			l.cusum, l.episode = 0, answers{}
 			if j.chained {
 				// A jump that followed one that held failed: the service
 				// takes somewhere between the two now, and the peak beyond
@@ -884,6 +936,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 				// flood the service each time. The chain goes on, halving
 				// the gap (in ratio) with each failure.
 				l.peak, l.peakAt, l.pending = math.Sqrt(j.from*j.to), now, 0
+				l.chainAim = l.peak
 			}
 		}
 		l.jump = jumpTest{}
@@ -955,7 +1008,7 @@ func (l *sendRate) startOverLocked(now time.Time) {
 	l.cusum, l.episode, l.test, l.jump = 0, answers{}, cutTest{}, jumpTest{}
 	l.bSamples, l.hold, l.holdUntil = 0, 0, time.Time{}
 	l.setBackgroundLocked(0)
-	l.known, l.peak, l.peakAt, l.pending = 0, 0, time.Time{}, 0
+	l.known, l.peak, l.peakAt, l.pending, l.chainAim = 0, 0, time.Time{}, 0, 0
 	l.base, l.baseAt, l.growth, l.uncut = 0, time.Time{}, firstGrowth, true
 	l.win, l.prev = answers{start: now}, answers{}
 	l.lastSeen = now
@@ -983,7 +1036,7 @@ func (l *sendRate) rollLocked(now time.Time) {
 			l.tracef(now, "jump to %.0f holds (%d/%d)", l.q.rate, j.after.thr, j.after.total())
 		}
 		l.known = max(l.known, l.q.rate)
-		l.jump, l.jumpGap, l.jumpChain = jumpTest{}, jumpEvery, true
+		l.jump, l.jumpGap, l.chainAim = jumpTest{}, jumpEvery, j.aim
 		l.base, l.baseAt = l.q.rate, now
 	case j.committed.IsZero() && now.Sub(j.at) >= sendWindow+2*l.rtt:
 		l.jump = jumpTest{} // the probe's answers did not come: no telling
@@ -1087,7 +1140,7 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 	}
 	accepted := float64(w.ok) / secs
 	since := now.Sub(l.baseAt)
-	next := l.base + max(probeStep, probeFrac*l.known)*float64(since)/float64(sendWindow)
+	next := l.base + max(probeStep, probeFrac*l.known)*lineWindows(since)
 	switch {
 	case l.uncut && since >= slowStartAfter:
 		// No cut has measured a capacity since the start. (The peak is
@@ -1104,6 +1157,24 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 	if next > r {
 		l.setRateLocked(next)
 	}
+}
+
+// lineWindows returns how many windows' steps the line has risen by,
+// since after it began: one a window for lineSteepAfter, then a slope that
+// doubles every lineDoubling, up to lineMaxSlope.
+func lineWindows(since time.Duration) float64 {
+	w := since.Seconds() / sendWindow.Seconds()
+	if since <= lineSteepAfter {
+		return w
+	}
+	q := lineSteepAfter.Seconds() / sendWindow.Seconds()
+	d := lineDoubling.Seconds() / sendWindow.Seconds()
+	x := w - q
+	xMax := d * math.Log2(lineMaxSlope)
+	if x <= xMax {
+		return q + d/math.Ln2*(math.Exp2(x/d)-1)
+	}
+	return q + d/math.Ln2*(lineMaxSlope-1) + lineMaxSlope*(x-xMax)
 }
 
 func (l *sendRate) clamp(r float64) float64 {

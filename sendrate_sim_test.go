@@ -87,6 +87,7 @@ type simEvent struct {
 	gen    uint64    // of the client's wakes, when the poll was scheduled
 	answer bool      // an answer arrives
 	asks   bool      // a worker's backoff ends: it asks for a place
+	fresh  bool      // a place's first poll: not waiting yet, so no wake replaces it
 	ok     bool
 }
 
@@ -126,15 +127,16 @@ func (s *limiterSim) ask(c *simClient, t time.Time) {
 		heap.Push(&s.events, simEvent{at: t, client: c, place: sendPlace{place: math.MaxUint64}})
 		return
 	}
-	heap.Push(&s.events, simEvent{at: t, client: c, place: placeAt(c.l, t), gen: c.gen})
+	p := placeAt(c.l, t)
 	s.wake(c, t)
+	heap.Push(&s.events, simEvent{at: t, client: c, place: p, gen: c.gen, fresh: true})
 }
 
 // wake makes the sleeping workers of c ask again at t if the limiter
-// closed the channel they wait on.
-func (s *limiterSim) wake(c *simClient, t time.Time) {
+// closed the channel they wait on, and reports whether it did.
+func (s *limiterSim) wake(c *simClient, t time.Time) bool {
 	if c.changed == nil || !closed(c.changed) {
-		return
+		return false
 	}
 	c.changed = nil
 	c.gen++
@@ -146,6 +148,7 @@ func (s *limiterSim) wake(c *simClient, t time.Time) {
 		}
 	}
 	c.asleep = kept
+	return true
 }
 
 // run processes events until d of virtual time has passed since t0.
@@ -180,25 +183,29 @@ func (s *limiterSim) run(d time.Duration) {
 			continue
 		}
 		if !c.unlimited {
-			if e.gen != c.gen {
+			if e.gen != c.gen && !e.fresh {
 				continue // a wake made this worker ask again already
 			}
+			// This poll is the worker's only one: out of the waiting
+			// places while it asks, so that a wake it causes does not
+			// schedule a second poll for the same worker.
+			wasWaiting := c.waiting[e.place.place]
+			delete(c.waiting, e.place.place)
 			wait, changed := c.l.delay(e.place, e.at)
-			s.wake(c, e.at)
+			woke := s.wake(c, e.at)
 			if wait > 0 {
 				if c.waiting == nil {
 					c.waiting = map[uint64]bool{}
 				}
-				if !c.waiting[e.place.place] {
-					c.waiting[e.place.place] = true
+				c.waiting[e.place.place] = true
+				if !wasWaiting || woke {
 					c.asleep = append(c.asleep, e.place.place)
 				}
 				c.changed = changed
-				e.at, e.gen = e.at.Add(min(wait, sendWindow)), c.gen
+				e.at, e.gen, e.fresh = e.at.Add(min(wait, sendWindow)), c.gen, false
 				heap.Push(&s.events, e)
 				continue
 			}
-			delete(c.waiting, e.place.place)
 		}
 		bump(&c.sent, sec, true)
 		// Round trips vary by ±20%, as on a real network: without it,
