@@ -348,7 +348,7 @@ type cutTest struct {
 	decisive      bool    // this cut halved the rate after one that did not end the overload
 	bounded       bool    // the cut was too small to end the overload alone
 	capacity      float64 // the capacity the cut measured
-	firstCapacity float64 // the capacity the cut that measured first did
+	firstCapacity float64 // the capacity measured with first
 	trigger       answers // the answers the cut was sized from
 	first         answers // the chain's first trigger measured on sizeMin answers, or its first
 	after         answers
@@ -370,7 +370,6 @@ type jumpTest struct {
 	// A CUSUM of the evidence that the jump is throttled beyond the
 	// background, and its steps.
 	score, llrThr, llrOK float64
-	failAt               float64 // the score that fails it
 }
 
 func (j jumpTest) active() bool { return !j.at.IsZero() }
@@ -895,10 +894,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
 		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chainAim > 0,
-		llrThr: thr, llrOK: ok, failAt: jumpFail,
-	}
-	if l.chainAim > 0 {
-		l.jump.failAt = jumpChainFail
+		llrThr: thr, llrOK: ok,
 	}
 	l.jumpedAt = now
 }
@@ -913,8 +909,12 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 	} else {
 		j.score = max(j.score+j.llrOK, 0)
 	}
+	failAt := jumpFail
+	if j.chained {
+		failAt = jumpChainFail
+	}
 	switch {
-	case j.score >= j.failAt:
+	case j.score >= failAt:
 		if l.trace != nil {
 			l.tracef(now, "jump failed (%d/%d), back to %.0f", j.after.thr, j.after.total(), j.from)
 		}
