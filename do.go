@@ -58,11 +58,11 @@ const defaultMaxConflicts = 100
 // ctx, was throttled and retried, also inside a Do loop of fn's own), a
 // conflict waits at least the Retryer's backoff after as many throttles in
 // a row: a table at capacity holds the win rate down, which looks like
-// little contention. In a named
-// partition (see Options.PartitionKey; one per table, say) the throttles
-// of any operation of the partition count too, so that the loops on a
-// table at capacity back off together; in the default partition, which
-// is the whole client, other operations' throttles do not count. Transient
+// little contention. In a named partition (see Options.PartitionKey; one
+// per table, say) the throttles of any operation of the partition count
+// too, so that the loops on a table at capacity back off together; in the
+// default partition, which is the whole client, other operations'
+// throttles do not count. Transient
 // and throttling errors go through the same retry decision as the SDK's
 // middleware: the Retryer's jitter (a decorrelated chain keeps the
 // loop's real previous delay), its bucket (with the send-rate limiter's

@@ -152,9 +152,10 @@ type Options struct {
 	// OnRetry, when set, is called for every retry about to be made, after
 	// its delay is known: in RetryDelay, so not under a wrapper that
 	// replaces it (retry.AddWithMaxBackoffDelay), and also for a retry
-	// whose caller then gives up during the backoff. It must be safe for concurrent use and quick,
-	// and must not panic: it runs after the retry is paid for, and a
-	// panic keeps the tokens of a retry whose context cannot end.
+	// whose caller then gives up during the backoff. It must be safe for
+	// concurrent use and quick, and must not panic: it runs after the
+	// retry is paid for, and a panic keeps the tokens of a retry whose
+	// context cannot end.
 	OnRetry func(RetryEvent)
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
