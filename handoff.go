@@ -26,12 +26,24 @@ import (
 // non-pointer type share a key: the pairing is exact while one of them is
 // pending.
 //
+// A refusal's entry (GetRetryToken refused the retry on an empty budget) is
+// kept apart from the others: only a long-polling operation's RetryDelay
+// takes it, at once and on the same goroutine, and an ordinary operation's
+// never comes. So it makes no later entry of the same value ambiguous; only
+// a RetryDelay that finds it younger than refusalFresh beside another entry
+// of the same value cannot tell whose it is.
+//
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
 // such as retry.AddWithMaxBackoffDelay replaces it) stays until another
 // error needs its slot; the entry is then evicted and counted, and if its
 // RetryDelay comes after all, it too is reported Unchecked.
 const handoffSlots = 256
+
+// refusalFresh is how long a refusal's RetryDelay may still come: it follows
+// GetRetryToken at once, so this only covers a goroutine descheduled between
+// the two on a busy machine.
+const refusalFresh = 100 * time.Millisecond
 
 type handoff struct {
 	slots [handoffSlots]handoffSlot
@@ -47,6 +59,8 @@ type handoffSlot struct {
 	// evictedDeadline: the evicted entry had a deadline to check.
 	evictedDeadline bool
 	entry           pendingRetry
+	refusalKey      error // the error of the last refusal not yet taken
+	refusal         pendingRetry
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -105,6 +119,10 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, p
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	if e.refused {
+		s.refusalKey, s.refusal = err, *e
+		return false, ""
+	}
 	if s.pending > 0 {
 		if sameKey(s.key, err) {
 			s.pending++
@@ -123,13 +141,26 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, p
 	return evicted, partition
 }
 
-// take takes the entry handed off under err. For an ambiguous or lost
-// entry, hadDeadline reports whether a deadline check was due.
-func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+// take takes the entry handed off under err at time now (read only when a
+// refusal of the same error is pending beside another entry). For an
+// ambiguous or lost entry, hadDeadline reports whether a deadline check was
+// due.
+func (h *handoff) take(err error, now func() time.Time) (e pendingRetry, status handoffStatus, hadDeadline bool) {
 	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	refusal := s.refusalKey != nil && sameKey(s.refusalKey, err)
 	if s.pending > 0 && sameKey(s.key, err) {
+		if refusal {
+			s.refusalKey, refusal = nil, false
+			if now().Sub(s.refusal.at) < refusalFresh {
+				// This RetryDelay may be the refusal's or the entry's:
+				// neither is used, and the other's finds the entry lost.
+				s.evicted, s.evictedDeadline = s.key, s.deadlines || s.refusal.checksDeadline()
+				s.ambiguous = true
+			}
+			s.refusal = pendingRetry{}
+		}
 		s.pending--
 		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
 		if s.ambiguous {
@@ -139,6 +170,11 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
 		}
 		return e, status, hadDeadline
+	}
+	if refusal {
+		e = s.refusal
+		s.refusalKey, s.refusal = nil, pendingRetry{}
+		return e, handoffFound, false
 	}
 	if s.evicted != nil && sameKey(s.evicted, err) {
 		hadDeadline = s.evictedDeadline

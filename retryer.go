@@ -271,7 +271,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already, unless the
 			// deadline was too close.
-			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
+			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
 	}
@@ -315,7 +315,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
 	}
-	p, status, hadDeadline := r.handoff.take(opErr)
+	p, status, hadDeadline := r.handoff.take(opErr, r.now)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
 		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil, nil), info.cut)

@@ -213,6 +213,64 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 		"expect every token back, got %d", r.Remaining())
 }
 
+// TestRefusalLeavesLaterOperationsChecked: a retry the empty budget refused
+// hands off an entry only a long-polling operation's RetryDelay takes; an
+// ordinary operation never asks for it. Until the refusal was kept apart,
+// every later operation that failed with the same error value found it
+// still pending, was paired ambiguously, and lost its deadline check: the
+// SDK slept its backoff into the deadline and returned a bare
+// RequestCanceledError.
+func TestRefusalLeavesLaterOperationsChecked(t *testing.T) {
+	bucket := jitterretry.NewTokenBucket(14, 0) // one retry of a 5xx
+	var unchecked atomic.Int32
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.RateLimiter = bucket
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.OnRetry = func(e jitterretry.RetryEvent) {
+			if e.Unchecked {
+				unchecked.Add(1)
+			}
+		}
+	})
+	shared := serverErr() // a stub transport's or fault injector's one value
+	refuse := func() {
+		t.Helper()
+		_, err := operation(context.Background(), r, script(fail(shared)))
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted, "expect the retry refused")
+		bucket.AddTokens(14)
+	}
+	checked := func(ops int) {
+		t.Helper()
+		for i := range ops {
+			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+			_, err := operation(ctx, r, script(fail(shared), ok))
+			cancel()
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu, "operation %d: expect the 1 s backoff refused before the 100 ms deadline", i)
+			assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+		}
+	}
+	refuse()
+	// Long past the time the refusal's own RetryDelay could come.
+	time.Sleep(150 * time.Millisecond)
+	checked(3)
+	assert.Zero(t, unchecked.Load(), "expect no retry reported unchecked")
+
+	// Right after a refusal, the next operation's RetryDelay cannot tell
+	// its entry from the refusal's (it may be reported unchecked); the
+	// ones after it can.
+	refuse()
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	_, _ = operation(ctx, r, script(fail(shared), ok))
+	cancel()
+	// Its retry, if unchecked, slept into the deadline: its tokens come
+	// back once the retryer sees the context done.
+	require.Eventually(t, func() bool { return r.Remaining() == 14 }, 3*time.Second, 10*time.Millisecond)
+	before := unchecked.Load()
+	checked(3)
+	assert.Equal(t, before, unchecked.Load(), "expect no retry reported unchecked after the first")
+}
+
 // TestSDKWrappers: the SDK's own decorators around the retryer, each with a
 // deadline context.
 func TestSDKWrappers(t *testing.T) {
