@@ -104,6 +104,28 @@ func TestDeadlineGiveUpKeepsCause(t *testing.T) {
 	require.Len(t, gaveUp, 1)
 }
 
+// TestGiveUpIsNotRetryableAsTheSDKSays: a deadline or cancel give-up
+// stands for the SDK's *aws.RequestCanceledError (errors.As finds one), which
+// retry.NewStandard() never retries; the classification agreed until an
+// outside review found Classify calling it transient after the cause it
+// wraps (a 500), so a DoOptions.Classify falling back to it would retry it.
+func TestGiveUpIsNotRetryableAsTheSDKSays(t *testing.T) {
+	std := retry.NewStandard()
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(time.Hour) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, deadline := operation(ctx, r, script(serverErr))
+	cancelled, cancelNow := context.WithCancel(context.Background())
+	_, canceled := operation(cancelled, r, script(func() error { cancelNow(); return serverErr() }))
+	for name, err := range map[string]error{"deadline": deadline, "canceled": canceled} {
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu, name)
+		assert.False(t, std.IsErrorRetryable(err), "%s: the SDK's verdict", name)
+		assert.False(t, r.IsErrorRetryable(err), "%s: expect the SDK's verdict", name)
+		assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err), name)
+	}
+}
+
 // TestDeadlineCountsRetryAfterAndMargin: the wait the deadline check sees is
 // the one the middleware sleeps, x-amz-retry-after included.
 func TestDeadlineCountsRetryAfterAndMargin(t *testing.T) {
