@@ -539,6 +539,47 @@ func TestSentRetryKeepsItsCost(t *testing.T) {
 	assert.Equal(t, uint(486), r.Remaining(), "expect the sent retry's 14 tokens spent, as retry.NewStandard does")
 }
 
+// TestLateReleasedRetryKeepsTheSDKsAccounting: a sent retry whose context
+// ends, and whose attempt comes back only after the sweep's grace, was
+// refunded by the sweep; its release then did nothing, so a success left no
+// skip (the attempt release added a NoRetryIncrement the SDK does not) and a
+// failure kept its refund (the SDK keeps the cost). Found by an outside
+// review; the release now settles what the refund took in advance.
+func TestLateReleasedRetryKeepsTheSDKsAccounting(t *testing.T) {
+	// What retry.NewStandard() holds after the same operations: a failed
+	// retry has spent its 14 tokens; a successful one got them back, and a
+	// successful retry earns no increment.
+	for outcome, want := range map[string]uint{"success": 250, "failure": 236} {
+		t.Run(outcome, func(t *testing.T) {
+			base := time.Now()
+			var offset atomic.Int64
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Backoff = fixedBackoff(0)
+				o.Clock = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+			})
+			spendTokens(t, r, 250)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, _ = operation(ctx, r, func(n int) error {
+				if n == 1 {
+					return serverErr()
+				}
+				// The retry is on the wire; the caller gives up, and the
+				// attempt comes back after the sweep's grace.
+				cancel()
+				_ = r.Remaining() // a sweep sees the context done
+				offset.Add(int64(time.Second))
+				_ = r.Remaining() // and refunds the retry
+				if outcome == "success" {
+					return nil
+				}
+				return serverErr()
+			})
+			assert.Equal(t, want, r.Remaining())
+		})
+	}
+}
+
 func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 	cases := map[string]struct {
 		opt    func(*jitterretry.Options)

@@ -25,6 +25,24 @@ type ticket struct {
 // refund gives the cost back without a success.
 func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
 
+// settleLate is the release, with the retry's outcome err, of a sent retry
+// that a sweep refunded before it came back: it leaves what the release
+// would have left, net of that refund. A success leaves the skip of the
+// attempt release that follows it; a conflict is refunded anyway; any other
+// failure spends the cost, which is taken back from the bucket as far as it
+// holds it (a foreign RateLimiter keeps the refund: taking from it may
+// block).
+func (t ticket) settleLate(err error) {
+	l := t.lane
+	switch {
+	case err == nil:
+		l.skips.Add(1)
+	case l.isConflict != nil && l.isConflict(err):
+	case l.bucket != nil:
+		l.bucket.takeUpTo(t.cost)
+	}
+}
+
 // The SDK's middleware drops a retry's release when the backoff sleep ends
 // with the context, so without tracking, a cancelled caller's tokens would
 // be gone until successes earn them back (with no refill, for good). A
@@ -40,7 +58,8 @@ func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
 //   - the context has been done for reclaimGrace and the retry is still not
 //     released (the SDK releases a sent retry as soon as its attempt
 //     returns, which a done context makes prompt; a release later than
-//     that finds its tokens refunded, which costs the bucket nothing).
+//     that finds its tokens refunded, and settles the difference: see
+//     ticket.settleLate).
 //
 // A released retry keeps the SDK's accounting: a sent retry has spent its
 // cost, even if its context ends before the middleware releases it.
@@ -121,6 +140,9 @@ type trackSlot struct {
 	// epoch; 0 before. Written by track in slotSetup and by sweeps in
 	// slotSweeping, which the state makes exclusive.
 	doneSeen time.Duration
+	// swept: a sweep refunded the retry (written before the slot is
+	// retired, read after), so a release that still comes was sent.
+	swept bool
 
 	release func(error) error // built once: claims the slot and releases t
 }
@@ -149,6 +171,10 @@ func newTrackSlot() *trackSlot {
 		// values may be large, and 4096 slots would keep them for as long
 		// as the retryer lives), then frees the slot.
 		if !s.claim(anyGeneration, slotSetup) {
+			if s.word.Load()&stateMask == slotRetired && s.swept {
+				// Retired for good, the slot keeps this retry's ticket.
+				s.t.settleLate(err)
+			}
 			return nil
 		}
 		t := s.t
@@ -340,6 +366,7 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 				continue
 			}
 			if s.due(at, time.Duration(w>>wakeShift)*wakeUnit) {
+				s.swept = true
 				s.word.Store(slotRetired)
 				s.t.refund()
 				refunded = true

@@ -117,6 +117,21 @@ func (b *TokenBucket) take(cost uint) (uint, bool) {
 	}
 }
 
+// takeUpTo removes n tokens, or all the bucket holds when fewer.
+func (b *TokenBucket) takeUpTo(n uint) {
+	if b.refill != 0 {
+		b.mu.Lock()
+		defer b.mu.Unlock()
+		b.refillLocked()
+	}
+	for {
+		t := b.tokens.Load()
+		if b.tokens.CompareAndSwap(t, t-min(t, uint64(n))) {
+			return
+		}
+	}
+}
+
 // give adds n tokens, saturating at the capacity.
 func (b *TokenBucket) give(n uint) {
 	if n == 0 {
