@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -110,6 +112,54 @@ func TestHandlerCountsEachRequestOnce(t *testing.T) {
 
 	_, err = invoke(ctx, h, "req-3", `{}`)
 	assert.ErrorContains(t, err, "no key")
+}
+
+// TestLambdaRetryKeepsTheIdempotencyContract: DynamoDB answers a
+// TransactWriteItems whose ClientRequestToken it saw in the last 10 minutes
+// with other parameters with IdempotentParameterMismatchException, which
+// is not retried. The handler once sent the request ID as the token along
+// with the marker's expiry, a second later on Lambda's retry: on real
+// DynamoDB that retry failed instead of being replayed (minidyn ignores the
+// token; an outside review read it off the wire). Every token the server
+// sees twice must come with the same parameters.
+func TestLambdaRetryKeepsTheIdempotencyContract(t *testing.T) {
+	b, table := counterTable(t)
+	var mu sync.Mutex
+	seen := map[string]string{} // token -> the request's other parameters
+	var mismatched []string
+	u, err := url.Parse(b.URL)
+	require.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
+			body, err := io.ReadAll(r.Body)
+			require.NoError(t, err)
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			var in map[string]json.RawMessage
+			require.NoError(t, json.Unmarshal(body, &in))
+			token := string(in["ClientRequestToken"])
+			delete(in, "ClientRequestToken")
+			rest, err := json.Marshal(in)
+			require.NoError(t, err)
+			mu.Lock()
+			if prev, ok := seen[token]; ok && prev != string(rest) {
+				mismatched = append(mismatched, token)
+			}
+			seen[token] = string(rest)
+			mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	h := newTestHandler(t, b, table, srv.URL)
+
+	_, err = invoke(invocation(t, 10*time.Second), h, "req-1", `{"key":"page"}`)
+	require.NoError(t, err)
+	time.Sleep(1100 * time.Millisecond) // Lambda retries after a minute or more; a second is enough to differ
+	res, err := invoke(invocation(t, 10*time.Second), h, "req-1", `{"key":"page"}`)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Key: "page", Count: 1, Replayed: true}, res)
+	assert.Empty(t, mismatched, "expect no ClientRequestToken reused with other parameters")
 }
 
 func TestHandlerLostResponseCountsOnce(t *testing.T) {
