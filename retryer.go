@@ -366,10 +366,16 @@ func (r *Retryer) refusedDelay(attempt int, opErr error, p *pendingRetry) (time.
 // Options.ThrottleBaseDelay).
 func (r *Retryer) backoffFor(attempt int, opErr error, class ErrorClass, l *lane) (time.Duration, error) {
 	if r.delayer != nil {
-		throttle := class == ClassThrottle && !(r.pacedThrottles && l != nil && l.sender != nil && l.sender.paces(r.now()))
-		return r.delayer.Delay(attempt, throttle), nil
+		return r.delayer.Delay(attempt, r.throttleBackoff(class, l)), nil
 	}
 	return r.backoff.BackoffDelay(attempt, opErr)
+}
+
+// throttleBackoff reports whether a failure of class class in lane l (nil
+// when unknown) backs off on the throttle base: a throttle, unless the
+// lane's send-rate limiter paces it with few throttles.
+func (r *Retryer) throttleBackoff(class ErrorClass, l *lane) bool {
+	return class == ClassThrottle && !(r.pacedThrottles && l != nil && l.sender != nil && l.sender.paces(r.now()))
 }
 
 // Remaining returns the tokens left in the retry token bucket of the shared
