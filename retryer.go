@@ -261,10 +261,9 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if class == ClassThrottle {
 		cost = r.costs.throttle
 	}
-	// An attempt cut by AttemptTimeout says how long the next one may take.
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
-		p.margin = max(r.margin(ctx, l), info.cut)
+		p.margin = r.marginAfter(ctx, l, info.cut)
 	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
@@ -318,7 +317,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr, r.now)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil, nil), info.cut)
+		p.class, p.hint, p.margin = info.class, info.hint, r.marginAfter(nil, nil, info.cut)
 	}
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)
