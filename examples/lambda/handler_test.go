@@ -241,8 +241,11 @@ func TestNewHandlerReadsTheEnvironment(t *testing.T) {
 	ctx := context.Background()
 	_, err := newHandler(ctx, env(nil))
 	assert.ErrorContains(t, err, "TABLE_NAME")
-	_, err = newHandler(ctx, env(map[string]string{"TABLE_NAME": "t", "RESERVE_MS": "-1"}))
-	assert.ErrorContains(t, err, "RESERVE_MS")
+	for _, bad := range []string{"-1", "0", "1.5"} {
+		// 0 once meant the default, 500 ms, silently: Handler's zero value.
+		_, err = newHandler(ctx, env(map[string]string{"TABLE_NAME": "t", "RESERVE_MS": bad}))
+		assert.ErrorContains(t, err, "RESERVE_MS", bad)
+	}
 
 	h, err := newHandler(ctx, env(map[string]string{"TABLE_NAME": "t", "RESERVE_MS": "750", "AWS_REGION": "us-east-1"}))
 	require.NoError(t, err)
