@@ -29,9 +29,12 @@ import (
 // A refusal's entry (GetRetryToken refused the retry on an empty budget) is
 // kept apart from the others: only a long-polling operation's RetryDelay
 // takes it, at once and on the same goroutine, and an ordinary operation's
-// never comes. So it makes no later entry of the same value ambiguous; only
-// a RetryDelay that finds it younger than refusalFresh beside another entry
-// of the same value cannot tell whose it is.
+// never comes. So a refusal is forgotten once refusalFresh old, and until
+// then makes ambiguous only what it could be confused with: a RetryDelay
+// of its value finding it beside another entry of that value (neither is
+// used, and the other's RetryDelay finds its entry lost), and another
+// refusal of its value. A later operation's entry is never paired with a
+// refusal's, nor made ambiguous by one that is stale.
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
@@ -59,8 +62,25 @@ type handoffSlot struct {
 	// evictedDeadline: the evicted entry had a deadline to check.
 	evictedDeadline bool
 	entry           pendingRetry
-	refusalKey      error // the error of the last refusal not yet taken
-	refusal         pendingRetry
+	// The refusals pending: their error, when the last was put, how many,
+	// and the entry when there is one (more of the same value at once are
+	// ambiguous, as above).
+	refusalKey error
+	refusalAt  time.Time
+	refusals   int
+	refusal    pendingRetry
+}
+
+// dropStaleRefusal forgets the pending refusals at time now when the last
+// came refusalFresh ago or more: their RetryDelays, if any, came long ago.
+func (s *handoffSlot) dropStaleRefusal(now time.Time) {
+	if s.refusalKey != nil && now.Sub(s.refusalAt) >= refusalFresh {
+		s.clearRefusal()
+	}
+}
+
+func (s *handoffSlot) clearRefusal() {
+	s.refusalKey, s.refusalAt, s.refusals, s.refusal = nil, time.Time{}, 0, pendingRetry{}
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -120,7 +140,13 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, p
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if e.refused {
-		s.refusalKey, s.refusal = err, *e
+		s.dropStaleRefusal(e.at)
+		if s.refusalKey != nil && sameKey(s.refusalKey, err) {
+			s.refusals++
+			s.refusal, s.refusalAt = pendingRetry{}, e.at
+			return false, ""
+		}
+		s.refusalKey, s.refusalAt, s.refusals, s.refusal = err, e.at, 1, *e
 		return false, ""
 	}
 	if s.pending > 0 {
@@ -150,16 +176,17 @@ func (h *handoff) take(err error, now func() time.Time) (e pendingRetry, status 
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	refusal := s.refusalKey != nil && sameKey(s.refusalKey, err)
+	if refusal {
+		s.dropStaleRefusal(now())
+		refusal = s.refusalKey != nil
+	}
 	if s.pending > 0 && sameKey(s.key, err) {
 		if refusal {
-			s.refusalKey, refusal = nil, false
-			if now().Sub(s.refusal.at) < refusalFresh {
-				// This RetryDelay may be the refusal's or the entry's:
-				// neither is used, and the other's finds the entry lost.
-				s.evicted, s.evictedDeadline = s.key, s.deadlines || s.refusal.checksDeadline()
-				s.ambiguous = true
-			}
-			s.refusal = pendingRetry{}
+			// This RetryDelay may be a refusal's or the entry's: neither
+			// is used, and the other's finds the entry lost.
+			s.clearRefusal()
+			s.evicted, s.evictedDeadline = s.key, s.deadlines
+			s.ambiguous = true
 		}
 		s.pending--
 		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
@@ -172,9 +199,18 @@ func (h *handoff) take(err error, now func() time.Time) (e pendingRetry, status 
 		return e, status, hadDeadline
 	}
 	if refusal {
-		e = s.refusal
-		s.refusalKey, s.refusal = nil, pendingRetry{}
-		return e, handoffFound, false
+		e, status = s.refusal, handoffFound
+		if s.refusals > 1 || e.lane == nil {
+			// Several refusals of the value at once (one taken already,
+			// its entry gone): no telling whose this is.
+			e, status = pendingRetry{}, handoffAmbiguous
+		}
+		if s.refusals--; s.refusals == 0 {
+			s.clearRefusal()
+		} else {
+			s.refusal = pendingRetry{}
+		}
+		return e, status, false
 	}
 	if s.evicted != nil && sameKey(s.evicted, err) {
 		hadDeadline = s.evictedDeadline
