@@ -544,38 +544,58 @@ func TestSentRetryKeepsItsCost(t *testing.T) {
 // refunded by the sweep; its release then did nothing, so a success left no
 // skip (the attempt release added a NoRetryIncrement the SDK does not) and a
 // failure kept its refund (the SDK keeps the cost). Found by an outside
-// review; the release now settles what the refund took in advance.
+// review; the release now settles what the refund took in advance, and only
+// that: refunded into a full bucket, the refund added nothing, and a late
+// failure must take nothing back (a second review found it taking the cost).
 func TestLateReleasedRetryKeepsTheSDKsAccounting(t *testing.T) {
 	// What retry.NewStandard() holds after the same operations: a failed
 	// retry has spent its 14 tokens; a successful one got them back, and a
-	// successful retry earns no increment.
-	for outcome, want := range map[string]uint{"success": 250, "failure": 236} {
-		t.Run(outcome, func(t *testing.T) {
+	// successful retry earns no increment; 14 first-attempt successes earn
+	// 14.
+	for name, tc := range map[string]struct {
+		outcome func() error
+		refill  bool // 14 first-attempt successes fill the bucket before the sweep refunds
+		want    uint
+	}{
+		"success":                       {ok, false, 250},
+		"failure":                       {serverErr, false, 236},
+		"failure, refunded into a full": {serverErr, true, 500},
+	} {
+		t.Run(name, func(t *testing.T) {
 			base := time.Now()
 			var offset atomic.Int64
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				o.Backoff = fixedBackoff(0)
 				o.Clock = func() time.Time { return base.Add(time.Duration(offset.Load())) }
 			})
-			spendTokens(t, r, 250)
+			if !tc.refill {
+				spendTokens(t, r, 250)
+			}
 			ctx, cancel := context.WithCancel(context.Background())
 			defer cancel()
 			_, _ = operation(ctx, r, func(n int) error {
 				if n == 1 {
 					return serverErr()
 				}
-				// The retry is on the wire; the caller gives up, and the
-				// attempt comes back after the sweep's grace.
+				// The retry is on the wire, its backoff over; the caller
+				// gives up, and the attempt comes back after the sweep's
+				// grace.
+				offset.Add(int64(time.Millisecond))
 				cancel()
 				_ = r.Remaining() // a sweep sees the context done
+				if tc.refill {
+					for range 14 {
+						_, _ = operation(context.Background(), r, script(ok))
+					}
+				}
 				offset.Add(int64(time.Second))
 				_ = r.Remaining() // and refunds the retry
-				if outcome == "success" {
+				if tc.outcome == nil {
 					return nil
 				}
-				return serverErr()
+				return tc.outcome()
 			})
-			assert.Equal(t, want, r.Remaining())
+			assert.Equal(t, tc.want, r.Remaining())
 		})
 	}
 }

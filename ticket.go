@@ -22,24 +22,26 @@ type ticket struct {
 	release func(error) error // the SDK-style release: a refund on success
 }
 
-// refund gives the cost back without a success.
-func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
+// refund gives the cost back without a success, and returns how many tokens
+// went back to the lane's own bucket (see lane.refund).
+func (t ticket) refund() uint { return t.lane.refund(t.cost, t.foreign) }
 
 // settleLate is the release, with the retry's outcome err, of a sent retry
-// that a sweep refunded before it came back: it leaves what the release
-// would have left, net of that refund. A success leaves the skip of the
-// attempt release that follows it; a conflict is refunded anyway; any other
-// failure spends the cost, which is taken back from the bucket as far as it
-// holds it (a foreign RateLimiter keeps the refund: taking from it may
-// block).
-func (t ticket) settleLate(err error) {
+// that a sweep refunded before it came back, refunded being the tokens that
+// refund put back in the lane's bucket: it leaves what the release would
+// have left, net of that refund. A success leaves the skip of the attempt
+// release that follows it; a conflict is refunded anyway; any other
+// failure spends the cost, so what the refund put back is taken back, as
+// far as the bucket still holds it (a foreign RateLimiter keeps the
+// refund: taking from it may block).
+func (t ticket) settleLate(err error, refunded uint) {
 	l := t.lane
 	switch {
 	case err == nil:
 		l.skips.Add(1)
 	case l.isConflict != nil && l.isConflict(err):
 	case l.bucket != nil:
-		l.bucket.takeUpTo(t.cost)
+		l.bucket.takeUpTo(refunded)
 	}
 }
 
@@ -140,9 +142,11 @@ type trackSlot struct {
 	// epoch; 0 before. Written by track in slotSetup and by sweeps in
 	// slotSweeping, which the state makes exclusive.
 	doneSeen time.Duration
-	// swept: a sweep refunded the retry (written before the slot is
-	// retired, read after), so a release that still comes was sent.
-	swept bool
+	// swept: a sweep refunded the retry, putting refunded tokens back in
+	// the bucket (both written before the slot is retired, read after), so
+	// a release that still comes was sent.
+	swept    bool
+	refunded uint
 
 	release func(error) error // built once: claims the slot and releases t
 }
@@ -173,7 +177,7 @@ func newTrackSlot() *trackSlot {
 		if !s.claim(anyGeneration, slotSetup) {
 			if s.word.Load()&stateMask == slotRetired && s.swept {
 				// Retired for good, the slot keeps this retry's ticket.
-				s.t.settleLate(err)
+				s.t.settleLate(err, s.refunded)
 			}
 			return nil
 		}
@@ -366,9 +370,11 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 				continue
 			}
 			if s.due(at, time.Duration(w>>wakeShift)*wakeUnit) {
-				s.swept = true
+				// Refunded before it is retired: a release that finds it
+				// retired finds the refund made (it waits while the slot is
+				// swept) and settles against it.
+				s.swept, s.refunded = true, s.t.refund()
 				s.word.Store(slotRetired)
-				s.t.refund()
 				refunded = true
 				sh.slots[j].CompareAndSwap(s, nil)
 				continue

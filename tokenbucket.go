@@ -113,12 +113,15 @@ func (b *TokenBucket) takeUpTo(n uint) {
 	b.update(func(t uint64) (uint64, bool) { return t - min(t, uint64(n)), true })
 }
 
-// give adds n tokens, saturating at the capacity.
-func (b *TokenBucket) give(n uint) {
+// give adds n tokens, saturating at the capacity, and returns how many it
+// added.
+func (b *TokenBucket) give(n uint) uint {
 	if n == 0 {
-		return
+		return 0
 	}
-	b.update(func(t uint64) (uint64, bool) { return t + min(uint64(n), uint64(b.capacity)-t), true })
+	added := func(t uint64) uint64 { return min(uint64(n), uint64(b.capacity)-t) }
+	t, _ := b.update(func(t uint64) (uint64, bool) { return t + added(t), true })
+	return uint(added(t))
 }
 
 // update sets the tokens to next(t), t being what the bucket holds after its
