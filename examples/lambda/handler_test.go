@@ -132,15 +132,18 @@ func TestLambdaRetryKeepsTheIdempotencyContract(t *testing.T) {
 	rp := httputil.NewSingleHostReverseProxy(u)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
+			// On this server's goroutine: assert, and answer a failure.
 			body, err := io.ReadAll(r.Body)
-			require.NoError(t, err)
-			r.Body = io.NopCloser(bytes.NewReader(body))
 			var in map[string]json.RawMessage
-			require.NoError(t, json.Unmarshal(body, &in))
+			if !assert.NoError(t, err) || !assert.NoError(t, json.Unmarshal(body, &in)) {
+				http.Error(w, "unreadable request", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
 			token := string(in["ClientRequestToken"])
 			delete(in, "ClientRequestToken")
 			rest, err := json.Marshal(in)
-			require.NoError(t, err)
+			assert.NoError(t, err)
 			mu.Lock()
 			if prev, ok := seen[token]; ok && prev != string(rest) {
 				mismatched = append(mismatched, token)
