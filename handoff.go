@@ -26,15 +26,14 @@ import (
 // non-pointer type share a key: the pairing is exact while one of them is
 // pending.
 //
-// A refusal's entry (GetRetryToken refused the retry on an empty budget) is
-// kept apart from the others: only a long-polling operation's RetryDelay
-// takes it, at once and on the same goroutine, and an ordinary operation's
-// never comes. So a refusal is forgotten once refusalFresh old, and until
-// then makes ambiguous only what it could be confused with: a RetryDelay
-// of its value finding it beside another entry of that value (neither is
-// used, and the other's RetryDelay finds its entry lost), and another
-// refusal of its value. A later operation's entry is never paired with a
-// refusal's, nor made ambiguous by one that is stale.
+// An entry no RetryDelay took within handoffStale never will be (a refused
+// retry's, which only a long-polling operation asks for; one under a
+// wrapper that replaces RetryDelay): a put of the same value after that
+// replaces it rather than make the two ambiguous, so that one refusal does
+// not leave every later operation with its error value unchecked. The age
+// is known only from clock readings the puts already made (an operation
+// with a deadline or a context that can end, a refusal); without them the
+// pairing stays ambiguous.
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
@@ -43,10 +42,10 @@ import (
 // RetryDelay comes after all, it too is reported Unchecked.
 const handoffSlots = 256
 
-// refusalFresh is how long a refusal's RetryDelay may still come: it follows
-// GetRetryToken at once, so this only covers a goroutine descheduled between
-// the two on a busy machine.
-const refusalFresh = 100 * time.Millisecond
+// handoffStale is how long a RetryDelay may still come for an entry: the
+// SDK's middleware calls it right after GetRetryToken on the same
+// goroutine, so this only covers one descheduled on a busy machine.
+const handoffStale = time.Second
 
 type handoff struct {
 	slots [handoffSlots]handoffSlot
@@ -62,25 +61,7 @@ type handoffSlot struct {
 	// evictedDeadline: the evicted entry had a deadline to check.
 	evictedDeadline bool
 	entry           pendingRetry
-	// The refusals pending: their error, when the last was put, how many,
-	// and the entry when there is one (more of the same value at once are
-	// ambiguous, as above).
-	refusalKey error
-	refusalAt  time.Time
-	refusals   int
-	refusal    pendingRetry
-}
-
-// dropStaleRefusal forgets the pending refusals at time now when the last
-// came refusalFresh ago or more: their RetryDelays, if any, came long ago.
-func (s *handoffSlot) dropStaleRefusal(now time.Time) {
-	if s.refusalKey != nil && now.Sub(s.refusalAt) >= refusalFresh {
-		s.clearRefusal()
-	}
-}
-
-func (s *handoffSlot) clearRefusal() {
-	s.refusalKey, s.refusalAt, s.refusals, s.refusal = nil, time.Time{}, 0, pendingRetry{}
+	putAt           time.Time // the clock reading of the last put of key; zero when it made none
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -139,18 +120,14 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, p
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if e.refused {
-		s.dropStaleRefusal(e.at)
-		if s.refusalKey != nil && sameKey(s.refusalKey, err) {
-			s.refusals++
-			s.refusal, s.refusalAt = pendingRetry{}, e.at
+	if s.pending > 0 {
+		stale := !s.putAt.IsZero() && !e.at.IsZero() && e.at.Sub(s.putAt) >= handoffStale
+		if sameKey(s.key, err) && stale {
+			s.key, s.pending, s.ambiguous, s.deadlines, s.entry, s.putAt = err, 1, false, e.checksDeadline(), *e, e.at
 			return false, ""
 		}
-		s.refusalKey, s.refusalAt, s.refusals, s.refusal = err, e.at, 1, *e
-		return false, ""
-	}
-	if s.pending > 0 {
 		if sameKey(s.key, err) {
+			s.putAt = e.at
 			s.pending++
 			s.ambiguous = true
 			s.deadlines = s.deadlines || e.checksDeadline()
@@ -163,54 +140,26 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, p
 			partition = s.entry.lane.key
 		}
 	}
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry, s.putAt = err, 1, false, e.checksDeadline(), *e, e.at
 	return evicted, partition
 }
 
-// take takes the entry handed off under err at time now (read only when a
-// refusal of the same error is pending beside another entry). For an
-// ambiguous or lost entry, hadDeadline reports whether a deadline check was
-// due.
-func (h *handoff) take(err error, now func() time.Time) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+// take takes the entry handed off under err. For an ambiguous or lost
+// entry, hadDeadline reports whether a deadline check was due.
+func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
 	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	refusal := s.refusalKey != nil && sameKey(s.refusalKey, err)
-	if refusal {
-		s.dropStaleRefusal(now())
-		refusal = s.refusalKey != nil
-	}
 	if s.pending > 0 && sameKey(s.key, err) {
-		if refusal {
-			// This RetryDelay may be a refusal's or the entry's: neither
-			// is used, and the other's finds the entry lost.
-			s.clearRefusal()
-			s.evicted, s.evictedDeadline = s.key, s.deadlines
-			s.ambiguous = true
-		}
 		s.pending--
 		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
 		if s.ambiguous {
 			status, e = handoffAmbiguous, pendingRetry{}
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
+			s.key, s.ambiguous, s.deadlines, s.entry, s.putAt = nil, false, false, pendingRetry{}, time.Time{}
 		}
 		return e, status, hadDeadline
-	}
-	if refusal {
-		e, status = s.refusal, handoffFound
-		if s.refusals > 1 || e.lane == nil {
-			// Several refusals of the value at once (one taken already,
-			// its entry gone): no telling whose this is.
-			e, status = pendingRetry{}, handoffAmbiguous
-		}
-		if s.refusals--; s.refusals == 0 {
-			s.clearRefusal()
-		} else {
-			s.refusal = pendingRetry{}
-		}
-		return e, status, false
 	}
 	if s.evicted != nil && sameKey(s.evicted, err) {
 		hadDeadline = s.evictedDeadline

@@ -77,7 +77,7 @@ func TestTwoRefusalsOfOneValueAreAmbiguous(t *testing.T) {
 	require.ErrorIs(t, errA, ErrRetryBudgetExhausted)
 	require.ErrorIs(t, errB, ErrRetryBudgetExhausted)
 	for _, who := range []string{"first", "second"} {
-		_, status, _ := r.handoff.take(shared, r.now)
+		_, status, _ := r.handoff.take(shared)
 		assert.Equal(t, handoffAmbiguous, status, "%s RetryDelay", who)
 	}
 }

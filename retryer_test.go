@@ -245,8 +245,12 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 func TestRefusalLeavesLaterOperationsChecked(t *testing.T) {
 	bucket := jitterretry.NewTokenBucket(14, 0) // one retry of a 5xx
 	var unchecked atomic.Int32
+	base := time.Now()
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.RateLimiter = bucket
+		o.Clock = clock
 		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
 		o.OnRetry = func(e jitterretry.RetryEvent) {
 			if e.Unchecked {
@@ -261,36 +265,40 @@ func TestRefusalLeavesLaterOperationsChecked(t *testing.T) {
 		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted, "expect the retry refused")
 		bucket.AddTokens(14)
 	}
+	// An operation whose deadline, on the retryer's clock, is 100 ms away.
+	soon := func() (int, error) {
+		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(100*time.Millisecond))
+		defer cancel()
+		return operation(ctx, r, script(fail(shared), ok))
+	}
 	checked := func(ops int) {
 		t.Helper()
 		for i := range ops {
-			ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-			_, err := operation(ctx, r, script(fail(shared), ok))
-			cancel()
+			_, err := soon()
 			var gu *jitterretry.GiveUpError
 			require.ErrorAs(t, err, &gu, "operation %d: expect the 1 s backoff refused before the 100 ms deadline", i)
 			assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
 		}
 	}
 	refuse()
-	// Long past the time the refusal's own RetryDelay could come.
-	time.Sleep(150 * time.Millisecond)
+	offset.Add(int64(2 * time.Second)) // long past the time the refusal's RetryDelay could come
 	checked(3)
 	assert.Zero(t, unchecked.Load(), "expect no retry reported unchecked")
 
 	// Right after a refusal, the next operation's RetryDelay cannot tell
-	// its entry from the refusal's (it may be reported unchecked); the
-	// ones after it can.
+	// its entry from the refusal's (it is reported unchecked), nor can
+	// those that follow while the refusal is fresh; once it is not, they
+	// can.
 	refuse()
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
-	_, _ = operation(ctx, r, script(fail(shared), ok))
-	cancel()
-	// Its retry, if unchecked, slept into the deadline: its tokens come
-	// back once the retryer sees the context done.
+	_, _ = soon()
+	assert.Positive(t, unchecked.Load(), "expect the ambiguous pairing reported")
+	offset.Add(int64(2 * time.Second))
+	// Its retry, unchecked, slept into the deadline: its tokens come back
+	// once the retryer sees the context done.
 	require.Eventually(t, func() bool { return r.Remaining() == 14 }, 3*time.Second, 10*time.Millisecond)
 	before := unchecked.Load()
 	checked(3)
-	assert.Equal(t, before, unchecked.Load(), "expect no retry reported unchecked after the first")
+	assert.Equal(t, before, unchecked.Load(), "expect no retry reported unchecked once the refusal is stale")
 }
 
 // TestSDKWrappers: the SDK's own decorators around the retryer, each with a
