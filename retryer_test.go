@@ -553,8 +553,9 @@ func TestSentRetryKeepsItsCost(t *testing.T) {
 // skip (the attempt release added a NoRetryIncrement the SDK does not) and a
 // failure kept its refund (the SDK keeps the cost). Found by an outside
 // review; the release now settles what the refund took in advance, and only
-// that: refunded into a full bucket, the refund added nothing, and a late
-// failure must take nothing back (a second review found it taking the cost).
+// that: refunded into a full bucket, the refund added nothing, so a late
+// failure takes nothing back and a late success adds the cost (two later
+// reviews found the first taking the cost, the second adding nothing).
 func TestLateReleasedRetryKeepsTheSDKsAccounting(t *testing.T) {
 	// What retry.NewStandard() holds after the same operations: a failed
 	// retry has spent its 14 tokens; a successful one got them back, and a
@@ -562,12 +563,13 @@ func TestLateReleasedRetryKeepsTheSDKsAccounting(t *testing.T) {
 	// 14.
 	for name, tc := range map[string]struct {
 		outcome func() error
-		refill  bool // 14 first-attempt successes fill the bucket before the sweep refunds
+		refill  bool // 14 first-attempt successes fill the bucket before the sweep refunds, another retry spends 14 after
 		want    uint
 	}{
 		"success":                       {ok, false, 250},
 		"failure":                       {serverErr, false, 236},
-		"failure, refunded into a full": {serverErr, true, 500},
+		"failure, refunded into a full": {serverErr, true, 486},
+		"success, refunded into a full": {ok, true, 500},
 	} {
 		t.Run(name, func(t *testing.T) {
 			base := time.Now()
@@ -598,6 +600,10 @@ func TestLateReleasedRetryKeepsTheSDKsAccounting(t *testing.T) {
 				}
 				offset.Add(int64(time.Second))
 				_ = r.Remaining() // and refunds the retry
+				if tc.refill {
+					_, err := r.GetRetryToken(context.Background(), serverErr()) // held for good
+					require.NoError(t, err)
+				}
 				if tc.outcome == nil {
 					return nil
 				}

@@ -28,20 +28,25 @@ func (t ticket) refund() uint { return t.lane.refund(t.cost, t.foreign) }
 
 // settleLate is the release, with the retry's outcome err, of a sent retry
 // that a sweep refunded before it came back, refunded being the tokens that
-// refund put back in the lane's bucket: it leaves what the release would
-// have left, net of that refund. A success leaves the skip of the attempt
-// release that follows it; a conflict is refunded anyway; any other
-// failure spends the cost, so what the refund put back is taken back, as
-// far as the bucket still holds it (a foreign RateLimiter keeps the
-// refund: taking from it may block).
+// refund put back in the lane's bucket (short of the cost when it was
+// full): it leaves what the release would have left, net of that refund. A
+// success, refunded, gets what the refund could not put back, and leaves
+// the skip of the attempt release that follows it; a conflict is refunded
+// too; any other failure spends the cost, so what the refund put back is
+// taken back, as far as the bucket still holds it. A foreign RateLimiter
+// keeps the refund as it was: taking from it may block.
 func (t ticket) settleLate(err error, refunded uint) {
 	l := t.lane
+	conflict := err != nil && l.isConflict != nil && l.isConflict(err)
 	switch {
-	case err == nil:
-		l.skips.Add(1)
-	case l.isConflict != nil && l.isConflict(err):
-	case l.bucket != nil:
+	case l.bucket == nil:
+	case err == nil || conflict:
+		l.bucket.give(t.cost - min(refunded, t.cost))
+	default:
 		l.bucket.takeUpTo(refunded)
+	}
+	if err == nil {
+		l.skips.Add(1)
 	}
 }
 
