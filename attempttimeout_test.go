@@ -75,6 +75,24 @@ func TestAttemptTimeoutPerCallReplacesTheClients(t *testing.T) {
 	assert.Equal(t, []string{"Retry", "jitterretry.AttemptTimeout"}, stack.Finalize.List())
 }
 
+// TestAttemptTimeoutIsTheMarginAfterACut: the attempt after a cut is cut
+// at the same limit, so the retry needs that much before the deadline, not
+// the learnt margin's twice the attempt time (twice the cut: an outside
+// review saw a zero backoff refused with 377 ms left and a 300 ms limit).
+func TestAttemptTimeoutIsTheMarginAfterACut(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	ctx, cancel := context.WithTimeout(context.Background(), 550*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(200 * time.Millisecond)},
+		func(ctx context.Context, attempt int) error {
+			if attempt == 1 {
+				return stall(ctx) // cut at 200 ms, with some 350 ms left
+			}
+			return nil
+		})
+	assert.NoError(t, err, "expect the retry after the cut to fit its 200 ms before the deadline")
+}
+
 // TestAttemptTimeoutCutsAStalledAttempt: the stalled first attempt is cut at
 // its own timeout and retried, and the next attempt succeeds well within
 // the operation's deadline.

@@ -2,6 +2,8 @@ package jitterretry_test
 
 import (
 	"context"
+	"fmt"
+	"strconv"
 	"testing"
 	"time"
 
@@ -175,4 +177,37 @@ func BenchmarkWrappedRetryDelay(b *testing.B) {
 			cycle(r)
 		}
 	})
+}
+
+// BenchmarkPartitionKeys is an attempt on a partitioned retryer whose
+// callers bring keys from a set of n: within the table's bound of 1024
+// keys, and beyond it, where every new key forgets an old one. The SDK has
+// no partitions; its attempt is the reference.
+func BenchmarkPartitionKeys(b *testing.B) {
+	for _, n := range []int{64, 4096} {
+		ctxs := make([]context.Context, n)
+		for i := range ctxs {
+			ctxs[i] = jitterretry.WithPartition(context.Background(), "tenant-"+strconv.Itoa(i))
+		}
+		for _, r := range []namedRetryer{
+			{"sdk-standard", func() aws.RetryerV2 { return retry.NewStandard() }},
+			{"ours", func() aws.RetryerV2 {
+				return jitterretry.New(func(o *jitterretry.Options) { o.PartitionKey = jitterretry.PartitionFromContext })
+			}},
+		} {
+			b.Run(fmt.Sprintf("keys=%d/%s", n, r.name), func(b *testing.B) {
+				rt := r.new()
+				b.ReportAllocs()
+				i := 0
+				for b.Loop() {
+					release, err := rt.GetAttemptToken(ctxs[i%n])
+					if err != nil {
+						b.Fatal(err)
+					}
+					_ = release(nil)
+					i++
+				}
+			})
+		}
+	}
 }

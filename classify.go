@@ -379,6 +379,11 @@ func (f *errorFacts) visit(err error) {
 	case *GiveUpError:
 		f.gaveUp = true
 		f.conflictsGaveUp = f.conflictsGaveUp || e.Reason == GiveUpConflicts
+		if (e.Reason == GiveUpDeadline || e.Reason == GiveUpCanceled) && !f.canceled.seen {
+			// It stands for the SDK's *aws.RequestCanceledError (see As),
+			// which the SDK never retries, whatever the cause it wraps.
+			f.canceled = seenBool{true, true}
+		}
 		return
 	case *attemptTimeoutError:
 		if f.cut == 0 {

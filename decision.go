@@ -106,6 +106,18 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 	return wait, nil
 }
 
+// marginAfter is the margin of a retry of the operation of ctx on lane l
+// after an attempt that AttemptTimeout cut at cut (0 when it was not cut):
+// Options.DeadlineMargin when set, and at least the cut; otherwise the
+// cut, since the next attempt is cut at the same limit, or, after any
+// other failure, the learnt margin.
+func (r *Retryer) marginAfter(ctx context.Context, l *lane, cut time.Duration) time.Duration {
+	if r.fixedMargin > 0 || cut == 0 {
+		return max(r.margin(ctx, l), cut)
+	}
+	return cut
+}
+
 // deadline returns ctx's deadline when the deadline check is on.
 func (r *Retryer) deadline(ctx context.Context) (time.Time, bool) {
 	if r.noDeadlineGiveUp {

@@ -243,7 +243,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		paid := p.paid
 		d.paid = &paid
 		if d.seq != nil {
-			backoff = d.seq.Next(err)
+			backoff = d.seq.NextFor(r.throttleBackoff(class, nil))
 		} else {
 			var derr error
 			if backoff, derr = r.backoffFor(d.failures, err, class, nil); derr != nil {

@@ -125,6 +125,44 @@ func TestDoThrottleBase(t *testing.T) {
 	assert.Equal(t, []time.Duration{40 * time.Millisecond}, delays)
 }
 
+// TestDoBacksOffByTheClassifiedClass: the backoff's base follows the class
+// DoOptions.Classify gave, as the cost, the events and the metrics do. Until
+// an outside review, the loop's jitter sequence picked the base from its own
+// throttle check of the error: an application error classified as a
+// throttle paid the throttle's cost and backed off on BaseDelay, and an SDK
+// throttle classified as transient backed off on ThrottleBaseDelay.
+func TestDoBacksOffByTheClassifiedClass(t *testing.T) {
+	busy := errors.New("app: busy")
+	for name, tc := range map[string]struct {
+		err   func() error
+		class jitterretry.ErrorClass
+		want  time.Duration
+	}{
+		"an application error classified as a throttle": {func() error { return busy }, jitterretry.ClassThrottle, 40 * time.Millisecond},
+		"a throttle classified as transient":            {throttleErr, jitterretry.ClassTransient, time.Millisecond},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var events []jitterretry.RetryEvent
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Jitter = delayers.StrategyExponential
+				o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, 40*time.Millisecond
+				o.OnRetry = func(e jitterretry.RetryEvent) { events = append(events, e) }
+			})
+			fn, _ := sequence(tc.err, ok)
+			classify := func(err error) jitterretry.ErrorClass {
+				if err == nil {
+					return jitterretry.ClassNotRetryable
+				}
+				return tc.class
+			}
+			require.NoError(t, jitterretry.Do(context.Background(), r, fn, func(o *jitterretry.DoOptions) { o.Classify = classify }))
+			require.Len(t, events, 1)
+			assert.Equal(t, tc.class, events[0].Class)
+			assert.Equal(t, tc.want, events[0].Delay)
+		})
+	}
+}
+
 // TestDoConflictsLeaveTheBucketAlone: a storm of conflicts, from many loops
 // at once, takes no token from the bucket the client's SDK retries use.
 func TestDoConflictsLeaveTheBucketAlone(t *testing.T) {

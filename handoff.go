@@ -26,12 +26,26 @@ import (
 // non-pointer type share a key: the pairing is exact while one of them is
 // pending.
 //
+// An entry no RetryDelay took within handoffStale never will be (a refused
+// retry's, which only a long-polling operation asks for; one under a
+// wrapper that replaces RetryDelay): a put of the same value after that
+// replaces it rather than make the two ambiguous, so that one refusal does
+// not leave every later operation with its error value unchecked. The age
+// is known only from clock readings the puts already made (an operation
+// with a deadline or a context that can end, a refusal); without them the
+// pairing stays ambiguous.
+//
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
 // such as retry.AddWithMaxBackoffDelay replaces it) stays until another
 // error needs its slot; the entry is then evicted and counted, and if its
 // RetryDelay comes after all, it too is reported Unchecked.
 const handoffSlots = 256
+
+// handoffStale is how long a RetryDelay may still come for an entry: the
+// SDK's middleware calls it right after GetRetryToken on the same
+// goroutine, so this only covers one descheduled on a busy machine.
+const handoffStale = time.Second
 
 type handoff struct {
 	slots [handoffSlots]handoffSlot
@@ -47,6 +61,7 @@ type handoffSlot struct {
 	// evictedDeadline: the evicted entry had a deadline to check.
 	evictedDeadline bool
 	entry           pendingRetry
+	putAt           time.Time // the clock reading of the last put of key; zero when it made none
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -106,7 +121,13 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, p
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending > 0 {
+		stale := !s.putAt.IsZero() && !e.at.IsZero() && e.at.Sub(s.putAt) >= handoffStale
+		if sameKey(s.key, err) && stale {
+			s.key, s.pending, s.ambiguous, s.deadlines, s.entry, s.putAt = err, 1, false, e.checksDeadline(), *e, e.at
+			return false, ""
+		}
 		if sameKey(s.key, err) {
+			s.putAt = e.at
 			s.pending++
 			s.ambiguous = true
 			s.deadlines = s.deadlines || e.checksDeadline()
@@ -119,7 +140,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, p
 			partition = s.entry.lane.key
 		}
 	}
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry, s.putAt = err, 1, false, e.checksDeadline(), *e, e.at
 	return evicted, partition
 }
 
@@ -136,7 +157,7 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 			status, e = handoffAmbiguous, pendingRetry{}
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
+			s.key, s.ambiguous, s.deadlines, s.entry, s.putAt = nil, false, false, pendingRetry{}, time.Time{}
 		}
 		return e, status, hadDeadline
 	}

@@ -210,13 +210,19 @@ func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, 
 }
 
 // refund gives a retry's tokens back without a success: the retry was
-// refused after it was paid for, or never sent.
-func (l *lane) refund(cost uint, foreignRelease func() error) {
-	if foreignRelease != nil {
+// refused after it was paid for, or never sent. It returns how many went
+// back to the lane's own bucket (a full one takes fewer; 0 with a foreign
+// limiter, which does not say).
+func (l *lane) refund(cost uint, foreignRelease func() error) uint {
+	switch {
+	case foreignRelease != nil:
 		_ = foreignRelease()
-		return
+	case l.bucket != nil:
+		return l.bucket.give(cost)
+	default:
+		_ = l.foreign.AddTokens(cost)
 	}
-	l.give(cost)
+	return 0
 }
 
 // remaining returns the tokens in the lane's bucket, or what a foreign

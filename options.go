@@ -146,7 +146,10 @@ type Options struct {
 	// measured attempt of an operation ends it is 0. An attempt during
 	// which the caller's context ended is not counted. Stalls that last are
 	// kept for 32 samples: AttemptTimeout bounds every attempt, and so the
-	// margin. Negative is invalid.
+	// margin; under the SDK's middleware, after an attempt it cut, the
+	// margin is the cut itself, which bounds the next attempt too (with
+	// DeadlineMargin set, the larger of the two; Do keeps its own, which
+	// counts fn's whole time). Negative is invalid.
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after

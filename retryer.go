@@ -261,17 +261,16 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if class == ClassThrottle {
 		cost = r.costs.throttle
 	}
-	// An attempt cut by AttemptTimeout says how long the next one may take.
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
-		p.margin = max(r.margin(ctx, l), info.cut)
+		p.margin = r.marginAfter(ctx, l, info.cut)
 	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already, unless the
 			// deadline was too close.
-			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
+			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
 	}
@@ -318,7 +317,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = info.class, info.hint, max(r.margin(nil, nil), info.cut)
+		p.class, p.hint, p.margin = info.class, info.hint, r.marginAfter(nil, nil, info.cut)
 	}
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)
@@ -366,10 +365,16 @@ func (r *Retryer) refusedDelay(attempt int, opErr error, p *pendingRetry) (time.
 // Options.ThrottleBaseDelay).
 func (r *Retryer) backoffFor(attempt int, opErr error, class ErrorClass, l *lane) (time.Duration, error) {
 	if r.delayer != nil {
-		throttle := class == ClassThrottle && !(r.pacedThrottles && l != nil && l.sender != nil && l.sender.paces(r.now()))
-		return r.delayer.Delay(attempt, throttle), nil
+		return r.delayer.Delay(attempt, r.throttleBackoff(class, l)), nil
 	}
 	return r.backoff.BackoffDelay(attempt, opErr)
+}
+
+// throttleBackoff reports whether a failure of class class in lane l (nil
+// when unknown) backs off on the throttle base: a throttle, unless the
+// lane's send-rate limiter paces it with few throttles.
+func (r *Retryer) throttleBackoff(class ErrorClass, l *lane) bool {
+	return class == ClassThrottle && !(r.pacedThrottles && l != nil && l.sender != nil && l.sender.paces(r.now()))
 }
 
 // Remaining returns the tokens left in the retry token bucket of the shared

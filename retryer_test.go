@@ -104,6 +104,28 @@ func TestDeadlineGiveUpKeepsCause(t *testing.T) {
 	require.Len(t, gaveUp, 1)
 }
 
+// TestGiveUpIsNotRetryableAsTheSDKSays: a deadline or cancel give-up
+// stands for the SDK's *aws.RequestCanceledError (errors.As finds one), which
+// retry.NewStandard() never retries; the classification agreed until an
+// outside review found Classify calling it transient after the cause it
+// wraps (a 500), so a DoOptions.Classify falling back to it would retry it.
+func TestGiveUpIsNotRetryableAsTheSDKSays(t *testing.T) {
+	std := retry.NewStandard()
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(time.Hour) })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	_, deadline := operation(ctx, r, script(serverErr))
+	cancelled, cancelNow := context.WithCancel(context.Background())
+	_, canceled := operation(cancelled, r, script(func() error { cancelNow(); return serverErr() }))
+	for name, err := range map[string]error{"deadline": deadline, "canceled": canceled} {
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu, name)
+		assert.False(t, std.IsErrorRetryable(err), "%s: the SDK's verdict", name)
+		assert.False(t, r.IsErrorRetryable(err), "%s: expect the SDK's verdict", name)
+		assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err), name)
+	}
+}
+
 // TestDeadlineCountsRetryAfterAndMargin: the wait the deadline check sees is
 // the one the middleware sleeps, x-amz-retry-after included.
 func TestDeadlineCountsRetryAfterAndMargin(t *testing.T) {
@@ -211,6 +233,72 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 	// success.
 	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, 3*time.Second, 10*time.Millisecond,
 		"expect every token back, got %d", r.Remaining())
+}
+
+// TestRefusalLeavesLaterOperationsChecked: a retry the empty budget refused
+// hands off an entry only a long-polling operation's RetryDelay takes; an
+// ordinary operation never asks for it. Until the refusal was kept apart,
+// every later operation that failed with the same error value found it
+// still pending, was paired ambiguously, and lost its deadline check: the
+// SDK slept its backoff into the deadline and returned a bare
+// RequestCanceledError.
+func TestRefusalLeavesLaterOperationsChecked(t *testing.T) {
+	bucket := jitterretry.NewTokenBucket(14, 0) // one retry of a 5xx
+	var unchecked atomic.Int32
+	base := time.Now()
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.RateLimiter = bucket
+		o.Clock = clock
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.OnRetry = func(e jitterretry.RetryEvent) {
+			if e.Unchecked {
+				unchecked.Add(1)
+			}
+		}
+	})
+	shared := serverErr() // a stub transport's or fault injector's one value
+	refuse := func() {
+		t.Helper()
+		_, err := operation(context.Background(), r, script(fail(shared)))
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted, "expect the retry refused")
+		bucket.AddTokens(14)
+	}
+	// An operation whose deadline, on the retryer's clock, is 100 ms away.
+	soon := func() (int, error) {
+		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(100*time.Millisecond))
+		defer cancel()
+		return operation(ctx, r, script(fail(shared), ok))
+	}
+	checked := func(ops int) {
+		t.Helper()
+		for i := range ops {
+			_, err := soon()
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu, "operation %d: expect the 1 s backoff refused before the 100 ms deadline", i)
+			assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+		}
+	}
+	refuse()
+	offset.Add(int64(2 * time.Second)) // long past the time the refusal's RetryDelay could come
+	checked(3)
+	assert.Zero(t, unchecked.Load(), "expect no retry reported unchecked")
+
+	// Right after a refusal, the next operation's RetryDelay cannot tell
+	// its entry from the refusal's (it is reported unchecked), nor can
+	// those that follow while the refusal is fresh; once it is not, they
+	// can.
+	refuse()
+	_, _ = soon()
+	assert.Positive(t, unchecked.Load(), "expect the ambiguous pairing reported")
+	offset.Add(int64(2 * time.Second))
+	// Its retry, unchecked, slept into the deadline: its tokens come back
+	// once the retryer sees the context done.
+	require.Eventually(t, func() bool { return r.Remaining() == 14 }, 3*time.Second, 10*time.Millisecond)
+	before := unchecked.Load()
+	checked(3)
+	assert.Equal(t, before, unchecked.Load(), "expect no retry reported unchecked once the refusal is stale")
 }
 
 // TestSDKWrappers: the SDK's own decorators around the retryer, each with a
@@ -457,6 +545,73 @@ func TestSentRetryKeepsItsCost(t *testing.T) {
 	})
 	require.Error(t, err)
 	assert.Equal(t, uint(486), r.Remaining(), "expect the sent retry's 14 tokens spent, as retry.NewStandard does")
+}
+
+// TestLateReleasedRetryKeepsTheSDKsAccounting: a sent retry whose context
+// ends, and whose attempt comes back only after the sweep's grace, was
+// refunded by the sweep; its release then did nothing, so a success left no
+// skip (the attempt release added a NoRetryIncrement the SDK does not) and a
+// failure kept its refund (the SDK keeps the cost). Found by an outside
+// review; the release now settles what the refund took in advance, and only
+// that: refunded into a full bucket, the refund added nothing, so a late
+// failure takes nothing back and a late success adds the cost (two later
+// reviews found the first taking the cost, the second adding nothing).
+func TestLateReleasedRetryKeepsTheSDKsAccounting(t *testing.T) {
+	// What retry.NewStandard() holds after the same operations: a failed
+	// retry has spent its 14 tokens; a successful one got them back, and a
+	// successful retry earns no increment; 14 first-attempt successes earn
+	// 14.
+	for name, tc := range map[string]struct {
+		outcome func() error
+		refill  bool // 14 first-attempt successes fill the bucket before the sweep refunds, another retry spends 14 after
+		want    uint
+	}{
+		"success":                       {ok, false, 250},
+		"failure":                       {serverErr, false, 236},
+		"failure, refunded into a full": {serverErr, true, 486},
+		"success, refunded into a full": {ok, true, 500},
+	} {
+		t.Run(name, func(t *testing.T) {
+			base := time.Now()
+			var offset atomic.Int64
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Backoff = fixedBackoff(0)
+				o.Clock = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+			})
+			if !tc.refill {
+				spendTokens(t, r, 250)
+			}
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, _ = operation(ctx, r, func(n int) error {
+				if n == 1 {
+					return serverErr()
+				}
+				// The retry is on the wire, its backoff over; the caller
+				// gives up, and the attempt comes back after the sweep's
+				// grace.
+				offset.Add(int64(time.Millisecond))
+				cancel()
+				_ = r.Remaining() // a sweep sees the context done
+				if tc.refill {
+					for range 14 {
+						_, _ = operation(context.Background(), r, script(ok))
+					}
+				}
+				offset.Add(int64(time.Second))
+				_ = r.Remaining() // and refunds the retry
+				if tc.refill {
+					_, err := r.GetRetryToken(context.Background(), serverErr()) // held for good
+					require.NoError(t, err)
+				}
+				if tc.outcome == nil {
+					return nil
+				}
+				return tc.outcome()
+			})
+			assert.Equal(t, tc.want, r.Remaining())
+		})
+	}
 }
 
 func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {

@@ -786,6 +786,19 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 	}
 	l.pending, l.pendingAt, l.pendingCuts = t.capacity, now, l.cuts
 	l.hold = 0
+	if zd >= dropZ && now.Before(l.holdUntil) {
+		// The share fell clearly with a cut made during a hold: the
+		// throttles follow this client's rate after all, whatever the
+		// halving before the hold found. A client that joins a fleet of
+		// small ones moves the fleet's throttles only some of the way
+		// with its halving, takes them for the background, and, excused,
+		// kept a large share for the hold while the small ones cut.
+		if l.trace != nil {
+			l.tracef(now, "hold ended: background %.3f forgotten", l.background)
+		}
+		l.holdUntil, l.bSamples = time.Time{}, 0
+		l.setBackgroundLocked(0)
+	}
 }
 
 // undoLocked ends the test: the throttles do not follow this client's

@@ -225,15 +225,14 @@ func TestSendRateFairShares(t *testing.T) {
 
 // TestSendRateFairSharesWithALateClient: a client that joins a fleet of
 // small ones sends far more than any of them at first (unlimited, its
-// throttles answered at once) and meets throttles its own halving barely
-// moves: the fleet's. When it concludes they are not its own, it undoes
-// its cuts and takes a large share for the hold: in 2 of these 10 runs
-// (10 of 30), since the simulation stopped running some workers' polls
-// twice. A known gap (BENCHMARKS.md, section 4), skipped until mended.
-// Ten runs, differing only in the service's draws.
+// throttles answered at once) and meets throttles its halving moves only
+// some of the way: the fleet's. It took them for throttles not its own,
+// undid its cuts and, with them excused as background, kept 45-50% of the
+// successes for the hold while the small clients cut: in 10 of 30 draws of
+// this simulation. A cut during the hold whose share falls clearly now
+// ends the hold. Ten runs, differing only in the service's draws; each is
+// judged on Jain's index over the last 10 s of 30.
 func TestSendRateFairSharesWithALateClient(t *testing.T) {
-	t.Skip("known gap: the late client takes 45-50% of the successes in 2 of these 10 draws (10 of 30), since the simulation stopped duplicating polls (BENCHMARKS.md §4)")
-	hogged := 0
 	for seed := range uint64(10) {
 		svc := service(constantCapacity(500), 0)
 		svc.rng = rand.New(rand.NewPCG(seed, 7))
@@ -250,12 +249,8 @@ func TestSendRateFairSharesWithALateClient(t *testing.T) {
 		for _, c := range sim.clients {
 			shares = append(shares, float64(sum(c.ok, 20, 30)))
 		}
-		if jain(shares) < 0.75 {
-			hogged++
-			t.Logf("seed %d: Jain's index %.2f, shares %v", seed, jain(shares), shares)
-		}
+		assert.GreaterOrEqual(t, jain(shares), 0.85, "seed %d: expect fair shares, the late client's last, got %v", seed, shares)
 	}
-	assert.LessOrEqual(t, hogged, 1, "expect the late client to take the capacity in at most one run of ten")
 }
 
 // TestSendRateAfterWarmUp: an unthrottled warm-up of 1000 workers raises the

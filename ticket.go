@@ -22,8 +22,33 @@ type ticket struct {
 	release func(error) error // the SDK-style release: a refund on success
 }
 
-// refund gives the cost back without a success.
-func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
+// refund gives the cost back without a success, and returns how many tokens
+// went back to the lane's own bucket (see lane.refund).
+func (t ticket) refund() uint { return t.lane.refund(t.cost, t.foreign) }
+
+// settleLate is the release, with the retry's outcome err, of a sent retry
+// that a sweep refunded before it came back, refunded being the tokens that
+// refund put back in the lane's bucket (short of the cost when it was
+// full): it leaves what the release would have left, net of that refund. A
+// success, refunded, gets what the refund could not put back, and leaves
+// the skip of the attempt release that follows it; a conflict is refunded
+// too; any other failure spends the cost, so what the refund put back is
+// taken back, as far as the bucket still holds it. A foreign RateLimiter
+// keeps the refund as it was: taking from it may block.
+func (t ticket) settleLate(err error, refunded uint) {
+	l := t.lane
+	conflict := err != nil && l.isConflict != nil && l.isConflict(err)
+	switch {
+	case l.bucket == nil:
+	case err == nil || conflict:
+		l.bucket.give(t.cost - min(refunded, t.cost))
+	default:
+		l.bucket.takeUpTo(refunded)
+	}
+	if err == nil {
+		l.skips.Add(1)
+	}
+}
 
 // The SDK's middleware drops a retry's release when the backoff sleep ends
 // with the context, so without tracking, a cancelled caller's tokens would
@@ -40,7 +65,8 @@ func (t ticket) refund() { t.lane.refund(t.cost, t.foreign) }
 //   - the context has been done for reclaimGrace and the retry is still not
 //     released (the SDK releases a sent retry as soon as its attempt
 //     returns, which a done context makes prompt; a release later than
-//     that finds its tokens refunded, which costs the bucket nothing).
+//     that finds its tokens refunded, and settles the difference: see
+//     ticket.settleLate).
 //
 // A released retry keeps the SDK's accounting: a sent retry has spent its
 // cost, even if its context ends before the middleware releases it.
@@ -121,6 +147,11 @@ type trackSlot struct {
 	// epoch; 0 before. Written by track in slotSetup and by sweeps in
 	// slotSweeping, which the state makes exclusive.
 	doneSeen time.Duration
+	// swept: a sweep refunded the retry, putting refunded tokens back in
+	// the bucket (both written before the slot is retired, read after), so
+	// a release that still comes was sent.
+	swept    bool
+	refunded uint
 
 	release func(error) error // built once: claims the slot and releases t
 }
@@ -149,6 +180,10 @@ func newTrackSlot() *trackSlot {
 		// values may be large, and 4096 slots would keep them for as long
 		// as the retryer lives), then frees the slot.
 		if !s.claim(anyGeneration, slotSetup) {
+			if s.word.Load()&stateMask == slotRetired && s.swept {
+				// Retired for good, the slot keeps this retry's ticket.
+				s.t.settleLate(err, s.refunded)
+			}
 			return nil
 		}
 		t := s.t
@@ -340,8 +375,11 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 				continue
 			}
 			if s.due(at, time.Duration(w>>wakeShift)*wakeUnit) {
+				// Refunded before it is retired: a release that finds it
+				// retired finds the refund made (it waits while the slot is
+				// swept) and settles against it.
+				s.swept, s.refunded = true, s.t.refund()
 				s.word.Store(slotRetired)
-				s.t.refund()
 				refunded = true
 				sh.slots[j].CompareAndSwap(s, nil)
 				continue

@@ -101,27 +101,32 @@ func (b *TokenBucket) AddTokens(n uint) error {
 // take removes cost tokens if the bucket holds that many, and reports what is
 // left (or what was available, when it refuses).
 func (b *TokenBucket) take(cost uint) (uint, bool) {
-	if b.refill != 0 {
-		b.mu.Lock()
-		defer b.mu.Unlock()
-		b.refillLocked()
+	t, ok := b.update(func(t uint64) (uint64, bool) { return t - uint64(cost), uint64(cost) <= t })
+	if !ok {
+		return uint(t), false
 	}
-	for {
-		t := b.tokens.Load()
-		if uint64(cost) > t {
-			return uint(t), false
-		}
-		if b.tokens.CompareAndSwap(t, t-uint64(cost)) {
-			return uint(t) - cost, true
-		}
-	}
+	return uint(t) - cost, true
 }
 
-// give adds n tokens, saturating at the capacity.
-func (b *TokenBucket) give(n uint) {
+// takeUpTo removes n tokens, or all the bucket holds when fewer.
+func (b *TokenBucket) takeUpTo(n uint) {
+	b.update(func(t uint64) (uint64, bool) { return t - min(t, uint64(n)), true })
+}
+
+// give adds n tokens, saturating at the capacity, and returns how many it
+// added.
+func (b *TokenBucket) give(n uint) uint {
 	if n == 0 {
-		return
+		return 0
 	}
+	added := func(t uint64) uint64 { return min(uint64(n), uint64(b.capacity)-t) }
+	t, _ := b.update(func(t uint64) (uint64, bool) { return t + added(t), true })
+	return uint(added(t))
+}
+
+// update sets the tokens to next(t), t being what the bucket holds after its
+// refill, unless next refuses; it returns t and whether it set them.
+func (b *TokenBucket) update(next func(t uint64) (uint64, bool)) (uint64, bool) {
 	if b.refill != 0 {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -129,12 +134,12 @@ func (b *TokenBucket) give(n uint) {
 	}
 	for {
 		t := b.tokens.Load()
-		next := uint64(b.capacity)
-		if room := next - t; uint64(n) < room {
-			next = t + uint64(n)
+		n, ok := next(t)
+		if !ok {
+			return t, false
 		}
-		if b.tokens.CompareAndSwap(t, next) {
-			return
+		if b.tokens.CompareAndSwap(t, n) {
+			return t, true
 		}
 	}
 }

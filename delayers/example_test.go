@@ -166,6 +166,23 @@ func ExampleDecorrelated_NewSequence() {
 	// after Reset, attempt 0
 }
 
+// NextFor takes the caller's own verdict on throttling: here an
+// application's "busy" answer, which no AWS check calls a throttle, backs off
+// on the throttle base.
+func ExampleSequence_NextFor() {
+	d, err := delayers.NewExponential(func(o *delayers.Options) {
+		o.Base, o.ThrottleBase = 10*time.Millisecond, 500*time.Millisecond
+	})
+	if err != nil {
+		panic(err)
+	}
+	loop := d.NewSequence()
+	busy := true // the application's classification of its own error
+	fmt.Println(loop.NextFor(busy), loop.NextFor(busy), loop.NextFor(false))
+	// Output:
+	// 500ms 1s 40ms
+}
+
 // New picks the strategy by name, as a command-line flag would give it.
 func ExampleNew() {
 	name := "equal" // e.g. from flag.String("backoff", "full", ...)

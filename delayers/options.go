@@ -220,9 +220,6 @@ func (s *settings) baseOf(throttle bool) time.Duration {
 	return s.base
 }
 
-// baseFor returns the base that applies to err.
-func (s *settings) baseFor(err error) time.Duration { return s.baseOf(s.isThrottle(err)) }
-
 // The accessors below are defined once on settings and promoted to every
 // strategy type (Exponential, Full, Equal, Decorrelated), so d.Base(),
 // d.ThrottleBase() and d.Cap() work on each of them and go doc lists them

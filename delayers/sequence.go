@@ -32,11 +32,16 @@ func newSequence(s *settings, st stepper) *Sequence {
 // non-throttle, and the two bases differ, decorrelated jitter restarts its
 // chain from the new base. It draws one value from the Source per call.
 func (q *Sequence) Next(err error) time.Duration {
-	if q.settings == nil {
-		var f Full
-		q.settings, q.stepper = f.orDefaults(), windowStepper(fullJitter)
-	}
-	base := q.settings.baseFor(err)
+	q.init()
+	return q.NextFor(q.settings.isThrottle(err))
+}
+
+// NextFor is Next for a failure its caller already classified: throttle
+// picks ThrottleBase over Base, as Delayer.Delay's throttle does, whatever
+// Options.Throttle would say of the error.
+func (q *Sequence) NextFor(throttle bool) time.Duration {
+	q.init()
+	base := q.settings.baseOf(throttle)
 	if base != q.prevBase {
 		q.prev, q.prevBase = base, base
 	}
@@ -45,6 +50,14 @@ func (q *Sequence) Next(err error) time.Duration {
 	}
 	q.prev = q.stepper.step(q.settings, base, q.attempt, q.prev, q.settings.source.Uint64())
 	return q.prev
+}
+
+// init makes the zero Sequence NewFull()'s.
+func (q *Sequence) init() {
+	if q.settings == nil {
+		var f Full
+		q.settings, q.stepper = f.orDefaults(), windowStepper(fullJitter)
+	}
 }
 
 // Attempt returns how many delays Next has returned since the Sequence was

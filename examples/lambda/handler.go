@@ -207,13 +207,16 @@ func (h *Handler) withReserve(ctx context.Context) (context.Context, context.Can
 
 // increment is one transaction: a marker item for the request ID (with the
 // counter's name, for audits), put only if absent, and the counter's
-// increment. DynamoDB also honours the request
-// ID as ClientRequestToken for 10 minutes; the marker covers servers that
-// do not and the hours Lambda may retry an invocation.
+// increment. The marker alone makes it idempotent, for the hours Lambda may
+// retry an invocation. The request ID is not the ClientRequestToken: within
+// DynamoDB's 10 minutes a token sent again with other parameters (the
+// marker's expiry, a second later on Lambda's retry) fails with
+// IdempotentParameterMismatchException instead of being replayed. The SDK
+// fills a token of its own per call, which its own retries resend with the
+// same parameters.
 func (h *Handler) increment(ev Event, requestID string) *dynamodb.TransactWriteItemsInput {
 	expires := strconv.FormatInt(time.Now().Add(markerTTL).Unix(), 10)
 	return &dynamodb.TransactWriteItemsInput{
-		ClientRequestToken: aws.String(requestID),
 		TransactItems: []types.TransactWriteItem{
 			{Put: &types.Put{
 				TableName: aws.String(h.Table),

@@ -5,12 +5,14 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"io"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"net/http/httputil"
 	"net/url"
 	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -112,6 +114,57 @@ func TestHandlerCountsEachRequestOnce(t *testing.T) {
 	assert.ErrorContains(t, err, "no key")
 }
 
+// TestLambdaRetryKeepsTheIdempotencyContract: DynamoDB answers a
+// TransactWriteItems whose ClientRequestToken it saw in the last 10 minutes
+// with other parameters with IdempotentParameterMismatchException, which
+// is not retried. The handler once sent the request ID as the token along
+// with the marker's expiry, a second later on Lambda's retry: on real
+// DynamoDB that retry failed instead of being replayed (minidyn ignores the
+// token; an outside review read it off the wire). Every token the server
+// sees twice must come with the same parameters.
+func TestLambdaRetryKeepsTheIdempotencyContract(t *testing.T) {
+	b, table := counterTable(t)
+	var mu sync.Mutex
+	seen := map[string]string{} // token -> the request's other parameters
+	var mismatched []string
+	u, err := url.Parse(b.URL)
+	require.NoError(t, err)
+	rp := httputil.NewSingleHostReverseProxy(u)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
+			// On this server's goroutine: assert, and answer a failure.
+			body, err := io.ReadAll(r.Body)
+			var in map[string]json.RawMessage
+			if !assert.NoError(t, err) || !assert.NoError(t, json.Unmarshal(body, &in)) {
+				http.Error(w, "unreadable request", http.StatusBadRequest)
+				return
+			}
+			r.Body = io.NopCloser(bytes.NewReader(body))
+			token := string(in["ClientRequestToken"])
+			delete(in, "ClientRequestToken")
+			rest, err := json.Marshal(in)
+			assert.NoError(t, err)
+			mu.Lock()
+			if prev, ok := seen[token]; ok && prev != string(rest) {
+				mismatched = append(mismatched, token)
+			}
+			seen[token] = string(rest)
+			mu.Unlock()
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(srv.Close)
+	h := newTestHandler(t, b, table, srv.URL)
+
+	_, err = invoke(invocation(t, 10*time.Second), h, "req-1", `{"key":"page"}`)
+	require.NoError(t, err)
+	time.Sleep(1100 * time.Millisecond) // Lambda retries after a minute or more; a second is enough to differ
+	res, err := invoke(invocation(t, 10*time.Second), h, "req-1", `{"key":"page"}`)
+	require.NoError(t, err)
+	assert.Equal(t, Result{Key: "page", Count: 1, Replayed: true}, res)
+	assert.Empty(t, mismatched, "expect no ClientRequestToken reused with other parameters")
+}
+
 func TestHandlerLostResponseCountsOnce(t *testing.T) {
 	b, table := counterTable(t)
 	endpoint, lost := loseFirstWrite(t, b.URL)
@@ -191,8 +244,11 @@ func TestNewHandlerReadsTheEnvironment(t *testing.T) {
 	ctx := context.Background()
 	_, err := newHandler(ctx, env(nil))
 	assert.ErrorContains(t, err, "TABLE_NAME")
-	_, err = newHandler(ctx, env(map[string]string{"TABLE_NAME": "t", "RESERVE_MS": "-1"}))
-	assert.ErrorContains(t, err, "RESERVE_MS")
+	for _, bad := range []string{"-1", "0", "1.5"} {
+		// 0 once meant the default, 500 ms, silently: Handler's zero value.
+		_, err = newHandler(ctx, env(map[string]string{"TABLE_NAME": "t", "RESERVE_MS": bad}))
+		assert.ErrorContains(t, err, "RESERVE_MS", bad)
+	}
 
 	h, err := newHandler(ctx, env(map[string]string{"TABLE_NAME": "t", "RESERVE_MS": "750", "AWS_REGION": "us-east-1"}))
 	require.NoError(t, err)

@@ -3,7 +3,7 @@
 // clean, typed error before the function's deadline rather than being
 // stopped in the middle of a retry.
 //
-// It keeps a reserve (RESERVE_MS, default 500) before the deadline Lambda
+// It keeps a reserve (RESERVE_MS, at least 1, default 500) before the deadline Lambda
 // gives the invocation: DynamoDB calls get a context whose deadline is that
 // much earlier, each attempt is cut after 300 ms (jitterretry.AttemptTimeout)
 // and retried, and the retryer starts a retry only when its backoff and an
@@ -63,8 +63,8 @@ func newHandler(ctx context.Context, getenv func(string) string) (*Handler, erro
 	reserve := DefaultReserve
 	if v := getenv("RESERVE_MS"); v != "" {
 		ms, err := strconv.Atoi(v)
-		if err != nil || ms < 0 {
-			return nil, fmt.Errorf("RESERVE_MS=%q: want a whole number of milliseconds", v)
+		if err != nil || ms < 1 {
+			return nil, fmt.Errorf("RESERVE_MS=%q: want a positive whole number of milliseconds", v)
 		}
 		reserve = time.Duration(ms) * time.Millisecond
 	}

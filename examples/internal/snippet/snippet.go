@@ -19,13 +19,16 @@ import (
 // README: begin
 
 // Increment adds one to the counter n of item key, exactly once however often
-// its requests are retried; seq must grow with each of writer's increments.
-// The version v makes the write conditional, so no update is lost, and the
+// its requests are retried; seq counts writer's increments from 1 (an item
+// without writer's seq reads as 0, as if that one landed). The version v makes the write conditional, so no update is lost, and the
 // item keeps each writer's last seq, so a retry whose earlier write landed
 // (its response was lost) finds it there instead of adding one again.
 func Increment(ctx context.Context, client *dynamodb.Client, retryer *jitterretry.Retryer,
 	table, key, writer string, seq int64) error {
 	k := map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: key}}
+	if seq < 1 {
+		return errors.New("increment: seq counts from 1")
+	}
 	mine := "seq_" + writer
 	var item map[string]types.AttributeValue // as last seen; nil: read it
 	return jitterretry.Do(ctx, retryer, func(ctx context.Context) error {

@@ -127,6 +127,20 @@ func read(t *testing.T, b *ddbtest.Backend, table string) map[string]types.Attri
 	return out.Item
 }
 
+// TestIncrementRefusesSeqZero: a writer's seq is compared with the one the
+// item keeps, 0 when it has none, so a first increment numbered 0 was taken
+// for one that had landed and silently skipped (an outside review).
+func TestIncrementRefusesSeqZero(t *testing.T) {
+	b := ddbtest.Minidyn(t)
+	table := ddbtest.TableName("snippet")
+	b.CreateTable(t, table, "pk")
+	retryer := jitterretry.New(jitterretry.DynamoDB)
+	client := b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer })
+	assert.Error(t, Increment(context.Background(), client.Client, retryer, table, "hot", "w", 0), "expect seq 0 refused, not skipped")
+	require.NoError(t, Increment(context.Background(), client.Client, retryer, table, "hot", "w", 1))
+	assert.Equal(t, int64(1), number(read(t, b, table), "n"))
+}
+
 // TestIncrementRecognisesItsLostWrite loses the response of the first write
 // only, so the SDK retries a write that landed: its condition fails, and
 // the item it returns carries the writer's seq.
