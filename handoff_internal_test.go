@@ -91,23 +91,8 @@ func TestTwoRefusalsOfOneValueAreAmbiguous(t *testing.T) {
 // lived. A put into a slot with a pending entry of its value reads the
 // clock when it made no reading of its own.
 func TestStaleGhostAfterAClocklessPut(t *testing.T) {
-	base := time.Now()
-	var offset atomic.Int64
-	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
-	bucket := NewTokenBucket(100, 0)
-	r := New(func(o *Options) {
-		o.RateLimiter = bucket
-		o.Clock = clock
-		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
-			return time.Duration(attempt) * time.Millisecond, nil
-		})
-	})
-	shared := errors.New("shared")
-	drain(t, r, bucket)
-	_, err := r.GetRetryToken(context.Background(), shared) // refused: a ghost
-	require.ErrorIs(t, err, ErrRetryBudgetExhausted)
-	bucket.AddTokens(100)
-	_, err = r.GetRetryToken(context.Background(), shared) // no clock reading
+	r, clock, offset, shared := afterARefusal(t)
+	_, err := r.GetRetryToken(context.Background(), shared) // no clock reading
 	require.NoError(t, err)
 	_, status, _ := r.handoff.take(shared)
 	require.Equal(t, handoffAmbiguous, status, "beside a fresh refusal, no telling")
@@ -169,22 +154,7 @@ func TestDeadlineCountsFromAfterABlockingLimiter(t *testing.T) {
 // must be. Until each pending entry kept its own reading, every put
 // refreshed one time for the slot and the ghost never aged.
 func TestRefusalGhostFadesUnderASteadyStream(t *testing.T) {
-	base := time.Now()
-	var offset atomic.Int64
-	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
-	bucket := NewTokenBucket(100, 0)
-	r := New(func(o *Options) {
-		o.RateLimiter = bucket
-		o.Clock = clock
-		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
-			return time.Duration(attempt) * time.Millisecond, nil
-		})
-	})
-	shared := errors.New("shared")
-	drain(t, r, bucket)
-	_, err := r.GetRetryToken(context.Background(), shared)
-	require.ErrorIs(t, err, ErrRetryBudgetExhausted)
-	bucket.AddTokens(100)
+	r, clock, offset, shared := afterARefusal(t)
 	var statuses []handoffStatus
 	for range 5 {
 		offset.Add(int64(900 * time.Millisecond))
@@ -196,4 +166,28 @@ func TestRefusalGhostFadesUnderASteadyStream(t *testing.T) {
 		cancel()
 	}
 	assert.Equal(t, []handoffStatus{handoffAmbiguous, handoffFound, handoffFound, handoffFound, handoffFound}, statuses)
+}
+
+// afterARefusal returns a retryer on a clock the test moves (by offset) whose
+// bucket refused a retry of shared, as an ordinary operation's whose
+// RetryDelay never comes, and then got its tokens back.
+func afterARefusal(t *testing.T) (r *Retryer, clock func() time.Time, offset *atomic.Int64, shared error) {
+	t.Helper()
+	base := time.Now()
+	offset = new(atomic.Int64)
+	clock = func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+	bucket := NewTokenBucket(100, 0)
+	r = New(func(o *Options) {
+		o.RateLimiter = bucket
+		o.Clock = clock
+		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
+			return time.Duration(attempt) * time.Millisecond, nil
+		})
+	})
+	shared = errors.New("shared")
+	drain(t, r, bucket)
+	_, err := r.GetRetryToken(context.Background(), shared)
+	require.ErrorIs(t, err, ErrRetryBudgetExhausted)
+	bucket.AddTokens(100)
+	return r, clock, offset, shared
 }
