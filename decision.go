@@ -40,6 +40,11 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 		}
 	}
 	release, foreign, available, ok := l.take(ctx, cost)
+	if ok && p.hasDeadline && l.bucket == nil {
+		// A foreign RateLimiter's GetToken may have blocked: the deadline
+		// check and the hand-off count from now.
+		p.at = r.now()
+	}
 	if !ok && r.tracked.reclaim() {
 		// Tokens of retries abandoned with their context came back.
 		release, foreign, available, ok = l.take(ctx, cost)

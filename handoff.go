@@ -31,9 +31,13 @@ import (
 // wrapper that replaces RetryDelay): a put of the same value after that
 // replaces it rather than make the two ambiguous, so that one refusal does
 // not leave every later operation with its error value unchecked. The age
-// is known only from clock readings the puts already made (an operation
-// with a deadline or a context that can end, a refusal); without them the
-// pairing stays ambiguous.
+// of each pending entry is kept (for four of them) from the clock reading
+// its put made (an operation with a deadline, a refusal), or, for a put
+// into a slot holding its value, one it makes there; an entry with no
+// reading is dated when the first put of its value finds it. A put replaces
+// the pending entries only when every one of them is a second old, so a
+// fresh entry beside a stale one stays ambiguous; a take drops the newest
+// reading, since the last to put takes first.
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
@@ -61,7 +65,53 @@ type handoffSlot struct {
 	// evictedDeadline: the evicted entry had a deadline to check.
 	evictedDeadline bool
 	entry           pendingRetry
-	putAt           time.Time // the clock reading of the last put of key; zero when it made none
+	puts            putTimes // when the pending entries of key were put
+}
+
+// putTimes are the clock readings of the puts of a slot's pending entries,
+// oldest first (zero: the put made none); beyond len(at) pending, the
+// rest are not kept.
+type putTimes struct {
+	at [4]time.Time
+	n  int
+}
+
+func (p *putTimes) reset(at time.Time) {
+	*p = putTimes{}
+	p.push(at)
+}
+
+func (p *putTimes) push(at time.Time) {
+	if p.n < len(p.at) {
+		p.at[p.n] = at
+		p.n++
+	}
+}
+
+func (p *putTimes) pop() {
+	if p.n > 0 {
+		p.n--
+	}
+}
+
+// allStale reports whether each of the pending entries was put handoffStale
+// or more before at. A reading the put did not make is taken as at: the
+// time the entry was first seen pending, so that it too goes stale.
+func (p *putTimes) allStale(pending int, at time.Time) bool {
+	for i := range p.n {
+		if p.at[i].IsZero() {
+			p.at[i] = at
+		}
+	}
+	if p.n != pending {
+		return false
+	}
+	for i := range p.n {
+		if at.Sub(p.at[i]) < handoffStale {
+			return false
+		}
+	}
+	return true
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -112,22 +162,31 @@ func (s handoffStatus) unchecked(hadDeadline bool) bool {
 	return hadDeadline && (s == handoffAmbiguous || s == handoffLost)
 }
 
-// put hands e off under err, whose keyHash is hash. It reports whether it
+// put hands e off under err, whose keyHash is hash, reading clock only when a
+// pending entry of the same value needs a time and e has none (see
+// handoffStale). It reports whether it
 // evicted an entry of another error that no RetryDelay took and that had
 // a deadline to check, and that entry's partition ("" when several
 // operations had handed its error off at once).
-func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, partition string) {
+func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending > 0 {
-		stale := !s.putAt.IsZero() && !e.at.IsZero() && e.at.Sub(s.putAt) >= handoffStale
-		if sameKey(s.key, err) && stale {
-			s.key, s.pending, s.ambiguous, s.deadlines, s.entry, s.putAt = err, 1, false, e.checksDeadline(), *e, e.at
-			return false, ""
-		}
 		if sameKey(s.key, err) {
-			s.putAt = e.at
+			// Every put of the pending value has a reading, so that the
+			// last one's age is known: a put that made none reads the
+			// clock here, on this rare path.
+			at := e.at
+			if at.IsZero() {
+				at = clock()
+			}
+			if s.puts.allStale(s.pending, at) {
+				s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
+				s.puts.reset(at)
+				return false, ""
+			}
+			s.puts.push(at)
 			s.pending++
 			s.ambiguous = true
 			s.deadlines = s.deadlines || e.checksDeadline()
@@ -140,7 +199,8 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry) (evicted bool, p
 			partition = s.entry.lane.key
 		}
 	}
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry, s.putAt = err, 1, false, e.checksDeadline(), *e, e.at
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
+	s.puts.reset(e.at)
 	return evicted, partition
 }
 
@@ -152,12 +212,14 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 	defer s.mu.Unlock()
 	if s.pending > 0 && sameKey(s.key, err) {
 		s.pending--
+		s.puts.pop() // under the SDK's middleware, the last to put takes first
 		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
 		if s.ambiguous {
 			status, e = handoffAmbiguous, pendingRetry{}
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.entry, s.putAt = nil, false, false, pendingRetry{}, time.Time{}
+			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
+			s.puts = putTimes{}
 		}
 		return e, status, hadDeadline
 	}

@@ -3,6 +3,7 @@ package jitterretry
 import (
 	"context"
 	"errors"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -80,4 +81,113 @@ func TestTwoRefusalsOfOneValueAreAmbiguous(t *testing.T) {
 		_, status, _ := r.handoff.take(shared)
 		assert.Equal(t, handoffAmbiguous, status, "%s RetryDelay", who)
 	}
+}
+
+// TestStaleGhostAfterAClocklessPut: a refusal left pending (its RetryDelay
+// never comes), then an operation whose put read no clock (no deadline, a
+// context that cannot end) made the slot ambiguous and took one of the two
+// entries; the refusal's ghost stayed with no known age, and every later
+// operation of the value was paired ambiguously for as long as the slot
+// lived. A put into a slot with a pending entry of its value reads the
+// clock when it made no reading of its own.
+func TestStaleGhostAfterAClocklessPut(t *testing.T) {
+	r, clock, offset, shared := afterARefusal(t)
+	_, err := r.GetRetryToken(context.Background(), shared) // no clock reading
+	require.NoError(t, err)
+	_, status, _ := r.handoff.take(shared)
+	require.Equal(t, handoffAmbiguous, status, "beside a fresh refusal, no telling")
+
+	offset.Add(int64(2 * time.Second))
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+	defer cancel()
+	_, err = r.GetRetryToken(ctx, shared)
+	require.NoError(t, err)
+	_, status, _ = r.handoff.take(shared)
+	assert.Equal(t, handoffFound, status, "expect the ghost, two seconds old, replaced")
+}
+
+// blockingLimiter is a custom RateLimiter whose GetToken blocks for block on
+// the retryer's clock (it advances the test's offset), as one that waits
+// for tokens does.
+type blockingLimiter struct {
+	offset *atomic.Int64
+	block  time.Duration
+}
+
+func (b blockingLimiter) GetToken(context.Context, uint) (func() error, error) {
+	b.offset.Add(int64(b.block))
+	return func() error { return nil }, nil
+}
+
+func (blockingLimiter) AddTokens(uint) error { return nil }
+
+// TestDeadlineCountsFromAfterABlockingLimiter: the deadline check read the
+// clock before a custom RateLimiter's GetToken, which may block, and so
+// let a backoff end past the deadline by as long as it blocked (an
+// outside review: a 1 s backoff allowed with 0.5 s left after a 1.5 s
+// block); the hand-off took the stale reading too.
+func TestDeadlineCountsFromAfterABlockingLimiter(t *testing.T) {
+	base := time.Now()
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+	r := New(func(o *Options) {
+		o.RateLimiter = blockingLimiter{&offset, 1500 * time.Millisecond}
+		o.Clock = clock
+		o.DeadlineMargin = time.Millisecond
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(2*time.Second))
+	defer cancel()
+	opErr := errors.New("throttled")
+	_, err := r.GetRetryToken(ctx, opErr)
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, opErr)
+	var gu *GiveUpError
+	require.ErrorAs(t, err, &gu, "expect the 1 s backoff refused with 0.5 s left")
+	assert.Equal(t, GiveUpDeadline, gu.Reason)
+}
+
+// TestRefusalGhostFadesUnderASteadyStream: after one refusal of a shared
+// value (an ordinary operation's: its RetryDelay never comes), operations
+// of that value one after another, 0.9 s apart, each with a deadline: the
+// first, within a second of the refusal, cannot be told from it; the rest
+// must be. Until each pending entry kept its own reading, every put
+// refreshed one time for the slot and the ghost never aged.
+func TestRefusalGhostFadesUnderASteadyStream(t *testing.T) {
+	r, clock, offset, shared := afterARefusal(t)
+	var statuses []handoffStatus
+	for range 5 {
+		offset.Add(int64(900 * time.Millisecond))
+		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+		_, err := r.GetRetryToken(ctx, shared)
+		require.NoError(t, err)
+		_, status, _ := r.handoff.take(shared)
+		statuses = append(statuses, status)
+		cancel()
+	}
+	assert.Equal(t, []handoffStatus{handoffAmbiguous, handoffFound, handoffFound, handoffFound, handoffFound}, statuses)
+}
+
+// afterARefusal returns a retryer on a clock the test moves (by offset) whose
+// bucket refused a retry of shared, as an ordinary operation's whose
+// RetryDelay never comes, and then got its tokens back.
+func afterARefusal(t *testing.T) (r *Retryer, clock func() time.Time, offset *atomic.Int64, shared error) {
+	t.Helper()
+	base := time.Now()
+	offset = new(atomic.Int64)
+	clock = func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+	bucket := NewTokenBucket(100, 0)
+	r = New(func(o *Options) {
+		o.RateLimiter = bucket
+		o.Clock = clock
+		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, _ error) (time.Duration, error) {
+			return time.Duration(attempt) * time.Millisecond, nil
+		})
+	})
+	shared = errors.New("shared")
+	drain(t, r, bucket)
+	_, err := r.GetRetryToken(context.Background(), shared)
+	require.ErrorIs(t, err, ErrRetryBudgetExhausted)
+	bucket.AddTokens(100)
+	return r, clock, offset, shared
 }

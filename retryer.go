@@ -291,7 +291,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 // put hands p off to the RetryDelay that follows, and counts an entry it
 // evicted.
 func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
-	if evicted, partition := r.handoff.put(opErr, hash, p); evicted && r.hooks.meter != nil {
+	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted && r.hooks.meter != nil {
 		r.hooks.meter.uncheckedEviction(partition)
 	}
 }
