@@ -174,9 +174,9 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	defer s.mu.Unlock()
 	if s.pending > 0 {
 		if sameKey(s.key, err) {
-			// Every put of the pending value has a reading, so that the
-			// last one's age is known: a put that made none reads the
-			// clock here, on this rare path.
+			// Every pending entry of the value gets a reading, so that
+			// its age is known: a put that made none reads the clock
+			// here, on this rare path.
 			at := e.at
 			if at.IsZero() {
 				at = clock()
