@@ -24,7 +24,7 @@ import (
 
 // scenarioNoLostUpdates runs workers x increments under throttling and lost
 // responses with each strategy, and checks every counter.
-func scenarioNoLostUpdates(t *testing.T, s *testServer, strategies []string, transact bool) {
+func scenarioNoLostUpdates(t *testing.T, s *testServer, strategies []string, transact bool, proxyOpts ...func(*capacity.Options)) {
 	const workers, increments, items = 16, 10, 3
 	for i, name := range strategies {
 		t.Run(name, func(t *testing.T) {
@@ -34,6 +34,9 @@ func scenarioNoLostUpdates(t *testing.T, s *testServer, strategies []string, tra
 				o.Default = capacity.Capacity{Read: 60, Write: 60}
 				o.LostResponseRate = 0.1
 				o.Seed = seed
+				for _, fn := range proxyOpts {
+					fn(o)
+				}
 			})
 			p := fastPolicy(t, name, seed)
 			ctx, cancel := context.WithTimeout(context.Background(), 60*time.Second)
