@@ -174,13 +174,15 @@ func (l *lane) consumeSkip() bool {
 	}
 }
 
-// give adds n tokens back.
-func (l *lane) give(n uint) {
+// give adds n tokens back, and returns how many went into the lane's own
+// bucket (a full one takes fewer; 0 with a foreign limiter, which does not
+// say).
+func (l *lane) give(n uint) uint {
 	if l.bucket != nil {
-		l.bucket.give(n)
-		return
+		return l.bucket.give(n)
 	}
 	_ = l.foreign.AddTokens(n)
+	return 0
 }
 
 // take takes cost tokens for a retry. It returns the SDK-style release
@@ -214,15 +216,11 @@ func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, 
 // back to the lane's own bucket (a full one takes fewer; 0 with a foreign
 // limiter, which does not say).
 func (l *lane) refund(cost uint, foreignRelease func() error) uint {
-	switch {
-	case foreignRelease != nil:
+	if foreignRelease != nil {
 		_ = foreignRelease()
-	case l.bucket != nil:
-		return l.bucket.give(cost)
-	default:
-		_ = l.foreign.AddTokens(cost)
+		return 0
 	}
-	return 0
+	return l.give(cost)
 }
 
 // remaining returns the tokens in the lane's bucket, or what a foreign
