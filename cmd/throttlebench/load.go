@@ -61,6 +61,7 @@ type loadConfig struct {
 	throttleProb float64       // the probability that the proxy throttles a request whatever the load
 	seed         uint64        // seeds the proxy's random throttles
 	warmup       time.Duration // how long the clients run at unlimited capacity before the scenario
+	late         time.Duration // with a fleet, when the last client starts, from the scenario's start; 0: with the others
 	drain        time.Duration // how long to wait for operations to stop after the end
 	trace        io.Writer     // when not nil, receives the send rate of ours each second
 	gauges       bool          // give ours' retryers meter providers and sample their gauges (-plot-metrics)
@@ -84,6 +85,7 @@ type worker struct {
 	failed    failures
 	cutOff    int64
 	warmupOK  int64 // successes of the warm-up, not counted
+	sinceJoin int64 // successes completed once the fleet's last client had joined
 	latencies []time.Duration
 }
 
@@ -172,12 +174,18 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	bins := make([]atomic.Int64, int((dur+binWidth-1)/binWidth))
 	workers := make([]worker, len(clients)*k)
 	var firstErr [3]atomic.Bool
+	joined := start.Add(cfg.late)
 	var wg sync.WaitGroup
 	for i := range workers {
 		workers[i].client = i / k
 		wg.Add(1)
 		go func(w *worker, ddb *dynamodb.Client, id string) {
 			defer wg.Done()
+			if cfg.late > 0 && w.client == len(clients)-1 {
+				// The late client misses the warm-up too: it arrives
+				// fresh, as a new host or Lambda instance does.
+				sleepUntil(ctx, joined)
+			}
 			for n := 0; ctx.Err() == nil; n++ {
 				in := &dynamodb.PutItemInput{
 					TableName: aws.String(tableName),
@@ -210,6 +218,9 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 					continue
 				}
 				w.successes++
+				if !done.Before(joined) {
+					w.sinceJoin++
+				}
 				if b := int(done.Sub(start) / binWidth); b >= 0 && b < len(bins) {
 					bins[b].Add(1)
 				}
@@ -232,6 +243,9 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	// left out, as their operations are.
 	st := proxy.Stats()
 	r := result{mode: m.name, k: k, scen: scen, capacity: cfg.capacity, clientOK: make([]int64, len(clients)), gauges: samples}
+	if cfg.late > 0 {
+		r.joined, r.clientSinceJoin = cfg.late, make([]int64, len(clients))
+	}
 	n := int((dur + time.Second - 1) / time.Second)
 	for _, s := range st.PerSecond[:min(n, len(st.PerSecond))] {
 		r.seconds = append(r.seconds, second{requests: s.Requests, throttled: s.Throttled})
@@ -241,6 +255,9 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	for _, w := range workers {
 		r.successes += w.successes
 		r.clientOK[w.client] += w.successes
+		if r.clientSinceJoin != nil {
+			r.clientSinceJoin[w.client] += w.sinceJoin
+		}
 		r.failed.add(w.failed)
 		r.cutOff += w.cutOff
 		r.warmupOK += w.warmupOK

@@ -28,9 +28,12 @@
 // throttle each request with probability P whatever the load (with
 // -capacity 0, an unlimited table, only those); -warmup D runs the clients
 // for D at unlimited capacity before the scenario, on the same retryers, so
-// that what a limiter learnt carries over.
+// that what a limiter learnt carries over; -late D starts a fleet's last
+// client D into the scenario, fresh, and reports the fleet's fairness from
+// then on, with that client's share.
 //
 //	go run ./cmd/throttlebench -fleet 16 -k 4 -scenarios steady -modes sdk-standard,ours-full,ours-full+rate
+//	go run ./cmd/throttlebench -fleet 16 -k 4 -late 5s -scenarios steady -modes sdk-standard,ours-full,ours-full+rate
 //	go run ./cmd/throttlebench -capacity 0 -throttle-prob 0.2 -k 8 -scenarios steady
 //	go run ./cmd/throttlebench -k 64 -warmup 1s -scenarios drop -initial-rate 500
 //
@@ -188,6 +191,9 @@ func describeLoad(l loadConfig) string {
 	}
 	if l.fleet > 1 {
 		fmt.Fprintf(&b, "; a fleet of %d clients per mode, each with its own retryer, dynamodb.Client and K goroutines", l.fleet)
+		if l.late > 0 {
+			fmt.Fprintf(&b, ", the last joining fresh %v after the start", l.late)
+		}
 	} else {
 		b.WriteString("; one shared dynamodb.Client per mode")
 	}
@@ -226,6 +232,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Uint64Var(&cfg.load.seed, "seed", 1, "seed of the proxy's random throttles (-throttle-prob), the same for every run")
 	fs.DurationVar(&cfg.load.warmup, "warmup", 0, "before each run, run the same clients and retryers for this long at unlimited capacity without random throttles;\n"+
 		"the warm-up's operations and requests are not counted")
+	fs.DurationVar(&cfg.load.late, "late", 0, "with -fleet, start the last client this long after the scenario's start, fresh (it misses the warm-up);\n"+
+		"the report adds the fleet's fairness from then on and that client's share; 0 starts every client together")
 	fs.Float64Var(&cfg.load.burstSeconds, "burst", 0.1, "the table's bucket size, in seconds of capacity")
 	fs.DurationVar(&cfg.load.service, "service", 2*time.Millisecond, "service time of every admitted request")
 	fs.DurationVar(&cfg.load.drain, "drain", 15*time.Second, "longest wait for the goroutines to stop after a run; longer is an error")
@@ -284,11 +292,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("invalid -drain %v: must be positive", cfg.load.drain)
 	case cfg.pause < 0:
 		return cfg, fmt.Errorf("invalid -pause %v: must not be negative", cfg.pause)
+	case cfg.load.late < 0:
+		return cfg, fmt.Errorf("invalid -late %v: must not be negative", cfg.load.late)
+	case cfg.load.late > 0 && cfg.load.fleet < 2:
+		return cfg, fmt.Errorf("invalid -late %v without -fleet: a late client needs a fleet to join", cfg.load.late)
 	}
 	for _, name := range listflag.Split(*scenarios) {
 		s, err := newScenario(name, *scale)
 		if err != nil {
 			return cfg, err
+		}
+		if cfg.load.late >= s.duration() {
+			return cfg, fmt.Errorf("invalid -late %v: the scenario %s ends at %v, before the last client would join", cfg.load.late, s.name, s.duration())
 		}
 		cfg.scenarios = append(cfg.scenarios, s)
 	}

@@ -72,6 +72,9 @@ func TestParseFlagsIssue15(t *testing.T) {
 		"warm-up": {[]string{"-warmup", "1s"}, func(t *testing.T, cfg config) {
 			assert.Equal(t, time.Second, cfg.load.warmup)
 		}},
+		"a late client": {[]string{"-fleet", "4", "-late", "5s", "-scenarios", "steady,drop"}, func(t *testing.T, cfg config) {
+			assert.Equal(t, 5*time.Second, cfg.load.late)
+		}},
 		"as many goroutines as allowed": {[]string{"-fleet", "5", "-k", "1000"}, func(t *testing.T, cfg config) {
 			assert.Equal(t, 5, cfg.load.fleet)
 		}},
@@ -97,6 +100,10 @@ func TestParseFlagsIssue15(t *testing.T) {
 		"a drop of an unlimited table":  {"-capacity", "0", "-scenarios", "drop"},
 		"unlimited with every scenario": {"-capacity", "0"},
 		"negative seed":                 {"-seed", "-1"},
+		"a late client without a fleet": {"-late", "1s"},
+		"a negative late join":          {"-fleet", "2", "-late", "-1s"},
+		"a join after the end":          {"-fleet", "2", "-late", "10s", "-scenarios", "steady"},
+		"a join after a scaled end":     {"-fleet", "2", "-late", "1s", "-scale", "0.1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseFlags(args, &bytes.Buffer{})
@@ -163,4 +170,28 @@ func TestRunOneFleetAfterWarmup(t *testing.T) {
 	}
 	assert.Equal(t, r.successes, sum, "expect the clients' successes to add up")
 	assert.Zero(t, r.warmupOK)
+}
+
+// TestRunOneLateClient checks what holds whatever the machine's speed: the
+// late client succeeds only after it joins, and the fleet's successes from
+// the join on are counted apart and add up to no more than the run's.
+func TestRunOneLateClient(t *testing.T) {
+	up, err := startUpstream(0)
+	require.NoError(t, err)
+	defer func() { _ = up.Close() }()
+	m, err := parseMode("ours-full+rate", 0)
+	require.NoError(t, err)
+	s := mustScenario(t, scenarioSteady, 0.06) // 600 ms
+	cfg := loadConfig{capacity: 1000, burstSeconds: 0.1, drain: 30 * time.Second, fleet: 3,
+		warmup: 100 * time.Millisecond, late: 300 * time.Millisecond}
+	r, err := runOne(cfg, up, m, 2, s)
+	require.NoError(t, err)
+	assert.Equal(t, 300*time.Millisecond, r.joined)
+	require.Len(t, r.clientSinceJoin, 3)
+	for i := range r.clientOK {
+		assert.LessOrEqual(t, r.clientSinceJoin[i], r.clientOK[i], "client %d", i)
+	}
+	assert.Equal(t, r.clientOK[2], r.clientSinceJoin[2], "expect the late client to succeed only once it joined")
+	assert.Positive(t, r.clientSinceJoin[2], "expect the late client to run")
+	assert.Greater(t, r.clientOK[0], r.clientSinceJoin[0], "expect the early clients to succeed before the join too")
 }
