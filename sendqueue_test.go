@@ -106,6 +106,31 @@ func TestSendRateClockSteppedBack(t *testing.T) {
 	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time, not stand still for an hour")
 }
 
+// TestSendRateCrowdReadingsKeepItsClock: callers read the clock before they
+// take the limiter's lock, so under a crowd of them a reading often arrives
+// after a later one, behind the latest time seen by as long as the lock
+// took (up to 218 ms at K = 1000 in throttlebench on 2 cores). That is no
+// clock stepped back: taking each as one ran the control's time ahead by
+// their sum, 5 s in 0.2 s, and a window that seemed seconds long sized a
+// cut on a tenth of what was sent (a rate of 515/s cut to 18/s).
+func TestSendRateCrowdReadingsKeepItsClock(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 1000})
+	var last time.Time
+	for i := range 1000 {
+		last = t0.Add(time.Duration(i) * time.Millisecond)
+		p := placeAt(l, last)
+		l.observe(last.Add(-200*time.Millisecond), false, time.Millisecond) // read before the reservation above
+		l.cancel(p, last.Add(-100*time.Millisecond))
+	}
+	assert.Equal(t, last, l.lastNow, "expect the control's time at the latest reading, not ahead of it")
+
+	// A clock that did step back, by more than a crowd's wait, still goes
+	// on from where the control was (TestSendRateClockSteppedBack).
+	l.observe(last.Add(-time.Hour), false, time.Millisecond)
+	l.observe(last.Add(-time.Hour+time.Second), false, time.Millisecond)
+	assert.Equal(t, last.Add(time.Second), l.lastNow)
+}
+
 func TestTinyMinRateStillPaces(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 1e-11, MinRate: 1e-11})
 	assert.Equal(t, time.Duration(0), reserve(l, t0))
