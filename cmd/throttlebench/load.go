@@ -85,6 +85,7 @@ type worker struct {
 	failed    failures
 	cutOff    int64
 	warmupOK  int64 // successes of the warm-up, not counted
+	carried   int64 // operations started in the warm-up whose last attempt was sent in the scenario, counted
 	sinceJoin int64 // successes completed once the fleet's last client had joined
 	latencies []time.Duration
 }
@@ -132,18 +133,21 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		defer gauges.shutdown()
 	}
 	for i := range clients {
-		clients[i] = newClient(endpoint, m, k, sent, gauges.provider(i))
+		clients[i] = newClient(endpoint, m, k, sent, cfg.warmup > 0, gauges.provider(i))
 		defer clients[i].transport.CloseIdleConnections()
 	}
 
 	dur := scen.duration()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// begun is set once the proxy follows the scenario: an operation counts
-	// only if it starts after that, so that no operation that could have
-	// met the warm-up's unlimited table counts, even when the switch comes
-	// late on a busy machine.
+	// begun is set, at begunAt (Unix nanoseconds), once the proxy follows
+	// the scenario: an operation counts if it starts after that, or, when
+	// it started in the warm-up, if its last attempt was sent after that
+	// (a limiter's queue carries operations over), so that no operation
+	// whose answer came from the warm-up's unlimited table counts, even
+	// when the switch comes late on a busy machine.
 	var begun atomic.Bool
+	var begunAt atomic.Int64
 	begun.Store(cfg.warmup == 0)
 	var phasesDone sync.WaitGroup
 	phasesDone.Add(1)
@@ -151,7 +155,10 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	go func() {
 		defer phasesDone.Done()
 		defer cancel()
-		phaseErr = followPhases(ctx, proxy, cfg, scen, start, func() { begun.Store(true) })
+		phaseErr = followPhases(ctx, proxy, cfg, scen, start, func() {
+			begunAt.Store(time.Now().UnixNano())
+			begun.Store(true)
+		})
 	}()
 	if ours, ok := clients[0].retryer.(*jitterretry.Retryer); ok && sent != nil {
 		phasesDone.Add(1)
@@ -181,6 +188,11 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		wg.Add(1)
 		go func(w *worker, ddb *dynamodb.Client, id string) {
 			defer wg.Done()
+			var lastSend atomic.Int64
+			opCtx := ctx
+			if cfg.warmup > 0 {
+				opCtx = withSendStamp(ctx, &lastSend)
+			}
 			if cfg.late > 0 && w.client == len(clients)-1 {
 				// The late client misses the warm-up too: it arrives
 				// fresh, as a new host or Lambda instance does.
@@ -193,7 +205,7 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 				}
 				counted := begun.Load()
 				t0 := time.Now()
-				_, err := ddb.PutItem(ctx, in)
+				_, err := ddb.PutItem(opCtx, in)
 				done := time.Now()
 				if ctx.Err() != nil || done.After(end) {
 					// Ended by the end of the run, whatever its outcome. The
@@ -201,6 +213,10 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 					// a saturated machine the timer that cancels can fire late.
 					w.cutOff++
 					return
+				}
+				if !counted && begun.Load() && lastSend.Load() > begunAt.Load() {
+					counted = true
+					w.carried++
 				}
 				if !counted {
 					if err == nil {
@@ -261,6 +277,7 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		r.failed.add(w.failed)
 		r.cutOff += w.cutOff
 		r.warmupOK += w.warmupOK
+		r.carried += w.carried
 		r.latencies = append(r.latencies, w.latencies...)
 	}
 	r.okBins = make([]int64, len(bins))
