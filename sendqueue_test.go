@@ -2,6 +2,7 @@ package jitterretry
 
 import (
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,15 +12,22 @@ import (
 
 var t0 = time.Unix(1_000_000, 0)
 
+// at sets l's clock to read now, and returns l: at(l, t).observe(...) is
+// an answer at t. The tests call the limiter from one goroutine.
+func at(l *sendRate, now time.Time) *sendRate {
+	l.clock = func() time.Time { return now }
+	return l
+}
+
 // reserve takes a place at now and returns its delay.
 func reserve(l *sendRate, now time.Time) time.Duration {
-	_, wait, _ := l.reserve(now)
+	_, wait, _ := at(l, now).reserve()
 	return wait
 }
 
 // placeAt takes a place at now and returns it.
 func placeAt(l *sendRate, now time.Time) sendPlace {
-	p, _, _ := l.reserve(now)
+	p, _, _ := at(l, now).reserve()
 	return p
 }
 
@@ -35,19 +43,19 @@ func closed(ch <-chan struct{}) bool {
 // The queue: first come, first served, places given back stepped over.
 
 func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100}, nil)
 	first, middle, last := placeAt(l, t0), placeAt(l, t0), placeAt(l, t0)
-	l.cancel(middle, t0)
-	wait, _ := l.delay(last, t0)
+	at(l, t0).cancel(middle)
+	wait, _ := at(l, t0).delay(last)
 	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller behind a cancelled place to move up")
-	l.cancel(last, t0)
+	at(l, t0).cancel(last)
 	assert.Equal(t, 10*time.Millisecond, reserve(l, t0), "expect the last place given back to be taken again")
-	l.cancel(first, t0) // already due: nothing to give back
+	at(l, t0).cancel(first) // already due: nothing to give back
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
 }
 
 func TestSendRateSpacesSends(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100}, nil)
 	assert.Equal(t, time.Duration(0), reserve(l, t0))
 	assert.Equal(t, 10*time.Millisecond, reserve(l, t0))
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
@@ -55,18 +63,18 @@ func TestSendRateSpacesSends(t *testing.T) {
 }
 
 func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	places := make([]sendPlace, 12)
 	for i := range places {
 		places[i] = placeAt(l, t0)
 	}
-	stale, woken := l.delay(places[11], t0)
+	stale, woken := at(l, t0).delay(places[11])
 	require.Equal(t, 110*time.Millisecond, stale)
 	for _, p := range places[1:11] {
-		l.cancel(p, t0)
+		at(l, t0).cancel(p)
 	}
 	assert.True(t, closed(woken), "expect the caller behind the places given back woken")
-	wait, again := l.delay(places[11], t0)
+	wait, again := at(l, t0).delay(places[11])
 	assert.Equal(t, 10*time.Millisecond, wait, "expect it next after the first place")
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0), "expect a newcomer behind it, not ahead")
 
@@ -74,65 +82,69 @@ func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
 	// again within a window anyway, and a burst of n give-ups must not wake
 	// the others n times.
 	extra := placeAt(l, t0)
-	l.cancel(extra, t0.Add(time.Millisecond)) // the last place: nobody behind
-	l.cancel(placeAt(l, t0), t0.Add(2*time.Millisecond))
+	at(l, t0.Add(time.Millisecond)).cancel(extra) // the last place: nobody behind
+	at(l, t0.Add(2*time.Millisecond)).cancel(placeAt(l, t0))
 	placeAt(l, t0)
-	l.cancel(placeAt(l, t0), t0.Add(3*time.Millisecond))
+	at(l, t0.Add(3*time.Millisecond)).cancel(placeAt(l, t0))
 	assert.False(t, closed(again), "expect one wake per window for give-backs")
 }
 
 func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	placeAt(l, t0)
 	gone := placeAt(l, t0)
-	l.cancel(gone, t0)
+	at(l, t0).cancel(gone)
 	mine := placeAt(l, t0)
-	l.cancel(gone, t0) // a stale second give-back
+	at(l, t0).cancel(gone) // a stale second give-back
 	theirs := placeAt(l, t0)
-	a, _ := l.delay(mine, t0)
-	b, _ := l.delay(theirs, t0)
+	a, _ := at(l, t0).delay(mine)
+	b, _ := at(l, t0).delay(theirs)
 	assert.Equal(t, 10*time.Millisecond, a)
 	assert.Equal(t, 20*time.Millisecond, b, "expect two places, not one handed out twice")
 }
 
 func TestSendRateClockSteppedBack(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	placeAt(l, t0)
 	next := placeAt(l, t0)
 	back := t0.Add(-time.Hour)
-	wait, _ := l.delay(next, back)
+	wait, _ := at(l, back).delay(next)
 	assert.Equal(t, 10*time.Millisecond, wait)
-	wait, _ = l.delay(next, back.Add(10*time.Millisecond))
+	wait, _ = at(l, back.Add(10*time.Millisecond)).delay(next)
 	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time, not stand still for an hour")
 }
 
-// TestSendRateCrowdReadingsKeepItsClock: callers read the clock before they
-// take the limiter's lock, so under a crowd of them a reading often arrives
-// after a later one, behind the latest time seen by as long as the lock
-// took (up to 218 ms at K = 1000 in throttlebench on 2 cores). That is no
-// clock stepped back: taking each as one ran the control's time ahead by
-// their sum, 5 s in 0.2 s, and a window that seemed seconds long sized a
-// cut on a tenth of what was sent (a rate of 515/s cut to 18/s).
-func TestSendRateCrowdReadingsKeepItsClock(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 1000})
-	var last time.Time
-	for i := range 1000 {
-		last = t0.Add(time.Duration(i) * time.Millisecond)
-		p := placeAt(l, last)
-		l.observe(last.Add(-200*time.Millisecond), false, time.Millisecond) // read before the reservation above
-		l.cancel(p, last.Add(-100*time.Millisecond))
+// TestSendRateCrowdKeepsItsClock: callers that read the clock before they
+// took the limiter's lock arrived with readings out of order, behind the
+// latest by as long as the lock took, and each was taken for a clock
+// stepped back: the control's time ran ahead by their sum (5 s in 0.2 s
+// at K = 1000 in throttlebench), a window seemed seconds long, and a cut
+// sized on it took 515/s to 18/s. The limiter reads its clock under its
+// lock.
+func TestSendRateCrowdKeepsItsClock(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 1e6}, nil)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				p, _, _ := l.reserve()
+				l.observe(i%10 == 0, time.Millisecond)
+				l.cancel(p)
+			}
+		}()
 	}
-	assert.Equal(t, last, l.lastNow, "expect the control's time at the latest reading, not ahead of it")
-
-	// A clock that did step back, by more than a crowd's wait, still goes
-	// on from where the control was (TestSendRateClockSteppedBack).
-	l.observe(last.Add(-time.Hour), false, time.Millisecond)
-	l.observe(last.Add(-time.Hour+time.Second), false, time.Millisecond)
-	assert.Equal(t, last.Add(time.Second), l.lastNow)
+	wg.Wait()
+	after := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.False(t, l.lastNow.After(after), "expect the control's time no later than the clock, got %v ahead", l.lastNow.Sub(after))
+	assert.Zero(t, l.skew, "expect no step back seen on a monotonic clock")
 }
 
 func TestTinyMinRateStillPaces(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 1e-11, MinRate: 1e-11})
+	l := newSendRate(SendRateOptions{InitialRate: 1e-11, MinRate: 1e-11}, nil)
 	assert.Equal(t, time.Duration(0), reserve(l, t0))
 	assert.Equal(t, time.Duration(math.MaxInt64), reserve(l, t0), "expect the longest delay, not one overflowed to zero or below")
 }

@@ -13,12 +13,14 @@ import (
 // place back and fails when the wait would end, with the lane's margin, past
 // ctx's deadline (unless deadline give-ups are off), or when ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
+	place, wait, changed := l.sender.reserve()
+	// Read after the limiter's own reading, which wait counts from, so
+	// that the deadline check errs on the early side.
 	now := r.now()
-	place, wait, changed := l.sender.reserve(now)
 	due := false
 	defer func() {
 		if !due { // an error, or a panicking hook
-			l.sender.cancel(place, r.now())
+			l.sender.cancel(place)
 		}
 	}()
 	waited := time.Duration(0)
@@ -40,8 +42,8 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		if err := sleepUntil(ctx, min(wait, sendWindow), changed); err != nil {
 			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Partition: l.key, ctxErr: err})
 		}
+		wait, changed = l.sender.delay(place)
 		now = r.now()
 		waited += now.Sub(start)
-		wait, changed = l.sender.delay(place, now)
 	}
 }
