@@ -288,8 +288,10 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 func (tr *tracked) reclaimEvery(every time.Duration, now time.Time) {
 	at := int64(tr.read(now))
 	last := tr.lastSweep.Load()
-	// A last sweep in the future is a clock that stepped back: sweep.
-	if at >= last && at-last < int64(every) || !tr.lastSweep.CompareAndSwap(last, at) {
+	// A last sweep reclaimGrace or more ahead of the reading is a clock
+	// that stepped back: sweep. Less ahead, the reading was taken before
+	// another caller's sweep, which covered it.
+	if d := at - last; d < int64(every) && d > -int64(reclaimGrace) || !tr.lastSweep.CompareAndSwap(last, at) {
 		return
 	}
 	_ = tr.sweep(now)

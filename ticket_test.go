@@ -53,3 +53,18 @@ func TestTrackedStaleReferenceLeavesTheNextRetryAlone(t *testing.T) {
 	require.True(t, tr.reclaim(), "expect the held retry's tokens reclaimed")
 	assert.Equal(t, held+5, r.Remaining())
 }
+
+// TestLateReadingDoesNotSweepAgain: a caller that read the clock just before
+// another caller's sweep is no clock stepped back: it neither sweeps the
+// table again nor moves the last sweep back. A step back of reclaimGrace or
+// more still sweeps.
+func TestLateReadingDoesNotSweepAgain(t *testing.T) {
+	tr := newTracked(func() time.Time { return t0 })
+	tr.reclaimEvery(time.Millisecond, t0.Add(time.Second))
+	swept := tr.lastSweep.Load()
+	require.Equal(t, int64(time.Second), swept)
+	tr.reclaimEvery(time.Millisecond, t0.Add(time.Second-time.Microsecond))
+	assert.Equal(t, swept, tr.lastSweep.Load(), "expect a late reading to leave the last sweep alone")
+	tr.reclaimEvery(time.Millisecond, t0.Add(time.Second-reclaimGrace))
+	assert.Equal(t, int64(time.Second-reclaimGrace), tr.lastSweep.Load(), "expect a clock stepped back to sweep")
+}
