@@ -64,13 +64,12 @@ func clientTransport(k int) *http.Transport {
 	}
 }
 
-// sendStamp is an operation's context key for an *atomic.Int64 that
-// observingTransport sets to the time, in Unix nanoseconds, its last
-// attempt was sent.
+// sendStamp is an operation's context key for an *atomic.Pointer[time.Time]
+// that observingTransport sets to the time its last attempt was sent.
 type sendStamp struct{}
 
 // withSendStamp returns ctx carrying at as its sendStamp.
-func withSendStamp(ctx context.Context, at *atomic.Int64) context.Context {
+func withSendStamp(ctx context.Context, at *atomic.Pointer[time.Time]) context.Context {
 	return context.WithValue(ctx, sendStamp{}, at)
 }
 
@@ -85,8 +84,9 @@ func (t observingTransport) RoundTrip(req *http.Request) (*http.Response, error)
 	if t.sent != nil {
 		t.sent.Add(1)
 	}
-	if at, ok := req.Context().Value(sendStamp{}).(*atomic.Int64); ok {
-		at.Store(time.Now().UnixNano())
+	if at, ok := req.Context().Value(sendStamp{}).(*atomic.Pointer[time.Time]); ok {
+		now := time.Now()
+		at.Store(&now)
 	}
 	return t.next.RoundTrip(req)
 }

@@ -140,14 +140,14 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	dur := scen.duration()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// begun is set, at begunAt (Unix nanoseconds), once the proxy follows
+	// begun is set, at begunAt, once the proxy follows
 	// the scenario: an operation counts if it starts after that, or, when
 	// it started in the warm-up, if its last attempt was sent after that
 	// (a limiter's queue carries operations over), so that no operation
 	// whose answer came from the warm-up's unlimited table counts, even
 	// when the switch comes late on a busy machine.
 	var begun atomic.Bool
-	var begunAt atomic.Int64
+	var begunAt atomic.Pointer[time.Time]
 	begun.Store(cfg.warmup == 0)
 	var phasesDone sync.WaitGroup
 	phasesDone.Add(1)
@@ -156,7 +156,8 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		defer phasesDone.Done()
 		defer cancel()
 		phaseErr = followPhases(ctx, proxy, cfg, scen, start, func() {
-			begunAt.Store(time.Now().UnixNano())
+			now := time.Now()
+			begunAt.Store(&now)
 			begun.Store(true)
 		})
 	}()
@@ -188,7 +189,7 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		wg.Add(1)
 		go func(w *worker, ddb *dynamodb.Client, id string) {
 			defer wg.Done()
-			var lastSend atomic.Int64
+			var lastSend atomic.Pointer[time.Time]
 			opCtx := ctx
 			if cfg.warmup > 0 {
 				opCtx = withSendStamp(ctx, &lastSend)
@@ -204,6 +205,7 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 					Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id + "-" + strconv.Itoa(n)}},
 				}
 				counted := begun.Load()
+				lastSend.Store(nil)
 				t0 := time.Now()
 				_, err := ddb.PutItem(opCtx, in)
 				done := time.Now()
@@ -214,7 +216,7 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 					w.cutOff++
 					return
 				}
-				if !counted && begun.Load() && lastSend.Load() > begunAt.Load() {
+				if sent, at := lastSend.Load(), begunAt.Load(); !counted && sent != nil && at != nil && sent.After(*at) {
 					counted = true
 					w.carried++
 				}

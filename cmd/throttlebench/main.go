@@ -193,7 +193,7 @@ func describeLoad(l loadConfig) string {
 	if l.fleet > 1 {
 		fmt.Fprintf(&b, "; a fleet of %d clients per mode, each with its own retryer, dynamodb.Client and K goroutines", l.fleet)
 		if l.late > 0 {
-			fmt.Fprintf(&b, ", the last joining fresh %v after the start", l.late)
+			fmt.Fprintf(&b, ", the last joining fresh %v after the scenario's start", l.late)
 		}
 	} else {
 		b.WriteString("; one shared dynamodb.Client per mode")
@@ -201,7 +201,7 @@ func describeLoad(l loadConfig) string {
 	if l.warmup > 0 {
 		fmt.Fprintf(&b, "; a warm-up of %v at unlimited capacity without random throttles on the same clients before each run,"+
 			" not counted (the server's counts start with the scenario; an operation started before it counts only when its"+
-			" last attempt was sent in it, as one a limiter's queue carried over)", l.warmup)
+			" last attempt was sent in it, as one a limiter's queue carried over, and its latency then includes its wait in the warm-up)", l.warmup)
 	}
 	b.WriteString("; loopback HTTP")
 	return b.String()
