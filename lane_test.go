@@ -33,10 +33,7 @@ func TestIdleLimiterLaneIsForgotten(t *testing.T) {
 	require.False(t, math.IsInf(a.sender.currentRate(), 1), "expect a limit after throttles")
 
 	// Idle since; other partitions come and go, a sweep interval apart.
-	// The simulation drove the limiter on its own clock: back to the
-	// retryer's.
 	now = sim.now
-	a.sender.clock = func() time.Time { return now }
 	for _, key := range []string{"b", "c", "d"} {
 		now = now.Add(partitionIdleTimeout)
 		r.lanes.get(WithPartition(context.Background(), key))

@@ -12,22 +12,53 @@ import (
 
 var t0 = time.Unix(1_000_000, 0)
 
-// at sets l's clock to read now, and returns l: at(l, t).observe(...) is
-// an answer at t. The tests call the limiter from one goroutine.
-func at(l *sendRate, now time.Time) *sendRate {
+// setClock makes l's clock read now until the returned restore gives l its
+// own clock back: the tests drive the limiter from one goroutine at the
+// times they choose, and a limiter a retryer made goes back to the
+// retryer's clock.
+func setClock(l *sendRate, now time.Time) (restore func()) {
+	own := l.clock
 	l.clock = func() time.Time { return now }
-	return l
+	return func() { l.clock = own }
+}
+
+// The limiter's methods at a time the test chooses; every argument is
+// evaluated before the clock is set.
+
+func reserveAt(l *sendRate, now time.Time) (sendPlace, time.Duration, <-chan struct{}) {
+	defer setClock(l, now)()
+	return l.reserve()
+}
+
+func delayAt(l *sendRate, p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
+	defer setClock(l, now)()
+	return l.delay(p)
+}
+
+func cancelAt(l *sendRate, p sendPlace, now time.Time) {
+	defer setClock(l, now)()
+	l.cancel(p)
+}
+
+func observeAt(l *sendRate, now time.Time, throttled bool, rtt time.Duration) {
+	defer setClock(l, now)()
+	l.observe(throttled, rtt)
+}
+
+func forgettableAt(l *sendRate, now time.Time) bool {
+	defer setClock(l, now)()
+	return l.forgettable()
 }
 
 // reserve takes a place at now and returns its delay.
 func reserve(l *sendRate, now time.Time) time.Duration {
-	_, wait, _ := at(l, now).reserve()
+	_, wait, _ := reserveAt(l, now)
 	return wait
 }
 
 // placeAt takes a place at now and returns it.
 func placeAt(l *sendRate, now time.Time) sendPlace {
-	p, _, _ := at(l, now).reserve()
+	p, _, _ := reserveAt(l, now)
 	return p
 }
 
@@ -45,12 +76,12 @@ func closed(ch <-chan struct{}) bool {
 func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100}, nil)
 	first, middle, last := placeAt(l, t0), placeAt(l, t0), placeAt(l, t0)
-	at(l, t0).cancel(middle)
-	wait, _ := at(l, t0).delay(last)
+	cancelAt(l, middle, t0)
+	wait, _ := delayAt(l, last, t0)
 	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller behind a cancelled place to move up")
-	at(l, t0).cancel(last)
+	cancelAt(l, last, t0)
 	assert.Equal(t, 10*time.Millisecond, reserve(l, t0), "expect the last place given back to be taken again")
-	at(l, t0).cancel(first) // already due: nothing to give back
+	cancelAt(l, first, t0) // already due: nothing to give back
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
 }
 
@@ -68,37 +99,45 @@ func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
 	for i := range places {
 		places[i] = placeAt(l, t0)
 	}
-	stale, woken := at(l, t0).delay(places[11])
+	stale, woken := delayAt(l, places[11], t0)
 	require.Equal(t, 110*time.Millisecond, stale)
 	for _, p := range places[1:11] {
-		at(l, t0).cancel(p)
+		cancelAt(l, p, t0)
 	}
 	assert.True(t, closed(woken), "expect the caller behind the places given back woken")
-	wait, again := at(l, t0).delay(places[11])
+	wait, again := delayAt(l, places[11], t0)
 	assert.Equal(t, 10*time.Millisecond, wait, "expect it next after the first place")
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0), "expect a newcomer behind it, not ahead")
 
 	// More give-backs within the window wake nobody: the woken callers ask
 	// again within a window anyway, and a burst of n give-ups must not wake
 	// the others n times.
-	extra := placeAt(l, t0)
-	at(l, t0.Add(time.Millisecond)).cancel(extra) // the last place: nobody behind
-	at(l, t0.Add(2*time.Millisecond)).cancel(placeAt(l, t0))
-	placeAt(l, t0)
-	at(l, t0.Add(3*time.Millisecond)).cancel(placeAt(l, t0))
+	soon := t0.Add(time.Millisecond)
+	ahead := placeAt(l, soon)
+	placeAt(l, soon) // a caller behind it
+	cancelAt(l, ahead, soon)
 	assert.False(t, closed(again), "expect one wake per window for give-backs")
+
+	// A window after the wake, a give-back wakes them again.
+	later := t0.Add(sendWindow)
+	placeAt(l, later) // due at once: the queue ran dry
+	ahead = placeAt(l, later)
+	behind := placeAt(l, later)
+	_, woken = delayAt(l, behind, later)
+	cancelAt(l, ahead, later)
+	assert.True(t, closed(woken), "expect a give-back a window later to wake the callers behind")
 }
 
 func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	placeAt(l, t0)
 	gone := placeAt(l, t0)
-	at(l, t0).cancel(gone)
+	cancelAt(l, gone, t0)
 	mine := placeAt(l, t0)
-	at(l, t0).cancel(gone) // a stale second give-back
+	cancelAt(l, gone, t0) // a stale second give-back
 	theirs := placeAt(l, t0)
-	a, _ := at(l, t0).delay(mine)
-	b, _ := at(l, t0).delay(theirs)
+	a, _ := delayAt(l, mine, t0)
+	b, _ := delayAt(l, theirs, t0)
 	assert.Equal(t, 10*time.Millisecond, a)
 	assert.Equal(t, 20*time.Millisecond, b, "expect two places, not one handed out twice")
 }
@@ -108,9 +147,9 @@ func TestSendRateClockSteppedBack(t *testing.T) {
 	placeAt(l, t0)
 	next := placeAt(l, t0)
 	back := t0.Add(-time.Hour)
-	wait, _ := at(l, back).delay(next)
+	wait, _ := delayAt(l, next, back)
 	assert.Equal(t, 10*time.Millisecond, wait)
-	wait, _ = at(l, back.Add(10*time.Millisecond)).delay(next)
+	wait, _ = delayAt(l, next, back.Add(10*time.Millisecond))
 	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time, not stand still for an hour")
 }
 

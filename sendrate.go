@@ -392,9 +392,6 @@ func (l *sendRate) init(o SendRateOptions) {
 		l.initialRate = l.clamp(o.InitialRate)
 	}
 	l.q.init(l.initialRate)
-	if l.clock == nil {
-		l.clock = time.Now
-	}
 	l.growth, l.ready, l.uncut = firstGrowth, true, true
 	l.setBackgroundLocked(0)
 }
@@ -1003,7 +1000,10 @@ func (l *sendRate) setRateLocked(r float64) {
 // clock stepped back.
 func (l *sendRate) syncLocked() time.Time {
 	l.initLocked()
-	now := l.clock()
+	now := time.Now()
+	if l.clock != nil {
+		now = l.clock()
+	}
 	// A clock stepped back (one without a monotonic reading) would hold
 	// every deadline of the control for as long as the step: the control's
 	// time goes on from where it was, by as much as the clock moves.

@@ -35,7 +35,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 			case 2: // cancel one
 				if len(waiting) > 0 {
 					k := i % len(waiting)
-					at(l, now).cancel(waiting[k])
+					cancelAt(l, waiting[k], now)
 					waiting = append(waiting[:k], waiting[k+1:]...)
 				}
 			case 3, 4: // ask every waiting caller; the due ones send
@@ -43,7 +43,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 				var prev time.Duration
 				kept := waiting[:0]
 				for k, res := range waiting {
-					d, _ := at(l, now).delay(res)
+					d, _ := delayAt(l, res, now)
 					require.GreaterOrEqual(t, d, time.Duration(0))
 					require.GreaterOrEqual(t, d, prev, "expect first come, first served")
 					prev = d
@@ -60,7 +60,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 				waiting = kept
 			default: // an answer to a request sent earlier
 				if len(sent) > 0 {
-					at(l, now).observe(op&1 == 1, time.Duration(op>>1)*time.Millisecond)
+					observeAt(l, now, op&1 == 1, time.Duration(op>>1)*time.Millisecond)
 					sent = sent[1:]
 				}
 			}
@@ -108,7 +108,7 @@ func FuzzSendRatePacing(f *testing.F) {
 			case 2:
 				if len(waiting) > 0 {
 					k := i % len(waiting)
-					at(l, now).cancel(waiting[k].res)
+					cancelAt(l, waiting[k].res, now)
 					waiting = append(waiting[:k], waiting[k+1:]...)
 				}
 			case 3:
@@ -116,7 +116,7 @@ func FuzzSendRatePacing(f *testing.F) {
 			}
 			kept := waiting[:0]
 			for _, w := range waiting {
-				d, _ := at(l, now).delay(w.res)
+				d, _ := delayAt(l, w.res, now)
 				if d > 0 {
 					w.due = now.Add(d)
 					kept = append(kept, w)

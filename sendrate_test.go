@@ -296,9 +296,9 @@ func TestSendRateAfterAQuietHour(t *testing.T) {
 	l := newSendRate(SendRateOptions{}, nil)
 	for now := t0.Add(-time.Hour); now.Before(t0); now = now.Add(time.Second) {
 		p := placeAt(l, now)
-		d, _ := at(l, now).delay(p)
+		d, _ := delayAt(l, p, now)
 		require.Zero(t, d, "expect no wait at one request a second")
-		at(l, now.Add(2*time.Millisecond)).observe(false, 2*time.Millisecond)
+		observeAt(l, now.Add(2*time.Millisecond), false, 2*time.Millisecond)
 	}
 	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(945), 0))
 	c := sim.add(l, 200, 0)
@@ -462,9 +462,9 @@ func TestSendRateForgetsWhenIdle(t *testing.T) {
 	c.stop = 3 * time.Second
 	sim.run(3 * time.Second)
 	require.False(t, math.IsInf(l.currentRate(), 1), "expect a limit after throttles")
-	require.False(t, at(l, sim.now).forgettable())
+	require.False(t, forgettableAt(l, sim.now))
 	later := sim.now.Add(2 * time.Minute)
-	assert.True(t, at(l, later).forgettable(), "expect nothing left to remember after an idle spell")
+	assert.True(t, forgettableAt(l, later), "expect nothing left to remember after an idle spell")
 	placeAt(l, later)
 	assert.True(t, math.IsInf(l.currentRate(), 1), "expect the initial (unlimited) rate after an idle spell")
 }
@@ -473,7 +473,7 @@ func TestSendRateZeroValueIsUnlimited(t *testing.T) {
 	var l sendRate
 	assert.True(t, math.IsInf(l.currentRate(), 1))
 	assert.Equal(t, time.Duration(0), reserve(&l, t0))
-	assert.True(t, at(&l, t0).forgettable())
+	assert.True(t, forgettableAt(&l, t0))
 }
 
 func TestSendRateOptionsValidated(t *testing.T) {
