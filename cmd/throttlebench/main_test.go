@@ -36,11 +36,8 @@ func TestRunEndToEnd(t *testing.T) {
 }
 
 func TestRunOneCountsWhatTheServerSaw(t *testing.T) {
-	up, err := startUpstream(0)
-	require.NoError(t, err)
-	defer func() { _ = up.Close() }()
-	m, err := parseMode("ours-full", 0)
-	require.NoError(t, err)
+	up := mustUpstream(t)
+	m := mustMode(t, "ours-full")
 	s := mustScenario(t, scenarioSteady, 0.03)
 	r, err := runOne(loadConfig{capacity: 1000, burstSeconds: 0.1, drain: 30 * time.Second}, up, m, 2, s)
 	require.NoError(t, err)
@@ -148,11 +145,8 @@ func TestRunIssue15EndToEnd(t *testing.T) {
 // on an unlimited table the scenario, which throttles every request,
 // counts none of the warm-up's successes.
 func TestRunOneFleetAfterWarmup(t *testing.T) {
-	up, err := startUpstream(0)
-	require.NoError(t, err)
-	defer func() { _ = up.Close() }()
-	m, err := parseMode("sdk-standard", 0)
-	require.NoError(t, err)
+	up := mustUpstream(t)
+	m := mustMode(t, "sdk-standard")
 	cfg := loadConfig{capacity: math.Inf(1), burstSeconds: 0.1, drain: 30 * time.Second,
 		fleet: 3, throttleProb: 1, seed: 1, warmup: 200 * time.Millisecond}
 	r, err := runOne(cfg, up, m, 2, mustScenario(t, scenarioSteady, 0.03))
@@ -179,11 +173,8 @@ func TestRunOneFleetAfterWarmup(t *testing.T) {
 // late client succeeds only after it joins, and the fleet's successes from
 // the join on are counted apart and add up to no more than the run's.
 func TestRunOneLateClient(t *testing.T) {
-	up, err := startUpstream(0)
-	require.NoError(t, err)
-	defer func() { _ = up.Close() }()
-	m, err := parseMode("ours-full+rate", 0)
-	require.NoError(t, err)
+	up := mustUpstream(t)
+	m := mustMode(t, "ours-full+rate")
 	s := mustScenario(t, scenarioSteady, 0.06) // 600 ms
 	cfg := loadConfig{capacity: 1000, burstSeconds: 0.1, drain: 30 * time.Second, fleet: 3,
 		warmup: 100 * time.Millisecond, late: 300 * time.Millisecond}
@@ -205,11 +196,8 @@ func TestRunOneLateClient(t *testing.T) {
 // scenario, and they count (before, they did not: at K = 1000 a fifth of
 // the capacity the limiter used went unreported).
 func TestRunOneCountsOperationsTheQueueCarriedOver(t *testing.T) {
-	up, err := startUpstream(0)
-	require.NoError(t, err)
-	defer func() { _ = up.Close() }()
-	m, err := parseMode("ours-full+rate", 0)
-	require.NoError(t, err)
+	up := mustUpstream(t)
+	m := mustMode(t, "ours-full+rate")
 	m.retryer = func() aws.Retryer {
 		return jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
 			o.SendRate = &jitterretry.SendRateOptions{InitialRate: 50, MaxRate: 50}
