@@ -49,7 +49,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 		// Tokens of retries abandoned with their context came back.
 		release, foreign, available, ok = l.take(ctx, cost)
 	}
-	if !ok && p.class == ClassThrottle && !r.failFast && l.ownBucket && l.sender != nil && l.sender.holdsBack(r.now()) {
+	if !ok && p.class == ClassThrottle && !r.failFast && l.ownBucket && l.sender != nil && l.sender.holdsBack() {
 		// The limiter holds the partition's callers back, at a rate it
 		// cuts on these throttles: a throttle's retry waits its turn
 		// behind them, and cannot add to a storm the budget would have

@@ -76,7 +76,7 @@ type costs struct{ retry, throttle, success uint }
 func newLane(key string, cfg *laneConfig) *lane {
 	l := &lane{key: key, costs: cfg.costs, foreign: cfg.foreign, isConflict: cfg.isConflict}
 	if cfg.sendRate != nil {
-		l.sender = newSendRate(*cfg.sendRate)
+		l.sender = newSendRate(*cfg.sendRate, cfg.now)
 	}
 	if tb, ok := cfg.foreign.(*TokenBucket); ok {
 		l.bucket, l.foreign = tb, nil
@@ -98,9 +98,9 @@ func newLane(key string, cfg *laneConfig) *lane {
 		l.sendRelease = func(err error) error {
 			switch {
 			case err == nil:
-				l.sender.observe(cfg.now(), false, l.attempts.estimate())
+				l.sender.observe(false, l.attempts.estimate())
 			case cfg.isThrottle(err):
-				l.sender.observe(cfg.now(), true, l.attempts.estimate())
+				l.sender.observe(true, l.attempts.estimate())
 			}
 			return l.attemptRelease(err)
 		}
@@ -261,17 +261,16 @@ func (l *lane) serviceName() string {
 	return ""
 }
 
-// idle reports whether forgetting the lane at time now loses nothing: its
-// bucket is full, no skip is pending and its limiter has nothing to
-// remember.
-func (l *lane) idle(now time.Time) bool {
+// idle reports whether forgetting the lane now loses nothing: its bucket is
+// full, no skip is pending and its limiter has nothing to remember.
+func (l *lane) idle() bool {
 	if l.skips.Load() != 0 {
 		return false
 	}
 	if l.bucket != nil && l.bucket.Remaining() < l.bucket.capacity {
 		return false
 	}
-	return l.sender == nil || l.sender.forgettable(now)
+	return l.sender == nil || l.sender.forgettable()
 }
 
 // onSuccess adapts fn to the SDK's release signature: it runs only when the
@@ -390,7 +389,7 @@ func (t *lanes) add(key string) *lane {
 // recently used lanes whatever they hold.
 func (t *lanes) sweepLocked(now time.Time) {
 	for k, l := range t.m {
-		if l.used.Load() < t.sweptClock && l.idle(now) {
+		if l.used.Load() < t.sweptClock && l.idle() {
 			delete(t.m, k)
 		}
 	}

@@ -193,7 +193,12 @@ type Options struct {
 
 	// Clock returns the current time for the deadline checks, the bucket's
 	// refill, the send-rate limiter and the learnt margin. Default time.Now;
-	// nil means time.Now. Sleeps use real timers.
+	// nil means time.Now. Sleeps use real timers. The retryer calls it
+	// while holding its own locks (the limiter's, the bucket's, the
+	// partition table's), so that readings arrive in order: it must be
+	// fast, must not block and must not call the retryer. A clock without
+	// a monotonic reading may step back; the retryer goes on from where it
+	// was.
 	Clock func() time.Time
 
 	// MeterProvider, when set, receives the retryer's metrics (see the

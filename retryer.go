@@ -374,7 +374,7 @@ func (r *Retryer) backoffFor(attempt int, opErr error, class ErrorClass, l *lane
 // when unknown) backs off on the throttle base: a throttle, unless the
 // lane's send-rate limiter paces it with few throttles.
 func (r *Retryer) throttleBackoff(class ErrorClass, l *lane) bool {
-	return class == ClassThrottle && !(r.pacedThrottles && l != nil && l.sender != nil && l.sender.paces(r.now()))
+	return class == ClassThrottle && !(r.pacedThrottles && l != nil && l.sender != nil && l.sender.paces())
 }
 
 // Remaining returns the tokens left in the retry token bucket of the shared

@@ -37,16 +37,12 @@ func (q *sendQueue) init(rate float64) {
 	q.rate, q.changed = rate, make(chan struct{})
 }
 
-// advance brings the queue up to now and returns how many places came due
-// since the last call.
+// advance brings the queue up to now, which never goes back (the limiter
+// goes on from where it was after a clock stepped back), and returns how
+// many places came due since the last call.
 func (q *sendQueue) advance(now time.Time) float64 {
 	dt := now.Sub(q.servedAt)
 	switch {
-	case dt < -sendWindow:
-		// A clock stepped back: go on from now rather than freeze the
-		// queue for as long as the step.
-		q.servedAt = now
-		return 0
 	case math.IsInf(q.rate, 1):
 		// Counted when reserved.
 		q.served, q.holes, q.servedAt = float64(q.issued), nil, now

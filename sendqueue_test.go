@@ -2,6 +2,7 @@ package jitterretry
 
 import (
 	"math"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,15 +12,53 @@ import (
 
 var t0 = time.Unix(1_000_000, 0)
 
+// setClock makes l's clock read now until the returned restore gives l its
+// own clock back: the tests drive the limiter from one goroutine at the
+// times they choose, and a limiter a retryer made goes back to the
+// retryer's clock.
+func setClock(l *sendRate, now time.Time) (restore func()) {
+	own := l.clock
+	l.clock = func() time.Time { return now }
+	return func() { l.clock = own }
+}
+
+// The limiter's methods at a time the test chooses; every argument is
+// evaluated before the clock is set.
+
+func reserveAt(l *sendRate, now time.Time) (sendPlace, time.Duration, <-chan struct{}) {
+	defer setClock(l, now)()
+	return l.reserve()
+}
+
+func delayAt(l *sendRate, p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
+	defer setClock(l, now)()
+	return l.delay(p)
+}
+
+func cancelAt(l *sendRate, p sendPlace, now time.Time) {
+	defer setClock(l, now)()
+	l.cancel(p)
+}
+
+func observeAt(l *sendRate, now time.Time, throttled bool, rtt time.Duration) {
+	defer setClock(l, now)()
+	l.observe(throttled, rtt)
+}
+
+func forgettableAt(l *sendRate, now time.Time) bool {
+	defer setClock(l, now)()
+	return l.forgettable()
+}
+
 // reserve takes a place at now and returns its delay.
 func reserve(l *sendRate, now time.Time) time.Duration {
-	_, wait, _ := l.reserve(now)
+	_, wait, _ := reserveAt(l, now)
 	return wait
 }
 
 // placeAt takes a place at now and returns it.
 func placeAt(l *sendRate, now time.Time) sendPlace {
-	p, _, _ := l.reserve(now)
+	p, _, _ := reserveAt(l, now)
 	return p
 }
 
@@ -35,19 +74,19 @@ func closed(ch <-chan struct{}) bool {
 // The queue: first come, first served, places given back stepped over.
 
 func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100}, nil)
 	first, middle, last := placeAt(l, t0), placeAt(l, t0), placeAt(l, t0)
-	l.cancel(middle, t0)
-	wait, _ := l.delay(last, t0)
+	cancelAt(l, middle, t0)
+	wait, _ := delayAt(l, last, t0)
 	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller behind a cancelled place to move up")
-	l.cancel(last, t0)
+	cancelAt(l, last, t0)
 	assert.Equal(t, 10*time.Millisecond, reserve(l, t0), "expect the last place given back to be taken again")
-	l.cancel(first, t0) // already due: nothing to give back
+	cancelAt(l, first, t0) // already due: nothing to give back
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
 }
 
 func TestSendRateSpacesSends(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100}, nil)
 	assert.Equal(t, time.Duration(0), reserve(l, t0))
 	assert.Equal(t, 10*time.Millisecond, reserve(l, t0))
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
@@ -55,59 +94,96 @@ func TestSendRateSpacesSends(t *testing.T) {
 }
 
 func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	places := make([]sendPlace, 12)
 	for i := range places {
 		places[i] = placeAt(l, t0)
 	}
-	stale, woken := l.delay(places[11], t0)
+	stale, woken := delayAt(l, places[11], t0)
 	require.Equal(t, 110*time.Millisecond, stale)
 	for _, p := range places[1:11] {
-		l.cancel(p, t0)
+		cancelAt(l, p, t0)
 	}
 	assert.True(t, closed(woken), "expect the caller behind the places given back woken")
-	wait, again := l.delay(places[11], t0)
+	wait, again := delayAt(l, places[11], t0)
 	assert.Equal(t, 10*time.Millisecond, wait, "expect it next after the first place")
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0), "expect a newcomer behind it, not ahead")
 
 	// More give-backs within the window wake nobody: the woken callers ask
 	// again within a window anyway, and a burst of n give-ups must not wake
 	// the others n times.
-	extra := placeAt(l, t0)
-	l.cancel(extra, t0.Add(time.Millisecond)) // the last place: nobody behind
-	l.cancel(placeAt(l, t0), t0.Add(2*time.Millisecond))
-	placeAt(l, t0)
-	l.cancel(placeAt(l, t0), t0.Add(3*time.Millisecond))
+	soon := t0.Add(time.Millisecond)
+	ahead := placeAt(l, soon)
+	placeAt(l, soon) // a caller behind it
+	cancelAt(l, ahead, soon)
 	assert.False(t, closed(again), "expect one wake per window for give-backs")
+
+	// A window after the wake, a give-back wakes them again.
+	later := t0.Add(sendWindow)
+	placeAt(l, later) // due at once: the queue ran dry
+	ahead = placeAt(l, later)
+	behind := placeAt(l, later)
+	_, woken = delayAt(l, behind, later)
+	cancelAt(l, ahead, later)
+	assert.True(t, closed(woken), "expect a give-back a window later to wake the callers behind")
 }
 
 func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	placeAt(l, t0)
 	gone := placeAt(l, t0)
-	l.cancel(gone, t0)
+	cancelAt(l, gone, t0)
 	mine := placeAt(l, t0)
-	l.cancel(gone, t0) // a stale second give-back
+	cancelAt(l, gone, t0) // a stale second give-back
 	theirs := placeAt(l, t0)
-	a, _ := l.delay(mine, t0)
-	b, _ := l.delay(theirs, t0)
+	a, _ := delayAt(l, mine, t0)
+	b, _ := delayAt(l, theirs, t0)
 	assert.Equal(t, 10*time.Millisecond, a)
 	assert.Equal(t, 20*time.Millisecond, b, "expect two places, not one handed out twice")
 }
 
 func TestSendRateClockSteppedBack(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100})
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	placeAt(l, t0)
 	next := placeAt(l, t0)
 	back := t0.Add(-time.Hour)
-	wait, _ := l.delay(next, back)
+	wait, _ := delayAt(l, next, back)
 	assert.Equal(t, 10*time.Millisecond, wait)
-	wait, _ = l.delay(next, back.Add(10*time.Millisecond))
+	wait, _ = delayAt(l, next, back.Add(10*time.Millisecond))
 	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time, not stand still for an hour")
 }
 
+// TestSendRateCrowdKeepsItsClock: callers that read the clock before they
+// took the limiter's lock arrived with readings out of order, behind the
+// latest by as long as the lock took, and each was taken for a clock
+// stepped back: the control's time ran ahead by their sum (5 s in 0.2 s
+// at K = 1000 in throttlebench), a window seemed seconds long, and a cut
+// sized on it took 515/s to 18/s. The limiter reads its clock under its
+// lock.
+func TestSendRateCrowdKeepsItsClock(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 1e6}, nil)
+	var wg sync.WaitGroup
+	for range 64 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				p, _, _ := l.reserve()
+				l.observe(i%10 == 0, time.Millisecond)
+				l.cancel(p)
+			}
+		}()
+	}
+	wg.Wait()
+	after := time.Now()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.False(t, l.lastNow.After(after), "expect the control's time no later than the clock, got %v ahead", l.lastNow.Sub(after))
+	assert.Zero(t, l.skew, "expect no step back seen on a monotonic clock")
+}
+
 func TestTinyMinRateStillPaces(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 1e-11, MinRate: 1e-11})
+	l := newSendRate(SendRateOptions{InitialRate: 1e-11, MinRate: 1e-11}, nil)
 	assert.Equal(t, time.Duration(0), reserve(l, t0))
 	assert.Equal(t, time.Duration(math.MaxInt64), reserve(l, t0), "expect the longest delay, not one overflowed to zero or below")
 }

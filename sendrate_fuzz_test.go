@@ -19,7 +19,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 	f.Add(1e-9, 1e-9, 0.0, []byte{0, 0, 0, 4, 1, 1})
 	f.Fuzz(func(t *testing.T, initial, minRate, maxRate float64, ops []byte) {
 		so := SendRateOptions{InitialRate: initial, MinRate: minRate, MaxRate: maxRate}
-		l := newSendRate(so)
+		l := newSendRate(so, nil)
 		if so == (SendRateOptions{}) {
 			l = &sendRate{} // the zero value is the same limiter
 		}
@@ -35,7 +35,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 			case 2: // cancel one
 				if len(waiting) > 0 {
 					k := i % len(waiting)
-					l.cancel(waiting[k], now)
+					cancelAt(l, waiting[k], now)
 					waiting = append(waiting[:k], waiting[k+1:]...)
 				}
 			case 3, 4: // ask every waiting caller; the due ones send
@@ -43,7 +43,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 				var prev time.Duration
 				kept := waiting[:0]
 				for k, res := range waiting {
-					d, _ := l.delay(res, now)
+					d, _ := delayAt(l, res, now)
 					require.GreaterOrEqual(t, d, time.Duration(0))
 					require.GreaterOrEqual(t, d, prev, "expect first come, first served")
 					prev = d
@@ -60,7 +60,7 @@ func FuzzSendRateLimiter(f *testing.F) {
 				waiting = kept
 			default: // an answer to a request sent earlier
 				if len(sent) > 0 {
-					l.observe(now, op&1 == 1, time.Duration(op>>1)*time.Millisecond)
+					observeAt(l, now, op&1 == 1, time.Duration(op>>1)*time.Millisecond)
 					sent = sent[1:]
 				}
 			}
@@ -92,7 +92,7 @@ func FuzzSendRatePacing(f *testing.F) {
 		if !(rate >= 1 && rate <= 1e5) {
 			return
 		}
-		l := newSendRate(SendRateOptions{InitialRate: rate, MinRate: rate, MaxRate: rate})
+		l := newSendRate(SendRateOptions{InitialRate: rate, MinRate: rate, MaxRate: rate}, nil)
 		interval := time.Duration(float64(time.Second) / rate)
 		now := t0
 		type waiter struct {
@@ -108,7 +108,7 @@ func FuzzSendRatePacing(f *testing.F) {
 			case 2:
 				if len(waiting) > 0 {
 					k := i % len(waiting)
-					l.cancel(waiting[k].res, now)
+					cancelAt(l, waiting[k].res, now)
 					waiting = append(waiting[:k], waiting[k+1:]...)
 				}
 			case 3:
@@ -116,7 +116,7 @@ func FuzzSendRatePacing(f *testing.F) {
 			}
 			kept := waiting[:0]
 			for _, w := range waiting {
-				d, _ := l.delay(w.res, now)
+				d, _ := delayAt(l, w.res, now)
 				if d > 0 {
 					w.due = now.Add(d)
 					kept = append(kept, w)

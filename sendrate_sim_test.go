@@ -165,7 +165,7 @@ func (s *limiterSim) run(d time.Duration) {
 		c := e.client
 		if e.answer {
 			if !c.unlimited {
-				c.l.observe(e.at, !e.ok, s.rtt)
+				observeAt(c.l, e.at, !e.ok, s.rtt)
 				s.wake(c, e.at)
 			}
 			bump(&c.ok, sec, e.ok)
@@ -191,7 +191,7 @@ func (s *limiterSim) run(d time.Duration) {
 			// schedule a second poll for the same worker.
 			wasWaiting := c.waiting[e.place.place]
 			delete(c.waiting, e.place.place)
-			wait, changed := c.l.delay(e.place, e.at)
+			wait, changed := delayAt(c.l, e.place, e.at)
 			woke := s.wake(c, e.at)
 			if wait > 0 {
 				if c.waiting == nil {

@@ -32,7 +32,7 @@ func stepCapacity(at time.Duration, before, after float64) func(time.Duration) f
 // tracedSendRate returns a limiter with options o that traces its
 // decisions to t in a verbose run.
 func tracedSendRate(t *testing.T, o SendRateOptions) *sendRate {
-	l := newSendRate(o)
+	l := newSendRate(o, nil)
 	if testing.Verbose() {
 		l.trace = t.Logf
 	}
@@ -47,7 +47,7 @@ func TestLimiterSimRunsOnePollPerWorker(t *testing.T) {
 	svc := service(constantCapacity(math.Inf(1)), 0.1)
 	svc.rng = rand.New(rand.NewPCG(2, 3))
 	sim := newLimiterSim(10*time.Millisecond, svc)
-	c := &simClient{l: newSendRate(SendRateOptions{}), workers: 8, backoff: 100 * time.Millisecond}
+	c := &simClient{l: newSendRate(SendRateOptions{}, nil), workers: 8, backoff: 100 * time.Millisecond}
 	sim.clients = append(sim.clients, c)
 	for range 8 {
 		sim.ask(c, sim.now)
@@ -73,7 +73,7 @@ func TestSendRateSettlesAtCapacity(t *testing.T) {
 	} {
 		t.Run(fmt.Sprintf("C=%v,rtt=%v", tc.capacity, tc.rtt), func(t *testing.T) {
 			sim := newLimiterSim(tc.rtt, service(constantCapacity(tc.capacity), 0))
-			l := newSendRate(SendRateOptions{})
+			l := newSendRate(SendRateOptions{}, nil)
 			if testing.Verbose() {
 				l.trace = t.Logf
 			}
@@ -123,7 +123,7 @@ func ignoresThrottlesItCannotHelp(t *testing.T, p float64, k int, backoff, throt
 		svc := service(constantCapacity(math.Inf(1)), p)
 		svc.throttleSkips = throttleSkips
 		sim := newLimiterSim(2*time.Millisecond+throttleSkips, svc)
-		l := newSendRate(SendRateOptions{})
+		l := newSendRate(SendRateOptions{}, nil)
 		if testing.Verbose() && !unlimited {
 			l.trace = t.Logf
 		}
@@ -163,7 +163,7 @@ func TestSendRateIgnoresRandomThrottlesAtLongerRoundTrips(t *testing.T) {
 					svc := service(constantCapacity(math.Inf(1)), tc.p)
 					svc.rng = rand.New(rand.NewPCG(seed, 3))
 					sim := newLimiterSim(10*time.Millisecond, svc)
-					c := &simClient{l: newSendRate(SendRateOptions{}), workers: tc.workers, unlimited: unlimited, backoff: tc.backoff}
+					c := &simClient{l: newSendRate(SendRateOptions{}, nil), workers: tc.workers, unlimited: unlimited, backoff: tc.backoff}
 					sim.clients = append(sim.clients, c)
 					for range tc.workers {
 						sim.ask(c, sim.now)
@@ -202,7 +202,7 @@ func TestSendRateFairShares(t *testing.T) {
 				if i == tc.clients-1 {
 					start = tc.late
 				}
-				l := newSendRate(SendRateOptions{})
+				l := newSendRate(SendRateOptions{}, nil)
 				if testing.Verbose() {
 					id := i
 					l.trace = func(f string, args ...any) { t.Logf(fmt.Sprintf("[%d] ", id)+f, args...) }
@@ -242,7 +242,7 @@ func TestSendRateFairSharesWithALateClient(t *testing.T) {
 			if i == 15 {
 				start = 5 * time.Second
 			}
-			sim.add(newSendRate(SendRateOptions{}), 4, start)
+			sim.add(newSendRate(SendRateOptions{}, nil), 4, start)
 		}
 		sim.run(30 * time.Second)
 		var shares []float64
@@ -264,7 +264,7 @@ func TestSendRateAfterWarmUp(t *testing.T) {
 		return 500
 	}
 	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
-	l := newSendRate(SendRateOptions{InitialRate: 500})
+	l := newSendRate(SendRateOptions{InitialRate: 500}, nil)
 	c := sim.add(l, 1000, 0)
 	sim.run(time.Second)
 	warm := l.currentRate()
@@ -281,7 +281,7 @@ func TestSendRateAfterWarmUp(t *testing.T) {
 // seconds; it grew by 1/s a window only, and needed minutes, before.
 func TestSendRateRisesFromInitialRate(t *testing.T) {
 	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(5000), 0))
-	l := newSendRate(SendRateOptions{InitialRate: 20})
+	l := newSendRate(SendRateOptions{InitialRate: 20}, nil)
 	c := sim.add(l, 256, 0)
 	sim.run(8 * time.Second)
 	assert.GreaterOrEqual(t, float64(sum(c.ok, 6, 8))/2, 0.9*5000, "expect the capacity in use by the seventh second, got %v a second", c.ok)
@@ -293,12 +293,12 @@ func TestSendRateRisesFromInitialRate(t *testing.T) {
 // cut (a cut is sized on what the client sends now, and keeps at least half
 // of it): the capacity is in use from the second second on.
 func TestSendRateAfterAQuietHour(t *testing.T) {
-	l := newSendRate(SendRateOptions{})
-	for at := t0.Add(-time.Hour); at.Before(t0); at = at.Add(time.Second) {
-		p := placeAt(l, at)
-		d, _ := l.delay(p, at)
+	l := newSendRate(SendRateOptions{}, nil)
+	for now := t0.Add(-time.Hour); now.Before(t0); now = now.Add(time.Second) {
+		p := placeAt(l, now)
+		d, _ := delayAt(l, p, now)
 		require.Zero(t, d, "expect no wait at one request a second")
-		l.observe(at.Add(2*time.Millisecond), false, 2*time.Millisecond)
+		observeAt(l, now.Add(2*time.Millisecond), false, 2*time.Millisecond)
 	}
 	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(945), 0))
 	c := sim.add(l, 200, 0)
@@ -336,7 +336,7 @@ func TestSendRateProbesCheaplyAfterWarmUp(t *testing.T) {
 		return 500
 	}
 	sim := newLimiterSim(2*time.Millisecond, service(capacity, 0))
-	c := sim.add(newSendRate(SendRateOptions{}), 1000, 0)
+	c := sim.add(newSendRate(SendRateOptions{}, nil), 1000, 0)
 	sim.run(11 * time.Second)
 	thr, sent := sum(c.thr, 3, 11), sum(c.sent, 3, 11)
 	assert.LessOrEqual(t, float64(thr), 0.05*float64(sent), "expect ≤5%% of the sends throttled once settled, got %d of %d", thr, sent)
@@ -354,7 +354,7 @@ func TestSendRateProbesCheaplyWithLongRoundTrips(t *testing.T) {
 		svc := service(stepCapacity(time.Second, math.Inf(1), 500), 0)
 		svc.rng = rand.New(rand.NewPCG(seed, 3))
 		sim := newLimiterSim(100*time.Millisecond, svc)
-		c := sim.add(newSendRate(SendRateOptions{}), 1000, 0)
+		c := sim.add(newSendRate(SendRateOptions{}, nil), 1000, 0)
 		sim.run(11 * time.Second)
 		thr, sent := sum(c.thr, 2, 11), sum(c.sent, 2, 11)
 		assert.LessOrEqual(t, float64(thr), 0.25*float64(sent), "seed %d: expect ≤25%% of the sends throttled, got %d of %d", seed, thr, sent)
@@ -365,7 +365,7 @@ func TestSendRateProbesCheaplyWithLongRoundTrips(t *testing.T) {
 // TestSendRateMaxRateWhileUnlimited: a ceiling holds from the first request,
 // before any throttle, and after an idle reset.
 func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
-	l := newSendRate(SendRateOptions{MaxRate: 100})
+	l := newSendRate(SendRateOptions{MaxRate: 100}, nil)
 	assert.Equal(t, 100.0, l.currentRate())
 	placeAt(l, time.Unix(0, 0))
 	placeAt(l, time.Unix(1000, 0))
@@ -398,7 +398,7 @@ func TestSendRateRecovers(t *testing.T) {
 				svc := service(capacity, 0)
 				svc.rng = rand.New(rand.NewPCG(seed, 2))
 				sim := newLimiterSim(2*time.Millisecond, svc)
-				lim := newSendRate(SendRateOptions{InitialRate: tc.initial})
+				lim := newSendRate(SendRateOptions{InitialRate: tc.initial}, nil)
 				if testing.Verbose() && seed == 0 {
 					lim.trace = t.Logf
 				}
@@ -445,7 +445,7 @@ func TestSendRateRecoversUnderRandomThrottles(t *testing.T) {
 		svc := service(capacity, 0.01)
 		svc.rng = rand.New(rand.NewPCG(seed, 2))
 		sim := newLimiterSim(2*time.Millisecond, svc)
-		c := sim.add(newSendRate(SendRateOptions{}), 64, 0)
+		c := sim.add(newSendRate(SendRateOptions{}, nil), 64, 0)
 		sim.run(10 * time.Second)
 		total += sum(c.ok, 6, 10)
 	}
@@ -457,14 +457,14 @@ func TestSendRateRecoversUnderRandomThrottles(t *testing.T) {
 // initial rate, and a lane with such a limiter can be forgotten.
 func TestSendRateForgetsWhenIdle(t *testing.T) {
 	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(200), 0))
-	l := newSendRate(SendRateOptions{})
+	l := newSendRate(SendRateOptions{}, nil)
 	c := sim.add(l, 16, 0)
 	c.stop = 3 * time.Second
 	sim.run(3 * time.Second)
 	require.False(t, math.IsInf(l.currentRate(), 1), "expect a limit after throttles")
-	require.False(t, l.forgettable(sim.now))
+	require.False(t, forgettableAt(l, sim.now))
 	later := sim.now.Add(2 * time.Minute)
-	assert.True(t, l.forgettable(later), "expect nothing left to remember after an idle spell")
+	assert.True(t, forgettableAt(l, later), "expect nothing left to remember after an idle spell")
 	placeAt(l, later)
 	assert.True(t, math.IsInf(l.currentRate(), 1), "expect the initial (unlimited) rate after an idle spell")
 }
@@ -473,7 +473,7 @@ func TestSendRateZeroValueIsUnlimited(t *testing.T) {
 	var l sendRate
 	assert.True(t, math.IsInf(l.currentRate(), 1))
 	assert.Equal(t, time.Duration(0), reserve(&l, t0))
-	assert.True(t, l.forgettable(t0))
+	assert.True(t, forgettableAt(&l, t0))
 }
 
 func TestSendRateOptionsValidated(t *testing.T) {

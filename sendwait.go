@@ -13,12 +13,11 @@ import (
 // place back and fails when the wait would end, with the lane's margin, past
 // ctx's deadline (unless deadline give-ups are off), or when ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
-	now := r.now()
-	place, wait, changed := l.sender.reserve(now)
+	place, wait, changed := l.sender.reserve()
 	due := false
 	defer func() {
 		if !due { // an error, or a panicking hook
-			l.sender.cancel(place, r.now())
+			l.sender.cancel(place)
 		}
 	}()
 	waited := time.Duration(0)
@@ -30,18 +29,19 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			}
 			return nil
 		}
+		// Read after the limiter's own reading, which wait counts from,
+		// so that the deadline check errs on the early side.
+		now := r.now()
 		if deadline, ok := r.deadline(ctx); ok {
 			margin := r.margin(ctx, l)
 			if remaining := deadline.Sub(now); exceeds(wait, margin, remaining) {
 				return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: remaining})
 			}
 		}
-		start := now
 		if err := sleepUntil(ctx, min(wait, sendWindow), changed); err != nil {
 			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Partition: l.key, ctxErr: err})
 		}
-		now = r.now()
-		waited += now.Sub(start)
-		wait, changed = l.sender.delay(place, now)
+		wait, changed = l.sender.delay(place)
+		waited += r.now().Sub(now)
 	}
 }

@@ -288,8 +288,9 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 func (tr *tracked) reclaimEvery(every time.Duration, now time.Time) {
 	at := int64(tr.read(now))
 	last := tr.lastSweep.Load()
-	// A last sweep in the future is a clock that stepped back: sweep.
-	if at >= last && at-last < int64(every) || !tr.lastSweep.CompareAndSwap(last, at) {
+	// A last sweep ahead of a reading that did not step back was made
+	// after it, and covered it.
+	if at-last < int64(every) && !steppedBack(time.Duration(at), time.Duration(last)) || !tr.lastSweep.CompareAndSwap(last, at) {
 		return
 	}
 	_ = tr.sweep(now)
@@ -391,6 +392,13 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 	return refunded
 }
 
+// steppedBack reports whether a reading at, since the epoch, behind an
+// earlier one, last, is a clock that stepped back: by reclaimGrace or more.
+// Less is a reading taken before another caller's, which took the table's
+// lock first; taking it for a step would sweep again, or start a grace
+// over from a time already past.
+func steppedBack(at, last time.Duration) bool { return last-at >= reclaimGrace }
+
 // due reports whether a sweep at time at should refund the slot's retry,
 // whose backoff ends at wake (0 when not known yet).
 func (s *trackSlot) due(at, wake time.Duration) bool {
@@ -398,10 +406,10 @@ func (s *trackSlot) due(at, wake time.Duration) bool {
 		s.doneSeen = 0
 		return false
 	}
-	if s.doneSeen == 0 || at < s.doneSeen {
-		// First seen done; or seen at a reading ahead of this one (a clock
-		// that stepped, an epoch that moved), which would hold the grace
-		// for as long as the step: it counts from now.
+	if s.doneSeen == 0 || steppedBack(at, s.doneSeen) {
+		// First seen done; or seen at a reading far ahead of this one (a
+		// clock that stepped, an epoch that moved), which would hold the
+		// grace for as long as the step: it counts from now.
 		s.doneSeen = max(at, 1)
 	}
 	return (wake != 0 && s.doneSeen < wake) || at-s.doneSeen >= reclaimGrace

@@ -53,3 +53,37 @@ func TestTrackedStaleReferenceLeavesTheNextRetryAlone(t *testing.T) {
 	require.True(t, tr.reclaim(), "expect the held retry's tokens reclaimed")
 	assert.Equal(t, held+5, r.Remaining())
 }
+
+// TestLateReadingDoesNotSweepAgain: a caller that read the clock just before
+// another caller's sweep is no clock stepped back: it neither sweeps the
+// table again nor moves the last sweep back. A step back of reclaimGrace or
+// more still sweeps.
+func TestLateReadingDoesNotSweepAgain(t *testing.T) {
+	tr := newTracked(func() time.Time { return t0 })
+	tr.reclaimEvery(time.Millisecond, t0.Add(time.Second))
+	swept := tr.lastSweep.Load()
+	require.Equal(t, int64(time.Second), swept)
+	tr.reclaimEvery(time.Millisecond, t0.Add(time.Second-time.Microsecond))
+	assert.Equal(t, swept, tr.lastSweep.Load(), "expect a late reading to leave the last sweep alone")
+	tr.reclaimEvery(time.Millisecond, t0.Add(time.Second-reclaimGrace))
+	assert.Equal(t, int64(time.Second-reclaimGrace), tr.lastSweep.Load(), "expect a clock stepped back to sweep")
+}
+
+// TestLateReadingKeepsTheGrace: a sweep whose reading was taken before an
+// earlier sweep's does not start the grace of a retry whose context was
+// seen done over from that earlier time; a clock stepped back by
+// reclaimGrace or more still does.
+func TestLateReadingKeepsTheGrace(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	s := &trackSlot{ctx: ctx}
+	require.False(t, s.due(100*time.Millisecond, 0), "expect the grace to start when first seen done")
+	assert.False(t, s.due(60*time.Millisecond, 0), "expect a late reading not to refund")
+	assert.False(t, s.due(111*time.Millisecond, 0), "expect the grace to count from 100 ms, not from the late 60 ms")
+	assert.True(t, s.due(150*time.Millisecond, 0), "expect a refund once the grace is over")
+
+	s = &trackSlot{ctx: ctx}
+	s.due(time.Second, 0)
+	assert.False(t, s.due(time.Second-reclaimGrace, 0), "expect a clock stepped back to start the grace over")
+	assert.True(t, s.due(time.Second, 0))
+}

@@ -21,11 +21,13 @@ type client struct {
 }
 
 // newClient returns a client of mode m for k goroutines, talking to
-// endpoint; when sent is not nil it counts the requests the client sends.
+// endpoint; when sent is not nil it counts the requests the client sends,
+// and with stamp it stamps each request's send time into its operation's
+// sendStamp.
 // When meter is not nil and m is one of ours, the retryer records into
 // meter; the dynamodb.Client records nothing either way, so that only the
 // retryer's instruments cost.
-func newClient(endpoint string, m mode, k int, sent *atomic.Int64, meter metrics.MeterProvider) client {
+func newClient(endpoint string, m mode, k int, sent *atomic.Int64, stamp bool, meter metrics.MeterProvider) client {
 	c := client{transport: clientTransport(k)}
 	switch {
 	case meter != nil && m.metered != nil:
@@ -34,8 +36,8 @@ func newClient(endpoint string, m mode, k int, sent *atomic.Int64, meter metrics
 		c.retryer = m.retryer()
 	}
 	var transport http.RoundTripper = c.transport
-	if sent != nil {
-		transport = countingTransport{next: c.transport, sent: sent}
+	if sent != nil || stamp {
+		transport = observingTransport{next: c.transport, sent: sent}
 	}
 	c.ddb = dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
@@ -62,13 +64,29 @@ func clientTransport(k int) *http.Transport {
 	}
 }
 
-// countingTransport counts the requests it sends.
-type countingTransport struct {
+// sendStamp is an operation's context key for an *atomic.Pointer[time.Time]
+// that observingTransport sets to the time its last attempt was sent.
+type sendStamp struct{}
+
+// withSendStamp returns ctx carrying at as its sendStamp.
+func withSendStamp(ctx context.Context, at *atomic.Pointer[time.Time]) context.Context {
+	return context.WithValue(ctx, sendStamp{}, at)
+}
+
+// observingTransport counts the requests it sends when sent is not nil,
+// and stamps the send time of each into its operation's sendStamp, if any.
+type observingTransport struct {
 	next http.RoundTripper
 	sent *atomic.Int64
 }
 
-func (t countingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
-	t.sent.Add(1)
+func (t observingTransport) RoundTrip(req *http.Request) (*http.Response, error) {
+	if t.sent != nil {
+		t.sent.Add(1)
+	}
+	if at, ok := req.Context().Value(sendStamp{}).(*atomic.Pointer[time.Time]); ok {
+		now := time.Now()
+		at.Store(&now)
+	}
 	return t.next.RoundTrip(req)
 }

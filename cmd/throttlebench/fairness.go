@@ -5,6 +5,7 @@ import (
 	"io"
 	"math"
 	"text/tabwriter"
+	"time"
 )
 
 // fairness is how evenly the clients of a fleet shared the table: a limiter
@@ -43,17 +44,25 @@ func fairnessOf(ok []int64, base float64) fairness {
 	return f
 }
 
-// shareBase returns what a client's share is of in r: the capacity over the
-// run, or every success when the capacity is unlimited.
-func shareBase(r result) float64 {
+// shareBase returns what a client's share is of in r from offset from on:
+// the capacity from then to the end, or the successes ok of the clients
+// from then when the capacity is unlimited.
+func shareBase(r result, ok []int64, from time.Duration) float64 {
 	if r.unlimited() {
-		return float64(r.successes)
+		var total int64
+		for _, x := range ok {
+			total += x
+		}
+		return float64(total)
 	}
-	return r.scen.capacityBetween(r.capacity, 0, r.scen.duration())
+	return r.scen.capacityBetween(r.capacity, from, r.scen.duration())
 }
 
 // printFairness prints, for a fleet, one row per result: Jain's index and
-// the smallest and largest share a client got, next to the fair share.
+// the smallest and largest share a client got, next to the fair share; when
+// the last client joined late, a second table does the same from its join
+// on and adds that client's own share, so that neither the early clients'
+// head start nor the run's average hides a late client kept small.
 func printFairness(w io.Writer, results []result) {
 	if len(results) == 0 || len(results[0].clientOK) < 2 {
 		return
@@ -62,13 +71,39 @@ func printFairness(w io.Writer, results []result) {
 	if results[0].unlimited() {
 		of = "all successes"
 	}
-	fmt.Fprintf(w, "fairness over the %d clients (shares of the %s over the run):\n", len(results[0].clientOK), of)
+	n := len(results[0].clientOK)
+	printFairnessTable(w, fmt.Sprintf("fairness over the %d clients (shares of the %s over the run):", n, of),
+		results, false, func(r result) ([]int64, float64) { return r.clientOK, shareBase(r, r.clientOK, 0) })
+	if joined := results[0].joined; joined > 0 {
+		fmt.Fprintln(w)
+		printFairnessTable(w, fmt.Sprintf("fairness over the %d clients once the last joined, at %v (shares of the %s from then; late %%: the last client's):", n, joined, of),
+			results, true, func(r result) ([]int64, float64) {
+				return r.clientSinceJoin, shareBase(r, r.clientSinceJoin, r.joined)
+			})
+	}
+}
+
+// printFairnessTable prints title and a row per result of the fairness of
+// the successes and base that window picks; withLate adds the share of the
+// last client.
+func printFairnessTable(w io.Writer, title string, results []result, withLate bool, window func(result) ([]int64, float64)) {
+	fmt.Fprintln(w, title)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
-	fmt.Fprintln(tw, "mode\tJain\tmin share %\tmax share %\tfair share %\tmin ok\tmax ok\t")
+	header := "mode\tJain\tmin share %\tmax share %\tfair share %\tmin ok\tmax ok"
+	if withLate {
+		header += "\tlate %\tlate ok"
+	}
+	fmt.Fprintln(tw, header+"\t")
 	for _, r := range results {
-		f := fairnessOf(r.clientOK, shareBase(r))
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d\t\n", r.mode, fixed(f.jain, 3),
+		ok, base := window(r)
+		f := fairnessOf(ok, base)
+		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%d\t%d", r.mode, fixed(f.jain, 3),
 			fixed(100*f.minShare, 2), fixed(100*f.maxShare, 2), fixed(100*f.fairShare, 2), f.minOK, f.maxOK)
+		if withLate && len(ok) > 0 {
+			last := ok[len(ok)-1]
+			fmt.Fprintf(tw, "\t%s\t%d", fixed(100*float64(last)/base, 2), last)
+		}
+		fmt.Fprintln(tw, "\t")
 	}
 	_ = tw.Flush()
 }

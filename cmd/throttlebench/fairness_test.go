@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"math"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 )
@@ -61,10 +62,15 @@ func TestFairnessOf(t *testing.T) {
 
 func TestShareBase(t *testing.T) {
 	steady := mustScenario(t, scenarioSteady, 0.5) // 5 s
-	assert.InDelta(t, 2500.0, shareBase(result{scen: steady, capacity: 500, successes: 2000}), 1e-9,
+	ok := []int64{1500, 500}
+	assert.InDelta(t, 2500.0, shareBase(result{scen: steady, capacity: 500}, ok, 0), 1e-9,
 		"expect the capacity over the run")
-	assert.InDelta(t, 2000.0, shareBase(result{scen: steady, capacity: math.Inf(1), successes: 2000}), 1e-9,
+	assert.InDelta(t, 1000.0, shareBase(result{scen: steady, capacity: 500}, ok, 3*time.Second), 1e-9,
+		"expect the capacity from the offset on")
+	assert.InDelta(t, 2000.0, shareBase(result{scen: steady, capacity: math.Inf(1)}, ok, 0), 1e-9,
 		"expect every success when unlimited")
+	assert.InDelta(t, 2000.0, shareBase(result{scen: steady, capacity: math.Inf(1)}, ok, 3*time.Second), 1e-9,
+		"expect the successes given when unlimited, whatever the offset")
 }
 
 func TestPrintFairness(t *testing.T) {
@@ -77,7 +83,23 @@ func TestPrintFairness(t *testing.T) {
 	// (400)² / (4 × (22500+2500+10000+10000)) = 160000/180000.
 	assert.Regexp(t, `ours-full\+rate\s+0\.889\s+12\.50\s+37\.50\s+25\.00\s+50\s+150`, text)
 
+	assert.NotContains(t, text, "once the last joined", "expect no late table when every client started together")
+
 	out.Reset()
 	printFairness(&out, []result{{mode: "one", scen: steady, capacity: 400, clientOK: []int64{400}}})
 	assert.Empty(t, out.String(), "expect no fairness table for a single client")
+}
+
+func TestPrintFairnessAfterALateJoin(t *testing.T) {
+	steady := mustScenario(t, scenarioSteady, 0.2) // 2 s
+	r := result{mode: "ours-full+rate", scen: steady, capacity: 400, successes: 800,
+		clientOK: []int64{300, 300, 200}, joined: 1500 * time.Millisecond, clientSinceJoin: []int64{80, 80, 40}}
+	var out bytes.Buffer
+	printFairness(&out, []result{r})
+	text := out.String()
+	// Over the run: 800² / (3 × 220000); from the join on (200 of
+	// capacity): 200² / (3 × 14400).
+	assert.Regexp(t, `ours-full\+rate\s+0\.970\s+25\.00\s+37\.50\s+33\.33\s+200\s+300\s*\n`, text)
+	assert.Contains(t, text, "once the last joined, at 1.5s (shares of the capacity from then; late %: the last client's)")
+	assert.Regexp(t, `ours-full\+rate\s+0\.926\s+20\.00\s+40\.00\s+33\.33\s+40\s+80\s+20\.00\s+40\s*\n`, text)
 }

@@ -61,6 +61,7 @@ type loadConfig struct {
 	throttleProb float64       // the probability that the proxy throttles a request whatever the load
 	seed         uint64        // seeds the proxy's random throttles
 	warmup       time.Duration // how long the clients run at unlimited capacity before the scenario
+	late         time.Duration // with a fleet, when the last client starts, from the scenario's start; 0: with the others
 	drain        time.Duration // how long to wait for operations to stop after the end
 	trace        io.Writer     // when not nil, receives the send rate of ours each second
 	gauges       bool          // give ours' retryers meter providers and sample their gauges (-plot-metrics)
@@ -84,6 +85,8 @@ type worker struct {
 	failed    failures
 	cutOff    int64
 	warmupOK  int64 // successes of the warm-up, not counted
+	carried   int64 // operations started in the warm-up whose last attempt was sent in the scenario, counted
+	sinceJoin int64 // successes completed once the fleet's last client had joined
 	latencies []time.Duration
 }
 
@@ -130,18 +133,21 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 		defer gauges.shutdown()
 	}
 	for i := range clients {
-		clients[i] = newClient(endpoint, m, k, sent, gauges.provider(i))
+		clients[i] = newClient(endpoint, m, k, sent, cfg.warmup > 0, gauges.provider(i))
 		defer clients[i].transport.CloseIdleConnections()
 	}
 
 	dur := scen.duration()
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	// begun is set once the proxy follows the scenario: an operation counts
-	// only if it starts after that, so that no operation that could have
-	// met the warm-up's unlimited table counts, even when the switch comes
-	// late on a busy machine.
+	// begun is set, at begunAt, once the proxy follows
+	// the scenario: an operation counts if it starts after that, or, when
+	// it started in the warm-up, if its last attempt was sent after that
+	// (a limiter's queue carries operations over), so that no operation
+	// whose answer came from the warm-up's unlimited table counts, even
+	// when the switch comes late on a busy machine.
 	var begun atomic.Bool
+	var begunAt atomic.Pointer[time.Time]
 	begun.Store(cfg.warmup == 0)
 	var phasesDone sync.WaitGroup
 	phasesDone.Add(1)
@@ -149,7 +155,11 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	go func() {
 		defer phasesDone.Done()
 		defer cancel()
-		phaseErr = followPhases(ctx, proxy, cfg, scen, start, func() { begun.Store(true) })
+		phaseErr = followPhases(ctx, proxy, cfg, scen, start, func() {
+			now := time.Now()
+			begunAt.Store(&now)
+			begun.Store(true)
+		})
 	}()
 	if ours, ok := clients[0].retryer.(*jitterretry.Retryer); ok && sent != nil {
 		phasesDone.Add(1)
@@ -172,20 +182,32 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	bins := make([]atomic.Int64, int((dur+binWidth-1)/binWidth))
 	workers := make([]worker, len(clients)*k)
 	var firstErr [3]atomic.Bool
+	joined := start.Add(cfg.late)
 	var wg sync.WaitGroup
 	for i := range workers {
 		workers[i].client = i / k
 		wg.Add(1)
 		go func(w *worker, ddb *dynamodb.Client, id string) {
 			defer wg.Done()
+			var lastSend atomic.Pointer[time.Time]
+			opCtx := ctx
+			if cfg.warmup > 0 {
+				opCtx = withSendStamp(ctx, &lastSend)
+			}
+			if cfg.late > 0 && w.client == len(clients)-1 {
+				// The late client misses the warm-up too: it arrives
+				// fresh, as a new host or Lambda instance does.
+				sleepUntil(ctx, joined)
+			}
 			for n := 0; ctx.Err() == nil; n++ {
 				in := &dynamodb.PutItemInput{
 					TableName: aws.String(tableName),
 					Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: id + "-" + strconv.Itoa(n)}},
 				}
 				counted := begun.Load()
+				lastSend.Store(nil)
 				t0 := time.Now()
-				_, err := ddb.PutItem(ctx, in)
+				_, err := ddb.PutItem(opCtx, in)
 				done := time.Now()
 				if ctx.Err() != nil || done.After(end) {
 					// Ended by the end of the run, whatever its outcome. The
@@ -193,6 +215,10 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 					// a saturated machine the timer that cancels can fire late.
 					w.cutOff++
 					return
+				}
+				if sent, at := lastSend.Load(), begunAt.Load(); !counted && sent != nil && at != nil && sent.After(*at) {
+					counted = true
+					w.carried++
 				}
 				if !counted {
 					if err == nil {
@@ -210,6 +236,9 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 					continue
 				}
 				w.successes++
+				if !done.Before(joined) {
+					w.sinceJoin++
+				}
 				if b := int(done.Sub(start) / binWidth); b >= 0 && b < len(bins) {
 					bins[b].Add(1)
 				}
@@ -232,6 +261,9 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	// left out, as their operations are.
 	st := proxy.Stats()
 	r := result{mode: m.name, k: k, scen: scen, capacity: cfg.capacity, clientOK: make([]int64, len(clients)), gauges: samples}
+	if cfg.late > 0 {
+		r.joined, r.clientSinceJoin = cfg.late, make([]int64, len(clients))
+	}
 	n := int((dur + time.Second - 1) / time.Second)
 	for _, s := range st.PerSecond[:min(n, len(st.PerSecond))] {
 		r.seconds = append(r.seconds, second{requests: s.Requests, throttled: s.Throttled})
@@ -241,9 +273,13 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	for _, w := range workers {
 		r.successes += w.successes
 		r.clientOK[w.client] += w.successes
+		if r.clientSinceJoin != nil {
+			r.clientSinceJoin[w.client] += w.sinceJoin
+		}
 		r.failed.add(w.failed)
 		r.cutOff += w.cutOff
 		r.warmupOK += w.warmupOK
+		r.carried += w.carried
 		r.latencies = append(r.latencies, w.latencies...)
 	}
 	r.okBins = make([]int64, len(bins))

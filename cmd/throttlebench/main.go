@@ -28,9 +28,13 @@
 // throttle each request with probability P whatever the load (with
 // -capacity 0, an unlimited table, only those); -warmup D runs the clients
 // for D at unlimited capacity before the scenario, on the same retryers, so
-// that what a limiter learnt carries over.
+// that what a limiter learnt carries over (an operation started in the
+// warm-up counts when its last attempt was sent in the scenario); -late D
+// starts a fleet's last client D into the scenario, fresh, and reports the
+// fleet's fairness from then on, with that client's share.
 //
 //	go run ./cmd/throttlebench -fleet 16 -k 4 -scenarios steady -modes sdk-standard,ours-full,ours-full+rate
+//	go run ./cmd/throttlebench -fleet 16 -k 4 -late 5s -scenarios steady -modes sdk-standard,ours-full,ours-full+rate
 //	go run ./cmd/throttlebench -capacity 0 -throttle-prob 0.2 -k 8 -scenarios steady
 //	go run ./cmd/throttlebench -k 64 -warmup 1s -scenarios drop -initial-rate 500
 //
@@ -130,7 +134,7 @@ func run(args []string, stdout, stderr io.Writer) error {
 				fmt.Fprintf(stderr, "throttlebench: %s %s %s: %d ok, %d failed, %d requests",
 					label, s.name, m.name, r.successes, r.failed.total(), r.requests)
 				if cfg.load.warmup > 0 {
-					fmt.Fprintf(stderr, " (and %d ok in the warm-up, not counted)", r.warmupOK)
+					fmt.Fprintf(stderr, " (and %d ok in the warm-up, not counted; %d operations started in it counted, their last attempt sent after it)", r.warmupOK, r.carried)
 				}
 				fmt.Fprintln(stderr)
 				time.Sleep(cfg.pause)
@@ -188,12 +192,16 @@ func describeLoad(l loadConfig) string {
 	}
 	if l.fleet > 1 {
 		fmt.Fprintf(&b, "; a fleet of %d clients per mode, each with its own retryer, dynamodb.Client and K goroutines", l.fleet)
+		if l.late > 0 {
+			fmt.Fprintf(&b, ", the last joining fresh %v after the scenario's start", l.late)
+		}
 	} else {
 		b.WriteString("; one shared dynamodb.Client per mode")
 	}
 	if l.warmup > 0 {
 		fmt.Fprintf(&b, "; a warm-up of %v at unlimited capacity without random throttles on the same clients before each run,"+
-			" not counted (neither the operations started before the scenario nor the server's counts before it)", l.warmup)
+			" not counted (the server's counts start with the scenario; an operation started before it counts only when its"+
+			" last attempt was sent in it, as one a limiter's queue carried over, and its latency then includes its wait in the warm-up)", l.warmup)
 	}
 	b.WriteString("; loopback HTTP")
 	return b.String()
@@ -225,7 +233,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	fs.Float64Var(&cfg.load.throttleProb, "throttle-prob", 0, "probability in [0, 1] that the proxy throttles a request whatever the load, on top of the capacity")
 	fs.Uint64Var(&cfg.load.seed, "seed", 1, "seed of the proxy's random throttles (-throttle-prob), the same for every run")
 	fs.DurationVar(&cfg.load.warmup, "warmup", 0, "before each run, run the same clients and retryers for this long at unlimited capacity without random throttles;\n"+
-		"the warm-up's operations and requests are not counted")
+		"the warm-up's requests are not counted, nor its operations unless their last attempt was sent after it")
+	fs.DurationVar(&cfg.load.late, "late", 0, "with -fleet, start the last client this long after the scenario's start, fresh (it misses the warm-up);\n"+
+		"the report adds the fleet's fairness from then on and that client's share; 0 starts every client together")
 	fs.Float64Var(&cfg.load.burstSeconds, "burst", 0.1, "the table's bucket size, in seconds of capacity")
 	fs.DurationVar(&cfg.load.service, "service", 2*time.Millisecond, "service time of every admitted request")
 	fs.DurationVar(&cfg.load.drain, "drain", 15*time.Second, "longest wait for the goroutines to stop after a run; longer is an error")
@@ -284,11 +294,18 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("invalid -drain %v: must be positive", cfg.load.drain)
 	case cfg.pause < 0:
 		return cfg, fmt.Errorf("invalid -pause %v: must not be negative", cfg.pause)
+	case cfg.load.late < 0:
+		return cfg, fmt.Errorf("invalid -late %v: must not be negative", cfg.load.late)
+	case cfg.load.late > 0 && cfg.load.fleet < 2:
+		return cfg, fmt.Errorf("invalid -late %v without -fleet: a late client needs a fleet to join", cfg.load.late)
 	}
 	for _, name := range listflag.Split(*scenarios) {
 		s, err := newScenario(name, *scale)
 		if err != nil {
 			return cfg, err
+		}
+		if cfg.load.late >= s.duration() {
+			return cfg, fmt.Errorf("invalid -late %v: the scenario %s ends at %v, before the last client would join", cfg.load.late, s.name, s.duration())
 		}
 		cfg.scenarios = append(cfg.scenarios, s)
 	}

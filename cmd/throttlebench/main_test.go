@@ -9,8 +9,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
 )
 
 // TestRunEndToEnd runs two modes for a fraction of a second each on
@@ -33,11 +36,8 @@ func TestRunEndToEnd(t *testing.T) {
 }
 
 func TestRunOneCountsWhatTheServerSaw(t *testing.T) {
-	up, err := startUpstream(0)
-	require.NoError(t, err)
-	defer func() { _ = up.Close() }()
-	m, err := parseMode("ours-full", 0)
-	require.NoError(t, err)
+	up := mustUpstream(t)
+	m := mustMode(t, "ours-full")
 	s := mustScenario(t, scenarioSteady, 0.03)
 	r, err := runOne(loadConfig{capacity: 1000, burstSeconds: 0.1, drain: 30 * time.Second}, up, m, 2, s)
 	require.NoError(t, err)
@@ -72,6 +72,9 @@ func TestParseFlagsIssue15(t *testing.T) {
 		"warm-up": {[]string{"-warmup", "1s"}, func(t *testing.T, cfg config) {
 			assert.Equal(t, time.Second, cfg.load.warmup)
 		}},
+		"a late client": {[]string{"-fleet", "4", "-late", "5s", "-scenarios", "steady,drop"}, func(t *testing.T, cfg config) {
+			assert.Equal(t, 5*time.Second, cfg.load.late)
+		}},
 		"as many goroutines as allowed": {[]string{"-fleet", "5", "-k", "1000"}, func(t *testing.T, cfg config) {
 			assert.Equal(t, 5, cfg.load.fleet)
 		}},
@@ -97,6 +100,10 @@ func TestParseFlagsIssue15(t *testing.T) {
 		"a drop of an unlimited table":  {"-capacity", "0", "-scenarios", "drop"},
 		"unlimited with every scenario": {"-capacity", "0"},
 		"negative seed":                 {"-seed", "-1"},
+		"a late client without a fleet": {"-late", "1s"},
+		"a negative late join":          {"-fleet", "2", "-late", "-1s"},
+		"a join after the end":          {"-fleet", "2", "-late", "10s", "-scenarios", "steady"},
+		"a join after a scaled end":     {"-fleet", "2", "-late", "1s", "-scale", "0.1"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseFlags(args, &bytes.Buffer{})
@@ -138,11 +145,8 @@ func TestRunIssue15EndToEnd(t *testing.T) {
 // on an unlimited table the scenario, which throttles every request,
 // counts none of the warm-up's successes.
 func TestRunOneFleetAfterWarmup(t *testing.T) {
-	up, err := startUpstream(0)
-	require.NoError(t, err)
-	defer func() { _ = up.Close() }()
-	m, err := parseMode("sdk-standard", 0)
-	require.NoError(t, err)
+	up := mustUpstream(t)
+	m := mustMode(t, "sdk-standard")
 	cfg := loadConfig{capacity: math.Inf(1), burstSeconds: 0.1, drain: 30 * time.Second,
 		fleet: 3, throttleProb: 1, seed: 1, warmup: 200 * time.Millisecond}
 	r, err := runOne(cfg, up, m, 2, mustScenario(t, scenarioSteady, 0.03))
@@ -163,4 +167,47 @@ func TestRunOneFleetAfterWarmup(t *testing.T) {
 	}
 	assert.Equal(t, r.successes, sum, "expect the clients' successes to add up")
 	assert.Zero(t, r.warmupOK)
+}
+
+// TestRunOneLateClient checks what holds whatever the machine's speed: the
+// late client succeeds only after it joins, and the fleet's successes from
+// the join on are counted apart and add up to no more than the run's.
+func TestRunOneLateClient(t *testing.T) {
+	up := mustUpstream(t)
+	m := mustMode(t, "ours-full+rate")
+	s := mustScenario(t, scenarioSteady, 0.06) // 600 ms
+	cfg := loadConfig{capacity: 1000, burstSeconds: 0.1, drain: 30 * time.Second, fleet: 3,
+		warmup: 100 * time.Millisecond, late: 300 * time.Millisecond}
+	r, err := runOne(cfg, up, m, 2, s)
+	require.NoError(t, err)
+	assert.Equal(t, 300*time.Millisecond, r.joined)
+	require.Len(t, r.clientSinceJoin, 3)
+	for i := range r.clientOK {
+		assert.LessOrEqual(t, r.clientSinceJoin[i], r.clientOK[i], "client %d", i)
+	}
+	assert.Equal(t, r.clientOK[2], r.clientSinceJoin[2], "expect the late client to succeed only once it joined")
+	assert.Positive(t, r.clientSinceJoin[2], "expect the late client to run")
+	assert.Greater(t, r.clientOK[0], r.clientSinceJoin[0], "expect the early clients to succeed before the join too")
+}
+
+// TestRunOneCountsOperationsTheQueueCarriedOver checks what holds whatever
+// the machine's speed: a limiter at 50/s with 10 callers always has
+// operations waiting, so some started in the warm-up are sent in the
+// scenario, and they count (before, they did not: at K = 1000 a fifth of
+// the capacity the limiter used went unreported).
+func TestRunOneCountsOperationsTheQueueCarriedOver(t *testing.T) {
+	up := mustUpstream(t)
+	m := mustMode(t, "ours-full+rate")
+	m.retryer = func() aws.Retryer {
+		return jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
+			o.SendRate = &jitterretry.SendRateOptions{InitialRate: 50, MaxRate: 50}
+		})
+	}
+	cfg := loadConfig{capacity: math.Inf(1), burstSeconds: 0.1, drain: 30 * time.Second, warmup: 300 * time.Millisecond}
+	r, err := runOne(cfg, up, m, 10, mustScenario(t, scenarioSteady, 0.05)) // 500 ms
+	require.NoError(t, err)
+	assert.Positive(t, r.warmupOK, "expect the operations answered in the warm-up left out")
+	assert.Positive(t, r.carried, "expect operations queued across the switch counted")
+	assert.LessOrEqual(t, r.carried, r.successes+r.failed.total())
+	assert.Zero(t, r.throttled)
 }

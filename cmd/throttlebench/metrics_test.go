@@ -39,9 +39,7 @@ func TestRunPlotMetricsEndToEnd(t *testing.T) {
 // retryers can report: every client's tokens within the bucket, a positive
 // rate only with the limiter on, nothing for the SDK's retryer.
 func TestRunOneSamplesTheGauges(t *testing.T) {
-	up, err := startUpstream(0)
-	require.NoError(t, err)
-	defer func() { _ = up.Close() }()
+	up := mustUpstream(t)
 	const fleet = 2
 	cfg := loadConfig{capacity: 500, burstSeconds: 0.1, drain: 30 * time.Second, fleet: fleet, gauges: true}
 	s := mustScenario(t, scenarioDrop, 0.1)

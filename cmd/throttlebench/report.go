@@ -45,12 +45,20 @@ type result struct {
 	failed    failures
 	cutOff    int64           // operations still running when the scenario ended
 	warmupOK  int64           // successes of the warm-up, not counted in the rest
+	carried   int64           // operations started in the warm-up and counted: their last attempt was sent in the scenario
 	latencies []time.Duration // every operation that returned, success or failure
 	okBins    []int64         // successes completed in each binWidth from the start
 	requests  int64           // server-seen requests, throttled ones included
 	throttled int64
 	seconds   []second
 	gauges    []gaugeSample // ours' retryers' gauges every gaugeInterval, with -plot-metrics; nil otherwise
+
+	// joined is when the fleet's last client started, from the scenario's
+	// start (-late); 0 when every client started together.
+	joined time.Duration
+	// clientSinceJoin is the successes of each client completed from
+	// joined on; nil when joined is 0.
+	clientSinceJoin []int64
 }
 
 // unlimited reports whether the table had no capacity limit.

@@ -25,6 +25,23 @@ func mustScenario(t *testing.T, name string, scale float64) scenario {
 	return s
 }
 
+// mustUpstream starts an upstream answering at once, closed when t ends.
+func mustUpstream(t *testing.T) *upstream {
+	t.Helper()
+	up, err := startUpstream(0)
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = up.Close() })
+	return up
+}
+
+// mustMode returns the mode called name, its limiter starting unlimited.
+func mustMode(t *testing.T, name string) mode {
+	t.Helper()
+	m, err := parseMode(name, 0)
+	require.NoError(t, err)
+	return m
+}
+
 func TestScenarioCapacity(t *testing.T) {
 	drop := mustScenario(t, scenarioDrop, 1)
 	for name, tc := range map[string]struct {
