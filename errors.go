@@ -113,6 +113,7 @@ type GiveUpError struct {
 	margin               time.Duration // GiveUpDeadline: the time kept for the attempt after the wait
 	waited               time.Duration // GiveUpBudget: the backoff waited before refusing
 	available, requested uint          // GiveUpBudget
+	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
 	// joined is set when the SDK's middleware joins this error with Err:
 	// the message then leaves Err out, so that the cause is printed once.
@@ -130,6 +131,9 @@ func (e *GiveUpError) Error() string {
 	switch e.Reason {
 	case GiveUpBudget:
 		msg = fmt.Sprintf("jitterretry: retry quota exceeded, %d available, %d requested", e.available, e.requested)
+		if e.limiterErr != nil {
+			msg = "jitterretry: failed to get rate limit token, " + e.limiterErr.Error()
+		}
 		if e.Partition != "" {
 			msg += " in partition " + e.Partition
 		}
@@ -172,16 +176,17 @@ func (e *GiveUpError) Unwrap() error {
 	return e.Err
 }
 
-// Is matches ErrRetryBudgetExhausted for GiveUpBudget,
-// context.DeadlineExceeded for GiveUpDeadline, and the context's error for
-// GiveUpCanceled. A nil *GiveUpError matches nothing.
+// Is matches ErrRetryBudgetExhausted for GiveUpBudget (and what a custom
+// RateLimiter's refusal matches), context.DeadlineExceeded for
+// GiveUpDeadline, and the context's error for GiveUpCanceled. A nil
+// *GiveUpError matches nothing.
 func (e *GiveUpError) Is(target error) bool {
 	if e == nil {
 		return false
 	}
 	switch e.Reason {
 	case GiveUpBudget:
-		return target == ErrRetryBudgetExhausted
+		return target == ErrRetryBudgetExhausted || e.limiterErr != nil && errors.Is(e.limiterErr, target)
 	case GiveUpDeadline:
 		return target == context.DeadlineExceeded
 	case GiveUpCanceled:
@@ -190,14 +195,15 @@ func (e *GiveUpError) Is(target error) bool {
 	return false
 }
 
-// As fills a *ratelimit.QuotaExceededError target for GiveUpBudget, a
-// **retry.MaxAttemptsError target for GiveUpMaxAttempts, and, for
-// GiveUpCanceled and GiveUpDeadline, a target of the SDK's cancellation
-// types (**aws.RequestCanceledError, or the interface with CanceledError()
-// bool), wrapping the context's error, or context.DeadlineExceeded for a
-// deadline the retryer saw coming (the SDK sleeps into it and returns that
-// type), so code written for the SDK's retry.Standard keeps working. A nil
-// *GiveUpError fills nothing.
+// As fills a *ratelimit.QuotaExceededError target for GiveUpBudget (a
+// custom RateLimiter's own, when its refusal holds one, and any other
+// target that refusal fills), a **retry.MaxAttemptsError target for
+// GiveUpMaxAttempts, and, for GiveUpCanceled and GiveUpDeadline, a target
+// of the SDK's cancellation types (**aws.RequestCanceledError, or the
+// interface with CanceledError() bool), wrapping the context's error, or
+// context.DeadlineExceeded for a deadline the retryer saw coming (the SDK
+// sleeps into it and returns that type), so code written for the SDK's
+// retry.Standard keeps working. A nil *GiveUpError fills nothing.
 func (e *GiveUpError) As(target any) bool {
 	if e == nil {
 		return false
@@ -214,17 +220,18 @@ func (e *GiveUpError) As(target any) bool {
 			return true
 		}
 	case *ratelimit.QuotaExceededError:
-		if e.Reason == GiveUpBudget {
+		if e.Reason == GiveUpBudget && !(e.limiterErr != nil && errors.As(e.limiterErr, t)) {
 			*t = ratelimit.QuotaExceededError{Available: e.available, Requested: e.requested}
-			return true
 		}
+		return e.Reason == GiveUpBudget
 	case **retry.MaxAttemptsError:
 		if e.Reason == GiveUpMaxAttempts {
 			*t = &retry.MaxAttemptsError{Attempt: e.Attempt, Err: e.Err}
 			return true
 		}
 	}
-	return false
+	// A custom RateLimiter's refusal: its own types too.
+	return e.Reason == GiveUpBudget && e.limiterErr != nil && errors.As(e.limiterErr, target)
 }
 
 // requestCanceled is the SDK's error for the cancelled or timed-out

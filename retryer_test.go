@@ -1096,3 +1096,33 @@ func TestRetryAnsweredByAConflictGetsItsTokensBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint(401), r.Remaining(), "expect a later first-attempt success to earn its increment")
 }
+
+// refusingLimiter is a custom retry.RateLimiter whose every GetToken fails
+// with err, as one backed by a remote quota service that is down.
+type refusingLimiter struct{ err error }
+
+func (l refusingLimiter) GetToken(context.Context, uint) (func() error, error) { return nil, l.err }
+func (l refusingLimiter) AddTokens(uint) error                                 { return nil }
+
+// TestCustomRateLimitersErrorIsKept: a custom RateLimiter's refusal reaches
+// the caller as the SDK's does ("failed to get rate limit token", wrapping
+// it), still a budget give-up.
+func TestCustomRateLimitersErrorIsKept(t *testing.T) {
+	backend := errors.New("limiter backend unavailable")
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.RateLimiter = refusingLimiter{backend}
+		o.FailFastOnEmptyBudget = true
+	})
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = refusingLimiter{backend} })
+	_, sdkErr := operation(context.Background(), sdk, script(fail(serverErr()), ok))
+	require.ErrorIs(t, sdkErr, backend, "the SDK: expect the limiter's error kept")
+
+	attempts, err := operation(context.Background(), r, script(fail(serverErr()), ok))
+	requireAttempts(t, 1, attempts, err)
+	assert.ErrorIs(t, err, backend, "expect the limiter's error kept, got %v", err)
+	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	assert.Contains(t, err.Error(), "failed to get rate limit token")
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpBudget, gu.Reason)
+}
