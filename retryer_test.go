@@ -178,6 +178,23 @@ func TestHugeRetryAfterAsTheSDKSleeps(t *testing.T) {
 	assert.Less(t, time.Since(start), 3*time.Second)
 }
 
+// TestOverflowedRetryAfterSumIsNoWait: a backoff within 5 s of the largest
+// Duration and a hint above it: the SDK's middleware clamps the hint to
+// backoff + 5 s, which overflows below zero, and sleeps none. OnRetry says
+// so, rather than a negative delay.
+func TestOverflowedRetryAfterSumIsNoWait(t *testing.T) {
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return math.MaxInt64 - time.Second, nil })
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	attempts, err := operation(context.Background(), r, script(func() error { return retryAfter(9_223_372_036_854) }, ok))
+	require.NoError(t, err)
+	requireAttempts(t, 2, attempts, err)
+	require.Len(t, delays, 1)
+	assert.Equal(t, time.Duration(0), delays[0], "expect the wait the SDK sleeps, none, not a negative one")
+}
+
 // sharedErrorRetryer makes two operations hand off the same error value at
 // the same instant: each waits in GetRetryToken until both are there.
 type sharedErrorRetryer struct {
