@@ -1143,3 +1143,16 @@ func TestCustomRateLimitersErrorIsKept(t *testing.T) {
 	require.ErrorAs(t, err, &gu)
 	assert.Equal(t, jitterretry.GiveUpBudget, gu.Reason)
 }
+
+// TestPartitionHelpersTakeANilContext: the exported partition helpers treat
+// a nil context as context.Background(), as the retryer does, rather than
+// panic.
+func TestPartitionHelpersTakeANilContext(t *testing.T) {
+	var none context.Context
+	assert.NotPanics(t, func() {
+		assert.Equal(t, "", jitterretry.PartitionByOperation(none))
+		assert.Equal(t, "", jitterretry.PartitionFromContext(none))
+		ctx := jitterretry.WithPartition(none, "orders")
+		assert.Equal(t, "orders", jitterretry.PartitionFromContext(ctx))
+	})
+}
