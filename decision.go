@@ -58,15 +58,20 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 	}
 	if !ok {
 		waited, err := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
-		if err != nil {
-			// The caller left during the wait: that, not the budget, ends
-			// the operation.
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
-		}
 		// A sweep refunds an abandoned retry reclaimGrace after it first
 		// sees its context done; the wait gave the one above that time.
-		if waited > 0 && r.tracked.reclaim() {
+		if err == nil && waited > 0 && r.tracked.reclaim() {
 			release, foreign, refused, ok = l.take(ctx, cost)
+		}
+		if err == nil && !ok {
+			// A custom RateLimiter that waits for a token refuses when
+			// the caller leaves.
+			err = ctx.Err()
+		}
+		if err != nil {
+			// The caller left, during the wait or the limiter's: that,
+			// not the budget, ends the operation.
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
 		}
 		if !ok {
 			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: refused.available, requested: cost, limiterErr: refused.err, joined: joined, waited: waited})

@@ -76,7 +76,10 @@ func (r GiveUpReason) String() string {
 // It matches, by Reason:
 //   - GiveUpBudget: errors.Is(err, ErrRetryBudgetExhausted), and errors.As
 //     to the SDK's ratelimit.QuotaExceededError, filled with the tokens
-//     available and requested, as the SDK's own bucket reports them;
+//     available and requested, as the SDK's own bucket reports them; when
+//     a custom Options.RateLimiter refused, errors.Is and errors.As also
+//     reach its error (after the failed attempt's; Unwrap returns only
+//     the latter);
 //   - GiveUpDeadline: errors.Is(err, context.DeadlineExceeded), so code that
 //     handles timeouts keeps working;
 //   - GiveUpCanceled: errors.Is with the context's own error;
@@ -130,14 +133,18 @@ func (e *GiveUpError) Error() string {
 	var msg string
 	switch e.Reason {
 	case GiveUpBudget:
-		msg = fmt.Sprintf("jitterretry: retry quota exceeded, %d available, %d requested", e.available, e.requested)
-		if e.limiterErr != nil {
+		switch {
+		case e.limiterErr == nil:
+			msg = fmt.Sprintf("jitterretry: retry quota exceeded, %d available, %d requested", e.available, e.requested)
+			if e.Partition != "" {
+				msg += " in partition " + e.Partition
+			}
+			msg += " (client-side retry budget, not an AWS throttle)"
+		case isNilPointer(e.limiterErr):
+			msg = fmt.Sprintf("jitterretry: failed to get rate limit token, <nil %T>", e.limiterErr) // its Error may panic
+		default:
 			msg = "jitterretry: failed to get rate limit token, " + e.limiterErr.Error()
 		}
-		if e.Partition != "" {
-			msg += " in partition " + e.Partition
-		}
-		msg += " (client-side retry budget, not an AWS throttle)"
 	case GiveUpDeadline:
 		what := "backoff"
 		if e.Err == nil {
@@ -230,8 +237,12 @@ func (e *GiveUpError) As(target any) bool {
 			return true
 		}
 	}
-	// A custom RateLimiter's refusal: its own types too.
-	return e.Reason == GiveUpBudget && e.limiterErr != nil && errors.As(e.limiterErr, target)
+	// A custom RateLimiter's refusal: its own types too, after the failed
+	// attempt's, which errors.As would reach next through Unwrap.
+	if e.Reason != GiveUpBudget || e.limiterErr == nil {
+		return false
+	}
+	return e.Err != nil && errors.As(e.Err, target) || errors.As(e.limiterErr, target)
 }
 
 // requestCanceled is the SDK's error for the cancelled or timed-out

@@ -1156,3 +1156,63 @@ func TestPartitionHelpersTakeANilContext(t *testing.T) {
 		assert.Equal(t, "orders", jitterretry.PartitionFromContext(ctx))
 	})
 }
+
+// nilLimiterErr is an error type whose nil pointer a careless limiter
+// returns as a non-nil error.
+type nilLimiterErr struct{ reason string }
+
+func (e *nilLimiterErr) Error() string { return e.reason }
+
+// quotaTableErr is a limiter backed by a remote quota table that fails
+// with the table's own API error.
+var quotaTableErr = &smithy.GenericAPIError{Code: "ResourceNotFoundException", Message: "quota table"}
+
+// TestCustomRateLimitersOddErrors: a typed-nil refusal prints, as the
+// SDK's does, rather than panic; errors.As finds the attempt's own error
+// before the limiter's; a limiter that fails because the caller left is a
+// cancellation, not the budget.
+func TestCustomRateLimitersOddErrors(t *testing.T) {
+	t.Run("typed nil", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = refusingLimiter{(*nilLimiterErr)(nil)}
+			o.FailFastOnEmptyBudget = true
+		})
+		_, err := operation(context.Background(), r, script(fail(serverErr()), ok))
+		require.Error(t, err)
+		assert.NotPanics(t, func() { _ = err.Error() })
+	})
+	t.Run("the attempt's error first", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = refusingLimiter{quotaTableErr}
+			o.FailFastOnEmptyBudget = true
+		})
+		throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+		err := jitterretry.Do(context.Background(), r, func(context.Context) error { return throttle })
+		var api smithy.APIError
+		require.ErrorAs(t, err, &api)
+		assert.Equal(t, "ThrottlingException", api.ErrorCode(), "expect the attempt's own error, not the limiter's, got %v", err)
+		assert.ErrorIs(t, err, quotaTableErr, "expect the limiter's error still reached")
+	})
+	t.Run("the caller left", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = ctxLimiter{cancel}
+			o.FailFastOnEmptyBudget = true
+		})
+		_, err := operation(ctx, r, script(fail(serverErr()), ok))
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason, "expect a cancellation, got %v", err)
+	})
+}
+
+// ctxLimiter cancels the caller's context and refuses with its error, as
+// a limiter that waits for a token does when the caller leaves.
+type ctxLimiter struct{ cancel context.CancelFunc }
+
+func (l ctxLimiter) GetToken(ctx context.Context, _ uint) (func() error, error) {
+	l.cancel()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (l ctxLimiter) AddTokens(uint) error { return nil }
