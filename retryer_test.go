@@ -506,10 +506,10 @@ func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
 				}
 			})
 			offset.Store(int64(tc.start))
-			abandon := func(retryer aws.Retryer) {
+			abandon := func(retryer aws.RetryerV2) {
 				ctx, cancel := context.WithCancel(context.Background())
-				go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-				_, err := operation(ctx, retryer, script(throttleErr))
+				defer cancel()
+				_, err := operation(ctx, cancelOnRetryToken{retryer, cancel}, script(throttleErr))
 				var canceled *aws.RequestCanceledError
 				require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
 			}
@@ -521,9 +521,9 @@ func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
 				}
 				require.Equal(t, uint(500), r.Remaining(), "expect the first abandoned retry's tokens back")
 			}
-			var retryer aws.Retryer = r
+			var retryer aws.RetryerV2 = r
 			if tc.wrap {
-				retryer = retry.AddWithMaxBackoffDelay(r, time.Hour)
+				retryer = retry.AddWithMaxBackoffDelay(r, time.Hour).(aws.RetryerV2) // it embeds the V2 it wraps
 			}
 			abandon(retryer)
 			if tc.glitch > 0 {
@@ -538,6 +538,22 @@ func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
 			assert.Equal(t, uint(500), r.Remaining(), "expect the abandoned retry's 5 tokens back")
 		})
 	}
+}
+
+// cancelOnRetryToken cancels the caller's context once a retry token is
+// taken: the caller leaves during the backoff, whatever backoff is drawn.
+// (A cancel 20 ms after the start lost the race one time in a hundred under
+// retry.AddWithMaxBackoffDelay, whose own jitter draws from [0, 2 s): the
+// sleep ended first, and a second retry spent its tokens for good.)
+type cancelOnRetryToken struct {
+	aws.RetryerV2
+	cancel context.CancelFunc
+}
+
+func (c cancelOnRetryToken) GetRetryToken(ctx context.Context, err error) (func(error) error, error) {
+	release, terr := c.RetryerV2.GetRetryToken(ctx, err)
+	c.cancel()
+	return release, terr
 }
 
 // foreverBackoff is a Backoff that says "forever".
