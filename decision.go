@@ -39,7 +39,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
-	release, foreign, available, ok := l.take(ctx, cost)
+	release, foreign, refused, ok := l.take(ctx, cost)
 	if ok && p.hasDeadline && l.bucket == nil {
 		// A foreign RateLimiter's GetToken may have blocked: the deadline
 		// check and the hand-off count from now.
@@ -47,7 +47,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 	}
 	if !ok && r.tracked.reclaim() {
 		// Tokens of retries abandoned with their context came back.
-		release, foreign, available, ok = l.take(ctx, cost)
+		release, foreign, refused, ok = l.take(ctx, cost)
 	}
 	if !ok && p.class == ClassThrottle && !r.failFast && l.ownBucket && l.sender != nil && l.sender.holdsBack() {
 		// The limiter holds the partition's callers back, at a rate it
@@ -58,18 +58,23 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 	}
 	if !ok {
 		waited, err := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
-		if err != nil {
-			// The caller left during the wait: that, not the budget, ends
-			// the operation.
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
-		}
 		// A sweep refunds an abandoned retry reclaimGrace after it first
 		// sees its context done; the wait gave the one above that time.
-		if waited > 0 && r.tracked.reclaim() {
-			release, foreign, available, ok = l.take(ctx, cost)
+		if err == nil && waited > 0 && r.tracked.reclaim() {
+			release, foreign, refused, ok = l.take(ctx, cost)
+		}
+		if err == nil && !ok {
+			// A custom RateLimiter that waits for a token refuses when
+			// the caller leaves.
+			err = ctx.Err()
+		}
+		if err != nil {
+			// The caller left, during the wait or the limiter's: that,
+			// not the budget, ends the operation.
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
 		}
 		if !ok {
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: available, requested: cost, joined: joined, waited: waited})
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: refused.available, requested: cost, limiterErr: refused.err, joined: joined, waited: waited})
 		}
 		// Admitted after all: the backoff is shorter by the wait, and the
 		// deadline check that follows must count from now.

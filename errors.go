@@ -76,7 +76,10 @@ func (r GiveUpReason) String() string {
 // It matches, by Reason:
 //   - GiveUpBudget: errors.Is(err, ErrRetryBudgetExhausted), and errors.As
 //     to the SDK's ratelimit.QuotaExceededError, filled with the tokens
-//     available and requested, as the SDK's own bucket reports them;
+//     available and requested, as the SDK's own bucket reports them; when
+//     a custom Options.RateLimiter refused, errors.Is and errors.As also
+//     reach its error (after the failed attempt's; Unwrap returns only
+//     the latter);
 //   - GiveUpDeadline: errors.Is(err, context.DeadlineExceeded), so code that
 //     handles timeouts keeps working;
 //   - GiveUpCanceled: errors.Is with the context's own error;
@@ -113,6 +116,7 @@ type GiveUpError struct {
 	margin               time.Duration // GiveUpDeadline: the time kept for the attempt after the wait
 	waited               time.Duration // GiveUpBudget: the backoff waited before refusing
 	available, requested uint          // GiveUpBudget
+	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
 	// joined is set when the SDK's middleware joins this error with Err:
 	// the message then leaves Err out, so that the cause is printed once.
@@ -129,11 +133,18 @@ func (e *GiveUpError) Error() string {
 	var msg string
 	switch e.Reason {
 	case GiveUpBudget:
-		msg = fmt.Sprintf("jitterretry: retry quota exceeded, %d available, %d requested", e.available, e.requested)
-		if e.Partition != "" {
-			msg += " in partition " + e.Partition
+		switch {
+		case e.limiterErr == nil:
+			msg = fmt.Sprintf("jitterretry: retry quota exceeded, %d available, %d requested", e.available, e.requested)
+			if e.Partition != "" {
+				msg += " in partition " + e.Partition
+			}
+			msg += " (client-side retry budget, not an AWS throttle)"
+		case isNilPointer(e.limiterErr):
+			msg = fmt.Sprintf("jitterretry: failed to get rate limit token, <nil %T>", e.limiterErr) // its Error may panic
+		default:
+			msg = "jitterretry: failed to get rate limit token, " + e.limiterErr.Error()
 		}
-		msg += " (client-side retry budget, not an AWS throttle)"
 	case GiveUpDeadline:
 		what := "backoff"
 		if e.Err == nil {
@@ -172,16 +183,17 @@ func (e *GiveUpError) Unwrap() error {
 	return e.Err
 }
 
-// Is matches ErrRetryBudgetExhausted for GiveUpBudget,
-// context.DeadlineExceeded for GiveUpDeadline, and the context's error for
-// GiveUpCanceled. A nil *GiveUpError matches nothing.
+// Is matches ErrRetryBudgetExhausted for GiveUpBudget (and what a custom
+// RateLimiter's refusal matches), context.DeadlineExceeded for
+// GiveUpDeadline, and the context's error for GiveUpCanceled. A nil
+// *GiveUpError matches nothing.
 func (e *GiveUpError) Is(target error) bool {
 	if e == nil {
 		return false
 	}
 	switch e.Reason {
 	case GiveUpBudget:
-		return target == ErrRetryBudgetExhausted
+		return target == ErrRetryBudgetExhausted || e.limiterErr != nil && errors.Is(e.limiterErr, target)
 	case GiveUpDeadline:
 		return target == context.DeadlineExceeded
 	case GiveUpCanceled:
@@ -190,14 +202,15 @@ func (e *GiveUpError) Is(target error) bool {
 	return false
 }
 
-// As fills a *ratelimit.QuotaExceededError target for GiveUpBudget, a
-// **retry.MaxAttemptsError target for GiveUpMaxAttempts, and, for
-// GiveUpCanceled and GiveUpDeadline, a target of the SDK's cancellation
-// types (**aws.RequestCanceledError, or the interface with CanceledError()
-// bool), wrapping the context's error, or context.DeadlineExceeded for a
-// deadline the retryer saw coming (the SDK sleeps into it and returns that
-// type), so code written for the SDK's retry.Standard keeps working. A nil
-// *GiveUpError fills nothing.
+// As fills a *ratelimit.QuotaExceededError target for GiveUpBudget (a
+// custom RateLimiter's own, when its refusal holds one, and any other
+// target that refusal fills), a **retry.MaxAttemptsError target for
+// GiveUpMaxAttempts, and, for GiveUpCanceled and GiveUpDeadline, a target
+// of the SDK's cancellation types (**aws.RequestCanceledError, or the
+// interface with CanceledError() bool), wrapping the context's error, or
+// context.DeadlineExceeded for a deadline the retryer saw coming (the SDK
+// sleeps into it and returns that type), so code written for the SDK's
+// retry.Standard keeps working. A nil *GiveUpError fills nothing.
 func (e *GiveUpError) As(target any) bool {
 	if e == nil {
 		return false
@@ -214,17 +227,22 @@ func (e *GiveUpError) As(target any) bool {
 			return true
 		}
 	case *ratelimit.QuotaExceededError:
-		if e.Reason == GiveUpBudget {
+		if e.Reason == GiveUpBudget && !(e.limiterErr != nil && errors.As(e.limiterErr, t)) {
 			*t = ratelimit.QuotaExceededError{Available: e.available, Requested: e.requested}
-			return true
 		}
+		return e.Reason == GiveUpBudget
 	case **retry.MaxAttemptsError:
 		if e.Reason == GiveUpMaxAttempts {
 			*t = &retry.MaxAttemptsError{Attempt: e.Attempt, Err: e.Err}
 			return true
 		}
 	}
-	return false
+	// A custom RateLimiter's refusal: its own types too, after the failed
+	// attempt's, which errors.As would reach next through Unwrap.
+	if e.Reason != GiveUpBudget || e.limiterErr == nil {
+		return false
+	}
+	return e.Err != nil && errors.As(e.Err, target) || errors.As(e.limiterErr, target)
 }
 
 // requestCanceled is the SDK's error for the cancelled or timed-out

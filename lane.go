@@ -185,20 +185,27 @@ func (l *lane) give(n uint) uint {
 	return 0
 }
 
+// refusal is why a lane refused a retry's tokens: the tokens available,
+// and a foreign limiter's own error.
+type refusal struct {
+	available uint
+	err       error
+}
+
 // take takes cost tokens for a retry. It returns the SDK-style release
 // (refund when the retry succeeds), the foreign limiter's own release (nil
-// with the bucket), and, when refused, the tokens available.
-func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, foreignRelease func() error, available uint, ok bool) {
+// with the bucket), and, when refused, why.
+func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, foreignRelease func() error, refused refusal, ok bool) {
 	if l.bucket == nil {
 		rel, err := l.foreign.GetToken(ctx, cost)
 		if err != nil {
-			return nil, nil, l.remaining(), false
+			return nil, nil, refusal{l.remaining(), err}, false
 		}
-		return l.retryRelease(func() { _ = rel() }), rel, 0, true
+		return l.retryRelease(func() { _ = rel() }), rel, refusal{}, true
 	}
 	avail, ok := l.bucket.take(cost)
 	if !ok {
-		return nil, nil, avail, false
+		return nil, nil, refusal{available: avail}, false
 	}
 	switch cost {
 	case l.costs.retry:
@@ -208,7 +215,7 @@ func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, 
 	default:
 		release = l.refundOnSuccess(cost)
 	}
-	return release, nil, avail, true
+	return release, nil, refusal{}, true
 }
 
 // refund gives a retry's tokens back without a success: the retry was

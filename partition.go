@@ -11,8 +11,12 @@ import (
 
 // PartitionByOperation is an Options.PartitionKey that gives each service
 // operation its own retry token bucket, such as "DynamoDB.PutItem". Outside
-// an SDK operation (in Do, say) it returns "", the shared partition.
+// an SDK operation (in Do, say), or for a nil ctx, it returns "", the shared
+// partition.
 func PartitionByOperation(ctx context.Context) string {
+	if ctx == nil {
+		return ""
+	}
 	service, op := awsmiddle.GetServiceID(ctx), awsmiddle.GetOperationName(ctx)
 	if service == "" && op == "" {
 		return ""
@@ -25,14 +29,21 @@ type partitionKey struct{}
 // WithPartition returns a context whose operations draw retry tokens from the
 // bucket of key (a table name, a tenant) when the Retryer's PartitionKey is
 // PartitionFromContext. See Options.PartitionKey for how many keys are kept.
+// A nil ctx is taken as context.Background(), as the retryer takes it.
 func WithPartition(ctx context.Context, key string) context.Context {
+	if ctx == nil {
+		ctx = context.Background()
+	}
 	return context.WithValue(ctx, partitionKey{}, key)
 }
 
 // PartitionFromContext is an Options.PartitionKey that uses the key set with
 // WithPartition, or the service operation (as PartitionByOperation) when none
-// was set.
+// was set; "" for a nil ctx.
 func PartitionFromContext(ctx context.Context) string {
+	if ctx == nil {
+		return ""
+	}
 	if k, ok := ctx.Value(partitionKey{}).(string); ok {
 		return k
 	}

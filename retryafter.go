@@ -46,19 +46,21 @@ func retryAfterOf(resp *http.Response) retryAfter {
 // It is the middleware's own arithmetic, overflow included: a hint of
 // 9,223,372,036,855 ms or more wraps around when converted to a Duration,
 // and the middleware then sleeps whatever the clamp makes of the wrapped
-// value (often the backoff itself). Reproducing it keeps the deadline check
-// and OnRetry true to what is slept.
+// value (often the backoff itself); a backoff within 5 s of the largest
+// Duration makes the clamp's upper end wrap below zero, and a negative
+// sleep is none. Reproducing it keeps the deadline check and OnRetry true
+// to what is slept.
 func (h retryAfter) wait(backoff time.Duration) time.Duration {
 	if !h.ok {
 		return backoff
 	}
 	hint := time.Duration(h.ms) * time.Millisecond // wraps as the SDK's does
-	upper := maxRetryAfterExtra + backoff
+	upper := maxRetryAfterExtra + backoff          // and so does this
 	switch {
 	case hint < backoff:
 		return backoff
 	case hint > upper:
-		return upper
+		return max(upper, 0)
 	}
 	return hint
 }

@@ -178,6 +178,23 @@ func TestHugeRetryAfterAsTheSDKSleeps(t *testing.T) {
 	assert.Less(t, time.Since(start), 3*time.Second)
 }
 
+// TestOverflowedRetryAfterSumIsNoWait: a backoff within 5 s of the largest
+// Duration and a hint above it: the SDK's middleware clamps the hint to
+// backoff + 5 s, which overflows below zero, and sleeps none. OnRetry says
+// so, rather than a negative delay.
+func TestOverflowedRetryAfterSumIsNoWait(t *testing.T) {
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return math.MaxInt64 - time.Second, nil })
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	attempts, err := operation(context.Background(), r, script(func() error { return retryAfter(9_223_372_036_854) }, ok))
+	require.NoError(t, err)
+	requireAttempts(t, 2, attempts, err)
+	require.Len(t, delays, 1)
+	assert.Equal(t, time.Duration(0), delays[0], "expect the wait the SDK sleeps, none, not a negative one")
+}
+
 // sharedErrorRetryer makes two operations hand off the same error value at
 // the same instant: each waits in GetRetryToken until both are there.
 type sharedErrorRetryer struct {
@@ -489,10 +506,10 @@ func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
 				}
 			})
 			offset.Store(int64(tc.start))
-			abandon := func(retryer aws.Retryer) {
+			abandon := func(retryer aws.RetryerV2) {
 				ctx, cancel := context.WithCancel(context.Background())
-				go func() { time.Sleep(20 * time.Millisecond); cancel() }()
-				_, err := operation(ctx, retryer, script(throttleErr))
+				defer cancel()
+				_, err := operation(ctx, cancelOnRetryToken{retryer, cancel}, script(throttleErr))
 				var canceled *aws.RequestCanceledError
 				require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
 			}
@@ -504,9 +521,9 @@ func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
 				}
 				require.Equal(t, uint(500), r.Remaining(), "expect the first abandoned retry's tokens back")
 			}
-			var retryer aws.Retryer = r
+			var retryer aws.RetryerV2 = r
 			if tc.wrap {
-				retryer = retry.AddWithMaxBackoffDelay(r, time.Hour)
+				retryer = retry.AddWithMaxBackoffDelay(r, time.Hour).(aws.RetryerV2) // it embeds the V2 it wraps
 			}
 			abandon(retryer)
 			if tc.glitch > 0 {
@@ -521,6 +538,22 @@ func TestCancelledBackoffTokensSurviveAClockThatJumps(t *testing.T) {
 			assert.Equal(t, uint(500), r.Remaining(), "expect the abandoned retry's 5 tokens back")
 		})
 	}
+}
+
+// cancelOnRetryToken cancels the caller's context once a retry token is
+// taken: the caller leaves during the backoff, whatever backoff is drawn.
+// (A cancel 20 ms after the start lost the race one time in a hundred under
+// retry.AddWithMaxBackoffDelay, whose own jitter draws from [0, 2 s): the
+// sleep ended first, and a second retry spent its tokens for good.)
+type cancelOnRetryToken struct {
+	aws.RetryerV2
+	cancel context.CancelFunc
+}
+
+func (c cancelOnRetryToken) GetRetryToken(ctx context.Context, err error) (func(error) error, error) {
+	release, terr := c.RetryerV2.GetRetryToken(ctx, err)
+	c.cancel()
+	return release, terr
 }
 
 // foreverBackoff is a Backoff that says "forever".
@@ -1096,3 +1129,106 @@ func TestRetryAnsweredByAConflictGetsItsTokensBack(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, uint(401), r.Remaining(), "expect a later first-attempt success to earn its increment")
 }
+
+// refusingLimiter is a custom retry.RateLimiter whose every GetToken fails
+// with err, as one backed by a remote quota service that is down.
+type refusingLimiter struct{ err error }
+
+func (l refusingLimiter) GetToken(context.Context, uint) (func() error, error) { return nil, l.err }
+func (l refusingLimiter) AddTokens(uint) error                                 { return nil }
+
+// TestCustomRateLimitersErrorIsKept: a custom RateLimiter's refusal reaches
+// the caller as the SDK's does ("failed to get rate limit token", wrapping
+// it), still a budget give-up.
+func TestCustomRateLimitersErrorIsKept(t *testing.T) {
+	backend := errors.New("limiter backend unavailable")
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.RateLimiter = refusingLimiter{backend}
+		o.FailFastOnEmptyBudget = true
+	})
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = refusingLimiter{backend} })
+	_, sdkErr := operation(context.Background(), sdk, script(fail(serverErr()), ok))
+	require.ErrorIs(t, sdkErr, backend, "the SDK: expect the limiter's error kept")
+
+	attempts, err := operation(context.Background(), r, script(fail(serverErr()), ok))
+	requireAttempts(t, 1, attempts, err)
+	assert.ErrorIs(t, err, backend, "expect the limiter's error kept, got %v", err)
+	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	assert.Contains(t, err.Error(), "failed to get rate limit token")
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpBudget, gu.Reason)
+}
+
+// TestPartitionHelpersTakeANilContext: the exported partition helpers treat
+// a nil context as context.Background(), as the retryer does, rather than
+// panic.
+func TestPartitionHelpersTakeANilContext(t *testing.T) {
+	var none context.Context
+	assert.NotPanics(t, func() {
+		assert.Equal(t, "", jitterretry.PartitionByOperation(none))
+		assert.Equal(t, "", jitterretry.PartitionFromContext(none))
+		ctx := jitterretry.WithPartition(none, "orders")
+		assert.Equal(t, "orders", jitterretry.PartitionFromContext(ctx))
+	})
+}
+
+// nilLimiterErr is an error type whose nil pointer a careless limiter
+// returns as a non-nil error.
+type nilLimiterErr struct{ reason string }
+
+func (e *nilLimiterErr) Error() string { return e.reason }
+
+// quotaTableErr is a limiter backed by a remote quota table that fails
+// with the table's own API error.
+var quotaTableErr = &smithy.GenericAPIError{Code: "ResourceNotFoundException", Message: "quota table"}
+
+// TestCustomRateLimitersOddErrors: a typed-nil refusal prints, as the
+// SDK's does, rather than panic; errors.As finds the attempt's own error
+// before the limiter's; a limiter that fails because the caller left is a
+// cancellation, not the budget.
+func TestCustomRateLimitersOddErrors(t *testing.T) {
+	t.Run("typed nil", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = refusingLimiter{(*nilLimiterErr)(nil)}
+			o.FailFastOnEmptyBudget = true
+		})
+		_, err := operation(context.Background(), r, script(fail(serverErr()), ok))
+		require.Error(t, err)
+		assert.NotPanics(t, func() { _ = err.Error() })
+	})
+	t.Run("the attempt's error first", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = refusingLimiter{quotaTableErr}
+			o.FailFastOnEmptyBudget = true
+		})
+		throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+		err := jitterretry.Do(context.Background(), r, func(context.Context) error { return throttle })
+		var api smithy.APIError
+		require.ErrorAs(t, err, &api)
+		assert.Equal(t, "ThrottlingException", api.ErrorCode(), "expect the attempt's own error, not the limiter's, got %v", err)
+		assert.ErrorIs(t, err, quotaTableErr, "expect the limiter's error still reached")
+	})
+	t.Run("the caller left", func(t *testing.T) {
+		ctx, cancel := context.WithCancel(context.Background())
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = ctxLimiter{cancel}
+			o.FailFastOnEmptyBudget = true
+		})
+		_, err := operation(ctx, r, script(fail(serverErr()), ok))
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason, "expect a cancellation, got %v", err)
+	})
+}
+
+// ctxLimiter cancels the caller's context and refuses with its error, as
+// a limiter that waits for a token does when the caller leaves.
+type ctxLimiter struct{ cancel context.CancelFunc }
+
+func (l ctxLimiter) GetToken(ctx context.Context, _ uint) (func() error, error) {
+	l.cancel()
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (l ctxLimiter) AddTokens(uint) error { return nil }

@@ -1911,3 +1911,48 @@ func TestSDKContract_DeadlineBackoff(t *testing.T) {
 		})
 	}
 }
+
+// TestSDKContract_DifferenceLearntMargin: by default a retry must leave,
+// after its backoff, twice the attempt time learnt for the operation before
+// the deadline. A retry with between one and two attempt times left may
+// still win, and the SDK makes it; we refuse it, keeping the cause, and
+// DisableDeadlineGiveUp (or a small DeadlineMargin) makes it as the SDK.
+func TestSDKContract_DifferenceLearntMargin(t *testing.T) {
+	t.Parallel()
+	const attempt, deadline = 200 * time.Millisecond, 750 * time.Millisecond
+	zero := retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+	cause := serverErr()
+	slow := func(answer func() error) func() error {
+		return func() error {
+			time.Sleep(attempt)
+			if answer == nil {
+				return nil
+			}
+			return answer()
+		}
+	}
+	answers := func() func(int) error { return script(slow(fail(cause)), slow(fail(cause)), slow(ok)) }
+	run := func(r aws.Retryer) (int, error) {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		return operation(ctx, r, answers())
+	}
+
+	attempts, err := run(retry.NewStandard(func(o *retry.StandardOptions) { o.Backoff = zero }))
+	require.NoError(t, err, "the SDK: expect its third attempt, 600 ms in, to win")
+	requireAttempts(t, 3, attempts, err)
+
+	attempts, err = run(jitterretry.New(func(o *jitterretry.Options) { o.Backoff = zero }))
+	requireAttempts(t, 2, attempts, err)
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu, "expect a *GiveUpError, got %v", err)
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "expect the margin's refusal: 350 ms or less left, 400 ms or more kept")
+	assert.ErrorIs(t, err, cause)
+
+	attempts, err = run(jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = zero
+		o.DisableDeadlineGiveUp = true
+	}))
+	require.NoError(t, err, "expect DisableDeadlineGiveUp to retry as the SDK")
+	requireAttempts(t, 3, attempts, err)
+}
