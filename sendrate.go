@@ -795,11 +795,7 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 		// small ones moves the fleet's throttles only some of the way
 		// with its halving, takes them for the background, and, excused,
 		// kept a large share for the hold while the small ones cut.
-		if l.trace != nil {
-			l.tracef(now, "hold ended: background %.3f forgotten", l.background)
-		}
-		l.holdUntil, l.bSamples = time.Time{}, 0
-		l.setBackgroundLocked(0)
+		l.endHoldLocked(now, "hold ended")
 	}
 }
 
@@ -1000,10 +996,11 @@ func (l *sendRate) setRateLocked(r float64) {
 // clock stepped back.
 func (l *sendRate) syncLocked() time.Time {
 	l.initLocked()
-	now := time.Now()
-	if l.clock != nil {
-		now = l.clock()
+	clock := l.clock
+	if clock == nil {
+		clock = time.Now
 	}
+	now := clock()
 	// A clock stepped back (one without a monotonic reading) would hold
 	// every deadline of the control for as long as the step: the control's
 	// time goes on from where it was, by as much as the clock moves.
@@ -1074,11 +1071,7 @@ func (l *sendRate) rollLocked(now time.Time) {
 	}
 	if !l.holdUntil.IsZero() && !now.Before(l.holdUntil) {
 		// The finding is over: the throttles are tested again.
-		if l.trace != nil {
-			l.tracef(now, "hold over: background %.3f forgotten", l.background)
-		}
-		l.holdUntil, l.bSamples = time.Time{}, 0
-		l.setBackgroundLocked(0)
+		l.endHoldLocked(now, "hold over")
 	}
 	// A background learnt on few answers excuses no throttles for a rise.
 	b := l.background
@@ -1105,6 +1098,16 @@ func (l *sendRate) rollLocked(now time.Time) {
 	}
 	l.prev = w
 	l.win = answers{start: now}
+}
+
+// endHoldLocked ends the hold and forgets its background; why names the
+// end in a trace.
+func (l *sendRate) endHoldLocked(now time.Time, why string) {
+	if l.trace != nil {
+		l.tracef(now, "%s: background %.3f forgotten", why, l.background)
+	}
+	l.holdUntil, l.bSamples = time.Time{}, 0
+	l.setBackgroundLocked(0)
 }
 
 // learnBackgroundLocked learns the background from the closed window w:
