@@ -7,6 +7,7 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -247,6 +248,9 @@ func DynamoDB(o *Options) {
 
 func (o *Options) validate() error {
 	invalid := func(option, reason string) error { return &OptionsError{Option: option, Reason: reason} }
+	if err := o.validateCallees(); err != nil {
+		return err
+	}
 	switch {
 	case o.MaxAttempts == 0:
 		return invalid("MaxAttempts", "0 is ambiguous: use 1 for a single attempt or jitterretry.UnlimitedAttempts (-1) for no limit")
@@ -289,6 +293,49 @@ func (o *Options) validate() error {
 		return invalid("BackoffGrowth", fmt.Sprintf("must be 2 or within [%v, %v], got %v", delayers.MinGrowth, delayers.MaxGrowth, g))
 	}
 	return nil
+}
+
+// validateCallees rejects an option the Retryer calls through that holds a
+// nil pointer or func: the interface is not nil, so it is not defaulted, and
+// the first call through it would panic, at the first error rather than here.
+// Nil entries of Retryables and Throttles are rejected for the same reason.
+func (o *Options) validateCallees() error {
+	for _, c := range []struct {
+		name string
+		v    any
+	}{{"Backoff", o.Backoff}, {"Source", o.Source}, {"RateLimiter", o.RateLimiter}, {"MeterProvider", o.MeterProvider}} {
+		if holdsNil(c.v) {
+			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T; set a usable value, or leave it nil for the default", c.v)}
+		}
+	}
+	if err := nilEntry("Retryables", o.Retryables); err != nil {
+		return err
+	}
+	return nilEntry("Throttles", o.Throttles)
+}
+
+// nilEntry reports the first entry of the list named name that is nil or
+// holds nil.
+func nilEntry[T any](name string, list []T) error {
+	for i, f := range list {
+		if v := any(f); v == nil || holdsNil(v) {
+			reason := "is nil; leave it out"
+			if v != nil {
+				reason = fmt.Sprintf("is a nil %T; leave it out", v)
+			}
+			return &OptionsError{Option: fmt.Sprintf("%s[%d]", name, i), Reason: reason}
+		}
+	}
+	return nil
+}
+
+// holdsNil reports whether v holds a nil pointer or func.
+func holdsNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
 }
 
 // newBackoff builds the delayer the options describe, once validate accepted

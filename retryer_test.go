@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/metrics"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -664,6 +666,17 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"growth for decorrelated": {func(o *jitterretry.Options) { o.Jitter, o.BackoffGrowth = delayers.StrategyDecorrelated, 1.5 }, "BackoffGrowth"},
 		"growth out of range":     {func(o *jitterretry.Options) { o.BackoffGrowth = 0.5 }, "BackoffGrowth"},
 		"max rate below min":      {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MinRate: 10, MaxRate: 5} }, "SendRate.MaxRate"},
+		// An interface holding a nil pointer or func is not nil, and a
+		// call through it panics at the first error.
+		"nil retryable": {func(o *jitterretry.Options) { o.Retryables = []retry.IsErrorRetryable{nil} }, "Retryables[0]"},
+		"nil retryable func": {func(o *jitterretry.Options) {
+			o.Retryables = []retry.IsErrorRetryable{retry.NoRetryCanceledError{}, retry.IsErrorRetryableFunc(nil)}
+		}, "Retryables[1]"},
+		"nil throttle":       {func(o *jitterretry.Options) { o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(nil)} }, "Throttles[0]"},
+		"nil token bucket":   {func(o *jitterretry.Options) { o.RateLimiter = (*jitterretry.TokenBucket)(nil) }, "RateLimiter"},
+		"nil backoff":        {func(o *jitterretry.Options) { o.Backoff = (*delayers.Full)(nil) }, "Backoff"},
+		"nil source":         {func(o *jitterretry.Options) { o.Source = (*rand.Rand)(nil) }, "Source"},
+		"nil meter provider": {func(o *jitterretry.Options) { o.MeterProvider = (*nilPointerMeterProvider)(nil) }, "MeterProvider"},
 		"partition with limiter": {func(o *jitterretry.Options) {
 			o.RateLimiter = ratelimit.None
 			o.PartitionKey = jitterretry.PartitionByOperation
@@ -682,9 +695,18 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 			require.ErrorAs(t, err, &oe)
 			requireAttempts(t, 0, attempts, err)
 			assert.Equal(t, 1, r.MaxAttempts())
+			assert.False(t, r.IsErrorRetryable(throttleErr()))
+			_, err = r.GetRetryToken(context.Background(), throttleErr())
+			require.ErrorAs(t, err, &oe)
+			_, err = r.RetryDelay(1, throttleErr())
+			require.ErrorAs(t, err, &oe)
 		})
 	}
 }
+
+// nilPointerMeterProvider is a metrics.MeterProvider whose methods need a
+// value: a nil one in Options.MeterProvider is a mistake to report.
+type nilPointerMeterProvider struct{ metrics.MeterProvider }
 
 // TestBaseAboveCapIsCapped: a cap below the base is a cap, as in the SDK.
 func TestBaseAboveCapIsCapped(t *testing.T) {
