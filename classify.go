@@ -318,7 +318,7 @@ func (f *errorFacts) walk(err error, depth int) {
 		return
 	}
 	f.nodes++
-	if isNilPointer(err) {
+	if holdsNil(err) {
 		f.typedNil = true
 		return
 	}
@@ -333,11 +333,15 @@ func (f *errorFacts) walk(err error, depth int) {
 	}
 }
 
-// isNilPointer reports whether err is a nil pointer of some type in a
-// non-nil interface, whose methods may dereference it.
-func isNilPointer(err error) bool {
-	v := reflect.ValueOf(err)
-	return v.Kind() == reflect.Pointer && v.IsNil()
+// holdsNil reports whether v is a nil pointer or func of some type in a
+// non-nil interface (an error, an option), whose methods may dereference
+// it.
+func holdsNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
 }
 
 func (f *errorFacts) isConflict() bool {

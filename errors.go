@@ -140,7 +140,7 @@ func (e *GiveUpError) Error() string {
 				msg += " in partition " + e.Partition
 			}
 			msg += " (client-side retry budget, not an AWS throttle)"
-		case isNilPointer(e.limiterErr):
+		case holdsNil(e.limiterErr):
 			msg = fmt.Sprintf("jitterretry: failed to get rate limit token, <nil %T>", e.limiterErr) // its Error may panic
 		default:
 			msg = "jitterretry: failed to get rate limit token, " + e.limiterErr.Error()
@@ -167,7 +167,7 @@ func (e *GiveUpError) Error() string {
 	}
 	switch {
 	case e.Err == nil || e.joined:
-	case isNilPointer(e.Err):
+	case holdsNil(e.Err):
 		msg += fmt.Sprintf(": <nil %T>", e.Err) // its Error may panic
 	default:
 		msg += ": " + e.Err.Error()

@@ -7,7 +7,6 @@ import (
 	"context"
 	"fmt"
 	"math"
-	"reflect"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -327,15 +326,6 @@ func nilEntry[T any](name string, list []T) error {
 		}
 	}
 	return nil
-}
-
-// holdsNil reports whether v holds a nil pointer or func.
-func holdsNil(v any) bool {
-	switch rv := reflect.ValueOf(v); rv.Kind() {
-	case reflect.Pointer, reflect.Func:
-		return rv.IsNil()
-	}
-	return false
 }
 
 // newBackoff builds the delayer the options describe, once validate accepted
