@@ -3,6 +3,7 @@ package jitterretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -43,7 +44,8 @@ const (
 
 // String returns the class as a short identifier, also used as the value of
 // the "class" attribute of the retryer's metrics: "not_retryable",
-// "transient", "throttle" or "conflict".
+// "transient", "throttle" or "conflict"; "ErrorClass(n)" for any other
+// value, which Do treats as not retryable.
 func (c ErrorClass) String() string {
 	switch c {
 	case ClassTransient:
@@ -52,8 +54,10 @@ func (c ErrorClass) String() string {
 		return "throttle"
 	case ClassConflict:
 		return "conflict"
+	case ClassNotRetryable:
+		return "not_retryable"
 	}
-	return "not_retryable"
+	return fmt.Sprintf("ErrorClass(%d)", uint8(c))
 }
 
 // Classify reports the class of err under the default rules: the SDK's

@@ -21,7 +21,8 @@ type DoOptions struct {
 	// inside fn that ran out of conflicts), and classifies the rest as
 	// the Retryer does. So around SDK calls, whose throttles and 5xx the
 	// SDK already retried, the loop retries conflicts only; around other
-	// functions, what the SDK would. Nil means the default.
+	// functions, what the SDK would. Nil means the default. A value other
+	// than the four classes is not retried.
 	Classify func(error) ErrorClass
 
 	// MaxAttempts is the most calls of fn that fail with a transient or
@@ -200,8 +201,6 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {
-	case ClassNotRetryable:
-		return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err})
 	case ClassConflict:
 		if d.o.MaxConflicts != UnlimitedAttempts && d.conflicts >= d.o.MaxConflicts {
 			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpConflicts, Attempt: attempt, Partition: l.key, Err: err})
@@ -229,7 +228,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 				backoff = max(backoff, floor)
 			}
 		}
-	default:
+	case ClassTransient, ClassThrottle:
 		d.failures++
 		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {
 			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err})
@@ -254,6 +253,10 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			}
 		}
 		backoff = max(backoff-p.waited, 0) // admit waited that long for tokens
+	default:
+		// ClassNotRetryable, or a class a caller's Classify made up,
+		// whose cost and backoff nothing says.
+		return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err})
 	}
 	wait, gerr := r.schedule(&p, attempt, err, backoff, false)
 	if gerr != nil {

@@ -161,7 +161,11 @@ func (e *GiveUpError) Error() string {
 	case GiveUpMaxAttempts:
 		msg = fmt.Sprintf("jitterretry: exceeded maximum number of attempts, %d", e.Attempt)
 	case GiveUpConflicts:
-		msg = fmt.Sprintf("jitterretry: conflict budget exhausted after %d attempts", e.Attempt)
+		attempts := "attempts"
+		if e.Attempt == 1 {
+			attempts = "attempt" // MaxConflicts 0: the first conflict
+		}
+		msg = fmt.Sprintf("jitterretry: conflict budget exhausted after %d %s", e.Attempt, attempts)
 	default:
 		msg = "jitterretry: gave up: " + e.Reason.String()
 	}
