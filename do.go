@@ -28,10 +28,11 @@ type DoOptions struct {
 	// MaxAttempts is the most calls of fn that fail with a transient or
 	// throttling error before the loop gives up with GiveUpMaxAttempts;
 	// conflicts do not count. Default the Retryer's own MaxAttempts, not
-	// AWS_MAX_ATTEMPTS or config.WithRetryMaxAttempts, which wrap the
-	// retryer the SDK's clients get (retry.AddWithMaxAttempts) and do not
-	// reach Do; UnlimitedAttempts means no limit; 0 and other negative
-	// values are invalid.
+	// AWS_MAX_ATTEMPTS or config.WithRetryMaxAttempts, which at most wrap
+	// the retryer a client gets (retry.AddWithMaxAttempts, and only when it
+	// is set per client: with config.WithRetryer the SDK ignores them) and
+	// never reach Do; UnlimitedAttempts means no limit; 0 and other
+	// negative values are invalid.
 	MaxAttempts int
 
 	// MaxConflicts is the most conflicts the loop retries before it gives
