@@ -278,8 +278,11 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	// hand-off rather than walk the error again.
 	release := p.paid.release
 	// A context with a deadline can end; asking Done only when there is
-	// none spares a fresh context the channel it makes on first use.
-	if p.hasDeadline || ctx.Done() != nil {
+	// none spares a fresh context the channel it makes on first use. A
+	// retry that took nothing (a cost of 0, a throttle's retry the
+	// send-rate limiter paces) has nothing to give back, and would only
+	// take a slot from one that has.
+	if (p.paid.cost > 0 || p.paid.foreign != nil) && (p.hasDeadline || ctx.Done() != nil) {
 		if ref, tracked := r.tracked.track(ctx, p.paid, p.at, hash); ref.slot != nil {
 			p.ticket, p.paid, release = ref, ticket{}, tracked
 		}

@@ -451,6 +451,38 @@ func TestHooks(t *testing.T) {
 	assert.Empty(t, gaveUp, "expect no give-up reported for a conflict")
 }
 
+// TestFreeRetriesLeaveTheTrackingToPaidOnes: the table that gives back the
+// tokens of a retry cancelled in its backoff holds 4096 retries; retries
+// that cost nothing (RetryCost 0 here; a throttle's retry the send-rate
+// limiter paces) have nothing to give back, and filled it, so that a paid
+// retry cancelled after them kept its 5 tokens for good (an outside review).
+func TestFreeRetriesLeaveTheTrackingToPaidOnes(t *testing.T) {
+	now := time.Now()
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.RetryCost = 0
+		o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = time.Second, time.Second, time.Second
+		o.Clock = func() time.Time { return now } // every backoff still running
+	})
+	live, stop := context.WithCancel(context.Background())
+	defer stop()
+	for range 4096 {
+		e := serverErr() // a value each: the retries are distinct
+		_, err := r.GetRetryToken(live, e)
+		require.NoError(t, err)
+		_, err = r.RetryDelay(1, e)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := throttleErr()
+	_, err := r.GetRetryToken(ctx, e)
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, e)
+	require.NoError(t, err)
+	require.Equal(t, uint(495), r.Remaining())
+	cancel() // the middleware's sleep ends with ctx, and drops the release
+	assert.Equal(t, uint(500), r.Remaining(), "expect the cancelled retry's 5 tokens back")
+}
+
 // TestCancelledBackoffGivesTokensBack: the SDK's middleware drops the
 // release of a retry whose backoff sleep its context cut short; the retryer
 // gives the tokens back.
