@@ -8,6 +8,7 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -35,8 +36,10 @@ const (
 	ClassThrottle
 	// ClassConflict is an optimistic-concurrency conflict that the
 	// application retries after reading again: a
-	// ConditionalCheckFailedException or TransactionConflictException, or an
-	// error marked with Conflict. Only Do retries conflicts, with a budget
+	// ConditionalCheckFailedException or TransactionConflictException, a
+	// TransactionCanceledException whose cancellation reasons are only
+	// ConditionalCheckFailed, TransactionConflict and None, or an error
+	// marked with Conflict. Only Do retries conflicts, with a budget
 	// of their own (DoOptions.MaxConflicts); under the SDK's middleware they
 	// are not retryable, as in retry.Standard.
 	ClassConflict
@@ -97,6 +100,62 @@ const (
 // conflictCodes are the DynamoDB error codes of a lost optimistic-concurrency
 // race, which Do retries after the application reads again.
 var conflictCodes = []string{"ConditionalCheckFailedException", "TransactionConflictException"}
+
+// transactionCanceledCode is the error code of a DynamoDB transaction
+// (TransactWriteItems, TransactGetItems) the service cancelled, with a
+// reason for each of its items: a lost race when every reason is one of
+// conflictReasons or None (see cancelledByConflicts).
+const transactionCanceledCode = "TransactionCanceledException"
+
+// conflictReasons are the cancellation reasons of a transaction's item that
+// lost a race: its condition failed, or another transaction held it.
+var conflictReasons = []string{"ConditionalCheckFailed", "TransactionConflict"}
+
+// cancelledByConflicts reports whether err, a node with the code
+// transactionCanceledCode, lists among its CancellationReasons at least one
+// of conflictReasons and nothing but those and None (a throttle, a
+// validation error or a size limit in any item is not a race that reading
+// again could win). The reasons are read by their field names, as this
+// module does not import the DynamoDB client: a struct, or pointer to one,
+// with CancellationReasons, a slice of structs (or pointers) whose Code is a
+// string or *string; any other shape is no conflict.
+func cancelledByConflicts(err error) bool {
+	reasons := structOf(reflect.ValueOf(err)).FieldByName("CancellationReasons")
+	if reasons.Kind() != reflect.Slice {
+		return false
+	}
+	conflict := false
+	for i := range reasons.Len() {
+		code := structOf(reasons.Index(i)).FieldByName("Code")
+		if code.Kind() == reflect.Pointer && !code.IsNil() {
+			code = code.Elem()
+		}
+		switch {
+		case code.Kind() != reflect.String:
+			return false
+		case slices.Contains(conflictReasons, code.String()):
+			conflict = true
+		case code.String() != "None":
+			return false
+		}
+	}
+	return conflict
+}
+
+// structOf returns the struct v holds, through pointers and interfaces, or
+// the zero Value, whose FieldByName is the zero Value too.
+func structOf(v reflect.Value) reflect.Value {
+	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
+		if v.IsNil() {
+			return reflect.Value{}
+		}
+		v = v.Elem()
+	}
+	if v.Kind() != reflect.Struct {
+		return reflect.Value{}
+	}
+	return v
+}
 
 var defaultClassifier = newClassifier(nil, nil)
 
@@ -285,16 +344,19 @@ type errorFacts struct {
 	apiSeen      bool
 	modeled      bool // the first smithy.APIError is not a *smithy.GenericAPIError
 
-	conflictMark    bool // an error marked with Conflict is in the chain
-	gaveUp          bool // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
-	conflictsGaveUp bool // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
-	typedNil        bool // a nil pointer is in the chain: its methods may panic, so none is called
-	contextCanceled bool // context.Canceled is in the chain
-	network         bool // a connection-level error is in the chain
-	foreignAs       bool // a node has an As method
-	nodes           int  // nodes visited so far
-	response        *http.Response
-	cut             time.Duration // the timeout of an attempt AttemptTimeout cut
+	conflictMark bool // an error marked with Conflict is in the chain
+	// transactionConflict: the code is transactionCanceledCode, and the
+	// node's reasons are conflicts (see cancelledByConflicts)
+	transactionConflict bool
+	gaveUp              bool // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
+	conflictsGaveUp     bool // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
+	typedNil            bool // a nil pointer is in the chain: its methods may panic, so none is called
+	contextCanceled     bool // context.Canceled is in the chain
+	network             bool // a connection-level error is in the chain
+	foreignAs           bool // a node has an As method
+	nodes               int  // nodes visited so far
+	response            *http.Response
+	cut                 time.Duration // the timeout of an attempt AttemptTimeout cut
 }
 
 // httpResponse returns the response of the first smithy HTTP response error
@@ -349,7 +411,7 @@ func holdsNil(v any) bool {
 }
 
 func (f *errorFacts) isConflict() bool {
-	return f.conflictMark || f.kind&codeConflict != 0
+	return f.conflictMark || f.kind&codeConflict != 0 || f.transactionConflict
 }
 
 func (f *errorFacts) visit(err error) {
@@ -417,17 +479,24 @@ func (f *errorFacts) visit(err error) {
 	}
 	if v, ok := err.(smithy.APIError); ok {
 		if !f.code.seen {
-			f.code = seenString{true, v.ErrorCode()}
+			f.setCode(err, v.ErrorCode())
 		}
 		if !f.apiSeen {
 			f.apiSeen, f.modeled = true, true
 		}
 	} else if v, ok := err.(interface{ ErrorCode() string }); ok && !f.code.seen {
-		f.code = seenString{true, v.ErrorCode()}
+		f.setCode(err, v.ErrorCode())
 	}
 	if !f.network {
 		f.network = isNetworkNode(err)
 	}
+}
+
+// setCode records code as err's error code, the first in the chain, and for
+// a cancelled transaction whether its reasons make it a conflict.
+func (f *errorFacts) setCode(err error, code string) {
+	f.code = seenString{true, code}
+	f.transactionConflict = code == transactionCanceledCode && cancelledByConflicts(err)
 }
 
 // visitResponse records a smithy HTTP response error: its status and its

@@ -15,7 +15,8 @@ import (
 type DoOptions struct {
 	// Classify decides what the loop retries. The default retries
 	// conflicts (ClassConflict: a ConditionalCheckFailedException, a
-	// TransactionConflictException, an error marked with Conflict), leaves
+	// TransactionConflictException, a transaction cancelled for conflicts
+	// only, an error marked with Conflict), leaves
 	// alone an error the SDK's retry middleware already gave up on (a
 	// *retry.MaxAttemptsError, a *GiveUpError, also that of a Do loop
 	// inside fn that ran out of conflicts), and classifies the rest as

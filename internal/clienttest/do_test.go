@@ -287,3 +287,65 @@ func TestDoDefaultClassificationOverARealClient(t *testing.T) {
 		assert.Equal(t, 3, srv.Calls())
 	})
 }
+
+// TestDoRetriesATransactionCancelledByConflicts: DynamoDB cancels a
+// transaction with a TransactionCanceledException and a reason for each of
+// its items. When every reason is a lost race (its condition failed, another
+// transaction held the item) or None, Do retries it as a conflict, as it
+// does a ConditionalCheckFailedException: a TransactWriteItems loop that
+// reads again and retries is the same pattern over several items. Any other
+// reason among them (a validation error, a throttle) is not a race that
+// reading again could win. Under the SDK's middleware none is retried, as
+// with retry.NewStandard().
+func TestDoRetriesATransactionCancelledByConflicts(t *testing.T) {
+	for _, tc := range []struct {
+		reasons string
+		class   jitterretry.ErrorClass
+	}{
+		{"ConditionalCheckFailed,None", jitterretry.ClassConflict},
+		{"None,TransactionConflict", jitterretry.ClassConflict},
+		{"ConditionalCheckFailed,TransactionConflict", jitterretry.ClassConflict},
+		{"None,ValidationError", jitterretry.ClassNotRetryable},
+		{"ConditionalCheckFailed,ThrottlingError", jitterretry.ClassNotRetryable},
+		{"None,None", jitterretry.ClassNotRetryable},
+	} {
+		t.Run(tc.reasons, func(t *testing.T) {
+			srv := newScriptServer(t, reply{cancelled: tc.reasons}, ok)
+			r := jitterretry.New(fast)
+			client := newClient(srv.URL, r)
+			var errs []error
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				err := transactWrite(ctx, client, 2)
+				errs = append(errs, err)
+				return err
+			})
+			require.NotEmpty(t, errs)
+			var cancelled *types.TransactionCanceledException
+			require.ErrorAs(t, errs[0], &cancelled, "expect the SDK's modelled error")
+			assert.Equal(t, tc.class, jitterretry.Classify(errs[0]))
+			if tc.class == jitterretry.ClassConflict {
+				require.NoError(t, err)
+				assert.Equal(t, 2, srv.Calls(), "expect the transaction sent again, once")
+			} else {
+				assert.Same(t, errs[0], err, "expect the error as it is, not retried")
+				assert.Equal(t, 1, srv.Calls(), "expect no retry, by the middleware or Do")
+			}
+			assert.Equal(t, uint(500), r.Remaining(), "expect a conflict to cost no token")
+		})
+	}
+}
+
+// TestRetryAnsweredByACancelledTransactionIsRefunded: as a paid retry
+// answered by a ConditionalCheckFailedException (the README's differences),
+// one answered by a transaction the service cancelled for conflicts gets its
+// cost back.
+func TestRetryAnsweredByACancelledTransactionIsRefunded(t *testing.T) {
+	srv := newScriptServer(t, serverErr, reply{cancelled: "None,ConditionalCheckFailed"}, ok)
+	r := jitterretry.New(fast)
+	client := newClient(srv.URL, r)
+	require.NoError(t, jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		return transactWrite(ctx, client, 2)
+	}))
+	assert.Equal(t, 3, srv.Calls())
+	assert.Equal(t, uint(500), r.Remaining(), "expect the 500's retry, answered by a conflict, refunded")
+}
