@@ -8,7 +8,6 @@ import (
 	"net/http"
 	"net/url"
 	"reflect"
-	"slices"
 	"strings"
 	"syscall"
 	"time"
@@ -101,62 +100,6 @@ const (
 // race, which Do retries after the application reads again.
 var conflictCodes = []string{"ConditionalCheckFailedException", "TransactionConflictException"}
 
-// transactionCanceledCode is the error code of a DynamoDB transaction
-// (TransactWriteItems, TransactGetItems) the service cancelled, with a
-// reason for each of its items: a lost race when every reason is one of
-// conflictReasons or None (see cancelledByConflicts).
-const transactionCanceledCode = "TransactionCanceledException"
-
-// conflictReasons are the cancellation reasons of a transaction's item that
-// lost a race: its condition failed, or another transaction held it.
-var conflictReasons = []string{"ConditionalCheckFailed", "TransactionConflict"}
-
-// cancelledByConflicts reports whether err, a node with the code
-// transactionCanceledCode, lists among its CancellationReasons at least one
-// of conflictReasons and nothing but those and None (a throttle, a
-// validation error or a size limit in any item is not a race that reading
-// again could win). The reasons are read by their field names, as this
-// module does not import the DynamoDB client: a struct, or pointer to one,
-// with CancellationReasons, a slice of structs (or pointers) whose Code is a
-// string or *string; any other shape is no conflict.
-func cancelledByConflicts(err error) bool {
-	reasons := structOf(reflect.ValueOf(err)).FieldByName("CancellationReasons")
-	if reasons.Kind() != reflect.Slice {
-		return false
-	}
-	conflict := false
-	for i := range reasons.Len() {
-		code := structOf(reasons.Index(i)).FieldByName("Code")
-		if code.Kind() == reflect.Pointer && !code.IsNil() {
-			code = code.Elem()
-		}
-		switch {
-		case code.Kind() != reflect.String:
-			return false
-		case slices.Contains(conflictReasons, code.String()):
-			conflict = true
-		case code.String() != "None":
-			return false
-		}
-	}
-	return conflict
-}
-
-// structOf returns the struct v holds, through pointers and interfaces, or
-// the zero Value, whose FieldByName is the zero Value too.
-func structOf(v reflect.Value) reflect.Value {
-	for v.Kind() == reflect.Pointer || v.Kind() == reflect.Interface {
-		if v.IsNil() {
-			return reflect.Value{}
-		}
-		v = v.Elem()
-	}
-	if v.Kind() != reflect.Struct {
-		return reflect.Value{}
-	}
-	return v
-}
-
 var defaultClassifier = newClassifier(nil, nil)
 
 func newClassifier(retryables []retry.IsErrorRetryable, throttles []retry.IsErrorThrottle) *classifier {
@@ -237,9 +180,11 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 // error a retry machinery already gave up on (a *retry.MaxAttemptsError, the
 // SDK bucket's ratelimit.QuotaExceededError, a *GiveUpError) is not retried
 // again, unless it wraps a conflict (see below), and a Do loop's that ran
-// out of conflicts never is; the rest follows the retryer's rules. So a Do
-// loop around SDK calls retries conflicts only, and around plain functions
-// what the SDK would.
+// out of conflicts never is; a transaction cancelled for throttles only,
+// which the SDK's middleware does not retry, is a throttle; the rest follows
+// the retryer's rules. So a Do loop around SDK calls retries conflicts (and
+// throttled transactions) only, and around plain functions what the SDK
+// would.
 func (c *classifier) doClass(err error) ErrorClass {
 	if err == nil {
 		return ClassNotRetryable
@@ -252,6 +197,15 @@ func (c *classifier) doClass(err error) ErrorClass {
 	// inner Do would run it again for each of its own conflicts.
 	if f.conflictsGaveUp || f.gaveUp && !f.isConflict() {
 		return ClassNotRetryable
+	}
+	if f.transaction == cancelledByThrottles && !f.typedNil {
+		// The SDK's middleware does not retry it (its code is no
+		// throttle's), so the loop does, unless the caller's Retryables
+		// say otherwise.
+		if c.retryables.IsErrorRetryable(err) == aws.FalseTernary {
+			return ClassNotRetryable
+		}
+		return ClassThrottle
 	}
 	return c.classOf(err, &f)
 }
@@ -344,19 +298,17 @@ type errorFacts struct {
 	apiSeen      bool
 	modeled      bool // the first smithy.APIError is not a *smithy.GenericAPIError
 
-	conflictMark bool // an error marked with Conflict is in the chain
-	// transactionConflict: the code is transactionCanceledCode, and the
-	// node's reasons are conflicts (see cancelledByConflicts)
-	transactionConflict bool
-	gaveUp              bool // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
-	conflictsGaveUp     bool // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
-	typedNil            bool // a nil pointer is in the chain: its methods may panic, so none is called
-	contextCanceled     bool // context.Canceled is in the chain
-	network             bool // a connection-level error is in the chain
-	foreignAs           bool // a node has an As method
-	nodes               int  // nodes visited so far
-	response            *http.Response
-	cut                 time.Duration // the timeout of an attempt AttemptTimeout cut
+	conflictMark    bool         // an error marked with Conflict is in the chain
+	transaction     cancellation // what a cancelled transaction's reasons say
+	gaveUp          bool         // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
+	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
+	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
+	contextCanceled bool         // context.Canceled is in the chain
+	network         bool         // a connection-level error is in the chain
+	foreignAs       bool         // a node has an As method
+	nodes           int          // nodes visited so far
+	response        *http.Response
+	cut             time.Duration // the timeout of an attempt AttemptTimeout cut
 }
 
 // httpResponse returns the response of the first smithy HTTP response error
@@ -411,7 +363,7 @@ func holdsNil(v any) bool {
 }
 
 func (f *errorFacts) isConflict() bool {
-	return f.conflictMark || f.kind&codeConflict != 0 || f.transactionConflict
+	return f.conflictMark || f.kind&codeConflict != 0 || f.transaction == cancelledByConflicts
 }
 
 func (f *errorFacts) visit(err error) {
@@ -493,10 +445,12 @@ func (f *errorFacts) visit(err error) {
 }
 
 // setCode records code as err's error code, the first in the chain, and for
-// a cancelled transaction whether its reasons make it a conflict.
+// a cancelled transaction what its reasons say.
 func (f *errorFacts) setCode(err error, code string) {
 	f.code = seenString{true, code}
-	f.transactionConflict = code == transactionCanceledCode && cancelledByConflicts(err)
+	if code == transactionCanceledCode {
+		f.transaction = cancellationOf(err)
+	}
 }
 
 // visitResponse records a smithy HTTP response error: its status and its

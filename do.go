@@ -16,14 +16,16 @@ type DoOptions struct {
 	// Classify decides what the loop retries. The default retries
 	// conflicts (ClassConflict: a ConditionalCheckFailedException, a
 	// TransactionConflictException, a transaction cancelled for conflicts
-	// only, an error marked with Conflict), leaves
-	// alone an error the SDK's retry middleware already gave up on (a
-	// *retry.MaxAttemptsError, a *GiveUpError, also that of a Do loop
-	// inside fn that ran out of conflicts), and classifies the rest as
-	// the Retryer does. So around SDK calls, whose throttles and 5xx the
-	// SDK already retried, the loop retries conflicts only; around other
-	// functions, what the SDK would. Nil means the default. A value other
-	// than the four classes is not retried.
+	// only, an error marked with Conflict) and, as throttles, transactions
+	// cancelled for throttles only (which the SDK's middleware does not
+	// retry); leaves alone an error the SDK's retry middleware already
+	// gave up on (a *retry.MaxAttemptsError, a *GiveUpError, also that of
+	// a Do loop inside fn that ran out of conflicts); and classifies the
+	// rest as the Retryer does. So around SDK calls, whose throttles and
+	// 5xx the SDK already retried, the loop retries conflicts (and
+	// throttled transactions) only; around other functions, what the SDK
+	// would. Nil means the default. A value other than the four classes
+	// is not retried.
 	Classify func(error) ErrorClass
 
 	// MaxAttempts is the most calls of fn that fail with a transient or

@@ -288,26 +288,32 @@ func TestDoDefaultClassificationOverARealClient(t *testing.T) {
 	})
 }
 
-// TestDoRetriesATransactionCancelledByConflicts: DynamoDB cancels a
-// transaction with a TransactionCanceledException and a reason for each of
-// its items. When every reason is a lost race (its condition failed, another
-// transaction held the item) or None, Do retries it as a conflict, as it
-// does a ConditionalCheckFailedException: a TransactWriteItems loop that
-// reads again and retries is the same pattern over several items. Any other
-// reason among them (a validation error, a throttle) is not a race that
-// reading again could win. Under the SDK's middleware none is retried, as
-// with retry.NewStandard().
-func TestDoRetriesATransactionCancelledByConflicts(t *testing.T) {
+// TestDoRetriesATransactionCancelledForConflictsOrThrottles: DynamoDB
+// cancels a transaction with a TransactionCanceledException and a reason for
+// each of its items. When every reason is a lost race (its condition
+// failed, another transaction held the item) or None, it is a conflict, and
+// Do retries it as it does a ConditionalCheckFailedException: a
+// TransactWriteItems loop that reads again and retries is the same pattern
+// over several items. When every reason is a throttle or None, Do retries it
+// as a throttle (paid from the bucket), since the SDK's middleware does not:
+// the code is no throttle's. Any other reason among them (a validation
+// error), or races and throttles at once, is not retried. Under the
+// middleware none is retried, as with retry.NewStandard().
+func TestDoRetriesATransactionCancelledForConflictsOrThrottles(t *testing.T) {
 	for _, tc := range []struct {
 		reasons string
-		class   jitterretry.ErrorClass
+		class   jitterretry.ErrorClass // Classify's, the middleware's view
+		retried bool                   // by Do
 	}{
-		{"ConditionalCheckFailed,None", jitterretry.ClassConflict},
-		{"None,TransactionConflict", jitterretry.ClassConflict},
-		{"ConditionalCheckFailed,TransactionConflict", jitterretry.ClassConflict},
-		{"None,ValidationError", jitterretry.ClassNotRetryable},
-		{"ConditionalCheckFailed,ThrottlingError", jitterretry.ClassNotRetryable},
-		{"None,None", jitterretry.ClassNotRetryable},
+		{"ConditionalCheckFailed,None", jitterretry.ClassConflict, true},
+		{"None,TransactionConflict", jitterretry.ClassConflict, true},
+		{"ConditionalCheckFailed,TransactionConflict", jitterretry.ClassConflict, true},
+		{"None,ThrottlingError", jitterretry.ClassNotRetryable, true},
+		{"ProvisionedThroughputExceeded,ThrottlingError", jitterretry.ClassNotRetryable, true},
+		{"None,ValidationError", jitterretry.ClassNotRetryable, false},
+		{"ConditionalCheckFailed,ThrottlingError", jitterretry.ClassNotRetryable, false},
+		{"ThrottlingError,ItemCollectionSizeLimitExceeded", jitterretry.ClassNotRetryable, false},
+		{"None,None", jitterretry.ClassNotRetryable, false},
 	} {
 		t.Run(tc.reasons, func(t *testing.T) {
 			srv := newScriptServer(t, reply{cancelled: tc.reasons}, ok)
@@ -323,14 +329,14 @@ func TestDoRetriesATransactionCancelledByConflicts(t *testing.T) {
 			var cancelled *types.TransactionCanceledException
 			require.ErrorAs(t, errs[0], &cancelled, "expect the SDK's modelled error")
 			assert.Equal(t, tc.class, jitterretry.Classify(errs[0]))
-			if tc.class == jitterretry.ClassConflict {
+			if tc.retried {
 				require.NoError(t, err)
-				assert.Equal(t, 2, srv.Calls(), "expect the transaction sent again, once")
+				assert.Equal(t, 2, srv.Calls(), "expect the transaction sent again by Do, once")
 			} else {
 				assert.Same(t, errs[0], err, "expect the error as it is, not retried")
 				assert.Equal(t, 1, srv.Calls(), "expect no retry, by the middleware or Do")
 			}
-			assert.Equal(t, uint(500), r.Remaining(), "expect a conflict to cost no token")
+			assert.Equal(t, uint(500), r.Remaining(), "expect a conflict to cost no token, a throttle's retry refunded on success")
 		})
 	}
 }

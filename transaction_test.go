@@ -1,0 +1,68 @@
+package jitterretry
+
+import (
+	"testing"
+
+	"github.com/stretchr/testify/assert"
+)
+
+// Shapes a TransactionCanceledException may come in: the SDK's (pointers
+// to a struct whose reasons hold a *string Code), and others a user's or a
+// test's error type may have. None may panic or loop.
+type (
+	reasonPtr       struct{ Code *string }
+	reasonStr       struct{ Code string }
+	reasonInt       struct{ Code int }
+	sdkShaped       struct{ CancellationReasons []reasonPtr }
+	stringShaped    struct{ CancellationReasons []*reasonStr }
+	intShaped       struct{ CancellationReasons []reasonInt }
+	notASlice       struct{ CancellationReasons string }
+	embeddedReasons struct{ sdkShaped }
+	selfPointer     *selfPointer
+	selfShaped      struct{ CancellationReasons []selfPointer }
+)
+
+func (*sdkShaped) Error() string       { return "cancelled" }
+func (stringShaped) Error() string     { return "cancelled" }
+func (intShaped) Error() string        { return "cancelled" }
+func (notASlice) Error() string        { return "cancelled" }
+func (*embeddedReasons) Error() string { return "cancelled" }
+func (selfShaped) Error() string       { return "cancelled" }
+
+func codes(cs ...string) []reasonPtr {
+	out := make([]reasonPtr, len(cs))
+	for i := range cs {
+		out[i] = reasonPtr{&cs[i]}
+	}
+	return out
+}
+
+func TestCancellationOfReadsTheReasonsWhateverTheirShape(t *testing.T) {
+	var loop selfPointer
+	loop = &loop
+	cases := map[string]struct {
+		err  error
+		want cancellation
+	}{
+		"conflicts":                {&sdkShaped{codes("None", "ConditionalCheckFailed", "TransactionConflict")}, cancelledByConflicts},
+		"throttles":                {&sdkShaped{codes("ThrottlingError", "None", "ProvisionedThroughputExceeded")}, cancelledByThrottles},
+		"races and throttles":      {&sdkShaped{codes("ConditionalCheckFailed", "ThrottlingError")}, cancelledFinally},
+		"a validation error":       {&sdkShaped{codes("ConditionalCheckFailed", "ValidationError")}, cancelledFinally},
+		"none at all":              {&sdkShaped{codes("None", "None")}, cancelledFinally},
+		"no reasons":               {&sdkShaped{}, cancelledFinally},
+		"a nil code":               {&sdkShaped{[]reasonPtr{{nil}}}, cancelledFinally},
+		"string codes":             {stringShaped{[]*reasonStr{{"TransactionConflict"}, nil}}, cancelledFinally},
+		"string codes, all set":    {stringShaped{[]*reasonStr{{"TransactionConflict"}, {"None"}}}, cancelledByConflicts},
+		"int codes":                {intShaped{[]reasonInt{{1}}}, cancelledFinally},
+		"not a slice":              {notASlice{"ConditionalCheckFailed"}, cancelledFinally},
+		"embedded":                 {&embeddedReasons{sdkShaped{codes("TransactionConflict")}}, cancelledByConflicts},
+		"a nil pointer":            {(*sdkShaped)(nil), cancelledFinally},
+		"a pointer to itself":      {selfShaped{[]selfPointer{loop}}, cancelledFinally},
+		"an error with no reasons": {assert.AnError, cancelledFinally},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			assert.NotPanics(t, func() { assert.Equal(t, tc.want, cancellationOf(tc.err)) })
+		})
+	}
+}
