@@ -74,7 +74,8 @@ func cancellationOf(err error) cancellation {
 
 // fieldOf returns the field name of the struct v holds, through a few
 // pointers and interfaces (a pointer that points to itself ends the
-// search), or the zero Value when there is no such struct or field.
+// search), or the zero Value when there is no such struct or field, or the
+// field is reached through a nil embedded pointer.
 func fieldOf(v reflect.Value, name string) reflect.Value {
 	for range 4 {
 		if v.Kind() != reflect.Pointer && v.Kind() != reflect.Interface || v.IsNil() {
@@ -85,5 +86,13 @@ func fieldOf(v reflect.Value, name string) reflect.Value {
 	if v.Kind() != reflect.Struct {
 		return reflect.Value{}
 	}
-	return v.FieldByName(name)
+	sf, ok := v.Type().FieldByName(name)
+	if !ok {
+		return reflect.Value{}
+	}
+	f, err := v.FieldByIndexErr(sf.Index)
+	if err != nil {
+		return reflect.Value{}
+	}
+	return f
 }

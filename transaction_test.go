@@ -20,14 +20,31 @@ type (
 	embeddedReasons struct{ sdkShaped }
 	selfPointer     *selfPointer
 	selfShaped      struct{ CancellationReasons []selfPointer }
+	stringReasons   struct{ CancellationReasons []string }
+	nilEmbedded     struct{ *sdkShaped }
+	// codeOnly is a test double with the code and no struct at all.
+	codeOnly string
 )
 
-func (*sdkShaped) Error() string       { return "cancelled" }
-func (stringShaped) Error() string     { return "cancelled" }
-func (intShaped) Error() string        { return "cancelled" }
-func (notASlice) Error() string        { return "cancelled" }
-func (*embeddedReasons) Error() string { return "cancelled" }
-func (selfShaped) Error() string       { return "cancelled" }
+func (codeOnly) Error() string     { return "cancelled" }
+func (codeOnly) ErrorCode() string { return transactionCanceledCode }
+
+func (*sdkShaped) Error() string           { return "cancelled" }
+func (*sdkShaped) ErrorCode() string       { return transactionCanceledCode }
+func (stringShaped) Error() string         { return "cancelled" }
+func (stringShaped) ErrorCode() string     { return transactionCanceledCode }
+func (intShaped) Error() string            { return "cancelled" }
+func (intShaped) ErrorCode() string        { return transactionCanceledCode }
+func (notASlice) Error() string            { return "cancelled" }
+func (notASlice) ErrorCode() string        { return transactionCanceledCode }
+func (*embeddedReasons) Error() string     { return "cancelled" }
+func (*embeddedReasons) ErrorCode() string { return transactionCanceledCode }
+func (selfShaped) Error() string           { return "cancelled" }
+func (selfShaped) ErrorCode() string       { return transactionCanceledCode }
+func (stringReasons) Error() string        { return "cancelled" }
+func (stringReasons) ErrorCode() string    { return transactionCanceledCode }
+func (nilEmbedded) Error() string          { return "cancelled" }
+func (nilEmbedded) ErrorCode() string      { return transactionCanceledCode }
 
 func codes(cs ...string) []reasonPtr {
 	out := make([]reasonPtr, len(cs))
@@ -59,10 +76,17 @@ func TestCancellationOfReadsTheReasonsWhateverTheirShape(t *testing.T) {
 		"a nil pointer":            {(*sdkShaped)(nil), cancelledFinally},
 		"a pointer to itself":      {selfShaped{[]selfPointer{loop}}, cancelledFinally},
 		"an error with no reasons": {assert.AnError, cancelledFinally},
+		"reasons that are strings": {stringReasons{[]string{"TransactionConflict"}}, cancelledFinally},
+		"a nil embedded pointer":   {nilEmbedded{}, cancelledFinally},
+		"no struct at all":         {codeOnly("x"), cancelledFinally},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			assert.NotPanics(t, func() { assert.Equal(t, tc.want, cancellationOf(tc.err)) })
+			// Through the classification the SDK's middleware calls on
+			// every failed attempt (the shapes have the code).
+			assert.NotPanics(t, func() { _ = Classify(tc.err) })
 		})
 	}
+	assert.NotPanics(t, func() { _ = Classify(codeOnly("x")) })
 }
