@@ -7,8 +7,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	mathrand "math/rand"
+	"math/rand/v2"
+	"reflect"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go/metrics"
 
@@ -294,17 +298,17 @@ func (o *Options) validate() error {
 	return nil
 }
 
-// validateCallees rejects an option the Retryer calls through that holds a
-// nil pointer or func: the interface is not nil, so it is not defaulted, and
-// the first call through it would panic, at the first error rather than here.
-// Nil entries of Retryables and Throttles are rejected for the same reason.
+// validateCallees rejects an option the Retryer calls through that needs a
+// value and holds none (see needsValue): the interface is not nil, so it is
+// not defaulted, and the first call through it would panic, at the first
+// error rather than here. Nil entries of Retryables and Throttles likewise.
 func (o *Options) validateCallees() error {
 	for _, c := range []struct {
 		name string
 		v    any
-	}{{"Backoff", o.Backoff}, {"Source", o.Source}, {"RateLimiter", o.RateLimiter}, {"MeterProvider", o.MeterProvider}} {
-		if holdsNil(c.v) {
-			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T; set a usable value, or leave it nil for the default", c.v)}
+	}{{"Backoff", o.Backoff}, {"Source", o.Source}, {"RateLimiter", o.RateLimiter}} {
+		if needsValue(c.v) {
+			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T, whose methods need a value; build one, or leave the field nil for the default", c.v)}
 		}
 	}
 	if err := nilEntry("Retryables", o.Retryables); err != nil {
@@ -313,11 +317,25 @@ func (o *Options) validateCallees() error {
 	return nilEntry("Throttles", o.Throttles)
 }
 
+// needsValue reports whether v is a nil func, or a nil pointer of a type
+// whose methods dereference it: this module's, and the SDK's and
+// math/rand's that these options take. A nil pointer of another type is
+// left alone, as the SDK leaves it: its methods may work on a nil receiver.
+func needsValue(v any) bool {
+	switch v.(type) {
+	case *TokenBucket, *delayers.Exponential, *delayers.Full, *delayers.Equal, *delayers.Decorrelated,
+		*ratelimit.TokenRateLimit, *retry.ExponentialJitterBackoff,
+		*rand.Rand, *rand.PCG, *rand.ChaCha8, *mathrand.Rand:
+		return holdsNil(v)
+	}
+	return reflect.ValueOf(v).Kind() == reflect.Func && holdsNil(v)
+}
+
 // nilEntry reports the first entry of the list named name that is nil or
-// holds nil.
+// needs a value it does not hold.
 func nilEntry[T any](name string, list []T) error {
 	for i, f := range list {
-		if v := any(f); v == nil || holdsNil(v) {
+		if v := any(f); v == nil || needsValue(v) {
 			reason := "is nil; leave it out"
 			if v != nil {
 				reason = fmt.Sprintf("is a nil %T; leave it out", v)

@@ -16,7 +16,6 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
-	"github.com/aws/smithy-go/metrics"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -704,11 +703,11 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"nil retryable func": {func(o *jitterretry.Options) {
 			o.Retryables = []retry.IsErrorRetryable{retry.NoRetryCanceledError{}, retry.IsErrorRetryableFunc(nil)}
 		}, "Retryables[1]"},
-		"nil throttle":       {func(o *jitterretry.Options) { o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(nil)} }, "Throttles[0]"},
-		"nil token bucket":   {func(o *jitterretry.Options) { o.RateLimiter = (*jitterretry.TokenBucket)(nil) }, "RateLimiter"},
-		"nil backoff":        {func(o *jitterretry.Options) { o.Backoff = (*delayers.Full)(nil) }, "Backoff"},
-		"nil source":         {func(o *jitterretry.Options) { o.Source = (*rand.Rand)(nil) }, "Source"},
-		"nil meter provider": {func(o *jitterretry.Options) { o.MeterProvider = (*nilPointerMeterProvider)(nil) }, "MeterProvider"},
+		"nil throttle":     {func(o *jitterretry.Options) { o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(nil)} }, "Throttles[0]"},
+		"nil token bucket": {func(o *jitterretry.Options) { o.RateLimiter = (*jitterretry.TokenBucket)(nil) }, "RateLimiter"},
+		"nil backoff":      {func(o *jitterretry.Options) { o.Backoff = (*delayers.Full)(nil) }, "Backoff"},
+		"nil source":       {func(o *jitterretry.Options) { o.Source = (*rand.Rand)(nil) }, "Source"},
+		"nil backoff func": {func(o *jitterretry.Options) { o.Backoff = retry.BackoffDelayerFunc(nil) }, "Backoff"},
 		"partition with limiter": {func(o *jitterretry.Options) {
 			o.RateLimiter = ratelimit.None
 			o.PartitionKey = jitterretry.PartitionByOperation
@@ -736,9 +735,34 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 	}
 }
 
-// nilPointerMeterProvider is a metrics.MeterProvider whose methods need a
-// value: a nil one in Options.MeterProvider is a mistake to report.
-type nilPointerMeterProvider struct{ metrics.MeterProvider }
+// TestANilReceiverThatWorksIsAccepted: a nil pointer of a type whose
+// methods do not need a value (a stateless limiter, say) is a valid option,
+// as the SDK takes it: only nil funcs and nil pointers of the types known to
+// dereference theirs (this module's, the SDK's, math/rand's) are refused.
+func TestANilReceiverThatWorksIsAccepted(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.RateLimiter = (*statelessLimiter)(nil)
+		o.Retryables = []retry.IsErrorRetryable{(*noOpinion)(nil)}
+	})
+	require.NoError(t, r.Err())
+	attempts, err := operation(context.Background(), r, script(throttleErr, ok))
+	require.NoError(t, err)
+	requireAttempts(t, 2, attempts, err)
+}
+
+// statelessLimiter is a retry.RateLimiter that needs no state: every token
+// is granted, on a nil receiver too.
+type statelessLimiter struct{}
+
+func (*statelessLimiter) GetToken(context.Context, uint) (func() error, error) {
+	return func() error { return nil }, nil
+}
+func (*statelessLimiter) AddTokens(uint) error { return nil }
+
+// noOpinion is a retry.IsErrorRetryable that never decides.
+type noOpinion struct{}
+
+func (*noOpinion) IsErrorRetryable(error) aws.Ternary { return aws.UnknownTernary }
 
 // TestBaseAboveCapIsCapped: a cap below the base is a cap, as in the SDK.
 func TestBaseAboveCapIsCapped(t *testing.T) {
