@@ -8,43 +8,55 @@ import (
 
 // Shapes a TransactionCanceledException may come in: the SDK's (pointers
 // to a struct whose reasons hold a *string Code), and others a user's or a
-// test's error type may have. None may panic or loop.
+// test's error type may have. None may panic or loop. Each has the methods
+// of an error with the cancelled transaction's code (cancelledCode), so the
+// classification reads its reasons.
 type (
-	reasonPtr       struct{ Code *string }
-	reasonStr       struct{ Code string }
-	reasonInt       struct{ Code int }
-	sdkShaped       struct{ CancellationReasons []reasonPtr }
-	stringShaped    struct{ CancellationReasons []*reasonStr }
-	intShaped       struct{ CancellationReasons []reasonInt }
-	notASlice       struct{ CancellationReasons string }
+	reasonPtr struct{ Code *string }
+	reasonStr struct{ Code string }
+	reasonInt struct{ Code int }
+	sdkShaped struct {
+		cancelledCode
+		CancellationReasons []reasonPtr
+	}
+	stringShaped struct {
+		cancelledCode
+		CancellationReasons []*reasonStr
+	}
+	intShaped struct {
+		cancelledCode
+		CancellationReasons []reasonInt
+	}
+	notASlice struct {
+		cancelledCode
+		CancellationReasons string
+	}
 	embeddedReasons struct{ sdkShaped }
 	selfPointer     *selfPointer
-	selfShaped      struct{ CancellationReasons []selfPointer }
-	stringReasons   struct{ CancellationReasons []string }
-	nilEmbedded     struct{ *sdkShaped }
-	// codeOnly is a test double with the code and no struct at all.
+	selfShaped      struct {
+		cancelledCode
+		CancellationReasons []selfPointer
+	}
+	stringReasons struct {
+		cancelledCode
+		CancellationReasons []string
+	}
+	// nilEmbedded reaches its reasons through a nil pointer; its own
+	// methods need none.
+	nilEmbedded struct {
+		cancelledCode
+		*sdkShaped
+	}
+	// codeOnly has the code and no struct at all.
 	codeOnly string
 )
 
-func (codeOnly) Error() string     { return "cancelled" }
-func (codeOnly) ErrorCode() string { return transactionCanceledCode }
+type cancelledCode struct{}
 
-func (*sdkShaped) Error() string           { return "cancelled" }
-func (*sdkShaped) ErrorCode() string       { return transactionCanceledCode }
-func (stringShaped) Error() string         { return "cancelled" }
-func (stringShaped) ErrorCode() string     { return transactionCanceledCode }
-func (intShaped) Error() string            { return "cancelled" }
-func (intShaped) ErrorCode() string        { return transactionCanceledCode }
-func (notASlice) Error() string            { return "cancelled" }
-func (notASlice) ErrorCode() string        { return transactionCanceledCode }
-func (*embeddedReasons) Error() string     { return "cancelled" }
-func (*embeddedReasons) ErrorCode() string { return transactionCanceledCode }
-func (selfShaped) Error() string           { return "cancelled" }
-func (selfShaped) ErrorCode() string       { return transactionCanceledCode }
-func (stringReasons) Error() string        { return "cancelled" }
-func (stringReasons) ErrorCode() string    { return transactionCanceledCode }
-func (nilEmbedded) Error() string          { return "cancelled" }
-func (nilEmbedded) ErrorCode() string      { return transactionCanceledCode }
+func (cancelledCode) Error() string     { return "cancelled" }
+func (cancelledCode) ErrorCode() string { return transactionCanceledCode }
+func (codeOnly) Error() string          { return "cancelled" }
+func (codeOnly) ErrorCode() string      { return transactionCanceledCode }
 
 func codes(cs ...string) []reasonPtr {
 	out := make([]reasonPtr, len(cs))
@@ -61,22 +73,22 @@ func TestCancellationOfReadsTheReasonsWhateverTheirShape(t *testing.T) {
 		err  error
 		want cancellation
 	}{
-		"conflicts":                {&sdkShaped{codes("None", "ConditionalCheckFailed", "TransactionConflict")}, cancelledByConflicts},
-		"throttles":                {&sdkShaped{codes("ThrottlingError", "None", "ProvisionedThroughputExceeded")}, cancelledByThrottles},
-		"races and throttles":      {&sdkShaped{codes("ConditionalCheckFailed", "ThrottlingError")}, cancelledFinally},
-		"a validation error":       {&sdkShaped{codes("ConditionalCheckFailed", "ValidationError")}, cancelledFinally},
-		"none at all":              {&sdkShaped{codes("None", "None")}, cancelledFinally},
+		"conflicts":                {&sdkShaped{CancellationReasons: codes("None", "ConditionalCheckFailed", "TransactionConflict")}, cancelledByConflicts},
+		"throttles":                {&sdkShaped{CancellationReasons: codes("ThrottlingError", "None", "ProvisionedThroughputExceeded")}, cancelledByThrottles},
+		"races and throttles":      {&sdkShaped{CancellationReasons: codes("ConditionalCheckFailed", "ThrottlingError")}, cancelledFinally},
+		"a validation error":       {&sdkShaped{CancellationReasons: codes("ConditionalCheckFailed", "ValidationError")}, cancelledFinally},
+		"none at all":              {&sdkShaped{CancellationReasons: codes("None", "None")}, cancelledFinally},
 		"no reasons":               {&sdkShaped{}, cancelledFinally},
-		"a nil code":               {&sdkShaped{[]reasonPtr{{nil}}}, cancelledFinally},
-		"string codes":             {stringShaped{[]*reasonStr{{"TransactionConflict"}, nil}}, cancelledFinally},
-		"string codes, all set":    {stringShaped{[]*reasonStr{{"TransactionConflict"}, {"None"}}}, cancelledByConflicts},
-		"int codes":                {intShaped{[]reasonInt{{1}}}, cancelledFinally},
-		"not a slice":              {notASlice{"ConditionalCheckFailed"}, cancelledFinally},
-		"embedded":                 {&embeddedReasons{sdkShaped{codes("TransactionConflict")}}, cancelledByConflicts},
+		"a nil code":               {&sdkShaped{CancellationReasons: []reasonPtr{{nil}}}, cancelledFinally},
+		"string codes":             {stringShaped{CancellationReasons: []*reasonStr{{"TransactionConflict"}, nil}}, cancelledFinally},
+		"string codes, all set":    {stringShaped{CancellationReasons: []*reasonStr{{"TransactionConflict"}, {"None"}}}, cancelledByConflicts},
+		"int codes":                {intShaped{CancellationReasons: []reasonInt{{1}}}, cancelledFinally},
+		"not a slice":              {notASlice{CancellationReasons: "ConditionalCheckFailed"}, cancelledFinally},
+		"embedded":                 {&embeddedReasons{sdkShaped{CancellationReasons: codes("TransactionConflict")}}, cancelledByConflicts},
 		"a nil pointer":            {(*sdkShaped)(nil), cancelledFinally},
-		"a pointer to itself":      {selfShaped{[]selfPointer{loop}}, cancelledFinally},
+		"a pointer to itself":      {selfShaped{CancellationReasons: []selfPointer{loop}}, cancelledFinally},
 		"an error with no reasons": {assert.AnError, cancelledFinally},
-		"reasons that are strings": {stringReasons{[]string{"TransactionConflict"}}, cancelledFinally},
+		"reasons that are strings": {stringReasons{CancellationReasons: []string{"TransactionConflict"}}, cancelledFinally},
 		"a nil embedded pointer":   {nilEmbedded{}, cancelledFinally},
 		"no struct at all":         {codeOnly("x"), cancelledFinally},
 	}
