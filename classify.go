@@ -140,6 +140,10 @@ type errorInfo struct {
 	class ErrorClass
 	hint  retryAfter    // the response's x-amz-retry-after
 	cut   time.Duration // how long the attempt ran before AttemptTimeout cut it; 0 if it did not
+	// forDo: not retryable here, but Do's default retries it (a
+	// transaction cancelled for throttles; see doClass), as it does a
+	// conflict
+	forDo bool
 }
 
 // inspect returns what the retry decision needs to know of err.
@@ -151,7 +155,7 @@ func (c *classifier) inspect(err error) errorInfo {
 	if f.typedNil {
 		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
 	}
-	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut}
+	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, forDo: f.throttledTransaction()}
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
@@ -198,12 +202,15 @@ func (c *classifier) doClass(err error) ErrorClass {
 	if f.conflictsGaveUp || f.gaveUp && !f.isConflict() {
 		return ClassNotRetryable
 	}
-	if f.transaction == cancelledByThrottles && !f.typedNil {
+	if f.throttledTransaction() {
 		// The SDK's middleware does not retry it (its code is no
-		// throttle's), so the loop does, unless the caller's Retryables
-		// say otherwise.
-		if c.retryables.IsErrorRetryable(err) == aws.FalseTernary {
+		// throttle's), so the loop does, unless the caller's checks say
+		// otherwise.
+		switch {
+		case c.retryables.IsErrorRetryable(err) == aws.FalseTernary:
 			return ClassNotRetryable
+		case c.throttles.IsErrorThrottle(err) == aws.FalseTernary:
+			return ClassTransient
 		}
 		return ClassThrottle
 	}
@@ -360,6 +367,12 @@ func holdsNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
+}
+
+// throttledTransaction reports whether the chain holds a transaction
+// cancelled for throttles only, and no mark that makes it a conflict.
+func (f *errorFacts) throttledTransaction() bool {
+	return f.transaction == cancelledByThrottles && !f.conflictMark && !f.typedNil
 }
 
 func (f *errorFacts) isConflict() bool {

@@ -167,10 +167,10 @@ type Options struct {
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
 	// the send-rate limiter and, with reason GiveUpNotRetryable, of an
-	// error that is not retryable (but a conflict, which is Do's to
-	// retry). It must be safe for concurrent use and
-	// quick, and must not change the error (it is the one the operation
-	// returns).
+	// error that is not retryable (but a conflict, or a DynamoDB
+	// transaction cancelled for throttles only, which are Do's to retry).
+	// It must be safe for concurrent use and quick, and must not change
+	// the error (it is the one the operation returns).
 	OnGiveUp func(*GiveUpError)
 
 	// SendRate, when set, turns on the adaptive client-side send-rate
@@ -301,13 +301,20 @@ func (o *Options) validate() error {
 // validateCallees rejects an option the Retryer calls through that needs a
 // value and holds none (see needsValue): the interface is not nil, so it is
 // not defaulted, and the first call through it would panic, at the first
-// error rather than here. Nil entries of Retryables and Throttles likewise.
+// error (or, for MeterProvider, in New) rather than here. Nil entries of
+// Retryables and Throttles likewise.
 func (o *Options) validateCallees() error {
 	for _, c := range []struct {
-		name string
-		v    any
-	}{{"Backoff", o.Backoff}, {"Source", o.Source}, {"RateLimiter", o.RateLimiter}} {
-		if needsValue(c.v) {
+		name  string
+		v     any
+		iface reflect.Type
+	}{
+		{"Backoff", o.Backoff, reflect.TypeFor[retry.BackoffDelayer]()},
+		{"Source", o.Source, reflect.TypeFor[delayers.Source]()},
+		{"RateLimiter", o.RateLimiter, reflect.TypeFor[retry.RateLimiter]()},
+		{"MeterProvider", o.MeterProvider, reflect.TypeFor[metrics.MeterProvider]()},
+	} {
+		if needsValue(c.v, c.iface) {
 			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T, whose methods need a value; build one, or leave the field nil for the default", c.v)}
 		}
 	}
@@ -317,25 +324,36 @@ func (o *Options) validateCallees() error {
 	return nilEntry("Throttles", o.Throttles)
 }
 
-// needsValue reports whether v is a nil func, or a nil pointer of a type
-// whose methods dereference it: this module's, and the SDK's and
+// needsValue reports whether v, held in an option of interface type iface,
+// is a nil the first call through it panics on: a nil func; a nil pointer to
+// a type whose methods for iface take the value, which Go's wrapper
+// dereferences (the SDK's checks, such as *retry.RetryableErrorCode, and
+// smithy-go's *metrics.NopMeterProvider); or a nil pointer of a type whose
+// pointer methods dereference it: this module's, and the SDK's and
 // math/rand's that these options take. A nil pointer of another type is
 // left alone, as the SDK leaves it: its methods may work on a nil receiver.
-func needsValue(v any) bool {
+func needsValue(v any, iface reflect.Type) bool {
+	if !holdsNil(v) {
+		return false
+	}
+	switch t := reflect.TypeOf(v); {
+	case t.Kind() == reflect.Func, t.Elem().Implements(iface):
+		return true
+	}
 	switch v.(type) {
 	case *TokenBucket, *delayers.Exponential, *delayers.Full, *delayers.Equal, *delayers.Decorrelated,
 		*ratelimit.TokenRateLimit, *retry.ExponentialJitterBackoff,
 		*rand.Rand, *rand.PCG, *rand.ChaCha8, *mathrand.Rand:
-		return holdsNil(v)
+		return true
 	}
-	return reflect.ValueOf(v).Kind() == reflect.Func && holdsNil(v)
+	return false
 }
 
 // nilEntry reports the first entry of the list named name that is nil or
 // needs a value it does not hold.
 func nilEntry[T any](name string, list []T) error {
 	for i, f := range list {
-		if v := any(f); v == nil || needsValue(v) {
+		if v := any(f); v == nil || needsValue(v, reflect.TypeFor[T]()) {
 			reason := "is nil; leave it out"
 			if v != nil {
 				reason = fmt.Sprintf("is a nil %T; leave it out", v)

@@ -161,8 +161,9 @@ func (r *Retryer) MaxAttempts() int {
 // rules with the README's documented differences: a cancelled context is
 // never retried, API errors are not searched for words, and conflicts
 // (ClassConflict) are left to Do. OnGiveUp sees a refusal with reason
-// GiveUpNotRetryable, but not for a conflict: that is the application's to
-// retry, not a refusal. Having no context, such a refusal carries no
+// GiveUpNotRetryable, but not for a conflict, nor for a DynamoDB transaction
+// cancelled for throttles only: Do retries those, so they are not
+// refusals. Having no context, such a refusal carries no
 // service, operation or partition in the metrics.
 func (r *Retryer) IsErrorRetryable(err error) bool {
 	if r.ready() != nil || err == nil {
@@ -174,7 +175,7 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 		r.classCache.store(err, keyHash(err), info) // for the GetRetryToken that follows
 		return true
 	}
-	if info.class != ClassConflict && (r.hooks.onGiveUp != nil || r.hooks.meter != nil) {
+	if info.class != ClassConflict && !info.forDo && (r.hooks.onGiveUp != nil || r.hooks.meter != nil) {
 		r.hooks.giveUp(nil, &GiveUpError{Reason: GiveUpNotRetryable, Err: err})
 	}
 	return false

@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/metrics"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -708,6 +709,17 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"nil backoff":      {func(o *jitterretry.Options) { o.Backoff = (*delayers.Full)(nil) }, "Backoff"},
 		"nil source":       {func(o *jitterretry.Options) { o.Source = (*rand.Rand)(nil) }, "Source"},
 		"nil backoff func": {func(o *jitterretry.Options) { o.Backoff = retry.BackoffDelayerFunc(nil) }, "Backoff"},
+		// A nil pointer to a type with value methods panics in Go's
+		// wrapper, whatever the methods do: the SDK's checks are such.
+		"nil pointer to a value retryable": {func(o *jitterretry.Options) {
+			o.Retryables = []retry.IsErrorRetryable{(*retry.RetryableErrorCode)(nil)}
+		}, "Retryables[0]"},
+		"nil pointer to a value throttle": {func(o *jitterretry.Options) {
+			o.Throttles = []retry.IsErrorThrottle{(*retry.ThrottleErrorCode)(nil)}
+		}, "Throttles[0]"},
+		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
+			o.MeterProvider = (*metrics.NopMeterProvider)(nil)
+		}, "MeterProvider"},
 		"partition with limiter": {func(o *jitterretry.Options) {
 			o.RateLimiter = ratelimit.None
 			o.PartitionKey = jitterretry.PartitionByOperation

@@ -10,6 +10,11 @@ import "reflect"
 // (TransactWriteItems, TransactGetItems) the service cancelled.
 const transactionCanceledCode = "TransactionCanceledException"
 
+// maxTransactionItems is the most items a DynamoDB transaction has, and so
+// the most reasons a real cancellation lists; a longer list is read as no
+// race or throttle, so that reading it costs a few microseconds at most.
+const maxTransactionItems = 100
+
 // cancellation is what the reasons of a cancelled transaction make it.
 type cancellation uint8
 
@@ -44,11 +49,12 @@ func reasonKind(code string) (cancellation, bool) {
 // transactionCanceledCode, says by its CancellationReasons. They are read by
 // their field names, since this module does not import the DynamoDB client:
 // a struct, or a pointer to one, with CancellationReasons, a slice of
-// structs (or pointers to them) whose Code is a string or *string. Any
-// other shape, and a nil Code, is cancelledFinally.
+// structs (or pointers to them) whose Code is a string or *string, at most
+// maxTransactionItems long. Any other shape, and a nil Code, is
+// cancelledFinally.
 func cancellationOf(err error) cancellation {
 	reasons := fieldOf(reflect.ValueOf(err), "CancellationReasons")
-	if reasons.Kind() != reflect.Slice {
+	if reasons.Kind() != reflect.Slice || reasons.Len() > maxTransactionItems {
 		return cancelledFinally
 	}
 	kind := cancelledFinally

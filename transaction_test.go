@@ -1,6 +1,7 @@
 package jitterretry
 
 import (
+	"slices"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -73,24 +74,26 @@ func TestCancellationOfReadsTheReasonsWhateverTheirShape(t *testing.T) {
 		err  error
 		want cancellation
 	}{
-		"conflicts":                {&sdkShaped{CancellationReasons: codes("None", "ConditionalCheckFailed", "TransactionConflict")}, cancelledByConflicts},
-		"throttles":                {&sdkShaped{CancellationReasons: codes("ThrottlingError", "None", "ProvisionedThroughputExceeded")}, cancelledByThrottles},
-		"races and throttles":      {&sdkShaped{CancellationReasons: codes("ConditionalCheckFailed", "ThrottlingError")}, cancelledFinally},
-		"a validation error":       {&sdkShaped{CancellationReasons: codes("ConditionalCheckFailed", "ValidationError")}, cancelledFinally},
-		"none at all":              {&sdkShaped{CancellationReasons: codes("None", "None")}, cancelledFinally},
-		"no reasons":               {&sdkShaped{}, cancelledFinally},
-		"a nil code":               {&sdkShaped{CancellationReasons: []reasonPtr{{nil}}}, cancelledFinally},
-		"string codes":             {stringShaped{CancellationReasons: []*reasonStr{{"TransactionConflict"}, nil}}, cancelledFinally},
-		"string codes, all set":    {stringShaped{CancellationReasons: []*reasonStr{{"TransactionConflict"}, {"None"}}}, cancelledByConflicts},
-		"int codes":                {intShaped{CancellationReasons: []reasonInt{{1}}}, cancelledFinally},
-		"not a slice":              {notASlice{CancellationReasons: "ConditionalCheckFailed"}, cancelledFinally},
-		"embedded":                 {&embeddedReasons{sdkShaped{CancellationReasons: codes("TransactionConflict")}}, cancelledByConflicts},
-		"a nil pointer":            {(*sdkShaped)(nil), cancelledFinally},
-		"a pointer to itself":      {selfShaped{CancellationReasons: []selfPointer{loop}}, cancelledFinally},
-		"an error with no reasons": {assert.AnError, cancelledFinally},
-		"reasons that are strings": {stringReasons{CancellationReasons: []string{"TransactionConflict"}}, cancelledFinally},
-		"a nil embedded pointer":   {nilEmbedded{}, cancelledFinally},
-		"no struct at all":         {codeOnly("x"), cancelledFinally},
+		"conflicts":                 {&sdkShaped{CancellationReasons: codes("None", "ConditionalCheckFailed", "TransactionConflict")}, cancelledByConflicts},
+		"throttles":                 {&sdkShaped{CancellationReasons: codes("ThrottlingError", "None", "ProvisionedThroughputExceeded")}, cancelledByThrottles},
+		"races and throttles":       {&sdkShaped{CancellationReasons: codes("ConditionalCheckFailed", "ThrottlingError")}, cancelledFinally},
+		"a validation error":        {&sdkShaped{CancellationReasons: codes("ConditionalCheckFailed", "ValidationError")}, cancelledFinally},
+		"none at all":               {&sdkShaped{CancellationReasons: codes("None", "None")}, cancelledFinally},
+		"no reasons":                {&sdkShaped{}, cancelledFinally},
+		"a nil code":                {&sdkShaped{CancellationReasons: []reasonPtr{{nil}}}, cancelledFinally},
+		"string codes":              {stringShaped{CancellationReasons: []*reasonStr{{"TransactionConflict"}, nil}}, cancelledFinally},
+		"string codes, all set":     {stringShaped{CancellationReasons: []*reasonStr{{"TransactionConflict"}, {"None"}}}, cancelledByConflicts},
+		"int codes":                 {intShaped{CancellationReasons: []reasonInt{{1}}}, cancelledFinally},
+		"not a slice":               {notASlice{CancellationReasons: "ConditionalCheckFailed"}, cancelledFinally},
+		"embedded":                  {&embeddedReasons{sdkShaped{CancellationReasons: codes("TransactionConflict")}}, cancelledByConflicts},
+		"a nil pointer":             {(*sdkShaped)(nil), cancelledFinally},
+		"a pointer to itself":       {selfShaped{CancellationReasons: []selfPointer{loop}}, cancelledFinally},
+		"an error with no reasons":  {assert.AnError, cancelledFinally},
+		"reasons that are strings":  {stringReasons{CancellationReasons: []string{"TransactionConflict"}}, cancelledFinally},
+		"a nil embedded pointer":    {nilEmbedded{}, cancelledFinally},
+		"no struct at all":          {codeOnly("x"), cancelledFinally},
+		"a full transaction":        {&sdkShaped{CancellationReasons: codes(slices.Repeat([]string{"TransactionConflict"}, 100)...)}, cancelledByConflicts},
+		"more than any transaction": {&sdkShaped{CancellationReasons: codes(slices.Repeat([]string{"TransactionConflict"}, 101)...)}, cancelledFinally},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {

@@ -355,3 +355,47 @@ func TestRetryAnsweredByACancelledTransactionIsRefunded(t *testing.T) {
 	assert.Equal(t, 3, srv.Calls())
 	assert.Equal(t, uint(500), r.Remaining(), "expect the 500's retry, answered by a conflict, refunded")
 }
+
+// TestAThrottledTransactionDoRetriesIsNoGiveUp: under the middleware a
+// transaction cancelled for throttles is not retried, but Do retries it:
+// as a conflict, it is no refusal for OnGiveUp, only a retry for OnRetry.
+// A caller's own marks still decide: Conflict makes it a conflict, and
+// Throttles answering false a transient error.
+func TestAThrottledTransactionDoRetriesIsNoGiveUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mark func(error) error
+		opts func(*jitterretry.Options)
+		want jitterretry.ErrorClass // of the retry Do makes
+	}{
+		{"default", nil, nil, jitterretry.ClassThrottle},
+		{"marked a conflict", func(err error) error { return jitterretry.Conflict(err, 1, 2) }, nil, jitterretry.ClassConflict},
+		{"no throttle to the caller", nil, func(o *jitterretry.Options) {
+			o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.FalseTernary })}
+		}, jitterretry.ClassTransient},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newScriptServer(t, reply{cancelled: "None,ThrottlingError"}, ok)
+			var gaveUp []jitterretry.GiveUpReason
+			var retried []jitterretry.ErrorClass
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e.Reason) }
+				o.OnRetry = func(e jitterretry.RetryEvent) { retried = append(retried, e.Class) }
+				if tc.opts != nil {
+					tc.opts(o)
+				}
+			})
+			client := newClient(srv.URL, r)
+			require.NoError(t, jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				err := transactWrite(ctx, client, 2)
+				if err != nil && tc.mark != nil {
+					err = tc.mark(err)
+				}
+				return err
+			}))
+			assert.Equal(t, 2, srv.Calls())
+			assert.Empty(t, gaveUp, "expect no refusal reported for what Do retries")
+			assert.Equal(t, []jitterretry.ErrorClass{tc.want}, retried)
+		})
+	}
+}
