@@ -3,6 +3,7 @@ package jitterretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/url"
@@ -34,8 +35,10 @@ const (
 	ClassThrottle
 	// ClassConflict is an optimistic-concurrency conflict that the
 	// application retries after reading again: a
-	// ConditionalCheckFailedException or TransactionConflictException, or an
-	// error marked with Conflict. Only Do retries conflicts, with a budget
+	// ConditionalCheckFailedException or TransactionConflictException, a
+	// TransactionCanceledException whose cancellation reasons are only
+	// ConditionalCheckFailed, TransactionConflict and None, or an error
+	// marked with Conflict. Only Do retries conflicts, with a budget
 	// of their own (DoOptions.MaxConflicts); under the SDK's middleware they
 	// are not retryable, as in retry.Standard.
 	ClassConflict
@@ -43,7 +46,8 @@ const (
 
 // String returns the class as a short identifier, also used as the value of
 // the "class" attribute of the retryer's metrics: "not_retryable",
-// "transient", "throttle" or "conflict".
+// "transient", "throttle" or "conflict"; "ErrorClass(n)" for any other
+// value, which Do treats as not retryable.
 func (c ErrorClass) String() string {
 	switch c {
 	case ClassTransient:
@@ -52,8 +56,10 @@ func (c ErrorClass) String() string {
 		return "throttle"
 	case ClassConflict:
 		return "conflict"
+	case ClassNotRetryable:
+		return "not_retryable"
 	}
-	return "not_retryable"
+	return fmt.Sprintf("ErrorClass(%d)", uint8(c))
 }
 
 // Classify reports the class of err under the default rules: the SDK's
@@ -134,6 +140,10 @@ type errorInfo struct {
 	class ErrorClass
 	hint  retryAfter    // the response's x-amz-retry-after
 	cut   time.Duration // how long the attempt ran before AttemptTimeout cut it; 0 if it did not
+	// forDo: not retryable here, but Do's default retries it (a
+	// transaction cancelled for throttles; see doClass), as it does a
+	// conflict
+	forDo bool
 }
 
 // inspect returns what the retry decision needs to know of err.
@@ -145,7 +155,7 @@ func (c *classifier) inspect(err error) errorInfo {
 	if f.typedNil {
 		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
 	}
-	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut}
+	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, forDo: f.throttledTransaction()}
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
@@ -174,9 +184,11 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 // error a retry machinery already gave up on (a *retry.MaxAttemptsError, the
 // SDK bucket's ratelimit.QuotaExceededError, a *GiveUpError) is not retried
 // again, unless it wraps a conflict (see below), and a Do loop's that ran
-// out of conflicts never is; the rest follows the retryer's rules. So a Do
-// loop around SDK calls retries conflicts only, and around plain functions
-// what the SDK would.
+// out of conflicts never is; a transaction cancelled for throttles only,
+// which the SDK's middleware does not retry, is a throttle; the rest follows
+// the retryer's rules. So a Do loop around SDK calls retries conflicts (and
+// throttled transactions) only, and around plain functions what the SDK
+// would.
 func (c *classifier) doClass(err error) ErrorClass {
 	if err == nil {
 		return ClassNotRetryable
@@ -189,6 +201,18 @@ func (c *classifier) doClass(err error) ErrorClass {
 	// inner Do would run it again for each of its own conflicts.
 	if f.conflictsGaveUp || f.gaveUp && !f.isConflict() {
 		return ClassNotRetryable
+	}
+	if f.throttledTransaction() {
+		// The SDK's middleware does not retry it (its code is no
+		// throttle's), so the loop does, unless the caller's checks say
+		// otherwise.
+		switch {
+		case c.retryables.IsErrorRetryable(err) == aws.FalseTernary:
+			return ClassNotRetryable
+		case c.throttles.IsErrorThrottle(err) == aws.FalseTernary:
+			return ClassTransient
+		}
+		return ClassThrottle
 	}
 	return c.classOf(err, &f)
 }
@@ -281,14 +305,15 @@ type errorFacts struct {
 	apiSeen      bool
 	modeled      bool // the first smithy.APIError is not a *smithy.GenericAPIError
 
-	conflictMark    bool // an error marked with Conflict is in the chain
-	gaveUp          bool // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
-	conflictsGaveUp bool // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
-	typedNil        bool // a nil pointer is in the chain: its methods may panic, so none is called
-	contextCanceled bool // context.Canceled is in the chain
-	network         bool // a connection-level error is in the chain
-	foreignAs       bool // a node has an As method
-	nodes           int  // nodes visited so far
+	conflictMark    bool         // an error marked with Conflict is in the chain
+	transaction     cancellation // what a cancelled transaction's reasons say
+	gaveUp          bool         // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
+	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
+	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
+	contextCanceled bool         // context.Canceled is in the chain
+	network         bool         // a connection-level error is in the chain
+	foreignAs       bool         // a node has an As method
+	nodes           int          // nodes visited so far
 	response        *http.Response
 	cut             time.Duration // the timeout of an attempt AttemptTimeout cut
 }
@@ -318,7 +343,7 @@ func (f *errorFacts) walk(err error, depth int) {
 		return
 	}
 	f.nodes++
-	if isNilPointer(err) {
+	if holdsNil(err) {
 		f.typedNil = true
 		return
 	}
@@ -333,15 +358,25 @@ func (f *errorFacts) walk(err error, depth int) {
 	}
 }
 
-// isNilPointer reports whether err is a nil pointer of some type in a
-// non-nil interface, whose methods may dereference it.
-func isNilPointer(err error) bool {
-	v := reflect.ValueOf(err)
-	return v.Kind() == reflect.Pointer && v.IsNil()
+// holdsNil reports whether v is a nil pointer or func of some type in a
+// non-nil interface (an error, an option), whose methods may dereference
+// it.
+func holdsNil(v any) bool {
+	switch rv := reflect.ValueOf(v); rv.Kind() {
+	case reflect.Pointer, reflect.Func:
+		return rv.IsNil()
+	}
+	return false
+}
+
+// throttledTransaction reports whether the chain holds a transaction
+// cancelled for throttles only, and no mark that makes it a conflict.
+func (f *errorFacts) throttledTransaction() bool {
+	return f.transaction == cancelledByThrottles && !f.conflictMark && !f.typedNil
 }
 
 func (f *errorFacts) isConflict() bool {
-	return f.conflictMark || f.kind&codeConflict != 0
+	return f.conflictMark || f.kind&codeConflict != 0 || f.transaction == cancelledByConflicts
 }
 
 func (f *errorFacts) visit(err error) {
@@ -409,16 +444,25 @@ func (f *errorFacts) visit(err error) {
 	}
 	if v, ok := err.(smithy.APIError); ok {
 		if !f.code.seen {
-			f.code = seenString{true, v.ErrorCode()}
+			f.setCode(err, v.ErrorCode())
 		}
 		if !f.apiSeen {
 			f.apiSeen, f.modeled = true, true
 		}
 	} else if v, ok := err.(interface{ ErrorCode() string }); ok && !f.code.seen {
-		f.code = seenString{true, v.ErrorCode()}
+		f.setCode(err, v.ErrorCode())
 	}
 	if !f.network {
 		f.network = isNetworkNode(err)
+	}
+}
+
+// setCode records code as err's error code, the first in the chain, and for
+// a cancelled transaction what its reasons say.
+func (f *errorFacts) setCode(err error, code string) {
+	f.code = seenString{true, code}
+	if code == transactionCanceledCode {
+		f.transaction = cancellationOf(err)
 	}
 }
 

@@ -15,22 +15,27 @@ import (
 type DoOptions struct {
 	// Classify decides what the loop retries. The default retries
 	// conflicts (ClassConflict: a ConditionalCheckFailedException, a
-	// TransactionConflictException, an error marked with Conflict), leaves
-	// alone an error the SDK's retry middleware already gave up on (a
-	// *retry.MaxAttemptsError, a *GiveUpError, also that of a Do loop
-	// inside fn that ran out of conflicts), and classifies the rest as
-	// the Retryer does. So around SDK calls, whose throttles and 5xx the
-	// SDK already retried, the loop retries conflicts only; around other
-	// functions, what the SDK would. Nil means the default.
+	// TransactionConflictException, a transaction cancelled for conflicts
+	// only, an error marked with Conflict) and, as throttles, transactions
+	// cancelled for throttles only (which the SDK's middleware does not
+	// retry); leaves alone an error the SDK's retry middleware already
+	// gave up on (a *retry.MaxAttemptsError, a *GiveUpError, also that of
+	// a Do loop inside fn that ran out of conflicts); and classifies the
+	// rest as the Retryer does. So around SDK calls, whose throttles and
+	// 5xx the SDK already retried, the loop retries conflicts (and
+	// throttled transactions) only; around other functions, what the SDK
+	// would. Nil means the default. A value other than the four classes
+	// is not retried.
 	Classify func(error) ErrorClass
 
 	// MaxAttempts is the most calls of fn that fail with a transient or
 	// throttling error before the loop gives up with GiveUpMaxAttempts;
 	// conflicts do not count. Default the Retryer's own MaxAttempts, not
-	// AWS_MAX_ATTEMPTS or config.WithRetryMaxAttempts, which wrap the
-	// retryer the SDK's clients get (retry.AddWithMaxAttempts) and do not
-	// reach Do; UnlimitedAttempts means no limit; 0 and other negative
-	// values are invalid.
+	// AWS_MAX_ATTEMPTS or config.WithRetryMaxAttempts, which at most wrap
+	// the retryer a client gets (retry.AddWithMaxAttempts, and only when it
+	// is set per client: with config.WithRetryer the SDK ignores them) and
+	// never reach Do; UnlimitedAttempts means no limit; 0 and other
+	// negative values are invalid.
 	MaxAttempts int
 
 	// MaxConflicts is the most conflicts the loop retries before it gives
@@ -200,8 +205,6 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {
-	case ClassNotRetryable:
-		return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err})
 	case ClassConflict:
 		if d.o.MaxConflicts != UnlimitedAttempts && d.conflicts >= d.o.MaxConflicts {
 			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpConflicts, Attempt: attempt, Partition: l.key, Err: err})
@@ -229,7 +232,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 				backoff = max(backoff, floor)
 			}
 		}
-	default:
+	case ClassTransient, ClassThrottle:
 		d.failures++
 		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {
 			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err})
@@ -254,6 +257,10 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			}
 		}
 		backoff = max(backoff-p.waited, 0) // admit waited that long for tokens
+	default:
+		// ClassNotRetryable, or a class a caller's Classify made up,
+		// whose cost and backoff nothing says.
+		return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err})
 	}
 	wait, gerr := r.schedule(&p, attempt, err, backoff, false)
 	if gerr != nil {

@@ -195,6 +195,10 @@ func TestDoConflictBudget(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpConflicts, gu.Reason)
 	assert.Equal(t, 5, *calls, "expect 4 conflicts retried, more than the 3 attempts of the retryer")
 	assert.ErrorIs(t, err, last, "expect the last conflict inside")
+	assert.Equal(t, "jitterretry: conflict budget exhausted after 5 attempts: "+last.Error(), err.Error())
+	fn, _ = sequence(fail(last))
+	err = jitterretry.Do(context.Background(), r, fn, func(o *jitterretry.DoOptions) { o.MaxConflicts = 0 })
+	assert.Equal(t, "jitterretry: conflict budget exhausted after 1 attempt: "+last.Error(), err.Error())
 
 	// The default budget is far above the SDK's three attempts.
 	fn, calls = sequence(conflictErr, conflictErr, conflictErr, conflictErr, conflictErr, conflictErr, ok)
@@ -368,6 +372,30 @@ func TestDoClassifiesEachFailureOnce(t *testing.T) {
 	for i, f := range failures {
 		assert.Equal(t, 1, asked[f], "failure %d classified", i+1)
 	}
+}
+
+// TestDoTreatsAClassItDoesNotKnowAsNotRetryable: a Classify that returns a
+// value outside the four classes (a cast, a bug) is not retried: the loop
+// cannot tell what such an error costs or how it backs off, and its String
+// says what it is rather than pass for one of the four.
+func TestDoTreatsAClassItDoesNotKnowAsNotRetryable(t *testing.T) {
+	unknown := jitterretry.ErrorClass(9)
+	assert.Equal(t, "ErrorClass(9)", unknown.String())
+	var gaveUp []*jitterretry.GiveUpError
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e) }
+	})
+	boom := errors.New("boom")
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		calls++
+		return boom
+	}, func(o *jitterretry.DoOptions) { o.Classify = func(error) jitterretry.ErrorClass { return unknown } })
+	assert.Same(t, boom, err, "expect fn's error as it is, as for any error not retried")
+	assert.Equal(t, 1, calls)
+	require.Len(t, gaveUp, 1)
+	assert.Equal(t, jitterretry.GiveUpNotRetryable, gaveUp[0].Reason)
+	assert.Equal(t, uint(500), r.Remaining(), "expect no token spent")
 }
 
 func TestDoOutcomes(t *testing.T) {

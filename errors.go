@@ -140,7 +140,7 @@ func (e *GiveUpError) Error() string {
 				msg += " in partition " + e.Partition
 			}
 			msg += " (client-side retry budget, not an AWS throttle)"
-		case isNilPointer(e.limiterErr):
+		case holdsNil(e.limiterErr):
 			msg = fmt.Sprintf("jitterretry: failed to get rate limit token, <nil %T>", e.limiterErr) // its Error may panic
 		default:
 			msg = "jitterretry: failed to get rate limit token, " + e.limiterErr.Error()
@@ -161,13 +161,17 @@ func (e *GiveUpError) Error() string {
 	case GiveUpMaxAttempts:
 		msg = fmt.Sprintf("jitterretry: exceeded maximum number of attempts, %d", e.Attempt)
 	case GiveUpConflicts:
-		msg = fmt.Sprintf("jitterretry: conflict budget exhausted after %d attempts", e.Attempt)
+		attempts := "attempts"
+		if e.Attempt == 1 {
+			attempts = "attempt" // MaxConflicts 0: the first conflict
+		}
+		msg = fmt.Sprintf("jitterretry: conflict budget exhausted after %d %s", e.Attempt, attempts)
 	default:
 		msg = "jitterretry: gave up: " + e.Reason.String()
 	}
 	switch {
 	case e.Err == nil || e.joined:
-	case isNilPointer(e.Err):
+	case holdsNil(e.Err):
 		msg += fmt.Sprintf(": <nil %T>", e.Err) // its Error may panic
 	default:
 		msg += ": " + e.Err.Error()

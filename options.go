@@ -7,8 +7,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	mathrand "math/rand"
+	"math/rand/v2"
+	"reflect"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go/metrics"
 
@@ -163,10 +167,10 @@ type Options struct {
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
 	// the send-rate limiter and, with reason GiveUpNotRetryable, of an
-	// error that is not retryable (but a conflict, which is Do's to
-	// retry). It must be safe for concurrent use and
-	// quick, and must not change the error (it is the one the operation
-	// returns).
+	// error that is not retryable (but a conflict, or a DynamoDB
+	// transaction cancelled for throttles only, which are Do's to retry).
+	// It must be safe for concurrent use and quick, and must not change
+	// the error (it is the one the operation returns).
 	OnGiveUp func(*GiveUpError)
 
 	// SendRate, when set, turns on the adaptive client-side send-rate
@@ -247,6 +251,9 @@ func DynamoDB(o *Options) {
 
 func (o *Options) validate() error {
 	invalid := func(option, reason string) error { return &OptionsError{Option: option, Reason: reason} }
+	if err := o.validateCallees(); err != nil {
+		return err
+	}
 	switch {
 	case o.MaxAttempts == 0:
 		return invalid("MaxAttempts", "0 is ambiguous: use 1 for a single attempt or jitterretry.UnlimitedAttempts (-1) for no limit")
@@ -287,6 +294,72 @@ func (o *Options) validate() error {
 		return invalid("BackoffGrowth", "decorrelated jitter grows from its previous delay; leave BackoffGrowth at 2")
 	case !(g >= delayers.MinGrowth && g <= delayers.MaxGrowth):
 		return invalid("BackoffGrowth", fmt.Sprintf("must be 2 or within [%v, %v], got %v", delayers.MinGrowth, delayers.MaxGrowth, g))
+	}
+	return nil
+}
+
+// validateCallees rejects an option the Retryer calls through that needs a
+// value and holds none (see needsValue): the interface is not nil, so it is
+// not defaulted, and the first call through it would panic, at the first
+// error (or, for MeterProvider, in New) rather than here. Nil entries of
+// Retryables and Throttles likewise.
+func (o *Options) validateCallees() error {
+	for _, c := range []struct {
+		name  string
+		v     any
+		iface reflect.Type
+	}{
+		{"Backoff", o.Backoff, reflect.TypeFor[retry.BackoffDelayer]()},
+		{"Source", o.Source, reflect.TypeFor[delayers.Source]()},
+		{"RateLimiter", o.RateLimiter, reflect.TypeFor[retry.RateLimiter]()},
+		{"MeterProvider", o.MeterProvider, reflect.TypeFor[metrics.MeterProvider]()},
+	} {
+		if needsValue(c.v, c.iface) {
+			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T, whose methods need a value; build one, or leave the field nil for the default", c.v)}
+		}
+	}
+	if err := nilEntry("Retryables", o.Retryables); err != nil {
+		return err
+	}
+	return nilEntry("Throttles", o.Throttles)
+}
+
+// needsValue reports whether v, held in an option of interface type iface,
+// is a nil the first call through it panics on: a nil func; a nil pointer to
+// a type whose methods for iface take the value, which Go's wrapper
+// dereferences (the SDK's checks, such as *retry.RetryableErrorCode, and
+// smithy-go's *metrics.NopMeterProvider); or a nil pointer of a type whose
+// pointer methods dereference it: this module's, and the SDK's and
+// math/rand's that these options take. A nil pointer of another type is
+// left alone, as the SDK leaves it: its methods may work on a nil receiver.
+func needsValue(v any, iface reflect.Type) bool {
+	if !holdsNil(v) {
+		return false
+	}
+	switch t := reflect.TypeOf(v); {
+	case t.Kind() == reflect.Func, t.Elem().Implements(iface):
+		return true
+	}
+	switch v.(type) {
+	case *TokenBucket, *delayers.Exponential, *delayers.Full, *delayers.Equal, *delayers.Decorrelated,
+		*ratelimit.TokenRateLimit, *retry.ExponentialJitterBackoff,
+		*rand.Rand, *rand.PCG, *rand.ChaCha8, *mathrand.Rand:
+		return true
+	}
+	return false
+}
+
+// nilEntry reports the first entry of the list named name that is nil or
+// needs a value it does not hold.
+func nilEntry[T any](name string, list []T) error {
+	for i, f := range list {
+		if v := any(f); v == nil || needsValue(v, reflect.TypeFor[T]()) {
+			reason := "is nil; leave it out"
+			if v != nil {
+				reason = fmt.Sprintf("is a nil %T; leave it out", v)
+			}
+			return &OptionsError{Option: fmt.Sprintf("%s[%d]", name, i), Reason: reason}
+		}
 	}
 	return nil
 }

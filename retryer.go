@@ -161,8 +161,9 @@ func (r *Retryer) MaxAttempts() int {
 // rules with the README's documented differences: a cancelled context is
 // never retried, API errors are not searched for words, and conflicts
 // (ClassConflict) are left to Do. OnGiveUp sees a refusal with reason
-// GiveUpNotRetryable, but not for a conflict: that is the application's to
-// retry, not a refusal. Having no context, such a refusal carries no
+// GiveUpNotRetryable, but not for a conflict, nor for a DynamoDB transaction
+// cancelled for throttles only: Do retries those, so they are not
+// refusals. Having no context, such a refusal carries no
 // service, operation or partition in the metrics.
 func (r *Retryer) IsErrorRetryable(err error) bool {
 	if r.ready() != nil || err == nil {
@@ -174,7 +175,7 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 		r.classCache.store(err, keyHash(err), info) // for the GetRetryToken that follows
 		return true
 	}
-	if info.class != ClassConflict && (r.hooks.onGiveUp != nil || r.hooks.meter != nil) {
+	if info.class != ClassConflict && !info.forDo && (r.hooks.onGiveUp != nil || r.hooks.meter != nil) {
 		r.hooks.giveUp(nil, &GiveUpError{Reason: GiveUpNotRetryable, Err: err})
 	}
 	return false
@@ -278,8 +279,11 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	// hand-off rather than walk the error again.
 	release := p.paid.release
 	// A context with a deadline can end; asking Done only when there is
-	// none spares a fresh context the channel it makes on first use.
-	if p.hasDeadline || ctx.Done() != nil {
+	// none spares a fresh context the channel it makes on first use. A
+	// retry that took nothing (a cost of 0, a throttle's retry the
+	// send-rate limiter paces) has nothing to give back, and would only
+	// take a slot from one that has.
+	if (p.paid.cost > 0 || p.paid.foreign != nil) && (p.hasDeadline || ctx.Done() != nil) {
 		if ref, tracked := r.tracked.track(ctx, p.paid, p.at, hash); ref.slot != nil {
 			p.ticket, p.paid, release = ref, ticket{}, tracked
 		}

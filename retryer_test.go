@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -15,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/metrics"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -449,6 +451,38 @@ func TestHooks(t *testing.T) {
 	assert.Empty(t, gaveUp, "expect no give-up reported for a conflict")
 }
 
+// TestFreeRetriesLeaveTheTrackingToPaidOnes: the table that gives back the
+// tokens of a retry cancelled in its backoff holds 4096 retries; retries
+// that cost nothing (RetryCost 0 here; a throttle's retry the send-rate
+// limiter paces) have nothing to give back, and filled it, so that a paid
+// retry cancelled after them kept its 5 tokens for good (an outside review).
+func TestFreeRetriesLeaveTheTrackingToPaidOnes(t *testing.T) {
+	now := time.Now()
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.RetryCost = 0
+		o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = time.Second, time.Second, time.Second
+		o.Clock = func() time.Time { return now } // every backoff still running
+	})
+	live, stop := context.WithCancel(context.Background())
+	defer stop()
+	for range 4096 {
+		e := serverErr() // a value each: the retries are distinct
+		_, err := r.GetRetryToken(live, e)
+		require.NoError(t, err)
+		_, err = r.RetryDelay(1, e)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	e := throttleErr()
+	_, err := r.GetRetryToken(ctx, e)
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, e)
+	require.NoError(t, err)
+	require.Equal(t, uint(495), r.Remaining())
+	cancel() // the middleware's sleep ends with ctx, and drops the release
+	assert.Equal(t, uint(500), r.Remaining(), "expect the cancelled retry's 5 tokens back")
+}
+
 // TestCancelledBackoffGivesTokensBack: the SDK's middleware drops the
 // release of a retry whose backoff sleep its context cut short; the retryer
 // gives the tokens back.
@@ -664,6 +698,28 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"growth for decorrelated": {func(o *jitterretry.Options) { o.Jitter, o.BackoffGrowth = delayers.StrategyDecorrelated, 1.5 }, "BackoffGrowth"},
 		"growth out of range":     {func(o *jitterretry.Options) { o.BackoffGrowth = 0.5 }, "BackoffGrowth"},
 		"max rate below min":      {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MinRate: 10, MaxRate: 5} }, "SendRate.MaxRate"},
+		// An interface holding a nil pointer or func is not nil, and a
+		// call through it panics at the first error.
+		"nil retryable": {func(o *jitterretry.Options) { o.Retryables = []retry.IsErrorRetryable{nil} }, "Retryables[0]"},
+		"nil retryable func": {func(o *jitterretry.Options) {
+			o.Retryables = []retry.IsErrorRetryable{retry.NoRetryCanceledError{}, retry.IsErrorRetryableFunc(nil)}
+		}, "Retryables[1]"},
+		"nil throttle":     {func(o *jitterretry.Options) { o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(nil)} }, "Throttles[0]"},
+		"nil token bucket": {func(o *jitterretry.Options) { o.RateLimiter = (*jitterretry.TokenBucket)(nil) }, "RateLimiter"},
+		"nil backoff":      {func(o *jitterretry.Options) { o.Backoff = (*delayers.Full)(nil) }, "Backoff"},
+		"nil source":       {func(o *jitterretry.Options) { o.Source = (*rand.Rand)(nil) }, "Source"},
+		"nil backoff func": {func(o *jitterretry.Options) { o.Backoff = retry.BackoffDelayerFunc(nil) }, "Backoff"},
+		// A nil pointer to a type with value methods panics in Go's
+		// wrapper, whatever the methods do: the SDK's checks are such.
+		"nil pointer to a value retryable": {func(o *jitterretry.Options) {
+			o.Retryables = []retry.IsErrorRetryable{(*retry.RetryableErrorCode)(nil)}
+		}, "Retryables[0]"},
+		"nil pointer to a value throttle": {func(o *jitterretry.Options) {
+			o.Throttles = []retry.IsErrorThrottle{(*retry.ThrottleErrorCode)(nil)}
+		}, "Throttles[0]"},
+		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
+			o.MeterProvider = (*metrics.NopMeterProvider)(nil)
+		}, "MeterProvider"},
 		"partition with limiter": {func(o *jitterretry.Options) {
 			o.RateLimiter = ratelimit.None
 			o.PartitionKey = jitterretry.PartitionByOperation
@@ -682,9 +738,43 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 			require.ErrorAs(t, err, &oe)
 			requireAttempts(t, 0, attempts, err)
 			assert.Equal(t, 1, r.MaxAttempts())
+			assert.False(t, r.IsErrorRetryable(throttleErr()))
+			_, err = r.GetRetryToken(context.Background(), throttleErr())
+			require.ErrorAs(t, err, &oe)
+			_, err = r.RetryDelay(1, throttleErr())
+			require.ErrorAs(t, err, &oe)
 		})
 	}
 }
+
+// TestANilReceiverThatWorksIsAccepted: a nil pointer of a type whose
+// methods do not need a value (a stateless limiter, say) is a valid option,
+// as the SDK takes it: only nil funcs and nil pointers of the types known to
+// dereference theirs (this module's, the SDK's, math/rand's) are refused.
+func TestANilReceiverThatWorksIsAccepted(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.RateLimiter = (*statelessLimiter)(nil)
+		o.Retryables = []retry.IsErrorRetryable{(*noOpinion)(nil)}
+	})
+	require.NoError(t, r.Err())
+	attempts, err := operation(context.Background(), r, script(throttleErr, ok))
+	require.NoError(t, err)
+	requireAttempts(t, 2, attempts, err)
+}
+
+// statelessLimiter is a retry.RateLimiter that needs no state: every token
+// is granted, on a nil receiver too.
+type statelessLimiter struct{}
+
+func (*statelessLimiter) GetToken(context.Context, uint) (func() error, error) {
+	return func() error { return nil }, nil
+}
+func (*statelessLimiter) AddTokens(uint) error { return nil }
+
+// noOpinion is a retry.IsErrorRetryable that never decides.
+type noOpinion struct{}
+
+func (*noOpinion) IsErrorRetryable(error) aws.Ternary { return aws.UnknownTernary }
 
 // TestBaseAboveCapIsCapped: a cap below the base is a cap, as in the SDK.
 func TestBaseAboveCapIsCapped(t *testing.T) {

@@ -799,6 +799,59 @@ func TestSDKContract_Standard_MaxAttempts(t *testing.T) {
 	}
 }
 
+// TestSDKContract_DifferenceNilOptions: an option the retryer calls through
+// that holds nil (a nil entry of Retryables, a nil pointer as RateLimiter or
+// Backoff) is accepted by the SDK, which then panics at the first error; ours
+// refuses it at New with an *OptionsError naming the field.
+func TestSDKContract_DifferenceNilOptions(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	cases := map[string]struct {
+		sdk    func(*retry.StandardOptions)
+		ours   func(*jitterretry.Options)
+		option string
+	}{
+		"nil retryable": {
+			sdk:    func(o *retry.StandardOptions) { o.Retryables = []retry.IsErrorRetryable{nil} },
+			ours:   func(o *jitterretry.Options) { o.Retryables = []retry.IsErrorRetryable{nil} },
+			option: "Retryables[0]",
+		},
+		"nil pointer as RateLimiter": {
+			sdk:    func(o *retry.StandardOptions) { o.RateLimiter = (*jitterretry.TokenBucket)(nil) },
+			ours:   func(o *jitterretry.Options) { o.RateLimiter = (*jitterretry.TokenBucket)(nil) },
+			option: "RateLimiter",
+		},
+		"nil pointer as Backoff": {
+			sdk:    func(o *retry.StandardOptions) { o.Backoff = (*delayers.Full)(nil) },
+			ours:   func(o *jitterretry.Options) { o.Backoff = (*delayers.Full)(nil) },
+			option: "Backoff",
+		},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			sdk := retry.NewStandard(c.sdk)
+			assert.Panics(t, func() {
+				if sdk.IsErrorRetryable(throttle) {
+					if _, err := sdk.GetRetryToken(context.Background(), throttle); err == nil {
+						_, _ = sdk.RetryDelay(1, throttle)
+					}
+				}
+			}, "the SDK: expect a panic at the first error")
+
+			r := jitterretry.New(c.ours)
+			var oe *jitterretry.OptionsError
+			require.ErrorAs(t, r.Err(), &oe, "expect an *OptionsError, got %v", r.Err())
+			assert.Equal(t, c.option, oe.Option)
+			assert.NotPanics(t, func() {
+				assert.False(t, r.IsErrorRetryable(throttle))
+				_, err := r.GetRetryToken(context.Background(), throttle)
+				assert.ErrorAs(t, err, &oe)
+				_, err = r.RetryDelay(1, throttle)
+				assert.ErrorAs(t, err, &oe)
+			})
+		})
+	}
+}
+
 func TestSDKContract_Standard_RetryDelay(t *testing.T) {
 	cases := map[string]struct {
 		backoff   retry.BackoffDelayerFunc

@@ -55,8 +55,9 @@ func (t ticket) settleLate(err error, refunded uint) {
 // be gone until successes earn them back (with no refill, for good). A
 // context.AfterFunc per retry would cost four allocations and a lock of the
 // caller's context; instead, a retry whose context can end takes a slot in
-// a fixed table, and a sweep walks the table when the bucket runs dry, when
-// the table is full, at most once a reclaimGrace as retries come, and when
+// a fixed table (a retry that took no tokens takes none: it has nothing to
+// give back), and a sweep walks the table when the bucket runs dry, when the
+// table is full, at most once a reclaimGrace as such retries come, and when
 // the retryer's Remaining is read. A sweep refunds a held retry whose
 // context it finds done when
 //

@@ -287,3 +287,115 @@ func TestDoDefaultClassificationOverARealClient(t *testing.T) {
 		assert.Equal(t, 3, srv.Calls())
 	})
 }
+
+// TestDoRetriesATransactionCancelledForConflictsOrThrottles: DynamoDB
+// cancels a transaction with a TransactionCanceledException and a reason for
+// each of its items. When every reason is a lost race (its condition
+// failed, another transaction held the item) or None, it is a conflict, and
+// Do retries it as it does a ConditionalCheckFailedException: a
+// TransactWriteItems loop that reads again and retries is the same pattern
+// over several items. When every reason is a throttle or None, Do retries it
+// as a throttle (paid from the bucket), since the SDK's middleware does not:
+// the code is no throttle's. Any other reason among them (a validation
+// error), or races and throttles at once, is not retried. Under the
+// middleware none is retried, as with retry.NewStandard().
+func TestDoRetriesATransactionCancelledForConflictsOrThrottles(t *testing.T) {
+	for _, tc := range []struct {
+		reasons string
+		class   jitterretry.ErrorClass // Classify's, the middleware's view
+		retried bool                   // by Do
+	}{
+		{"ConditionalCheckFailed,None", jitterretry.ClassConflict, true},
+		{"None,TransactionConflict", jitterretry.ClassConflict, true},
+		{"ConditionalCheckFailed,TransactionConflict", jitterretry.ClassConflict, true},
+		{"None,ThrottlingError", jitterretry.ClassNotRetryable, true},
+		{"ProvisionedThroughputExceeded,ThrottlingError", jitterretry.ClassNotRetryable, true},
+		{"None,ValidationError", jitterretry.ClassNotRetryable, false},
+		{"ConditionalCheckFailed,ThrottlingError", jitterretry.ClassNotRetryable, false},
+		{"ThrottlingError,ItemCollectionSizeLimitExceeded", jitterretry.ClassNotRetryable, false},
+		{"None,None", jitterretry.ClassNotRetryable, false},
+	} {
+		t.Run(tc.reasons, func(t *testing.T) {
+			srv := newScriptServer(t, reply{cancelled: tc.reasons}, ok)
+			r := jitterretry.New(fast)
+			client := newClient(srv.URL, r)
+			var errs []error
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				err := transactWrite(ctx, client, 2)
+				errs = append(errs, err)
+				return err
+			})
+			require.NotEmpty(t, errs)
+			var cancelled *types.TransactionCanceledException
+			require.ErrorAs(t, errs[0], &cancelled, "expect the SDK's modelled error")
+			assert.Equal(t, tc.class, jitterretry.Classify(errs[0]))
+			if tc.retried {
+				require.NoError(t, err)
+				assert.Equal(t, 2, srv.Calls(), "expect the transaction sent again by Do, once")
+			} else {
+				assert.Same(t, errs[0], err, "expect the error as it is, not retried")
+				assert.Equal(t, 1, srv.Calls(), "expect no retry, by the middleware or Do")
+			}
+			assert.Equal(t, uint(500), r.Remaining(), "expect a conflict to cost no token, a throttle's retry refunded on success")
+		})
+	}
+}
+
+// TestRetryAnsweredByACancelledTransactionIsRefunded: as a paid retry
+// answered by a ConditionalCheckFailedException (the README's differences),
+// one answered by a transaction the service cancelled for conflicts gets its
+// cost back.
+func TestRetryAnsweredByACancelledTransactionIsRefunded(t *testing.T) {
+	srv := newScriptServer(t, serverErr, reply{cancelled: "None,ConditionalCheckFailed"}, ok)
+	r := jitterretry.New(fast)
+	client := newClient(srv.URL, r)
+	require.NoError(t, jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		return transactWrite(ctx, client, 2)
+	}))
+	assert.Equal(t, 3, srv.Calls())
+	assert.Equal(t, uint(500), r.Remaining(), "expect the 500's retry, answered by a conflict, refunded")
+}
+
+// TestAThrottledTransactionDoRetriesIsNoGiveUp: under the middleware a
+// transaction cancelled for throttles is not retried, but Do retries it:
+// as a conflict, it is no refusal for OnGiveUp, only a retry for OnRetry.
+// A caller's own marks still decide: Conflict makes it a conflict, and
+// Throttles answering false a transient error.
+func TestAThrottledTransactionDoRetriesIsNoGiveUp(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		mark func(error) error
+		opts func(*jitterretry.Options)
+		want jitterretry.ErrorClass // of the retry Do makes
+	}{
+		{"default", nil, nil, jitterretry.ClassThrottle},
+		{"marked a conflict", func(err error) error { return jitterretry.Conflict(err, 1, 2) }, nil, jitterretry.ClassConflict},
+		{"no throttle to the caller", nil, func(o *jitterretry.Options) {
+			o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.FalseTernary })}
+		}, jitterretry.ClassTransient},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newScriptServer(t, reply{cancelled: "None,ThrottlingError"}, ok)
+			var gaveUp []jitterretry.GiveUpReason
+			var retried []jitterretry.ErrorClass
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e.Reason) }
+				o.OnRetry = func(e jitterretry.RetryEvent) { retried = append(retried, e.Class) }
+				if tc.opts != nil {
+					tc.opts(o)
+				}
+			})
+			client := newClient(srv.URL, r)
+			require.NoError(t, jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				err := transactWrite(ctx, client, 2)
+				if err != nil && tc.mark != nil {
+					err = tc.mark(err)
+				}
+				return err
+			}))
+			assert.Equal(t, 2, srv.Calls())
+			assert.Empty(t, gaveUp, "expect no refusal reported for what Do retries")
+			assert.Equal(t, []jitterretry.ErrorClass{tc.want}, retried)
+		})
+	}
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -24,6 +25,9 @@ type reply struct {
 	retryAfter string // x-amz-retry-after header value
 	drop       bool   // close the connection without answering
 	unmodeled  bool   // 429 with no error type, as a proxy would send
+	// cancelled: a TransactionCanceledException with these reasons,
+	// comma-separated, one for each item of the transaction
+	cancelled string
 }
 
 var (
@@ -91,6 +95,8 @@ func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Content-Type", "text/plain")
 		w.WriteHeader(rep.status)
 		_, _ = w.Write([]byte("slow down"))
+	case rep.cancelled != "":
+		ddbwire.WriteTransactionCanceled(w, strings.Split(rep.cancelled, ",")...)
 	case rep.code == "":
 		ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
 	default:
@@ -120,6 +126,19 @@ func putItem(ctx context.Context, c *dynamodb.Client, optFns ...func(*dynamodb.O
 		TableName: aws.String("orders"),
 		Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
 	}, optFns...)
+	return err
+}
+
+// transactWrite calls TransactWriteItems with one put for each of items.
+func transactWrite(ctx context.Context, c *dynamodb.Client, items int) error {
+	puts := make([]types.TransactWriteItem, items)
+	for i := range puts {
+		puts[i] = types.TransactWriteItem{Put: &types.Put{
+			TableName: aws.String("orders"),
+			Item:      map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: strconv.Itoa(i)}},
+		}}
+	}
+	_, err := c.TransactWriteItems(ctx, &dynamodb.TransactWriteItemsInput{TransactItems: puts})
 	return err
 }
 

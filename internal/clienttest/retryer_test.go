@@ -295,6 +295,38 @@ func TestWorksThroughSDKWrappersAndConfig(t *testing.T) {
 		require.NoError(t, putItem(context.Background(), dynamodb.NewFromConfig(cfg)))
 		assert.Equal(t, 2, srv.Calls())
 	})
+	// AWS_MAX_ATTEMPTS (and config.WithRetryMaxAttempts) wrap a retryer
+	// set per client, and are ignored with config.WithRetryer, for any
+	// retryer: as the README says.
+	t.Run("AWS_MAX_ATTEMPTS", func(t *testing.T) {
+		t.Setenv("AWS_MAX_ATTEMPTS", "5")
+		for _, tc := range []struct {
+			name      string
+			perClient bool
+			want      int
+		}{{"config.WithRetryer: ignored", false, 3}, {"per client: wraps it", true, 5}} {
+			t.Run(tc.name, func(t *testing.T) {
+				srv := newScriptServer(t, serverErr)
+				opts := []func(*config.LoadOptions) error{
+					config.WithRegion("us-east-1"),
+					config.WithCredentialsProvider(credentials.NewStaticCredentialsProvider("AKID", "secret", "")),
+					config.WithBaseEndpoint(srv.URL),
+				}
+				if !tc.perClient {
+					opts = append(opts, config.WithRetryer(func() aws.Retryer { return jitterretry.New(fast) }))
+				}
+				cfg, err := config.LoadDefaultConfig(context.Background(), opts...)
+				require.NoError(t, err)
+				client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+					if tc.perClient {
+						o.Retryer = jitterretry.New(fast)
+					}
+				})
+				_ = putItem(context.Background(), client)
+				assert.Equal(t, tc.want, srv.Calls())
+			})
+		}
+	})
 	t.Run("per operation", func(t *testing.T) {
 		srv := newScriptServer(t, serverErr)
 		client := newClient(srv.URL, aws.NopRetryer{})

@@ -8,6 +8,7 @@ import (
 	"hash/crc32"
 	"net/http"
 	"strconv"
+	"strings"
 )
 
 // ContentType is DynamoDB's response content type.
@@ -20,6 +21,7 @@ const (
 	InternalServerError           = "InternalServerError"
 	ConditionalCheckFailed        = "ConditionalCheckFailedException"
 	TransactionConflict           = "TransactionConflictException"
+	TransactionCanceled           = "TransactionCanceledException"
 	ResourceNotFound              = "ResourceNotFoundException"
 )
 
@@ -54,4 +56,29 @@ func WriteJSON(w http.ResponseWriter, status int, body []byte) {
 	h.Set("Content-Length", strconv.Itoa(len(body)))
 	w.WriteHeader(status)
 	_, _ = w.Write(body)
+}
+
+// WriteTransactionCanceled writes the 400 DynamoDB answers a transaction it
+// cancelled with: a TransactionCanceledException with one reason code for
+// each of the transaction's items ("None" for an item that did not fail),
+// listed in the message and in CancellationReasons.
+func WriteTransactionCanceled(w http.ResponseWriter, reasons ...string) {
+	type reason struct {
+		Code string `json:"Code"`
+	}
+	list := make([]reason, len(reasons))
+	for i, r := range reasons {
+		list[i] = reason{r}
+	}
+	body, _ := json.Marshal(struct {
+		Type    string   `json:"__type"`
+		Message string   `json:"message"`
+		Reasons []reason `json:"CancellationReasons"`
+	}{
+		"com.amazonaws.dynamodb.v20120810#" + TransactionCanceled,
+		"Transaction cancelled, please refer cancellation reasons for specific reasons [" + strings.Join(reasons, ", ") + "]",
+		list,
+	})
+	w.Header().Set("x-amzn-ErrorType", TransactionCanceled)
+	WriteJSON(w, http.StatusBadRequest, body)
 }

@@ -67,15 +67,11 @@ func (a *attempt) try(ctx context.Context) error {
 		return err
 	}
 	if old == nil {
+		// A conflict as it is, to Do (a transaction cancelled for a
+		// failed condition or another transaction too), with the current
+		// version unknown: the next call reads it.
 		a.unconfirmed = true
-		if jitterretry.Classify(err) == jitterretry.ClassConflict {
-			// A ConditionalCheckFailedException or a
-			// TransactionConflictException is a conflict as it is.
-			return err
-		}
-		// A cancelled transaction is not, by its code: mark it, with the
-		// current version unknown.
-		return jitterretry.Conflict(err, seen, seen)
+		return err
 	}
 	done, lerr := a.learn(old)
 	if lerr != nil {

@@ -196,8 +196,6 @@ func TestMinidynConflictReturnsAllOld(t *testing.T) {
 
 			a := &attempt{w: w, item: 0, seq: 1, version: 0, known: true}
 			err = a.try(ctx)
-			// A TransactionCanceledException is a conflict only through the
-			// jitterretry.Conflict mark.
 			require.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(err), "got %T: %v", err, err)
 			assert.Equal(t, jitterretry.ClassConflict, Classify(doDefault(t))(err))
 			if transact {
@@ -247,14 +245,15 @@ func TestClassify(t *testing.T) {
 		want        jitterretry.ErrorClass
 		requeueable bool
 	}{
-		"conflict":                     {jitterretry.Conflict(&types.ConditionalCheckFailedException{}, 0, 1), jitterretry.ClassConflict, true},
-		"marked transaction conflict":  {jitterretry.Conflict(conflictTCE, 1, 1), jitterretry.ClassConflict, true},
-		"throttled transaction":        {&ThrottledTransactionError{Err: throttledTCE}, jitterretry.ClassThrottle, true},
-		"bare condition failure":       {&types.ConditionalCheckFailedException{}, jitterretry.ClassConflict, true},
-		"bare transaction cancelled":   {conflictTCE, jitterretry.ClassNotRetryable, false},
-		"throttle the SDK gave up on":  {&retry.MaxAttemptsError{Attempt: 4, Err: ptee}, jitterretry.ClassNotRetryable, true},
-		"budget the SDK's retry spent": {&jitterretry.GiveUpError{Reason: jitterretry.GiveUpBudget, Err: ptee}, jitterretry.ClassNotRetryable, true},
-		"validation":                   {errors.New("ValidationException"), jitterretry.ClassNotRetryable, false},
+		"conflict":                                     {jitterretry.Conflict(&types.ConditionalCheckFailedException{}, 0, 1), jitterretry.ClassConflict, true},
+		"marked transaction conflict":                  {jitterretry.Conflict(conflictTCE, 1, 1), jitterretry.ClassConflict, true},
+		"throttled transaction":                        {&ThrottledTransactionError{Err: throttledTCE}, jitterretry.ClassThrottle, true},
+		"bare condition failure":                       {&types.ConditionalCheckFailedException{}, jitterretry.ClassConflict, true},
+		"bare transaction cancelled":                   {conflictTCE, jitterretry.ClassConflict, true},
+		"transaction cancelled for a validation error": {mixedTCE, jitterretry.ClassNotRetryable, false},
+		"throttle the SDK gave up on":                  {&retry.MaxAttemptsError{Attempt: 4, Err: ptee}, jitterretry.ClassNotRetryable, true},
+		"budget the SDK's retry spent":                 {&jitterretry.GiveUpError{Reason: jitterretry.GiveUpBudget, Err: ptee}, jitterretry.ClassNotRetryable, true},
+		"validation":                                   {errors.New("ValidationException"), jitterretry.ClassNotRetryable, false},
 		// Do's refusal is final to another Do (a loop around this one
 		// would run it again for each of its own conflicts); the worker
 		// requeues the increment instead.
