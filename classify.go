@@ -169,7 +169,10 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 		if !v.Bool() {
 			return ClassNotRetryable
 		}
-	} else if f.isConflict() {
+	} else if f.isConflict() && !(f.retryableErr.seen && f.retryableErr.value) {
+		// A conflict, unless an error of the chain says itself it may be
+		// retried (RetryableError() true), which the SDK honours whatever
+		// it wraps: then it is retried as any other error.
 		return ClassConflict
 	} else if !c.builtinRetryable(err, f) {
 		return ClassNotRetryable

@@ -1389,6 +1389,30 @@ func TestSDKContract_DefaultRetryables_HTTPStatusCode429(t *testing.T) {
 	}
 }
 
+// TestSDKContract_ExplicitlyRetryableConflict: an error that says itself it
+// may be retried (RetryableError() true) is retried by the SDK whatever it
+// wraps, a conflict included, and by ours under the middleware too; unmarked,
+// or marked not retryable, a conflict is retried by neither there (Do's).
+func TestSDKContract_ExplicitlyRetryableConflict(t *testing.T) {
+	for _, code := range []string{"ConditionalCheckFailedException", "TransactionConflictException"} {
+		conflict := &sdkcModeledOver{code: code, err: sdkcStatus(400)}
+		for _, c := range []struct {
+			name string
+			err  error
+			want bool
+		}{
+			{"unmarked", conflict, false},
+			{"marked retryable", &sdkcVerdict{err: conflict, retryable: true}, true},
+			{"marked not retryable", &sdkcVerdict{err: conflict, retryable: false}, false},
+		} {
+			t.Run(code+"/"+c.name, func(t *testing.T) {
+				assert.Equal(t, c.want, retry.NewStandard().IsErrorRetryable(c.err), "the SDK")
+				assert.Equal(t, c.want, jitterretry.New().IsErrorRetryable(c.err), "ours")
+			})
+		}
+	}
+}
+
 // TestSDKContract_RetryableHTTPStatusCode_customer429: a caller's own 429
 // check retries every 429, modelled or not.
 func TestSDKContract_RetryableHTTPStatusCode_customer429(t *testing.T) {

@@ -119,19 +119,21 @@ func Start(ctx context.Context, cfg Config) (*Emulator, error) {
 	}
 	var err error
 	for range 3 { // a port picked free can be taken before the emulator binds it
+		var ports []int
+		if ports, err = freePorts(2); err != nil {
+			return nil, err
+		}
 		var e *Emulator
-		if e, err = start(ctx, cfg); err == nil {
+		if e, err = start(ctx, cfg, ports); err == nil {
 			return e, nil
 		}
 	}
 	return nil, err
 }
 
-func start(ctx context.Context, cfg Config) (*Emulator, error) {
-	ports, err := freePorts(2)
-	if err != nil {
-		return nil, err
-	}
+// start starts an emulator whose invocations and runtime API listen on the
+// loopback ports given, and waits until both are up.
+func start(ctx context.Context, cfg Config, ports []int) (*Emulator, error) {
 	invokeAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[0]))
 	apiAddr := net.JoinHostPort("127.0.0.1", strconv.Itoa(ports[1]))
 	cmd := exec.Command(cfg.Emulator,
@@ -163,8 +165,20 @@ func start(ctx context.Context, cfg Config) (*Emulator, error) {
 		_ = e.Close()
 		return nil, err
 	}
+	// The runtime API binds in a goroutine of its own, which panics when
+	// its port was taken meanwhile, after the invoke address is up: dialing
+	// that port would reach whoever took it, so watch the process instead.
+	select {
+	case <-e.done:
+		return nil, fmt.Errorf("emulator: exited after listening on %s (%v); its output:\n%s", invokeAddr, e.err, e.out.String())
+	case <-time.After(startSettle):
+	}
 	return e, nil
 }
+
+// startSettle is how long start watches a new emulator for an early exit:
+// its runtime API's failure to bind comes within milliseconds.
+const startSettle = 500 * time.Millisecond
 
 func freePorts(n int) ([]int, error) {
 	var ports []int
