@@ -65,7 +65,11 @@ func (c ErrorClass) String() string {
 // Classify reports the class of err under the default rules: the SDK's
 // retry.DefaultRetryables and retry.DefaultThrottles, with the differences
 // the README lists, and ClassConflict for the conflicts Do retries. A nil
-// error is ClassNotRetryable.
+// error is ClassNotRetryable. It is the class under the SDK's middleware:
+// a DynamoDB transaction cancelled for throttles only is ClassNotRetryable
+// here, though Do's default classification retries it as a throttle (a
+// DoOptions.Classify built on Classify loses that; build it on the
+// default Do hands the option functions instead).
 //
 // API and HTTP errors cost one walk of the error chain and no allocation;
 // connection-level errors take the SDK's errors.As checks; only an error
@@ -155,7 +159,8 @@ func (c *classifier) inspect(err error) errorInfo {
 	if f.typedNil {
 		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
 	}
-	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, forDo: f.throttledTransaction()}
+	doClass, forDo := c.throttledTransactionClass(err, &f)
+	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, forDo: forDo && doClass != ClassNotRetryable}
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
@@ -169,10 +174,7 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 		if !v.Bool() {
 			return ClassNotRetryable
 		}
-	} else if f.isConflict() && !(f.retryableErr.seen && f.retryableErr.value) {
-		// A conflict, unless an error of the chain says itself it may be
-		// retried (RetryableError() true), which the SDK honours whatever
-		// it wraps: then it is retried as any other error.
+	} else if f.loopsConflict() {
 		return ClassConflict
 	} else if !c.builtinRetryable(err, f) {
 		return ClassNotRetryable
@@ -199,25 +201,35 @@ func (c *classifier) doClass(err error) ErrorClass {
 	f := c.facts(err)
 	// A retry machinery gives up on a conflict only when the caller made
 	// conflicts retryable to the SDK's middleware (retry.AddWithErrorCodes),
-	// or when a Do loop ran out of its conflict budget. The loop retries
-	// the first as conflicts; the second is final, or a loop around an
-	// inner Do would run it again for each of its own conflicts.
-	if f.conflictsGaveUp || f.gaveUp && !f.isConflict() {
+	// when the conflict's error marks itself retryable, or when a Do loop
+	// ran out of its conflict budget. The loop retries the first as
+	// conflicts; the others are final (the middleware retried a marked
+	// one already; a loop around an inner Do would run it again for each
+	// of its own conflicts).
+	if f.conflictsGaveUp || f.gaveUp && !f.loopsConflict() {
 		return ClassNotRetryable
 	}
-	if f.throttledTransaction() {
-		// The SDK's middleware does not retry it (its code is no
-		// throttle's), so the loop does, unless the caller's checks say
-		// otherwise.
-		switch {
-		case c.retryables.IsErrorRetryable(err) == aws.FalseTernary:
-			return ClassNotRetryable
-		case c.throttles.IsErrorThrottle(err) == aws.FalseTernary:
-			return ClassTransient
-		}
-		return ClassThrottle
+	if class, ok := c.throttledTransactionClass(err, &f); ok {
+		return class
 	}
 	return c.classOf(err, &f)
+}
+
+// throttledTransactionClass returns Do's class of a transaction cancelled
+// for throttles only, which the SDK's middleware does not retry (its code is
+// no throttle's), and false for any other error: a throttle, unless the
+// caller's checks say it is no throttle (transient) or not retryable.
+func (c *classifier) throttledTransactionClass(err error, f *errorFacts) (ErrorClass, bool) {
+	if !f.throttledTransaction() {
+		return 0, false
+	}
+	switch {
+	case c.retryables.IsErrorRetryable(err) == aws.FalseTernary:
+		return ClassNotRetryable, true
+	case c.throttles.IsErrorThrottle(err) == aws.FalseTernary:
+		return ClassTransient, true
+	}
+	return ClassThrottle, true
 }
 
 // isThrottle is the retry.IsErrorThrottle the delayers use.
@@ -376,6 +388,15 @@ func holdsNil(v any) bool {
 // cancelled for throttles only, and no mark that makes it a conflict.
 func (f *errorFacts) throttledTransaction() bool {
 	return f.transaction == cancelledByThrottles && !f.conflictMark && !f.typedNil
+}
+
+// loopsConflict reports whether err is a conflict that is the application's
+// loop's to retry: a conflict, unless an error of the chain says itself it
+// may be retried (RetryableError() true), which the SDK's middleware honours
+// whatever it wraps; then the middleware retries it as any other error, and
+// a Do loop does not retry it again once the middleware gave up.
+func (f *errorFacts) loopsConflict() bool {
+	return f.isConflict() && !(f.retryableErr.seen && f.retryableErr.value)
 }
 
 func (f *errorFacts) isConflict() bool {

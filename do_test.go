@@ -398,6 +398,33 @@ func TestDoTreatsAClassItDoesNotKnowAsNotRetryable(t *testing.T) {
 	assert.Equal(t, uint(500), r.Remaining(), "expect no token spent")
 }
 
+// TestDoLeavesAMarkedConflictTheMiddlewareGaveUpOn: a conflict that its
+// error marks retryable (RetryableError() true) is retried by the SDK's
+// middleware, as the SDK's own retryer does; when the middleware gives up on
+// it, Do must not retry it again, or retries multiply (3 × 3 attempts, paid
+// from the bucket: an outside review).
+func TestDoLeavesAMarkedConflictTheMiddlewareGaveUpOn(t *testing.T) {
+	r := jitterretry.New(fast)
+	marked := &retryableMark{conflictErr()}
+	require.True(t, r.IsErrorRetryable(marked), "expect the middleware to retry it, as the SDK's")
+	gaveUp := &retry.MaxAttemptsError{Attempt: 3, Err: marked}
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		calls++
+		return gaveUp
+	})
+	assert.Same(t, gaveUp, err)
+	assert.Equal(t, 1, calls, "expect no retry of what the middleware gave up on")
+	assert.Equal(t, uint(500), r.Remaining())
+}
+
+// retryableMark marks its error retryable, as an error's RetryableError()
+// method does for the SDK.
+type retryableMark struct{ error }
+
+func (e *retryableMark) RetryableError() bool { return true }
+func (e *retryableMark) Unwrap() error        { return e.error }
+
 func TestDoOutcomes(t *testing.T) {
 	boom := errors.New("boom")
 	always := func(error) jitterretry.ErrorClass { return jitterretry.ClassTransient }

@@ -399,3 +399,29 @@ func TestAThrottledTransactionDoRetriesIsNoGiveUp(t *testing.T) {
 		})
 	}
 }
+
+// TestAThrottledTransactionTheCallerRefusesIsAGiveUp: when the caller's
+// Retryables say a throttled transaction is not retryable, Do does not
+// retry it, and it is reported as the refusal it is.
+func TestAThrottledTransactionTheCallerRefusesIsAGiveUp(t *testing.T) {
+	srv := newScriptServer(t, reply{cancelled: "None,ThrottlingError"}, ok)
+	var gaveUp []jitterretry.GiveUpReason
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e.Reason) }
+		o.Retryables = []retry.IsErrorRetryable{retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+			var tce *types.TransactionCanceledException
+			if errors.As(err, &tce) {
+				return aws.FalseTernary
+			}
+			return aws.UnknownTernary
+		})}
+	})
+	client := newClient(srv.URL, r)
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		return transactWrite(ctx, client, 2)
+	})
+	require.Error(t, err)
+	assert.Equal(t, 1, srv.Calls())
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, gaveUp,
+		"expect the refusal reported by the middleware's IsErrorRetryable, and by Do")
+}

@@ -128,8 +128,11 @@ func (e *ThrottledTransactionError) Unwrap() error { return e.Err }
 // Do's default, which retries conflicts (with the item the error carried,
 // or after a fresh read) with their own budget and no retry tokens, and
 // leaves throttles and 5xx to the SDK's retry middleware, so the two layers
-// never retry the same failure; and in addition transactions cancelled by
-// throttling, which neither the SDK nor def can see as throttles.
+// never retry the same failure (def also retries a transaction cancelled
+// for throttles, which the SDK does not); and in addition, as throttles,
+// transactions cancelled by throttling that a loop's retries gave up on
+// (ThrottledTransactionError inside a *jitterretry.GiveUpError), which the
+// worker requeues.
 func Classify(def func(error) jitterretry.ErrorClass) func(error) jitterretry.ErrorClass {
 	return func(err error) jitterretry.ErrorClass {
 		if throttledTransactionErr(err) {
