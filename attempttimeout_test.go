@@ -187,6 +187,43 @@ func TestAttemptCutAtTheDeadlineTeachesNoMargin(t *testing.T) {
 	assert.NoError(t, err, "expect a fast 500 retried with 400 ms left: the cut at the last deadline is no attempt time")
 }
 
+// TestAnAttemptTheCallersContextEndedIsNoRefusal: an attempt that the
+// caller's deadline or cancel ended is not retried, and is reported as what
+// it is, the context done (GiveUpCanceled, with the context's error), not as
+// an error that is not retryable: a Lambda function's invocations running
+// out of time counted as "not_retryable", the reason dashboards read as
+// client bugs (an outside review).
+func TestAnAttemptTheCallersContextEndedIsNoRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var gaveUp []*jitterretry.GiveUpError
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e) }
+			})
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			err := stackOperation(ctx, r, nil, func(ctx context.Context, attempt int) error { return stall(ctx) })
+			require.ErrorIs(t, err, tc.want)
+			require.Len(t, gaveUp, 1)
+			assert.Equal(t, jitterretry.GiveUpCanceled, gaveUp[0].Reason)
+			assert.ErrorIs(t, gaveUp[0], tc.want)
+		})
+	}
+}
+
 // TestAttemptTimeoutCallersCancelIsNotATimeout: a caller that cancels gets
 // the SDK's cancellation, which is never retried.
 func TestAttemptTimeoutCallersCancelIsNotATimeout(t *testing.T) {
