@@ -130,3 +130,10 @@ func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemp
 // retry the cut attempt.
 func (e *attemptTimeoutError) Timeout() bool        { return true }
 func (e *attemptTimeoutError) RetryableError() bool { return true }
+
+// cutAtDeadline reports whether err is an attempt AttemptTimeout cut at the
+// operation's deadline, less attemptReserve, rather than at its own limit.
+func cutAtDeadline(err error) bool {
+	var cut *attemptTimeoutError
+	return err != nil && errors.As(err, &cut) && cut.byDeadline
+}

@@ -159,6 +159,71 @@ func TestAttemptTimeoutLeavesTheCallersDeadline(t *testing.T) {
 	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
 }
 
+// TestAttemptCutAtTheDeadlineTeachesNoMargin: an attempt that an
+// AttemptTimeout longer than the time left cut at the caller's deadline
+// took what the caller allowed, not what the service takes: it must not
+// become the learnt attempt time. A retryer built once and reused (a Lambda
+// function's, across invocations) refused every retry of the operation
+// after one such cut, for the next 27 of 40 invocations (an outside
+// review): the margin had become twice the first invocation's budget.
+func TestAttemptCutAtTheDeadlineTeachesNoMargin(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	timeout := []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(10 * time.Second)}
+	for range 3 { // fast attempts: the learnt time is small
+		require.NoError(t, stackOperation(context.Background(), r, timeout, func(context.Context, int) error { return nil }))
+	}
+	poison, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancel()
+	_ = stackOperation(poison, r, timeout, func(ctx context.Context, attempt int) error { return stall(ctx) })
+
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, timeout, func(_ context.Context, attempt int) error {
+		if attempt == 1 {
+			return serverErr()
+		}
+		return nil
+	})
+	assert.NoError(t, err, "expect a fast 500 retried with 400 ms left: the cut at the last deadline is no attempt time")
+}
+
+// TestAnAttemptTheCallersContextEndedIsNoRefusal: an attempt that the
+// caller's deadline or cancel ended is not retried, and is reported as what
+// it is, the context done (GiveUpCanceled, with the context's error), not as
+// an error that is not retryable: a Lambda function's invocations running
+// out of time counted as "not_retryable", the reason dashboards read as
+// client bugs (an outside review).
+func TestAnAttemptTheCallersContextEndedIsNoRefusal(t *testing.T) {
+	for _, tc := range []struct {
+		name string
+		ctx  func() (context.Context, context.CancelFunc)
+		want error
+	}{
+		{"deadline", func() (context.Context, context.CancelFunc) {
+			return context.WithTimeout(context.Background(), 50*time.Millisecond)
+		}, context.DeadlineExceeded},
+		{"cancel", func() (context.Context, context.CancelFunc) {
+			ctx, cancel := context.WithCancel(context.Background())
+			time.AfterFunc(20*time.Millisecond, cancel)
+			return ctx, cancel
+		}, context.Canceled},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var gaveUp []*jitterretry.GiveUpError
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e) }
+			})
+			ctx, cancel := tc.ctx()
+			defer cancel()
+			err := stackOperation(ctx, r, nil, func(ctx context.Context, attempt int) error { return stall(ctx) })
+			require.ErrorIs(t, err, tc.want)
+			require.Len(t, gaveUp, 1)
+			assert.Equal(t, jitterretry.GiveUpCanceled, gaveUp[0].Reason)
+			assert.ErrorIs(t, gaveUp[0], tc.want)
+		})
+	}
+}
+
 // TestAttemptTimeoutCallersCancelIsNotATimeout: a caller that cancels gets
 // the SDK's cancellation, which is never retried.
 func TestAttemptTimeoutCallersCancelIsNotATimeout(t *testing.T) {

@@ -148,6 +148,9 @@ type errorInfo struct {
 	// transaction cancelled for throttles; see doClass), as it does a
 	// conflict
 	forDo bool
+	// ended is the caller's context error the chain shows (a cancelled
+	// request, context.Canceled or context.DeadlineExceeded), nil if none
+	ended error
 }
 
 // inspect returns what the retry decision needs to know of err.
@@ -160,7 +163,7 @@ func (c *classifier) inspect(err error) errorInfo {
 		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
 	}
 	doClass, forDo := c.throttledTransactionClass(err, &f)
-	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, forDo: forDo && doClass != ClassNotRetryable}
+	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, forDo: forDo && doClass != ClassNotRetryable, ended: f.contextEnded()}
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
@@ -326,6 +329,7 @@ type errorFacts struct {
 	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
 	contextCanceled bool         // context.Canceled is in the chain
+	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
 	network         bool         // a connection-level error is in the chain
 	foreignAs       bool         // a node has an As method
 	nodes           int          // nodes visited so far
@@ -390,6 +394,21 @@ func (f *errorFacts) throttledTransaction() bool {
 	return f.transaction == cancelledByThrottles && !f.conflictMark && !f.typedNil
 }
 
+// contextEnded returns the context error the chain shows when a request was
+// cancelled (an error that says CanceledError() true, such as the SDK's
+// for a send its context ended, or context.Canceled in the chain):
+// context.DeadlineExceeded when that is in the chain too, context.Canceled
+// otherwise; nil when the chain shows no cancellation.
+func (f *errorFacts) contextEnded() error {
+	switch {
+	case !(f.canceled.seen && f.canceled.value) && !f.contextCanceled:
+		return nil
+	case f.deadlinePassed:
+		return context.DeadlineExceeded
+	}
+	return context.Canceled
+}
+
 // loopsConflict reports whether err is a conflict that is the application's
 // loop's to retry: a conflict, unless an error of the chain says itself it
 // may be retried (RetryableError() true), which the SDK's middleware honours
@@ -451,8 +470,11 @@ func (f *errorFacts) visit(err error) {
 		f.retryableErr = seenBool{true, true}
 		return
 	}
-	if err == context.Canceled {
+	switch err {
+	case context.Canceled:
 		f.contextCanceled = true
+	case context.DeadlineExceeded:
+		f.deadlinePassed = true
 	}
 	if _, ok := err.(interface{ As(any) bool }); ok {
 		f.foreignAs = true

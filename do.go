@@ -183,7 +183,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 
 		wait, nerr := d.next(ctx, attempt, err, class, end, took)
 		if nerr != nil {
-			if g, ok := nerr.(*GiveUpError); ok && g.Reason == GiveUpNotRetryable {
+			if g, ok := nerr.(*GiveUpError); ok && g.notRetried {
 				return err
 			}
 			return nerr
@@ -259,8 +259,13 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		backoff = max(backoff-p.waited, 0) // admit waited that long for tokens
 	default:
 		// ClassNotRetryable, or a class a caller's Classify made up,
-		// whose cost and backoff nothing says.
-		return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err})
+		// whose cost and backoff nothing says; reported as the context
+		// done when the caller's context ended the call.
+		g := &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err, notRetried: true}
+		if info.ended != nil {
+			g.Reason, g.ctxErr = GiveUpCanceled, info.ended
+		}
+		return 0, r.hooks.giveUp(ctx, g)
 	}
 	wait, gerr := r.schedule(&p, attempt, err, backoff, false)
 	if gerr != nil {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -424,6 +425,24 @@ type retryableMark struct{ error }
 
 func (e *retryableMark) RetryableError() bool { return true }
 func (e *retryableMark) Unwrap() error        { return e.error }
+
+// TestDoReportsACallTheContextEndedAsCanceled: fn's error from a request
+// its context ended is not retried and is returned as it is, and reported
+// as the context done, not as an error that is not retryable.
+func TestDoReportsACallTheContextEndedAsCanceled(t *testing.T) {
+	var gaveUp []*jitterretry.GiveUpError
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e) }
+	})
+	ended := &smithy.CanceledError{Err: context.DeadlineExceeded}
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error { calls++; return ended })
+	assert.Same(t, ended, err, "expect fn's error as it is")
+	assert.Equal(t, 1, calls)
+	require.Len(t, gaveUp, 1)
+	assert.Equal(t, jitterretry.GiveUpCanceled, gaveUp[0].Reason)
+	assert.ErrorIs(t, gaveUp[0], context.DeadlineExceeded)
+}
 
 func TestDoOutcomes(t *testing.T) {
 	boom := errors.New("boom")

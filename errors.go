@@ -118,6 +118,10 @@ type GiveUpError struct {
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
+	// notRetried is set by a Do loop that did not retry Err as it is (not
+	// retryable, or a request the caller's context ended), and so returns
+	// Err itself rather than this error.
+	notRetried bool
 	// joined is set when the SDK's middleware joins this error with Err:
 	// the message then leaves Err out, so that the cause is printed once.
 	joined bool

@@ -148,7 +148,8 @@ type Options struct {
 	// were taken, then twice the second largest of its last 32 (about their
 	// 95th percentile; one stall alone does not raise it). Until the first
 	// measured attempt of an operation ends it is 0. An attempt during
-	// which the caller's context ended is not counted. Stalls that last are
+	// which the caller's context ended, or that AttemptTimeout cut at that
+	// deadline, is not counted. Stalls that last are
 	// kept for 32 samples: AttemptTimeout bounds every attempt, and so the
 	// margin; under the SDK's middleware, after an attempt it cut, the
 	// margin is the cut itself, which bounds the next attempt too (with

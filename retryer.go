@@ -163,7 +163,8 @@ func (r *Retryer) MaxAttempts() int {
 // (ClassConflict) are left to Do. OnGiveUp sees a refusal with reason
 // GiveUpNotRetryable, but not for a conflict, nor for a DynamoDB transaction
 // cancelled for throttles only: Do retries those, so they are not
-// refusals. Having no context, such a refusal carries no
+// refusals; an attempt the caller's context ended (its deadline, a cancel)
+// is reported as GiveUpCanceled, with the context's error. Having no context, such a refusal carries no
 // service, operation or partition in the metrics.
 func (r *Retryer) IsErrorRetryable(err error) bool {
 	if r.ready() != nil || err == nil {
@@ -176,7 +177,11 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 		return true
 	}
 	if info.class != ClassConflict && !info.forDo && (r.hooks.onGiveUp != nil || r.hooks.meter != nil) {
-		r.hooks.giveUp(nil, &GiveUpError{Reason: GiveUpNotRetryable, Err: err})
+		g := &GiveUpError{Reason: GiveUpNotRetryable, Err: err}
+		if info.ended != nil {
+			g = &GiveUpError{Reason: GiveUpCanceled, Err: err, ctxErr: info.ended} // the caller's to end
+		}
+		r.hooks.giveUp(nil, g)
 	}
 	return false
 }
