@@ -133,7 +133,21 @@ func (e *attemptTimeoutError) RetryableError() bool { return true }
 
 // cutAtDeadline reports whether err is an attempt AttemptTimeout cut at the
 // operation's deadline, less attemptReserve, rather than at its own limit.
+// It follows Unwrap only, and stops at a nil pointer, rather than call
+// errors.As, whose As calls could dereference one.
 func cutAtDeadline(err error) bool {
-	var cut *attemptTimeoutError
-	return err != nil && errors.As(err, &cut) && cut.byDeadline
+	for range maxErrorDepth {
+		if err == nil || holdsNil(err) {
+			return false
+		}
+		if cut, ok := err.(*attemptTimeoutError); ok {
+			return cut.byDeadline
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			return false
+		}
+		err = u.Unwrap()
+	}
+	return false
 }

@@ -330,6 +330,8 @@ type errorFacts struct {
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
+	refusedAhead    bool         // the canceled flag is a GiveUpDeadline's: the context had not ended
+	refusalCtxErr   error        // the canceled flag is a GiveUpCanceled's, with this context error
 	network         bool         // a connection-level error is in the chain
 	foreignAs       bool         // a node has an As method
 	nodes           int          // nodes visited so far
@@ -403,6 +405,10 @@ func (f *errorFacts) contextEnded() error {
 	switch {
 	case !(f.canceled.seen && f.canceled.value) && !f.contextCanceled:
 		return nil
+	case f.refusedAhead && !f.contextCanceled:
+		return nil // a refusal made before the deadline
+	case f.refusalCtxErr != nil:
+		return f.refusalCtxErr
 	case f.deadlinePassed:
 		return context.DeadlineExceeded
 	}
@@ -460,7 +466,11 @@ func (f *errorFacts) visit(err error) {
 		if (e.Reason == GiveUpDeadline || e.Reason == GiveUpCanceled) && !f.canceled.seen {
 			// It stands for the SDK's *aws.RequestCanceledError (see As),
 			// which the SDK never retries, whatever the cause it wraps.
+			// A deadline refusal is made before the deadline, though: the
+			// context had not ended.
 			f.canceled = seenBool{true, true}
+			f.refusedAhead = e.Reason == GiveUpDeadline
+			f.refusalCtxErr = e.ctxErr
 		}
 		return
 	case *attemptTimeoutError:

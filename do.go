@@ -260,10 +260,11 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	default:
 		// ClassNotRetryable, or a class a caller's Classify made up,
 		// whose cost and backoff nothing says; reported as the context
-		// done when the caller's context ended the call.
+		// done when the caller's context ended the call (not a context
+		// of fn's own).
 		g := &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err, notRetried: true}
-		if info.ended != nil {
-			g.Reason, g.ctxErr = GiveUpCanceled, info.ended
+		if cerr := ctx.Err(); info.ended != nil && cerr != nil {
+			g.Reason, g.ctxErr = GiveUpCanceled, cerr
 		}
 		return 0, r.hooks.giveUp(ctx, g)
 	}

@@ -427,21 +427,48 @@ func (e *retryableMark) RetryableError() bool { return true }
 func (e *retryableMark) Unwrap() error        { return e.error }
 
 // TestDoReportsACallTheContextEndedAsCanceled: fn's error from a request
-// its context ended is not retried and is returned as it is, and reported
-// as the context done, not as an error that is not retryable.
+// the caller's context ended is not retried and is returned as it is, and
+// reported as the context done, not as an error that is not retryable. A
+// context of fn's own that ended, or a refusal made ahead of a deadline
+// still to come, is no such report.
 func TestDoReportsACallTheContextEndedAsCanceled(t *testing.T) {
-	var gaveUp []*jitterretry.GiveUpError
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e) }
+	run := func(ctx context.Context, fn func(ctx context.Context) error) (error, []*jitterretry.GiveUpError) {
+		var gaveUp []*jitterretry.GiveUpError
+		r := jitterretry.New(fast, func(o *jitterretry.Options) {
+			o.OnGiveUp = func(e *jitterretry.GiveUpError) { gaveUp = append(gaveUp, e) }
+		})
+		return jitterretry.Do(ctx, r, fn), gaveUp
+	}
+	t.Run("the caller's deadline", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
+		defer cancel()
+		ended := &smithy.CanceledError{Err: context.DeadlineExceeded}
+		err, gaveUp := run(ctx, func(ctx context.Context) error { <-ctx.Done(); return ended })
+		assert.Same(t, ended, err, "expect fn's error as it is")
+		require.Len(t, gaveUp, 1)
+		assert.Equal(t, jitterretry.GiveUpCanceled, gaveUp[0].Reason)
+		assert.ErrorIs(t, gaveUp[0], context.DeadlineExceeded)
 	})
-	ended := &smithy.CanceledError{Err: context.DeadlineExceeded}
-	calls := 0
-	err := jitterretry.Do(context.Background(), r, func(context.Context) error { calls++; return ended })
-	assert.Same(t, ended, err, "expect fn's error as it is")
-	assert.Equal(t, 1, calls)
-	require.Len(t, gaveUp, 1)
-	assert.Equal(t, jitterretry.GiveUpCanceled, gaveUp[0].Reason)
-	assert.ErrorIs(t, gaveUp[0], context.DeadlineExceeded)
+	t.Run("fn's own context", func(t *testing.T) {
+		err, gaveUp := run(context.Background(), func(ctx context.Context) error {
+			own, cancel := context.WithTimeout(ctx, time.Millisecond)
+			defer cancel()
+			<-own.Done()
+			return &smithy.CanceledError{Err: own.Err()}
+		})
+		require.Error(t, err)
+		require.Len(t, gaveUp, 1)
+		assert.Equal(t, jitterretry.GiveUpNotRetryable, gaveUp[0].Reason)
+	})
+	t.Run("a deadline refusal from inside fn", func(t *testing.T) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		defer cancel()
+		refusal := &jitterretry.GiveUpError{Reason: jitterretry.GiveUpDeadline, Err: serverErr()}
+		err, gaveUp := run(ctx, func(context.Context) error { return refusal })
+		assert.Same(t, refusal, err)
+		require.Len(t, gaveUp, 1)
+		assert.Equal(t, jitterretry.GiveUpNotRetryable, gaveUp[0].Reason, "expect no cancellation: the context is live")
+	})
 }
 
 func TestDoOutcomes(t *testing.T) {

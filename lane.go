@@ -382,6 +382,11 @@ func (t *lanes) add(key string) *lane {
 	}
 	t.clock.Add(1)
 	now := t.cfg.now()
+	if now.Before(t.lastSweep) {
+		// A clock stepped back (only a custom Clock can): the interval
+		// starts over from the new time, rather than wait out the step.
+		t.lastSweep = now
+	}
 	if now.Sub(t.lastSweep) >= partitionIdleTimeout || len(t.m) >= maxPartitions {
 		t.sweepLocked(now)
 	}

@@ -42,6 +42,27 @@ func TestIdleLimiterLaneIsForgotten(t *testing.T) {
 	assert.False(t, kept, "expect the idle partition forgotten")
 }
 
+// TestPartitionsAreForgottenAfterAClockSteppedBack: a custom clock that
+// steps back (a wall clock corrected) must not stop the sweeps that forget
+// idle partitions for the length of the step: the interval starts over from
+// the new time (an outside review; an hour's step held them an hour more).
+func TestPartitionsAreForgottenAfterAClockSteppedBack(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) {
+		o.Clock = func() time.Time { return now }
+		o.PartitionKey = PartitionFromContext
+	})
+	require.NoError(t, r.Err())
+	r.lanes.get(WithPartition(context.Background(), "a"))
+	now = now.Add(-time.Hour) // stepped back
+	for _, key := range []string{"b", "c", "d"} {
+		now = now.Add(partitionIdleTimeout)
+		r.lanes.get(WithPartition(context.Background(), key))
+	}
+	_, kept := r.lanes.lookup("a")
+	assert.False(t, kept, "expect the idle partition forgotten within three sweep intervals of the step")
+}
+
 // TestFullPartitionTableForgetsTheLeastRecentlyUsed: beyond maxPartitions
 // keys, the lane forgotten for a new key is the least recently used one,
 // so a key in steady use keeps its lane (and its drained bucket) however

@@ -169,9 +169,10 @@ type Options struct {
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
 	// the send-rate limiter and, with reason GiveUpNotRetryable, of an
 	// error that is not retryable (but a conflict, or a DynamoDB
-	// transaction cancelled for throttles only, which are Do's to retry).
-	// It must be safe for concurrent use and quick, and must not change
-	// the error (it is the one the operation returns).
+	// transaction cancelled for throttles only, which are Do's to retry;
+	// an attempt the caller's context ended is GiveUpCanceled, with the
+	// context's error). It must be safe for concurrent use and quick, and
+	// must not change the error (it is the one the operation returns).
 	OnGiveUp func(*GiveUpError)
 
 	// SendRate, when set, turns on the adaptive client-side send-rate
