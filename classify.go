@@ -162,8 +162,14 @@ func (c *classifier) inspect(err error) errorInfo {
 	if f.typedNil {
 		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
 	}
-	doClass, forDo := c.throttledTransactionClass(err, &f)
-	return errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, forDo: forDo && doClass != ClassNotRetryable, ended: f.contextEnded()}
+	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, ended: f.contextEnded()}
+	if info.class == ClassNotRetryable {
+		// Asked only where it tells: the caller's checks it consults
+		// were asked by classOf already.
+		doClass, ok := c.throttledTransactionClass(err, &f)
+		info.forDo = ok && doClass != ClassNotRetryable
+	}
+	return info
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {

@@ -164,8 +164,9 @@ func (r *Retryer) MaxAttempts() int {
 // GiveUpNotRetryable, but not for a conflict, nor for a DynamoDB transaction
 // cancelled for throttles only: Do retries those, so they are not
 // refusals; an attempt the caller's context ended (its deadline, a cancel)
-// is reported as GiveUpCanceled, with the context's error. Having no context, such a refusal carries no
-// service, operation or partition in the metrics.
+// is reported as GiveUpCanceled, with the context's error. Having no
+// context, such a refusal carries no service, operation or partition in
+// the metrics.
 func (r *Retryer) IsErrorRetryable(err error) bool {
 	if r.ready() != nil || err == nil {
 		return false
@@ -179,7 +180,7 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 	if info.class != ClassConflict && !info.forDo && (r.hooks.onGiveUp != nil || r.hooks.meter != nil) {
 		g := &GiveUpError{Reason: GiveUpNotRetryable, Err: err}
 		if info.ended != nil {
-			g = &GiveUpError{Reason: GiveUpCanceled, Err: err, ctxErr: info.ended} // the caller's to end
+			g.Reason, g.ctxErr = GiveUpCanceled, info.ended // the caller's to end
 		}
 		r.hooks.giveUp(nil, g)
 	}
