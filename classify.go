@@ -151,6 +151,20 @@ type errorInfo struct {
 	// ended is the caller's context error the chain shows (a cancelled
 	// request, context.Canceled or context.DeadlineExceeded), nil if none
 	ended error
+	// outOfAttempts: the SDK's middleware ran out of attempts (a
+	// *retry.MaxAttemptsError is in the chain)
+	outOfAttempts bool
+}
+
+// refused reports whether IsErrorRetryable reports the error as a refusal:
+// one not retried, and not left to Do (a conflict, a transaction cancelled
+// for throttles).
+func (i errorInfo) refused() bool {
+	switch i.class {
+	case ClassTransient, ClassThrottle, ClassConflict:
+		return false
+	}
+	return !i.forDo
 }
 
 // inspect returns what the retry decision needs to know of err.
@@ -162,7 +176,7 @@ func (c *classifier) inspect(err error) errorInfo {
 	if f.typedNil {
 		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
 	}
-	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, ended: f.contextEnded()}
+	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, ended: f.contextEnded(), outOfAttempts: f.outOfAttempts}
 	if info.class == ClassNotRetryable {
 		// Asked only where it tells: the caller's checks it consults
 		// were asked by classOf already.
@@ -333,6 +347,7 @@ type errorFacts struct {
 	transaction     cancellation // what a cancelled transaction's reasons say
 	gaveUp          bool         // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
 	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
+	outOfAttempts   bool         // a *retry.MaxAttemptsError is in the chain
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
@@ -461,9 +476,12 @@ func (f *errorFacts) visit(err error) {
 	case *conflictError:
 		f.conflictMark = true
 		return
-	case *retry.MaxAttemptsError, ratelimit.QuotaExceededError, *ratelimit.QuotaExceededError:
-		// The SDK's middleware gave up: out of attempts, or its own bucket
-		// refused the retry.
+	case *retry.MaxAttemptsError:
+		// The SDK's middleware gave up: out of attempts.
+		f.gaveUp, f.outOfAttempts = true, true
+		return
+	case ratelimit.QuotaExceededError, *ratelimit.QuotaExceededError:
+		// The SDK's own bucket refused the retry.
 		f.gaveUp = true
 		return
 	case *GiveUpError:

@@ -3,6 +3,7 @@ package clienttest_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
 	"time"
 
@@ -422,6 +423,92 @@ func TestAThrottledTransactionTheCallerRefusesIsAGiveUp(t *testing.T) {
 	})
 	require.Error(t, err)
 	assert.Equal(t, 1, srv.Calls())
-	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, gaveUp,
-		"expect the refusal reported by the middleware's IsErrorRetryable, and by Do")
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, gaveUp,
+		"expect the refusal reported once, by the middleware's IsErrorRetryable (Do does not again)")
+}
+
+// TestDoAroundAnSDKCallReportsAGiveUpOnce: a give-up the SDK's middleware
+// reported (the same Retryer's refusal of an error that is not retryable,
+// of an empty bucket) reaches Do as fn's error; Do does not report it
+// again. What the middleware did not report (its own max attempts, fn's
+// own error, a client with another retryer) Do reports, once, with its
+// reason; a Do inside fn reports for the loop around it.
+func TestDoAroundAnSDKCallReportsAGiveUpOnce(t *testing.T) {
+	validation := reply{code: "ValidationException"}
+	own := errors.New("the item read back is not the one written")
+	for _, tc := range []struct {
+		name   string
+		script []reply
+		opts   func(*jitterretry.Options)
+		fn     func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error
+		sdk    bool // the client has retry.NewStandard(), not the Retryer
+		want   []jitterretry.GiveUpReason
+	}{
+		{name: "not retryable, refused by the middleware", script: []reply{validation},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "budget, refused by the middleware", script: []reply{serverErr},
+			opts: func(o *jitterretry.Options) { o.BucketCapacity, o.RetryCost, o.FailFastOnEmptyBudget = 20, 14, true },
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpBudget}},
+		{name: "max attempts of the middleware", script: []reply{serverErr},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+		{name: "fn's own error after a call that succeeded", script: []reply{ok},
+			fn: func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+				if err := putItem(ctx, client); err != nil {
+					return err
+				}
+				return own
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "fn's own error after a call the middleware refused", script: []reply{validation},
+			fn: func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+				_ = putItem(ctx, client)
+				return own
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}},
+		{name: "a client with another retryer", script: []reply{validation}, sdk: true,
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "a Do inside fn", script: []reply{validation},
+			fn: func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error {
+				return jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) })
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "a Do inside fn that runs out of attempts", script: []reply{serverErr},
+			fn: func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error {
+				return jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) }, func(o *jitterretry.DoOptions) { o.MaxAttempts = 2 })
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newScriptServer(t, tc.script...)
+			var mu sync.Mutex
+			var gaveUp []jitterretry.GiveUpReason
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) {
+					mu.Lock()
+					defer mu.Unlock()
+					gaveUp = append(gaveUp, e.Reason)
+				}
+				if tc.opts != nil {
+					tc.opts(o)
+				}
+			})
+			var client *dynamodb.Client
+			if tc.sdk {
+				client = newClient(srv.URL, retry.NewStandard())
+			} else {
+				client = newClient(srv.URL, r)
+			}
+			fn := tc.fn
+			if fn == nil {
+				fn = func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+					return putItem(ctx, client)
+				}
+			}
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error { return fn(ctx, client, r) })
+			require.Error(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, tc.want, gaveUp, "expect each give-up reported once (calls: %d; error: %v)", srv.Calls(), err)
+		})
+	}
 }
