@@ -400,6 +400,47 @@ func (f *errorFacts) walk(err error, depth int) {
 	}
 }
 
+// inChain reports whether found holds for err or an error of its chain,
+// visited depth first through both forms of Unwrap. Unlike errors.As it
+// calls no method of the errors but Unwrap, and stops at a nil pointer,
+// whose methods may dereference it (found never sees one); it visits at
+// most maxErrorNodes errors, maxErrorDepth deep.
+func inChain(err error, found func(error) bool) bool {
+	nodes := 0
+	var walk func(e error, depth int) bool
+	walk = func(e error, depth int) bool {
+		if e == nil || depth > maxErrorDepth || nodes >= maxErrorNodes || holdsNil(e) {
+			return false
+		}
+		nodes++
+		if found(e) {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			return walk(u.Unwrap(), depth+1)
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if walk(inner, depth+1) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(err, 0)
+}
+
+// chainHolds reports whether target itself is err or in err's chain (see
+// inChain): by identity, not by Is methods. A target of a type that is
+// not comparable is never found.
+func chainHolds(err, target error) bool {
+	if target == nil || !reflect.TypeOf(target).Comparable() {
+		return false
+	}
+	return inChain(err, func(e error) bool { return e == target })
+}
+
 // holdsNil reports whether v is a nil pointer or func of some type in a
 // non-nil interface (an error, an option), whose methods may dereference
 // it.

@@ -7,7 +7,6 @@ package jitterretry
 
 import (
 	"context"
-	"reflect"
 	"sync"
 	"sync/atomic"
 )
@@ -114,41 +113,4 @@ func (m *loopMark) reportedAlready(err error, refused func(error) bool) bool {
 		return refused(failed)
 	}
 	return false
-}
-
-// chainHolds reports whether target is err or in err's chain, found by
-// identity. Unlike errors.Is it calls no Is method, and stops at a nil
-// pointer, whose methods may dereference it; it visits at most
-// maxErrorNodes errors, maxErrorDepth deep. A target of a type that is not
-// comparable is never found.
-func chainHolds(err, target error) bool {
-	if target == nil || !reflect.TypeOf(target).Comparable() {
-		return false
-	}
-	nodes := 0
-	var holds func(e error, depth int) bool
-	holds = func(e error, depth int) bool {
-		if e == nil || depth > maxErrorDepth || nodes >= maxErrorNodes {
-			return false
-		}
-		nodes++
-		if e == target {
-			return true
-		}
-		if holdsNil(e) {
-			return false
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			return holds(u.Unwrap(), depth+1)
-		case interface{ Unwrap() []error }:
-			for _, inner := range u.Unwrap() {
-				if holds(inner, depth+1) {
-					return true
-				}
-			}
-		}
-		return false
-	}
-	return holds(err, 0)
 }
