@@ -431,16 +431,6 @@ func inChain(err error, found func(error) bool) bool {
 	return walk(err, 0)
 }
 
-// chainHolds reports whether target itself is err or in err's chain (see
-// inChain): by identity, not by Is methods. A target of a type that is
-// not comparable is never found.
-func chainHolds(err, target error) bool {
-	if target == nil || !reflect.TypeOf(target).Comparable() {
-		return false
-	}
-	return inChain(err, func(e error) bool { return e == target })
-}
-
 // holdsNil reports whether v is a nil pointer or func of some type in a
 // non-nil interface (an error, an option), whose methods may dereference
 // it.

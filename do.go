@@ -87,7 +87,9 @@ const defaultMaxConflicts = 100
 // *OptionsError; a nil ctx counts as context.Background(); nothing panics.
 // Options.OnGiveUp and the metrics hear of each give-up once: not again
 // from Do when fn returns one the Retryer reported inside fn (its
-// middleware's refusal of an SDK call fn made, an inner Do's).
+// middleware's refusal of an SDK call fn made, an inner Do's); where Do
+// cannot tell (see the README's Hooks section), it reports rather than
+// risk losing one.
 //
 // Do pays only for its own retries: a retry that succeeds gets its cost
 // back, and Do adds no NoRetryIncrement for a first-call success, since the
@@ -153,6 +155,7 @@ type doLoop struct {
 func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
 	d.r.hooks.loops.Add(1)
 	defer d.r.hooks.loops.Add(-1)
+	d.mark.owner = &d.r.hooks
 	fnCtx := withLoopMark(ctx, &d.mark)
 	var lastErr error
 	for attempt := 1; ; attempt++ {
@@ -277,7 +280,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		case info.outOfAttempts:
 			g.Reason = GiveUpMaxAttempts
 		}
-		if d.mark.reportedAlready(err, func(e error) bool { return r.classes.inspect(e).refused() }) {
+		if d.mark.reportedAlready(err, &r.hooks.refusals) {
 			return 0, g
 		}
 		return 0, r.hooks.giveUp(ctx, g)

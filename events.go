@@ -39,9 +39,11 @@ type hooks struct {
 	onGiveUp func(*GiveUpError)
 	meter    *meter // nil without a MeterProvider
 	// loops counts the Do loops running, so that a decision looks for a
-	// loop's mark in its context (a walk of the context's values) only
-	// while there may be one.
+	// loop's mark in its context (a walk of the context's values), and
+	// logs its refusals, only while there may be one.
 	loops atomic.Int64
+	// refusals is IsErrorRetryable's, for the Do loops (see refusalLog).
+	refusals refusalLog
 }
 
 // observed reports whether anything listens.
@@ -49,14 +51,26 @@ func (h *hooks) observed() bool {
 	return h.onRetry != nil || h.onGiveUp != nil || h.meter != nil
 }
 
-// loopToTell returns the mark of the Do loop whose fn made the call ctx
-// is of, when something listens to give-ups that loop would otherwise
-// report again; nil otherwise.
+// reportsGiveUps reports whether something listens to give-ups.
+func (h *hooks) reportsGiveUps() bool { return h.onGiveUp != nil || h.meter != nil }
+
+// loopToTell returns the mark of this Retryer's Do loop whose fn made the
+// call ctx is of, when something listens to give-ups that loop would
+// otherwise report again; nil otherwise.
 func (h *hooks) loopToTell(ctx context.Context) *loopMark {
-	if ctx == nil || h.loops.Load() == 0 || h.onGiveUp == nil && h.meter == nil {
+	if ctx == nil || h.loops.Load() == 0 || !h.reportsGiveUps() {
 		return nil
 	}
-	return loopMarkOf(ctx)
+	return loopMarkOf(ctx).ownedBy(h)
+}
+
+// refuse reports IsErrorRetryable's refusal of err, g, which has no
+// context, and logs err for the Do loop that may be around the call.
+func (h *hooks) refuse(err error, g *GiveUpError) {
+	if h.loops.Load() > 0 {
+		h.refusals.add(err)
+	}
+	h.giveUp(nil, g)
 }
 
 // retry reports a retry that costs cost tokens of lane l (nil when

@@ -110,4 +110,3 @@ func TestFullPartitionTableForgetsABatchOfTheLeastRecentlyUsed(t *testing.T) {
 		assert.Equal(t, i == 0 || i > evictBatch, kept, "lane %d", i)
 	}
 }
-

@@ -2,14 +2,20 @@ package jitterretry
 
 // This file owns the mark a Do loop puts in the context it gives fn, through
 // which the Retryer, deciding for the SDK calls inside fn, tells the loop
-// what it met there: a throttle, and the failures whose give-up it already
-// reported, so that the loop does not report them again.
+// what it met there: a throttle, and the give-ups it already reported, so
+// that the loop does not report them again.
 
 import (
 	"context"
+	"reflect"
 	"sync"
 	"sync/atomic"
 )
+
+// markMemory is how many failed attempts, and how many give-ups, one call of
+// fn remembers (the latest): enough for the SDK calls one fn makes, in a
+// row or at once. Beyond it a give-up may be reported twice, never lost.
+const markMemory = 16
 
 // loopMark is what the retry decisions made under a context that carries it
 // (the SDK calls of one Do loop's fn, which get the loop's context, and no
@@ -17,19 +23,24 @@ import (
 // its own mark, which passes what it hears to the outer loop's: the inner
 // loop's throttles and give-ups are the outer fn's too.
 type loopMark struct {
+	// owner is the hooks of the Retryer whose loop this is: only that
+	// Retryer's give-ups are the loop's to leave unreported. (Throttles
+	// are the table's, whichever Retryer met them.)
+	owner     *hooks
 	throttled atomic.Bool
 	outer     *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
 
 	mu sync.Mutex
-	// failed is the error of the last attempt that failed inside the
-	// current call of fn, as the Retryer's middleware releases it just
-	// before asking IsErrorRetryable, which reports a refusal without a
-	// context to say whose it is.
-	failed error
-	// reported is the last give-up reported under fn's context during the
-	// current call: a refusal of GetRetryToken, RetryDelay or the send-rate
-	// limiter, or that of a Do loop inside fn.
-	reported *GiveUpError
+	// failed holds the errors of the latest attempts that failed inside
+	// the current call of fn, as the owner's middleware released them,
+	// right before asking IsErrorRetryable, which reports a refusal with
+	// no context to say whose it is (see refusalLog).
+	failed recentErrors
+	// reported holds the latest give-ups the owner reported under fn's
+	// context during the current call: refusals of GetRetryToken,
+	// RetryDelay or the send-rate limiter, those of a Do loop inside fn.
+	reported  [markMemory]*GiveUpError
+	nReported int
 }
 
 type loopMarkKey struct{}
@@ -65,52 +76,130 @@ func (m *loopMark) noteThrottle() {
 // and clears the mark.
 func (m *loopMark) takeThrottle() bool { return m.throttled.Swap(false) }
 
-// watchFailures returns release, noting in m and the marks around it the
-// error of an attempt that failed.
+// ownedBy returns m, or the nearest mark around it, of owner's loops; nil
+// if none.
+func (m *loopMark) ownedBy(owner *hooks) *loopMark {
+	for ; m != nil && m.owner != owner; m = m.outer {
+	}
+	return m
+}
+
+// each calls fn on m and on the marks around it of the same owner.
+func (m *loopMark) each(fn func(*loopMark)) {
+	for o := m; o != nil; o = o.outer {
+		if o.owner == m.owner {
+			o.mu.Lock()
+			fn(o)
+			o.mu.Unlock()
+		}
+	}
+}
+
+// watchFailures returns release, noting in m and the marks of its owner
+// around it the error of an attempt that failed.
 func (m *loopMark) watchFailures(release func(error) error) func(error) error {
 	return func(err error) error {
 		if err != nil {
-			for o := m; o != nil; o = o.outer {
-				o.mu.Lock()
-				o.failed = err
-				o.mu.Unlock()
-			}
+			m.each(func(o *loopMark) { o.failed.add(err) })
 		}
 		return release(err)
 	}
 }
 
 // noteGiveUp records g, reported under the context that carries m, in m and
-// the marks around it.
+// the marks of its owner around it.
 func (m *loopMark) noteGiveUp(g *GiveUpError) {
-	for o := m; o != nil; o = o.outer {
-		o.mu.Lock()
-		o.reported = g
-		o.mu.Unlock()
-	}
+	m.each(func(o *loopMark) {
+		o.reported[o.nReported%markMemory] = g
+		o.nReported++
+	})
 }
 
 // startCall forgets what the previous call of fn left.
 func (m *loopMark) startCall() {
 	m.mu.Lock()
-	m.failed, m.reported = nil, nil
+	m.failed, m.reported, m.nReported = recentErrors{}, [markMemory]*GiveUpError{}, 0
 	m.mu.Unlock()
 }
 
-// reportedAlready reports whether fn's error err is a give-up reported
-// during the current call of fn: one reported under fn's context (err holds
-// it, or, for a Do inside fn that returns fn's own error, is that error),
-// or the failure of an attempt in err's chain that refused says the
-// middleware's IsErrorRetryable refused, and so reported.
-func (m *loopMark) reportedAlready(err error, refused func(error) bool) bool {
+// reportedAlready reports whether fn's error err is a give-up the owner
+// reported during the current call of fn: one reported under fn's context
+// (err holds it, or, for a Do inside fn that returns fn's own error, is
+// that error), or a refusal of IsErrorRetryable (in refusals) of an attempt
+// that failed inside fn.
+func (m *loopMark) reportedAlready(err error, refusals *refusalLog) bool {
 	m.mu.Lock()
 	failed, reported := m.failed, m.reported
 	m.mu.Unlock()
-	switch {
-	case reported != nil && (chainHolds(err, reported) || reported.notRetried && chainHolds(err, reported.Err)):
-		return true
-	case failed != nil && chainHolds(err, failed):
-		return refused(failed)
+	for _, g := range reported {
+		if g != nil && (chainHolds(err, g) || g.notRetried && chainHolds(err, g.Err)) {
+			return true
+		}
+	}
+	return refusals.refusedAmong(err, failed.list())
+}
+
+// recentErrors holds the latest markMemory errors added.
+type recentErrors struct {
+	errs [markMemory]error
+	n    int
+}
+
+func (r *recentErrors) add(err error) {
+	r.errs[r.n%markMemory] = err
+	r.n++
+}
+
+// list returns the errors held, in no order.
+func (r *recentErrors) list() []error {
+	return r.errs[:min(r.n, markMemory)]
+}
+
+// refusalLog holds the latest errors IsErrorRetryable reported refusing
+// while a Do loop ran, so that the loop can tell, among the attempts that
+// failed inside its fn, those the middleware refused (and so reported) from
+// those a wrapper of the Retryer answered for it (retry.AddWithErrorCodes)
+// or the SDK rewrapped (a clock skew): the class of the error does not say.
+type refusalLog struct {
+	mu      sync.Mutex
+	refused recentErrors
+}
+
+func (l *refusalLog) add(err error) {
+	l.mu.Lock()
+	l.refused.add(err)
+	l.mu.Unlock()
+}
+
+// refusedAmong reports whether err holds an error the log holds that is, or
+// holds, one of failed.
+func (l *refusalLog) refusedAmong(err error, failed []error) bool {
+	if len(failed) == 0 {
+		return false
+	}
+	l.mu.Lock()
+	refused := l.refused
+	l.mu.Unlock()
+	for _, q := range refused.list() {
+		if !chainHolds(err, q) {
+			continue
+		}
+		for _, f := range failed {
+			if chainHolds(q, f) {
+				return true
+			}
+		}
 	}
 	return false
+}
+
+// chainHolds reports whether target is err or in err's chain (see inChain),
+// compared with ==, not by Is methods: a pointer by identity, another value
+// by equality. A target that == cannot compare without panicking (a struct
+// holding a slice-based error, say) is never found.
+func chainHolds(err, target error) bool {
+	if target == nil || !reflect.ValueOf(target).Comparable() {
+		return false
+	}
+	return inChain(err, func(e error) bool { return e == target })
 }

@@ -345,22 +345,41 @@ func needsValue(v any, iface reflect.Type) bool {
 	switch v.(type) {
 	case *TokenBucket, *delayers.Exponential, *delayers.Full, *delayers.Equal, *delayers.Decorrelated,
 		*ratelimit.TokenRateLimit, *retry.ExponentialJitterBackoff,
-		*rand.Rand, *rand.PCG, *rand.ChaCha8, *mathrand.Rand:
+		*rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
 		return true
 	}
 	return false
 }
 
-// nilEntry reports the first entry of the list named name that is nil or
-// needs a value it does not hold.
+// nilEntry reports the first entry of the list named name, or of a list of
+// the same checks it holds (a retry.IsErrorRetryables among Retryables),
+// that is nil or needs a value it does not hold.
 func nilEntry[T any](name string, list []T) error {
+	return nilEntryWithin(name, list, 1)
+}
+
+// maxListDepth bounds the lists within lists searched: a list can hold
+// itself, and the SDK would call it for ever.
+const maxListDepth = 8
+
+func nilEntryWithin[T any](name string, list []T, depth int) error {
+	if depth > maxListDepth {
+		return &OptionsError{Option: name, Reason: fmt.Sprintf("lists nested more than %d deep (one that holds itself?)", maxListDepth)}
+	}
 	for i, f := range list {
-		if v := any(f); v == nil || needsValue(v, reflect.TypeFor[T]()) {
+		at := fmt.Sprintf("%s[%d]", name, i)
+		v := any(f)
+		if v == nil || needsValue(v, reflect.TypeFor[T]()) {
 			reason := "is nil; leave it out"
 			if v != nil {
 				reason = fmt.Sprintf("is a nil %T; leave it out", v)
 			}
-			return &OptionsError{Option: fmt.Sprintf("%s[%d]", name, i), Reason: reason}
+			return &OptionsError{Option: at, Reason: reason}
+		}
+		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.Type().Elem() == reflect.TypeFor[T]() {
+			if err := nilEntryWithin(at, rv.Convert(reflect.TypeFor[[]T]()).Interface().([]T), depth+1); err != nil {
+				return err
+			}
 		}
 	}
 	return nil

@@ -177,12 +177,12 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 		r.classCache.store(err, keyHash(err), info) // for the GetRetryToken that follows
 		return true
 	}
-	if info.refused() && r.hooks.observed() {
+	if info.refused() && r.hooks.reportsGiveUps() {
 		g := &GiveUpError{Reason: GiveUpNotRetryable, Err: err}
 		if info.ended != nil {
 			g.Reason, g.ctxErr = GiveUpCanceled, info.ended // the caller's to end
 		}
-		r.hooks.giveUp(nil, g)
+		r.hooks.refuse(err, g)
 	}
 	return false
 }

@@ -717,6 +717,18 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"nil pointer to a value throttle": {func(o *jitterretry.Options) {
 			o.Throttles = []retry.IsErrorThrottle{(*retry.ThrottleErrorCode)(nil)}
 		}, "Throttles[0]"},
+		"nil entry of a list in the list": {func(o *jitterretry.Options) {
+			o.Retryables = []retry.IsErrorRetryable{retry.NoRetryCanceledError{}, retry.IsErrorRetryables{retry.RetryableHTTPStatusCode{}, nil}}
+		}, "Retryables[1][1]"},
+		"nil func in a list in the list": {func(o *jitterretry.Options) {
+			o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottles{retry.IsErrorThrottles{retry.IsErrorThrottleFunc(nil)}}}
+		}, "Throttles[0][0][0]"},
+		"a list that holds itself": {func(o *jitterretry.Options) {
+			self := retry.IsErrorThrottles{nil}
+			self[0] = self
+			o.Throttles = []retry.IsErrorThrottle{self}
+		}, "Throttles[0][0][0][0][0][0][0][0]"},
+		"nil zipf as source": {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
 		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
 			o.MeterProvider = (*metrics.NopMeterProvider)(nil)
 		}, "MeterProvider"},

@@ -93,8 +93,8 @@ type Options struct {
 	// Throttle and Source are called through: a nil func, a nil pointer to
 	// a type whose methods take a value (such as *retry.ThrottleErrorCode),
 	// a nil *rand.Rand (or another of math/rand's generators), and a nil
-	// entry of a retry.IsErrorThrottles, are an error rather than a panic
-	// at the first delay. A nil pointer of another type is taken as meant:
+	// entry of a retry.IsErrorThrottles (or of a list within it), are an
+	// error rather than a panic at the first delay. A nil pointer of another type is taken as meant:
 	// its methods may not need their receiver.
 	Source Source
 }
@@ -208,17 +208,35 @@ func (o Options) validateCallees() error {
 	if !callable(o.Throttle, reflect.TypeFor[retry.IsErrorThrottle]()) {
 		return refuse("Throttle", o.Throttle, "holds")
 	}
-	list, _ := o.Throttle.(retry.IsErrorThrottles)
-	for i, check := range list {
-		if check == nil {
-			return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("entry %d of the retry.IsErrorThrottles is nil; leave it out", i)}
+	// The entries of a list, and of the lists it holds, are called too.
+	var inList func(list retry.IsErrorThrottles, path string, depth int) error
+	inList = func(list retry.IsErrorThrottles, path string, depth int) error {
+		if depth > maxListDepth {
+			return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("retry.IsErrorThrottles nested more than %d deep (one that holds itself?)", maxListDepth)}
 		}
-		if !callable(check, reflect.TypeFor[retry.IsErrorThrottle]()) {
-			return refuse("Throttle", check, fmt.Sprintf("entry %d of the retry.IsErrorThrottles is", i))
+		for i, check := range list {
+			at := fmt.Sprintf("%s%d", path, i)
+			if check == nil {
+				return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("entry %s of the retry.IsErrorThrottles is nil; leave it out", at)}
+			}
+			if !callable(check, reflect.TypeFor[retry.IsErrorThrottle]()) {
+				return refuse("Throttle", check, fmt.Sprintf("entry %s of the retry.IsErrorThrottles is", at))
+			}
+			if nested, ok := check.(retry.IsErrorThrottles); ok {
+				if err := inList(nested, at+".", depth+1); err != nil {
+					return err
+				}
+			}
 		}
+		return nil
 	}
-	return nil
+	list, _ := o.Throttle.(retry.IsErrorThrottles)
+	return inList(list, "", 1)
 }
+
+// maxListDepth bounds the lists of checks within lists that are searched for
+// a nil: a list can hold itself, and the SDK would call it for ever.
+const maxListDepth = 8
 
 // callable reports whether v, held in an option of interface type iface,
 // can be called through: it is not a nil func, nor a nil pointer to a type
@@ -235,7 +253,7 @@ func callable(v any, iface reflect.Type) bool {
 		return true
 	}
 	switch v.(type) {
-	case *rand.Rand, *rand.PCG, *rand.ChaCha8, *mathrand.Rand:
+	case *rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
 		return false
 	}
 	return !rv.Type().Elem().Implements(iface)

@@ -323,6 +323,18 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 		"nil *ThrottleErrorCode":   {set: func(o *Options) { o.Throttle = (*retry.ThrottleErrorCode)(nil) }, option: "Throttle", held: "*retry.ThrottleErrorCode"},
 		"nil entry of a list":      {set: func(o *Options) { o.Throttle = retry.IsErrorThrottles{retry.DefaultThrottles[0], nil} }, option: "Throttle", held: "entry 1"},
 		"nil func entry of a list": {set: func(o *Options) { o.Throttle = retry.IsErrorThrottles{retry.IsErrorThrottleFunc(nil)} }, option: "Throttle", held: "entry 0"},
+		"nil entry of a list in the list": {set: func(o *Options) {
+			o.Throttle = retry.IsErrorThrottles{retry.DefaultThrottles[0], retry.IsErrorThrottles{nil}}
+		}, option: "Throttle", held: "entry 1.0"},
+		"nil func in a list in the list": {set: func(o *Options) {
+			o.Throttle = retry.IsErrorThrottles{retry.IsErrorThrottles{retry.IsErrorThrottleFunc(nil)}}
+		}, option: "Throttle", held: "entry 0.0"},
+		"a list that holds itself": {set: func(o *Options) {
+			self := retry.IsErrorThrottles{nil}
+			self[0] = self
+			o.Throttle = self
+		}, option: "Throttle", held: "nested more than 8 deep"},
+		"nil *rand.Zipf": {set: func(o *Options) { o.Source = (*rand.Zipf)(nil) }, option: "Source", held: "*rand.Zipf"},
 	}
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
 	for name, c := range cases {

@@ -3,6 +3,10 @@ package clienttest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -436,12 +440,18 @@ func TestAThrottledTransactionTheCallerRefusesIsAGiveUp(t *testing.T) {
 func TestDoAroundAnSDKCallReportsAGiveUpOnce(t *testing.T) {
 	validation := reply{code: "ValidationException"}
 	own := errors.New("the item read back is not the one written")
+	// A signature refused with a Date an hour off: the SDK's middleware
+	// rewraps it as a clock skew it retries, between the attempt's release
+	// and IsErrorRetryable.
+	skewed := reply{code: "InvalidSignatureException", date: time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)}
+	notRetryable := jitterretry.GiveUpNotRetryable
 	for _, tc := range []struct {
 		name   string
 		script []reply
+		cycle  bool
 		opts   func(*jitterretry.Options)
 		fn     func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error
-		sdk    bool // the client has retry.NewStandard(), not the Retryer
+		client func(r *jitterretry.Retryer) aws.Retryer // the client's retryer; default r
 		want   []jitterretry.GiveUpReason
 	}{
 		{name: "not retryable, refused by the middleware", script: []reply{validation},
@@ -465,8 +475,39 @@ func TestDoAroundAnSDKCallReportsAGiveUpOnce(t *testing.T) {
 				return own
 			},
 			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}},
-		{name: "a client with another retryer", script: []reply{validation}, sdk: true,
-			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "a client with another retryer", script: []reply{validation},
+			client: func(*jitterretry.Retryer) aws.Retryer { return retry.NewStandard() },
+			want:   []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "a wrapper that answers IsErrorRetryable", script: []reply{validation},
+			client: func(r *jitterretry.Retryer) aws.Retryer { return retry.AddWithErrorCodes(r, "ValidationException") },
+			want:   []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+		{name: "a clock skew the middleware rewraps", script: []reply{skewed},
+			opts: func(o *jitterretry.Options) { o.MaxAttempts = 1 },
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+		{name: "an earlier call's refusal returned after a later call", script: []reply{validation, serverErr, ok},
+			fn: func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+				first := putItem(ctx, client)
+				if err := putItem(ctx, client); err != nil {
+					return err
+				}
+				return first
+			},
+			want: []jitterretry.GiveUpReason{notRetryable}},
+		{name: "eight refused calls at once", script: []reply{validation},
+			fn: func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+				errs := make([]error, 8)
+				var wg sync.WaitGroup
+				for i := range errs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						errs[i] = putItem(ctx, client)
+					}()
+				}
+				wg.Wait()
+				return errs[3]
+			},
+			want: []jitterretry.GiveUpReason{notRetryable, notRetryable, notRetryable, notRetryable, notRetryable, notRetryable, notRetryable, notRetryable}},
 		{name: "a Do inside fn", script: []reply{validation},
 			fn: func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error {
 				return jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) })
@@ -480,6 +521,7 @@ func TestDoAroundAnSDKCallReportsAGiveUpOnce(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			srv := newScriptServer(t, tc.script...)
+			srv.cycle = tc.cycle
 			var mu sync.Mutex
 			var gaveUp []jitterretry.GiveUpReason
 			r := jitterretry.New(fast, func(o *jitterretry.Options) {
@@ -492,12 +534,11 @@ func TestDoAroundAnSDKCallReportsAGiveUpOnce(t *testing.T) {
 					tc.opts(o)
 				}
 			})
-			var client *dynamodb.Client
-			if tc.sdk {
-				client = newClient(srv.URL, retry.NewStandard())
-			} else {
-				client = newClient(srv.URL, r)
+			var clientRetryer aws.Retryer = r
+			if tc.client != nil {
+				clientRetryer = tc.client(r)
 			}
+			client := newClient(srv.URL, clientRetryer)
 			fn := tc.fn
 			if fn == nil {
 				fn = func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
@@ -511,4 +552,98 @@ func TestDoAroundAnSDKCallReportsAGiveUpOnce(t *testing.T) {
 			assert.Equal(t, tc.want, gaveUp, "expect each give-up reported once (calls: %d; error: %v)", srv.Calls(), err)
 		})
 	}
+}
+
+// giveUpLog records a Retryer's give-ups.
+type giveUpLog struct {
+	mu      sync.Mutex
+	reasons []jitterretry.GiveUpReason
+}
+
+func (l *giveUpLog) add(e *jitterretry.GiveUpError) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reasons = append(l.reasons, e.Reason)
+}
+
+func (l *giveUpLog) get() []jitterretry.GiveUpReason {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reasons)
+}
+
+// TestDoReportsWhatAnotherRetryerReported: a give-up is each Retryer's to
+// report. A Do loop of retryer A whose fn calls a client with retryer B
+// (directly, or in a Do loop of B) reports the refusal to A's listeners,
+// which heard nothing of it, while B's hear it once: also when B has a Do
+// loop running elsewhere at the time.
+func TestDoReportsWhatAnotherRetryerReported(t *testing.T) {
+	for _, nested := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in a Do of the other: %v", nested), func(t *testing.T) {
+			srv := newScriptServer(t, reply{code: "ValidationException"})
+			var logA, logB giveUpLog
+			a := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = logA.add })
+			b := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = logB.add })
+			clientB := newClient(srv.URL, b)
+
+			// B's own loop, elsewhere, running all along.
+			started, release := make(chan struct{}), make(chan struct{})
+			done := make(chan error)
+			go func() {
+				done <- jitterretry.Do(context.Background(), b, func(context.Context) error {
+					close(started)
+					<-release
+					return nil
+				})
+			}()
+			<-started
+			defer func() {
+				close(release)
+				require.NoError(t, <-done)
+			}()
+
+			err := jitterretry.Do(context.Background(), a, func(ctx context.Context) error {
+				if nested {
+					return jitterretry.Do(ctx, b, func(ctx context.Context) error { return putItem(ctx, clientB) })
+				}
+				return putItem(ctx, clientB)
+			})
+			require.Error(t, err)
+			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, logA.get(), "expect A's loop to report its give-up")
+			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, logB.get(), "expect B's middleware to report its refusal once")
+		})
+	}
+}
+
+// fieldErrors is a slice-based error, as validation libraries return.
+type fieldErrors []string
+
+func (e fieldErrors) Error() string { return strings.Join(e, "; ") }
+
+// opError is a value error that holds another: == panics on it when that
+// one is a slice.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e opError) Error() string { return e.op + ": " + e.err.Error() }
+func (e opError) Unwrap() error { return e.err }
+
+// TestDoInDoWithAnErrorThatCannotBeCompared: an inner Do returning fn's
+// own error that == cannot compare does not make the outer Do panic; that
+// error is reported by both loops, the one case where a give-up is
+// reported twice rather than risk losing one.
+func TestDoInDoWithAnErrorThatCannotBeCompared(t *testing.T) {
+	var log giveUpLog
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+	own := opError{op: "validate", err: fieldErrors{"pk missing"}}
+	var err error
+	require.NotPanics(t, func() {
+		err = jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			return jitterretry.Do(ctx, r, func(context.Context) error { return own })
+		})
+	})
+	assert.EqualError(t, err, own.Error())
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
 }
