@@ -280,7 +280,8 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		case info.outOfAttempts:
 			g.Reason = GiveUpMaxAttempts
 		}
-		if d.mark.reportedAlready(err, &r.hooks.refusals) {
+		if d.mark.reportedAlready(err) {
+			d.mark.passOn(g)
 			return 0, g
 		}
 		return 0, r.hooks.giveUp(ctx, g)

@@ -13,8 +13,9 @@ import (
 )
 
 // markMemory is how many failed attempts, and how many give-ups, one call of
-// fn remembers (the latest): enough for the SDK calls one fn makes, in a
-// row or at once. Beyond it a give-up may be reported twice, never lost.
+// fn remembers (the latest), and how many refusals the refusal log keeps:
+// enough for the SDK calls one fn makes, in a row or at once. Beyond it a
+// give-up may be reported twice.
 const markMemory = 16
 
 // loopMark is what the retry decisions made under a context that carries it
@@ -100,7 +101,8 @@ func (m *loopMark) each(fn func(*loopMark)) {
 func (m *loopMark) watchFailures(release func(error) error) func(error) error {
 	return func(err error) error {
 		if err != nil {
-			m.each(func(o *loopMark) { o.failed.add(err) })
+			e := m.owner.refusals.stamp(err)
+			m.each(func(o *loopMark) { o.failed.add(e) })
 		}
 		return release(err)
 	}
@@ -115,6 +117,14 @@ func (m *loopMark) noteGiveUp(g *GiveUpError) {
 	})
 }
 
+// passOn tells the loops of m's owner around m's that g, which m's loop
+// found reported already and did not report, was: they will not either.
+func (m *loopMark) passOn(g *GiveUpError) {
+	if o := m.outer.ownedBy(m.owner); o != nil {
+		o.noteGiveUp(g)
+	}
+}
+
 // startCall forgets what the previous call of fn left.
 func (m *loopMark) startCall() {
 	m.mu.Lock()
@@ -125,9 +135,9 @@ func (m *loopMark) startCall() {
 // reportedAlready reports whether fn's error err is a give-up the owner
 // reported during the current call of fn: one reported under fn's context
 // (err holds it, or, for a Do inside fn that returns fn's own error, is
-// that error), or a refusal of IsErrorRetryable (in refusals) of an attempt
-// that failed inside fn.
-func (m *loopMark) reportedAlready(err error, refusals *refusalLog) bool {
+// that error), or a refusal of IsErrorRetryable of an attempt that failed
+// inside fn (see refusalLog.claim).
+func (m *loopMark) reportedAlready(err error) bool {
 	m.mu.Lock()
 	failed, reported := m.failed, m.reported
 	m.mu.Unlock()
@@ -136,22 +146,29 @@ func (m *loopMark) reportedAlready(err error, refusals *refusalLog) bool {
 			return true
 		}
 	}
-	return refusals.refusedAmong(err, failed.list())
+	return m.owner.refusals.claim(err, failed.list())
+}
+
+// stampedError is an error and when, in the order of a Retryer's refusal
+// log, it was seen.
+type stampedError struct {
+	err error
+	seq uint64
 }
 
 // recentErrors holds the latest markMemory errors added.
 type recentErrors struct {
-	errs [markMemory]error
+	errs [markMemory]stampedError
 	n    int
 }
 
-func (r *recentErrors) add(err error) {
-	r.errs[r.n%markMemory] = err
+func (r *recentErrors) add(e stampedError) {
+	r.errs[r.n%markMemory] = e
 	r.n++
 }
 
 // list returns the errors held, in no order.
-func (r *recentErrors) list() []error {
+func (r *recentErrors) list() []stampedError {
 	return r.errs[:min(r.n, markMemory)]
 }
 
@@ -160,20 +177,33 @@ func (r *recentErrors) list() []error {
 // failed inside its fn, those the middleware refused (and so reported) from
 // those a wrapper of the Retryer answered for it (retry.AddWithErrorCodes)
 // or the SDK rewrapped (a clock skew): the class of the error does not say.
+// Its order stamps those refusals and the failures the loops note, so that
+// a refusal counts only for a failure released before it.
 type refusalLog struct {
+	seq     atomic.Uint64
 	mu      sync.Mutex
 	refused recentErrors
 }
 
+// stamp returns err stamped with the next place in the log's order.
+func (l *refusalLog) stamp(err error) stampedError {
+	return stampedError{err: err, seq: l.seq.Add(1)}
+}
+
 func (l *refusalLog) add(err error) {
+	e := l.stamp(err)
 	l.mu.Lock()
-	l.refused.add(err)
+	l.refused.add(e)
 	l.mu.Unlock()
 }
 
-// refusedAmong reports whether err holds an error the log holds that is, or
-// holds, one of failed.
-func (l *refusalLog) refusedAmong(err error, failed []error) bool {
+// claim reports whether err holds a refusal of the log, not claimed yet,
+// that was made after one of failed was released and is, or holds, that
+// failure; and claims it, so that it excuses one loop's report only. Errors
+// are matched by identity (see chainHolds): an error that is a shared
+// pointer (a package-level sentinel), refused in another operation while a
+// wrapper answered for this one, can still be taken for this one's.
+func (l *refusalLog) claim(err error, failed []stampedError) bool {
 	if len(failed) == 0 {
 		return false
 	}
@@ -181,11 +211,11 @@ func (l *refusalLog) refusedAmong(err error, failed []error) bool {
 	refused := l.refused
 	l.mu.Unlock()
 	for _, q := range refused.list() {
-		if !chainHolds(err, q) {
+		if q.err == nil || !chainHolds(err, q.err) {
 			continue
 		}
 		for _, f := range failed {
-			if chainHolds(q, f) {
+			if q.seq > f.seq && chainHolds(q.err, f.err) && l.take(q) {
 				return true
 			}
 		}
@@ -193,12 +223,26 @@ func (l *refusalLog) refusedAmong(err error, failed []error) bool {
 	return false
 }
 
-// chainHolds reports whether target is err or in err's chain (see inChain),
-// compared with ==, not by Is methods: a pointer by identity, another value
-// by equality. A target that == cannot compare without panicking (a struct
-// holding a slice-based error, say) is never found.
+// take removes q from the log, and reports whether it was still there.
+func (l *refusalLog) take(q stampedError) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for i, e := range l.refused.list() {
+		if e.seq == q.seq && e.err != nil {
+			l.refused.errs[i].err = nil
+			return true
+		}
+	}
+	return false
+}
+
+// chainHolds reports whether target itself is err or in err's chain (see
+// inChain), by identity: only a pointer is found. Two values can be equal
+// without being the same error (a value refused in one operation, and an
+// equal one another returns), and comparing some panics (a struct holding a
+// slice-based error).
 func chainHolds(err, target error) bool {
-	if target == nil || !reflect.ValueOf(target).Comparable() {
+	if target == nil || reflect.ValueOf(target).Kind() != reflect.Pointer {
 		return false
 	}
 	return inChain(err, func(e error) bool { return e == target })

@@ -376,13 +376,26 @@ func nilEntryWithin[T any](name string, list []T, depth int) error {
 			}
 			return &OptionsError{Option: at, Reason: reason}
 		}
-		if rv := reflect.ValueOf(v); rv.Kind() == reflect.Slice && rv.Type().Elem() == reflect.TypeFor[T]() {
-			if err := nilEntryWithin(at, rv.Convert(reflect.TypeFor[[]T]()).Interface().([]T), depth+1); err != nil {
+		if nested, ok := listOf[T](v); ok {
+			if err := nilEntryWithin(at, nested, depth+1); err != nil {
 				return err
 			}
 		}
 	}
 	return nil
+}
+
+// listOf returns the checks v holds when it is a list of them (a
+// retry.IsErrorRetryables among Retryables, say), or a pointer to one.
+func listOf[T any](v any) ([]T, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Slice || rv.Type().Elem() != reflect.TypeFor[T]() {
+		return nil, false
+	}
+	return rv.Convert(reflect.TypeFor[[]T]()).Interface().([]T), true
 }
 
 // newBackoff builds the delayer the options describe, once validate accepted

@@ -728,6 +728,9 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 			self[0] = self
 			o.Throttles = []retry.IsErrorThrottle{self}
 		}, "Throttles[0][0][0][0][0][0][0][0]"},
+		"nil entry of a pointer to a list": {func(o *jitterretry.Options) {
+			o.Throttles = []retry.IsErrorThrottle{&retry.IsErrorThrottles{nil}}
+		}, "Throttles[0][0]"},
 		"nil zipf as source": {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
 		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
 			o.MeterProvider = (*metrics.NopMeterProvider)(nil)

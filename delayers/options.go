@@ -209,8 +209,8 @@ func (o Options) validateCallees() error {
 		return refuse("Throttle", o.Throttle, "holds")
 	}
 	// The entries of a list, and of the lists it holds, are called too.
-	var inList func(list retry.IsErrorThrottles, path string, depth int) error
-	inList = func(list retry.IsErrorThrottles, path string, depth int) error {
+	var inList func(list []retry.IsErrorThrottle, path string, depth int) error
+	inList = func(list []retry.IsErrorThrottle, path string, depth int) error {
 		if depth > maxListDepth {
 			return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("retry.IsErrorThrottles nested more than %d deep (one that holds itself?)", maxListDepth)}
 		}
@@ -222,7 +222,7 @@ func (o Options) validateCallees() error {
 			if !callable(check, reflect.TypeFor[retry.IsErrorThrottle]()) {
 				return refuse("Throttle", check, fmt.Sprintf("entry %s of the retry.IsErrorThrottles is", at))
 			}
-			if nested, ok := check.(retry.IsErrorThrottles); ok {
+			if nested, ok := throttleList(check); ok {
 				if err := inList(nested, at+".", depth+1); err != nil {
 					return err
 				}
@@ -230,8 +230,21 @@ func (o Options) validateCallees() error {
 		}
 		return nil
 	}
-	list, _ := o.Throttle.(retry.IsErrorThrottles)
+	list, _ := throttleList(o.Throttle)
 	return inList(list, "", 1)
+}
+
+// throttleList returns the checks v holds when it is a list of them (a
+// retry.IsErrorThrottles), or a pointer to one.
+func throttleList(v any) ([]retry.IsErrorThrottle, bool) {
+	rv := reflect.ValueOf(v)
+	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
+		rv = rv.Elem()
+	}
+	if rv.Kind() != reflect.Slice || rv.Type().Elem() != reflect.TypeFor[retry.IsErrorThrottle]() {
+		return nil, false
+	}
+	return rv.Convert(reflect.TypeFor[[]retry.IsErrorThrottle]()).Interface().([]retry.IsErrorThrottle), true
 }
 
 // maxListDepth bounds the lists of checks within lists that are searched for

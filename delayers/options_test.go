@@ -334,6 +334,9 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 			self[0] = self
 			o.Throttle = self
 		}, option: "Throttle", held: "nested more than 8 deep"},
+		"nil entry of a pointer to a list": {set: func(o *Options) {
+			o.Throttle = &retry.IsErrorThrottles{retry.IsErrorThrottles{nil}}
+		}, option: "Throttle", held: "entry 0.0"},
 		"nil *rand.Zipf": {set: func(o *Options) { o.Source = (*rand.Zipf)(nil) }, option: "Source", held: "*rand.Zipf"},
 	}
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}

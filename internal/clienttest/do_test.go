@@ -16,6 +16,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -646,4 +647,55 @@ func TestDoInDoWithAnErrorThatCannotBeCompared(t *testing.T) {
 	})
 	assert.EqualError(t, err, own.Error())
 	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+}
+
+// busyError is a value error a client-side middleware returns, with a code:
+// every copy is equal, so it tells nothing of which operation had it.
+type busyError struct{}
+
+func (busyError) Error() string     { return "Busy: local limiter" }
+func (busyError) ErrorCode() string { return "Busy" }
+
+// refuseLocally is an API option that fails every attempt before it is sent
+// with busyError, in the Finalize step after the retry middleware.
+func refuseLocally(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("refuseLocally",
+		func(context.Context, middleware.FinalizeInput, middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			return middleware.FinalizeOutput{}, middleware.Metadata{}, busyError{}
+		}), middleware.After)
+}
+
+// TestDoDoesNotTakeAnEqualValueRefusedElsewhereForItsOwn: a refusal the
+// retryer reported for another operation, of an error equal to one of fn's
+// (a value every copy of which is equal), does not hide Do's give-up, nor
+// does a refusal inside fn hide fn's own equal error: values are not
+// matched, only pointers.
+func TestDoDoesNotTakeAnEqualValueRefusedElsewhereForItsOwn(t *testing.T) {
+	srv := newScriptServer(t, ok)
+	var log giveUpLog
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+	plain := newClient(srv.URL, r)
+	answeredFor := newClient(srv.URL, retry.AddWithErrorCodes(r, "Busy")) // the wrapper retries Busy
+	local := dynamodb.WithAPIOptions(refuseLocally)
+
+	t.Run("refused in another operation", func(t *testing.T) {
+		log.reasons = nil
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			err := putItem(ctx, answeredFor, local) // retried to the end, reported by no one inside
+			_ = putItem(context.Background(), plain, local)
+			return err
+		})
+		var maxed *retry.MaxAttemptsError
+		require.ErrorAs(t, err, &maxed)
+		assert.ElementsMatch(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpMaxAttempts}, log.get())
+	})
+	t.Run("fn's own equal error", func(t *testing.T) {
+		log.reasons = nil
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			_ = putItem(ctx, plain, local)
+			return busyError{}
+		})
+		assert.Equal(t, busyError{}, err)
+		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+	})
 }
