@@ -154,7 +154,11 @@ type doLoop struct {
 
 func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
 	d.r.hooks.loops.Add(1)
-	defer d.r.hooks.loops.Add(-1)
+	defer func() {
+		if d.r.hooks.loops.Add(-1) == 0 {
+			d.r.hooks.refusals.reset()
+		}
+	}()
 	d.mark.owner = &d.r.hooks
 	fnCtx := withLoopMark(ctx, &d.mark)
 	var lastErr error
@@ -281,7 +285,6 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			g.Reason = GiveUpMaxAttempts
 		}
 		if d.mark.reportedAlready(err) {
-			d.mark.passOn(g)
 			return 0, g
 		}
 		return 0, r.hooks.giveUp(ctx, g)

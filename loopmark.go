@@ -8,6 +8,7 @@ package jitterretry
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
 	"sync/atomic"
 )
@@ -37,11 +38,15 @@ type loopMark struct {
 	// right before asking IsErrorRetryable, which reports a refusal with
 	// no context to say whose it is (see refusalLog).
 	failed recentErrors
-	// reported holds the latest give-ups the owner reported under fn's
-	// context during the current call: refusals of GetRetryToken,
-	// RetryDelay or the send-rate limiter, those of a Do loop inside fn.
-	reported  [markMemory]*GiveUpError
-	nReported int
+	// reported holds the errors that stand for the latest give-ups the
+	// owner reported during the current call of fn, each a pointer of one
+	// give-up: a *GiveUpError reported under fn's context (a refusal of
+	// GetRetryToken, RetryDelay or the send-rate limiter, one of a Do loop
+	// inside fn); the error an inner Do returned as its own after
+	// reporting it, when an SDK call inside fn failed with it (not fn's
+	// own, which may be a sentinel that stands for many); what an inner
+	// loop found reported and passed on.
+	reported recentErrors
 }
 
 type loopMarkKey struct{}
@@ -109,44 +114,110 @@ func (m *loopMark) watchFailures(release func(error) error) func(error) error {
 }
 
 // noteGiveUp records g, reported under the context that carries m, in m and
-// the marks of its owner around it.
+// the marks of its owner around it; with the error g's Do loop returns
+// for it, when that one comes from an SDK call (see reported).
 func (m *loopMark) noteGiveUp(g *GiveUpError) {
+	fromSDK := g.notRetried && m.failedWithin(g.Err)
 	m.each(func(o *loopMark) {
-		o.reported[o.nReported%markMemory] = g
-		o.nReported++
+		o.reported.add(stampedError{err: g})
+		if fromSDK {
+			o.reported.add(stampedError{err: g.Err})
+		}
 	})
 }
 
-// passOn tells the loops of m's owner around m's that g, which m's loop
-// found reported already and did not report, was: they will not either.
-func (m *loopMark) passOn(g *GiveUpError) {
-	if o := m.outer.ownedBy(m.owner); o != nil {
-		o.noteGiveUp(g)
-	}
+// failedWithin reports whether err holds an attempt that failed inside the
+// current call of fn (the marks around m note the same).
+func (m *loopMark) failedWithin(err error) bool {
+	m.mu.Lock()
+	failed := m.failed
+	m.mu.Unlock()
+	return slices.ContainsFunc(failed.list(), func(f stampedError) bool { return chainHolds(err, f.err) })
 }
 
 // startCall forgets what the previous call of fn left.
 func (m *loopMark) startCall() {
 	m.mu.Lock()
-	m.failed, m.reported, m.nReported = recentErrors{}, [markMemory]*GiveUpError{}, 0
+	m.failed, m.reported = recentErrors{}, recentErrors{}
 	m.mu.Unlock()
 }
 
-// reportedAlready reports whether fn's error err is a give-up the owner
-// reported during the current call of fn: one reported under fn's context
-// (err holds it, or, for a Do inside fn that returns fn's own error, is
-// that error), or a refusal of IsErrorRetryable of an attempt that failed
-// inside fn (see refusalLog.claim).
+// reportedAlready reports whether every give-up fn's error err carries was
+// reported during the current call of fn, by the owner: so Do does not
+// report it again. Then it claims the refusals of IsErrorRetryable it
+// counted (see refusalLog.take), and passes on to the owner's loops around
+// it what it found, so that they do not report it either.
+//
+// An error is reported when it is one of reported, or a refusal of
+// IsErrorRetryable of an attempt that failed inside fn; or when its Unwrap
+// leads to one; or, joined of several, when each is, or is held by one
+// that is (the SDK's middleware joins a refused attempt's error with the
+// refusal that wraps it). fn's own errors, joined with reported ones, are
+// not.
 func (m *loopMark) reportedAlready(err error) bool {
 	m.mu.Lock()
 	failed, reported := m.failed, m.reported
 	m.mu.Unlock()
-	for _, g := range reported {
-		if g != nil && (chainHolds(err, g) || g.notRetried && chainHolds(err, g.Err)) {
+	refused := m.owner.refusals.snapshot()
+	var found, claims []stampedError
+	isReported := func(e error) bool {
+		for _, r := range reported.list() {
+			if r.err == e {
+				found = append(found, r)
+				return true
+			}
+		}
+		if q, ok := refused.refusalOf(e, failed.list()); ok {
+			found, claims = append(found, q), append(claims, q)
 			return true
 		}
+		return false
 	}
-	return m.owner.refusals.claim(err, failed.list())
+	if !coveredBy(err, isReported, 0) || !m.owner.refusals.take(claims) {
+		return false
+	}
+	if o := m.outer.ownedBy(m.owner); o != nil {
+		o.each(func(o *loopMark) {
+			for _, f := range found {
+				o.reported.add(f)
+			}
+		})
+	}
+	return true
+}
+
+// coveredBy reports whether err is one known holds, or leads to one by
+// Unwrap, or, joined of several, each of them is or is held by one that is.
+// Only pointers are known (see chainHolds). Like inChain it calls no
+// method but Unwrap, stops at a nil pointer and is bounded.
+func coveredBy(err error, known func(error) bool, depth int) bool {
+	if err == nil || depth > maxErrorDepth || holdsNil(err) {
+		return false
+	}
+	if reflect.ValueOf(err).Kind() == reflect.Pointer && known(err) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return coveredBy(u.Unwrap(), known, depth+1)
+	case interface{ Unwrap() []error }:
+		branches := u.Unwrap()
+		covered := make([]bool, len(branches))
+		for i, b := range branches {
+			covered[i] = coveredBy(b, known, depth+1)
+		}
+		for i, b := range branches {
+			heldByCovered := false
+			for j, s := range branches {
+				heldByCovered = heldByCovered || j != i && covered[j] && chainHolds(s, b)
+			}
+			if !covered[i] && !heldByCovered {
+				return false
+			}
+		}
+		return len(branches) > 0
+	}
+	return false
 }
 
 // stampedError is an error and when, in the order of a Retryer's refusal
@@ -197,43 +268,57 @@ func (l *refusalLog) add(err error) {
 	l.mu.Unlock()
 }
 
-// claim reports whether err holds a refusal of the log, not claimed yet,
-// that was made after one of failed was released and is, or holds, that
-// failure; and claims it, so that it excuses one loop's report only. Errors
-// are matched by identity (see chainHolds): an error that is a shared
-// pointer (a package-level sentinel), refused in another operation while a
-// wrapper answered for this one, can still be taken for this one's.
-func (l *refusalLog) claim(err error, failed []stampedError) bool {
-	if len(failed) == 0 {
-		return false
-	}
+// snapshot returns the refusals the log holds.
+func (l *refusalLog) snapshot() recentErrors {
 	l.mu.Lock()
-	refused := l.refused
+	defer l.mu.Unlock()
+	return l.refused
+}
+
+// reset forgets every refusal: when no Do loop runs, none can claim them,
+// and they would keep what their errors reach (a response, its request's
+// context) alive.
+func (l *refusalLog) reset() {
+	l.mu.Lock()
+	l.refused = recentErrors{}
 	l.mu.Unlock()
-	for _, q := range refused.list() {
-		if q.err == nil || !chainHolds(err, q.err) {
+}
+
+// refusalOf returns the refusal of r that is e and, made after one of
+// failed was released, is or holds that failure. Errors are matched by
+// identity (see chainHolds): an error that is a pointer shared by
+// operations (a package-level sentinel), refused in another operation while
+// a wrapper answered for this one, can still be taken for this one's.
+func (r recentErrors) refusalOf(e error, failed []stampedError) (stampedError, bool) {
+	for _, q := range r.list() {
+		if q.err != e {
 			continue
 		}
 		for _, f := range failed {
-			if q.seq > f.seq && chainHolds(q.err, f.err) && l.take(q) {
-				return true
+			if q.seq > f.seq && chainHolds(q.err, f.err) {
+				return q, true
 			}
 		}
 	}
-	return false
+	return stampedError{}, false
 }
 
-// take removes q from the log, and reports whether it was still there.
-func (l *refusalLog) take(q stampedError) bool {
+// take removes the refusals qs from the log, and reports whether each was
+// still there: each excuses one loop's report only.
+func (l *refusalLog) take(qs []stampedError) bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	for i, e := range l.refused.list() {
-		if e.seq == q.seq && e.err != nil {
-			l.refused.errs[i].err = nil
-			return true
+	for k, q := range qs {
+		if slices.ContainsFunc(qs[:k], func(p stampedError) bool { return p.seq == q.seq }) {
+			continue // found twice in one error
 		}
+		i := slices.IndexFunc(l.refused.list(), func(e stampedError) bool { return e.seq == q.seq && e.err != nil })
+		if i < 0 {
+			return false
+		}
+		l.refused.errs[i].err = nil
 	}
-	return false
+	return true
 }
 
 // chainHolds reports whether target itself is err or in err's chain (see

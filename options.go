@@ -10,6 +10,7 @@ import (
 	mathrand "math/rand"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -351,21 +352,25 @@ func needsValue(v any, iface reflect.Type) bool {
 	return false
 }
 
-// nilEntry reports the first entry of the list named name, or of a list of
-// the same checks it holds (a retry.IsErrorRetryables among Retryables),
-// that is nil or needs a value it does not hold.
+// nilEntry reports the first entry of the list named name, or of an SDK
+// list of the same checks it holds (a retry.IsErrorRetryables among
+// Retryables), that is nil or needs a value it does not hold, and an SDK
+// list that holds itself, which the SDK calls again, without end, for an
+// error the entries before it do not answer.
 func nilEntry[T any](name string, list []T) error {
-	return nilEntryWithin(name, list, 1)
+	return nilEntryWithin(name, list, nil)
 }
 
-// maxListDepth bounds the lists within lists searched: a list can hold
-// itself, and the SDK would call it for ever.
-const maxListDepth = 8
-
-func nilEntryWithin[T any](name string, list []T, depth int) error {
-	if depth > maxListDepth {
-		return &OptionsError{Option: name, Reason: fmt.Sprintf("lists nested more than %d deep (one that holds itself?)", maxListDepth)}
+// nilEntryWithin is nilEntry within the lists whose first entries are at
+// within, the outermost first.
+func nilEntryWithin[T any](name string, list []T, within []*T) error {
+	if len(list) == 0 {
+		return nil
 	}
+	if slices.Contains(within, &list[0]) {
+		return &OptionsError{Option: name, Reason: "is a list that holds itself: the SDK would call it again, without end, for an error the entries before it do not answer"}
+	}
+	within = append(within, &list[0])
 	for i, f := range list {
 		at := fmt.Sprintf("%s[%d]", name, i)
 		v := any(f)
@@ -376,8 +381,8 @@ func nilEntryWithin[T any](name string, list []T, depth int) error {
 			}
 			return &OptionsError{Option: at, Reason: reason}
 		}
-		if nested, ok := listOf[T](v); ok {
-			if err := nilEntryWithin(at, nested, depth+1); err != nil {
+		if nested, ok := sdkList[T](v); ok {
+			if err := nilEntryWithin(at, nested, within); err != nil {
 				return err
 			}
 		}
@@ -385,17 +390,28 @@ func nilEntryWithin[T any](name string, list []T, depth int) error {
 	return nil
 }
 
-// listOf returns the checks v holds when it is a list of them (a
-// retry.IsErrorRetryables among Retryables, say), or a pointer to one.
-func listOf[T any](v any) ([]T, bool) {
-	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
-		rv = rv.Elem()
+// sdkList returns the checks v holds when it is one of the SDK's lists of
+// them, retry.IsErrorRetryables or retry.IsErrorThrottles, or a pointer to
+// one, which call every entry in turn; a list type of the caller's own may
+// do otherwise, and is left to it.
+func sdkList[T any](v any) ([]T, bool) {
+	var list any
+	switch l := v.(type) {
+	case retry.IsErrorRetryables:
+		list = []retry.IsErrorRetryable(l)
+	case *retry.IsErrorRetryables:
+		if l != nil {
+			list = []retry.IsErrorRetryable(*l)
+		}
+	case retry.IsErrorThrottles:
+		list = []retry.IsErrorThrottle(l)
+	case *retry.IsErrorThrottles:
+		if l != nil {
+			list = []retry.IsErrorThrottle(*l)
+		}
 	}
-	if rv.Kind() != reflect.Slice || rv.Type().Elem() != reflect.TypeFor[T]() {
-		return nil, false
-	}
-	return rv.Convert(reflect.TypeFor[[]T]()).Interface().([]T), true
+	checks, ok := list.([]T)
+	return checks, ok
 }
 
 // newBackoff builds the delayer the options describe, once validate accepted

@@ -727,7 +727,7 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 			self := retry.IsErrorThrottles{nil}
 			self[0] = self
 			o.Throttles = []retry.IsErrorThrottle{self}
-		}, "Throttles[0][0][0][0][0][0][0][0]"},
+		}, "Throttles[0][0]"},
 		"nil entry of a pointer to a list": {func(o *jitterretry.Options) {
 			o.Throttles = []retry.IsErrorThrottle{&retry.IsErrorThrottles{nil}}
 		}, "Throttles[0][0]"},
@@ -766,6 +766,44 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 // methods do not need a value (a stateless limiter, say) is a valid option,
 // as the SDK takes it: only nil funcs and nil pointers of the types known to
 // dereference theirs (this module's, the SDK's, math/rand's) are refused.
+// skipNils is a list of checks of the caller's own that skips nil entries:
+// the SDK never walks it, so a nil in it is the caller's business.
+type skipNils []retry.IsErrorRetryable
+
+func (l skipNils) IsErrorRetryable(err error) aws.Ternary {
+	for _, c := range l {
+		if c != nil {
+			if v := c.IsErrorRetryable(err); v != aws.UnknownTernary {
+				return v
+			}
+		}
+	}
+	return aws.UnknownTernary
+}
+
+// TestListsThatWorkAreAccepted: the nil checks reach only into the SDK's
+// own lists, at any depth, and refuse only a nil or a list that holds
+// itself there.
+func TestListsThatWorkAreAccepted(t *testing.T) {
+	deep := retry.IsErrorRetryables{retry.NoRetryCanceledError{}}
+	for range 12 {
+		deep = retry.IsErrorRetryables{deep}
+	}
+	for name, list := range map[string][]retry.IsErrorRetryable{
+		"a list of the caller's own with a nil": {skipNils{nil, retry.NoRetryCanceledError{}}},
+		"SDK lists twelve deep":                 {deep},
+		"the same list twice, side by side":     {deep, deep},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.Retryables = list })
+			require.NoError(t, r.Err())
+			attempts, err := operation(context.Background(), r, script(throttleErr, ok))
+			requireAttempts(t, 2, attempts, err)
+			require.NoError(t, err)
+		})
+	}
+}
+
 func TestANilReceiverThatWorksIsAccepted(t *testing.T) {
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
 		o.RateLimiter = (*statelessLimiter)(nil)

@@ -7,6 +7,8 @@ import (
 	mathrand "math/rand"
 	"math/rand/v2"
 	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -208,12 +210,18 @@ func (o Options) validateCallees() error {
 	if !callable(o.Throttle, reflect.TypeFor[retry.IsErrorThrottle]()) {
 		return refuse("Throttle", o.Throttle, "holds")
 	}
-	// The entries of a list, and of the lists it holds, are called too.
-	var inList func(list []retry.IsErrorThrottle, path string, depth int) error
-	inList = func(list []retry.IsErrorThrottle, path string, depth int) error {
-		if depth > maxListDepth {
-			return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("retry.IsErrorThrottles nested more than %d deep (one that holds itself?)", maxListDepth)}
+	// The entries of a list, and of the lists it holds, are called too; a
+	// list that holds itself is called again, without end, for an error
+	// the entries before it do not answer.
+	var inList func(list retry.IsErrorThrottles, path string, within []*retry.IsErrorThrottle) error
+	inList = func(list retry.IsErrorThrottles, path string, within []*retry.IsErrorThrottle) error {
+		if len(list) == 0 {
+			return nil
 		}
+		if slices.Contains(within, &list[0]) {
+			return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("the retry.IsErrorThrottles at entry %s holds itself: the SDK would call it again, without end, for an error the entries before it do not answer", strings.TrimSuffix(path, "."))}
+		}
+		within = append(within, &list[0])
 		for i, check := range list {
 			at := fmt.Sprintf("%s%d", path, i)
 			if check == nil {
@@ -223,7 +231,7 @@ func (o Options) validateCallees() error {
 				return refuse("Throttle", check, fmt.Sprintf("entry %s of the retry.IsErrorThrottles is", at))
 			}
 			if nested, ok := throttleList(check); ok {
-				if err := inList(nested, at+".", depth+1); err != nil {
+				if err := inList(nested, at+".", within); err != nil {
 					return err
 				}
 			}
@@ -231,25 +239,23 @@ func (o Options) validateCallees() error {
 		return nil
 	}
 	list, _ := throttleList(o.Throttle)
-	return inList(list, "", 1)
+	return inList(list, "", nil)
 }
 
-// throttleList returns the checks v holds when it is a list of them (a
-// retry.IsErrorThrottles), or a pointer to one.
-func throttleList(v any) ([]retry.IsErrorThrottle, bool) {
-	rv := reflect.ValueOf(v)
-	if rv.Kind() == reflect.Pointer && !rv.IsNil() {
-		rv = rv.Elem()
+// throttleList returns the checks v holds when it is the SDK's list of
+// them, retry.IsErrorThrottles, which calls every entry in turn, or a
+// pointer to one; a list type of the caller's own may do otherwise.
+func throttleList(v any) (retry.IsErrorThrottles, bool) {
+	switch l := v.(type) {
+	case retry.IsErrorThrottles:
+		return l, true
+	case *retry.IsErrorThrottles:
+		if l != nil {
+			return *l, true
+		}
 	}
-	if rv.Kind() != reflect.Slice || rv.Type().Elem() != reflect.TypeFor[retry.IsErrorThrottle]() {
-		return nil, false
-	}
-	return rv.Convert(reflect.TypeFor[[]retry.IsErrorThrottle]()).Interface().([]retry.IsErrorThrottle), true
+	return nil, false
 }
-
-// maxListDepth bounds the lists of checks within lists that are searched for
-// a nil: a list can hold itself, and the SDK would call it for ever.
-const maxListDepth = 8
 
 // callable reports whether v, held in an option of interface type iface,
 // can be called through: it is not a nil func, nor a nil pointer to a type

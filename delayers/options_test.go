@@ -333,7 +333,7 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 			self := retry.IsErrorThrottles{nil}
 			self[0] = self
 			o.Throttle = self
-		}, option: "Throttle", held: "nested more than 8 deep"},
+		}, option: "Throttle", held: "at entry 0 holds itself"},
 		"nil entry of a pointer to a list": {set: func(o *Options) {
 			o.Throttle = &retry.IsErrorThrottles{retry.IsErrorThrottles{nil}}
 		}, option: "Throttle", held: "entry 0.0"},

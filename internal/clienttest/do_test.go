@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -698,4 +699,99 @@ func TestDoDoesNotTakeAnEqualValueRefusedElsewhereForItsOwn(t *testing.T) {
 		assert.Equal(t, busyError{}, err)
 		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
 	})
+}
+
+// TestDoReportsWhatAJoinedErrorCarriesUnreported: fn's error joined of
+// several is left unreported by Do only when each part was reported inside
+// fn. A refused call joined with one that ran out of attempts (which the
+// middleware reports to no one), or with fn's own error, is Do's to
+// report.
+func TestDoReportsWhatAJoinedErrorCarriesUnreported(t *testing.T) {
+	for name, join := range map[string]func(a, b error) error{
+		"errors.Join":     func(a, b error) error { return errors.Join(a, b) },
+		"two %w":          func(a, b error) error { return fmt.Errorf("%w; %w", a, b) },
+		"fn's own joined": func(a, _ error) error { return errors.Join(errors.New("the read-back differs"), a) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := newScriptServer(t, reply{code: "ValidationException"}, serverErr)
+			var log giveUpLog
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+			client := newClient(srv.URL, r)
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				refused := putItem(ctx, client)
+				if name == "fn's own joined" {
+					return join(refused, nil)
+				}
+				return join(refused, putItem(ctx, client)) // three 500s: out of attempts
+			})
+			require.Error(t, err)
+			want := []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpMaxAttempts}
+			if name == "fn's own joined" {
+				want = []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}
+			}
+			assert.Equal(t, want, log.get())
+		})
+	}
+}
+
+// TestAnInnerDosSentinelDoesNotHideTheOuterGiveUp: an inner Do that gave up
+// on fn's own sentinel (a package-level error, context.Canceled) reports
+// it; the outer loop that later fails with the same sentinel, a give-up of
+// its own, reports it too.
+func TestAnInnerDosSentinelDoesNotHideTheOuterGiveUp(t *testing.T) {
+	errNotFound := errors.New("order not found")
+	t.Run("a sentinel", func(t *testing.T) {
+		var log giveUpLog
+		r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			_ = jitterretry.Do(ctx, r, func(context.Context) error { return errNotFound }) // handled
+			return fmt.Errorf("step 3: %w", errNotFound)
+		})
+		require.ErrorIs(t, err, errNotFound)
+		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+	})
+	t.Run("the caller's cancel", func(t *testing.T) {
+		var log giveUpLog
+		r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		err := jitterretry.Do(ctx, r, func(fctx context.Context) error {
+			_ = jitterretry.Do(fctx, r, func(context.Context) error { return context.Canceled }) // a sub-step abandoned
+			cancel()
+			return fctx.Err()
+		})
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpCanceled}, log.get())
+	})
+}
+
+// TestTheRefusalsLoggedForDoAreForgottenWhenNoneRuns: the refusals the
+// retryer logs while Do loops run (see TestDoAroundAnSDKCallReportsAGiveUpOnce)
+// are dropped when the last loop ends: they would keep what their errors
+// reach, the request's context and its values, alive.
+func TestTheRefusalsLoggedForDoAreForgottenWhenNoneRuns(t *testing.T) {
+	srv := newScriptServer(t, reply{code: "ValidationException"})
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = func(*jitterretry.GiveUpError) {} })
+	client := newClient(srv.URL, r)
+	type key struct{}
+	big := new([1 << 20]byte)
+	collected := make(chan struct{})
+	runtime.AddCleanup(big, func(c chan struct{}) { close(c) }, collected)
+	ctx := context.WithValue(context.Background(), key{}, big)
+	big = nil
+	require.NoError(t, jitterretry.Do(ctx, r, func(ctx context.Context) error {
+		_ = putItem(ctx, client) // refused, tolerated
+		return nil
+	}))
+	ctx = nil
+	defer runtime.KeepAlive(r) // the retryer lives on, as a client's does
+	for range 10 {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("expect the context of a refused call collected once no Do loop runs")
 }
