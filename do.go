@@ -156,7 +156,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 	d.r.hooks.loops.Add(1)
 	defer func() {
 		if d.r.hooks.loops.Add(-1) == 0 {
-			d.r.hooks.refusals.reset()
+			d.r.hooks.refusals.reset(&d.r.hooks.loops)
 		}
 	}()
 	d.mark.owner = &d.r.hooks
@@ -284,7 +284,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		case info.outOfAttempts:
 			g.Reason = GiveUpMaxAttempts
 		}
-		if d.mark.reportedAlready(err) {
+		if r.hooks.reportsGiveUps() && d.mark.reportedAlready(err) {
 			return 0, g
 		}
 		return 0, r.hooks.giveUp(ctx, g)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -686,4 +687,27 @@ func TestDoSuccessfulRetryLeavesLaterIncrementsAlone(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, start+10, r.Remaining(), "expect +1 for each first-attempt success after the Do loops")
+}
+
+// twice is an error that joins the same error twice, with a short message.
+type twice struct{ of error }
+
+func (e *twice) Error() string   { return "twice" }
+func (e *twice) Unwrap() []error { return []error{e.of, e.of} }
+
+// TestDoReadsAJoinOfJoinsInBoundedTime: fn's error joined of itself forty
+// levels deep has 2^40 paths; Do reads a bounded number of its nodes, and
+// reports it, its own error, once.
+func TestDoReadsAJoinOfJoinsInBoundedTime(t *testing.T) {
+	var reports atomic.Int32
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = func(*jitterretry.GiveUpError) { reports.Add(1) }
+	})
+	wide := errors.New("own")
+	for range 40 {
+		wide = &twice{wide}
+	}
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error { return wide })
+	require.True(t, err == wide, "expect fn's own error back, got %v", err)
+	assert.Equal(t, int32(1), reports.Load())
 }

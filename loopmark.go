@@ -13,11 +13,11 @@ import (
 	"sync/atomic"
 )
 
-// markMemory is how many failed attempts, and how many give-ups, one call of
-// fn remembers (the latest), and how many refusals the refusal log keeps:
-// enough for the SDK calls one fn makes, in a row or at once. Beyond it a
-// give-up may be reported twice.
-const markMemory = 16
+// markMemory is how many failed attempts one call of fn remembers (the
+// latest), how many errors standing for give-ups (up to two for each), and
+// how many refusals the refusal log keeps: enough for the SDK calls one fn
+// makes, in a row or at once. Beyond it a give-up may be reported twice.
+const markMemory = 32
 
 // loopMark is what the retry decisions made under a context that carries it
 // (the SDK calls of one Do loop's fn, which get the loop's context, and no
@@ -119,9 +119,9 @@ func (m *loopMark) watchFailures(release func(error) error) func(error) error {
 func (m *loopMark) noteGiveUp(g *GiveUpError) {
 	fromSDK := g.notRetried && m.failedWithin(g.Err)
 	m.each(func(o *loopMark) {
-		o.reported.add(stampedError{err: g})
+		o.reported.addOnce(stampedError{err: g})
 		if fromSDK {
-			o.reported.add(stampedError{err: g.Err})
+			o.reported.addOnce(stampedError{err: g.Err})
 		}
 	})
 }
@@ -150,10 +150,9 @@ func (m *loopMark) startCall() {
 //
 // An error is reported when it is one of reported, or a refusal of
 // IsErrorRetryable of an attempt that failed inside fn; or when its Unwrap
-// leads to one; or, joined of several, when each is, or is held by one
-// that is (the SDK's middleware joins a refused attempt's error with the
-// refusal that wraps it). fn's own errors, joined with reported ones, are
-// not.
+// leads to one; or, joined of several, when each is, or is the error of a
+// reported refusal the SDK's middleware joins it with (see coveredBy).
+// fn's own errors, joined with reported ones, are not.
 func (m *loopMark) reportedAlready(err error) bool {
 	m.mu.Lock()
 	failed, reported := m.failed, m.reported
@@ -173,13 +172,14 @@ func (m *loopMark) reportedAlready(err error) bool {
 		}
 		return false
 	}
-	if !coveredBy(err, isReported, 0) || !m.owner.refusals.take(claims) {
+	nodes := 0
+	if !coveredBy(err, isReported, 0, &nodes) || !m.owner.refusals.take(claims) {
 		return false
 	}
 	if o := m.outer.ownedBy(m.owner); o != nil {
 		o.each(func(o *loopMark) {
 			for _, f := range found {
-				o.reported.add(f)
+				o.reported.addOnce(f)
 			}
 		})
 	}
@@ -187,11 +187,18 @@ func (m *loopMark) reportedAlready(err error) bool {
 }
 
 // coveredBy reports whether err is one known holds, or leads to one by
-// Unwrap, or, joined of several, each of them is or is held by one that is.
-// Only pointers are known (see chainHolds). Like inChain it calls no
-// method but Unwrap, stops at a nil pointer and is bounded.
-func coveredBy(err error, known func(error) bool, depth int) bool {
+// Unwrap, or, joined of several, each of them is, or is the error of a
+// refusal known holds that the SDK's middleware joins with it (a
+// *GiveUpError of GetRetryToken: errors.Join(opErr, refusal)). Only
+// pointers are known (see chainHolds). Like inChain it calls no method but
+// Unwrap and stops at a nil pointer; an error of more than maxErrorNodes
+// errors (nodes counts them, a shared one each time it is reached), or
+// deeper than maxErrorDepth, is not covered: Do reports it.
+func coveredBy(err error, known func(error) bool, depth int, nodes *int) bool {
 	if err == nil || depth > maxErrorDepth || holdsNil(err) {
+		return false
+	}
+	if *nodes++; *nodes > maxErrorNodes {
 		return false
 	}
 	if reflect.ValueOf(err).Kind() == reflect.Pointer && known(err) {
@@ -199,19 +206,23 @@ func coveredBy(err error, known func(error) bool, depth int) bool {
 	}
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
-		return coveredBy(u.Unwrap(), known, depth+1)
+		return coveredBy(u.Unwrap(), known, depth+1, nodes)
 	case interface{ Unwrap() []error }:
 		branches := u.Unwrap()
-		covered := make([]bool, len(branches))
-		for i, b := range branches {
-			covered[i] = coveredBy(b, known, depth+1)
+		if len(branches) > maxErrorNodes {
+			return false
 		}
-		for i, b := range branches {
-			heldByCovered := false
-			for j, s := range branches {
-				heldByCovered = heldByCovered || j != i && covered[j] && chainHolds(s, b)
+		var uncovered []error
+		for _, b := range branches {
+			if !coveredBy(b, known, depth+1, nodes) {
+				uncovered = append(uncovered, b)
 			}
-			if !covered[i] && !heldByCovered {
+		}
+		for _, b := range uncovered {
+			if !slices.ContainsFunc(branches, func(s error) bool {
+				g, ok := s.(*GiveUpError)
+				return ok && g != nil && g.joined && g.Err == b && known(g)
+			}) {
 				return false
 			}
 		}
@@ -236,6 +247,13 @@ type recentErrors struct {
 func (r *recentErrors) add(e stampedError) {
 	r.errs[r.n%markMemory] = e
 	r.n++
+}
+
+// addOnce adds e unless it holds e's error already.
+func (r *recentErrors) addOnce(e stampedError) {
+	if !slices.ContainsFunc(r.list(), func(h stampedError) bool { return h.err == e.err }) {
+		r.add(e)
+	}
 }
 
 // list returns the errors held, in no order.
@@ -275,12 +293,16 @@ func (l *refusalLog) snapshot() recentErrors {
 	return l.refused
 }
 
-// reset forgets every refusal: when no Do loop runs, none can claim them,
-// and they would keep what their errors reach (a response, its request's
-// context) alive.
-func (l *refusalLog) reset() {
+// reset forgets every refusal when no Do loop runs (loops counts them):
+// none can claim them then, and they would keep what their errors reach (a
+// response, its request's context) alive. A loop that starts meanwhile
+// counts itself before its refusals can reach the log, so the count read
+// under the log's lock spares them.
+func (l *refusalLog) reset(loops *atomic.Int64) {
 	l.mu.Lock()
-	l.refused = recentErrors{}
+	if loops.Load() == 0 {
+		l.refused = recentErrors{}
+	}
 	l.mu.Unlock()
 }
 

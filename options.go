@@ -358,19 +358,29 @@ func needsValue(v any, iface reflect.Type) bool {
 // list that holds itself, which the SDK calls again, without end, for an
 // error the entries before it do not answer.
 func nilEntry[T any](name string, list []T) error {
-	return nilEntryWithin(name, list, nil)
+	return nilEntryWithin(name, list, nil, map[listID]bool{})
 }
 
-// nilEntryWithin is nilEntry within the lists whose first entries are at
-// within, the outermost first.
-func nilEntryWithin[T any](name string, list []T, within []*T) error {
-	if len(list) == 0 {
+// listID is a list by identity: where its entries are, and how many. (The
+// lists are alive while they are checked, so their addresses stay theirs.)
+type listID struct {
+	first uintptr
+	len   int
+}
+
+func idOf[T any](list []T) listID { return listID{reflect.ValueOf(list).Pointer(), len(list)} }
+
+// nilEntryWithin is nilEntry within the lists within, the outermost first;
+// checked holds the lists found sound already, which need no second look.
+func nilEntryWithin[T any](name string, list []T, within []listID, checked map[listID]bool) error {
+	id := idOf(list)
+	if len(list) == 0 || checked[id] {
 		return nil
 	}
-	if slices.Contains(within, &list[0]) {
+	if slices.Contains(within, id) {
 		return &OptionsError{Option: name, Reason: "is a list that holds itself: the SDK would call it again, without end, for an error the entries before it do not answer"}
 	}
-	within = append(within, &list[0])
+	within = append(within, id)
 	for i, f := range list {
 		at := fmt.Sprintf("%s[%d]", name, i)
 		v := any(f)
@@ -382,11 +392,12 @@ func nilEntryWithin[T any](name string, list []T, within []*T) error {
 			return &OptionsError{Option: at, Reason: reason}
 		}
 		if nested, ok := sdkList[T](v); ok {
-			if err := nilEntryWithin(at, nested, within); err != nil {
+			if err := nilEntryWithin(at, nested, within, checked); err != nil {
 				return err
 			}
 		}
 	}
+	checked[id] = true
 	return nil
 }
 

@@ -789,10 +789,21 @@ func TestListsThatWorkAreAccepted(t *testing.T) {
 	for range 12 {
 		deep = retry.IsErrorRetryables{deep}
 	}
+	// Forty lists, each holding the one below twice: 2^40 paths, each
+	// list checked once. (The SDK stops at the first answer: the innermost
+	// check gives one.)
+	doubled := retry.IsErrorRetryables{retry.IsErrorRetryableFunc(func(error) aws.Ternary { return aws.TrueTernary })}
+	for range 40 {
+		doubled = retry.IsErrorRetryables{doubled, doubled}
+	}
+	view := retry.IsErrorRetryables{retry.NoRetryCanceledError{}, nil}
+	view[1] = view[:1] // a shorter view of itself: it ends
 	for name, list := range map[string][]retry.IsErrorRetryable{
-		"a list of the caller's own with a nil": {skipNils{nil, retry.NoRetryCanceledError{}}},
-		"SDK lists twelve deep":                 {deep},
-		"the same list twice, side by side":     {deep, deep},
+		"a list of the caller's own with a nil":   {skipNils{nil, retry.NoRetryCanceledError{}}},
+		"SDK lists twelve deep":                   {deep},
+		"the same list twice, side by side":       {deep, deep},
+		"each list holding the one below twice":   {doubled[0].(retry.IsErrorRetryables)[0]},
+		"a list holding a shorter view of itself": {view},
 	} {
 		t.Run(name, func(t *testing.T) {
 			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.Retryables = list })

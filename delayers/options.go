@@ -213,15 +213,21 @@ func (o Options) validateCallees() error {
 	// The entries of a list, and of the lists it holds, are called too; a
 	// list that holds itself is called again, without end, for an error
 	// the entries before it do not answer.
-	var inList func(list retry.IsErrorThrottles, path string, within []*retry.IsErrorThrottle) error
-	inList = func(list retry.IsErrorThrottles, path string, within []*retry.IsErrorThrottle) error {
-		if len(list) == 0 {
+	type listID struct {
+		first uintptr
+		len   int
+	}
+	checked := map[listID]bool{} // lists found sound already
+	var inList func(list retry.IsErrorThrottles, path string, within []listID) error
+	inList = func(list retry.IsErrorThrottles, path string, within []listID) error {
+		id := listID{reflect.ValueOf(list).Pointer(), len(list)}
+		if len(list) == 0 || checked[id] {
 			return nil
 		}
-		if slices.Contains(within, &list[0]) {
+		if slices.Contains(within, id) {
 			return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("the retry.IsErrorThrottles at entry %s holds itself: the SDK would call it again, without end, for an error the entries before it do not answer", strings.TrimSuffix(path, "."))}
 		}
-		within = append(within, &list[0])
+		within = append(within, id)
 		for i, check := range list {
 			at := fmt.Sprintf("%s%d", path, i)
 			if check == nil {
@@ -236,6 +242,7 @@ func (o Options) validateCallees() error {
 				}
 			}
 		}
+		checked[id] = true
 		return nil
 	}
 	list, _ := throttleList(o.Throttle)

@@ -795,3 +795,53 @@ func TestTheRefusalsLoggedForDoAreForgottenWhenNoneRuns(t *testing.T) {
 	}
 	t.Fatal("expect the context of a refused call collected once no Do loop runs")
 }
+
+// TestDoReportsItsOwnErrorJoinedWithAnSDKErrorThatHoldsIt: fn's own
+// sentinel joined with an SDK error the middleware refused that holds the
+// same sentinel is fn's give-up too: the refusal covers the SDK's error
+// only.
+func TestDoReportsItsOwnErrorJoinedWithAnSDKErrorThatHoldsIt(t *testing.T) {
+	errQuota := errors.New("quota exhausted")
+	quota := func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("quota",
+			func(context.Context, middleware.FinalizeInput, middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				return middleware.FinalizeOutput{}, middleware.Metadata{}, fmt.Errorf("quota for this call: %w", errQuota)
+			}), middleware.After)
+	}
+	srv := newScriptServer(t, ok)
+	var log giveUpLog
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+	client := newClient(srv.URL, r)
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		sdkErr := putItem(ctx, client, dynamodb.WithAPIOptions(quota))
+		return errors.Join(sdkErr, errQuota) // and fn's own quota step failed too
+	})
+	require.ErrorIs(t, err, errQuota)
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+}
+
+// TestDoRemembersTheGiveUpsOfManyInnerLoops: an outer fn that runs a dozen
+// inner Do loops, each around one SDK call that runs out of attempts, and
+// returns their errors joined, is reported by each inner loop once, and
+// not again by the outer one; one give-up of the retryer's before them,
+// an empty bucket, is reported once too.
+func TestDoRemembersTheGiveUpsOfManyInnerLoops(t *testing.T) {
+	srv := newScriptServer(t, serverErr)
+	var log giveUpLog
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = log.add
+		o.MaxAttempts = 1
+	})
+	client := newClient(srv.URL, r)
+	const loops = 12
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		errs := make([]error, loops)
+		for i := range errs {
+			errs[i] = jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) })
+		}
+		return errors.Join(errs...)
+	})
+	require.Error(t, err)
+	assert.Equal(t, loops, srv.Calls())
+	assert.Equal(t, slices.Repeat([]jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}, loops), log.get())
+}
