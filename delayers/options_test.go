@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
@@ -360,6 +361,22 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 			})
 		}
 	}
+	t.Run("lists that end are accepted", func(t *testing.T) {
+		answers := retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.TrueTernary })
+		doubled := retry.IsErrorThrottles{answers}
+		for range 40 { // 2^40 paths: each list is checked once
+			doubled = retry.IsErrorThrottles{doubled, doubled}
+		}
+		view := retry.IsErrorThrottles{answers, nil}
+		view[1] = view[:1] // a shorter view of itself
+		for _, list := range []retry.IsErrorThrottles{doubled, view} {
+			d, err := NewFull(func(o *Options) { o.Throttle = list; o.ThrottleBase, o.Cap = time.Second, time.Second })
+			require.NoError(t, err)
+			got, err := d.BackoffDelay(1, throttle)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, got, time.Second)
+		}
+	})
 	t.Run("a nil receiver that works is accepted", func(t *testing.T) {
 		d, err := NewFull(func(o *Options) { o.Source = (*constantSource)(nil) })
 		require.NoError(t, err)
