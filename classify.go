@@ -431,6 +431,12 @@ func inChain(err error, found func(error) bool) bool {
 	return walk(err, 0)
 }
 
+// isPointer reports whether err's dynamic type is a pointer, whose identity
+// is the value.
+func isPointer(err error) bool {
+	return err != nil && reflect.TypeOf(err).Kind() == reflect.Pointer
+}
+
 // holdsNil reports whether v is a nil pointer or func of some type in a
 // non-nil interface (an error, an option), whose methods may dereference
 // it.

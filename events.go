@@ -68,7 +68,7 @@ func (h *hooks) loopToTell(ctx context.Context) *loopMark {
 // context, and logs err for the Do loop that may be around the call.
 func (h *hooks) refuse(err error, g *GiveUpError) {
 	if h.loops.Load() > 0 {
-		h.refusals.add(err)
+		h.refusals.add(err, &h.loops)
 	}
 	h.giveUp(nil, g)
 }

@@ -11,6 +11,8 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+
+	"github.com/aws/smithy-go"
 )
 
 // markMemory is how many failed attempts one call of fn remembers (the
@@ -117,7 +119,7 @@ func (m *loopMark) watchFailures(release func(error) error) func(error) error {
 // the marks of its owner around it; with the error g's Do loop returns
 // for it, when that one comes from an SDK call (see reported).
 func (m *loopMark) noteGiveUp(g *GiveUpError) {
-	fromSDK := g.notRetried && m.failedWithin(g.Err)
+	fromSDK := g.notRetried && isPointer(g.Err) && m.failedWithin(g.Err)
 	m.each(func(o *loopMark) {
 		o.reported.addOnce(stampedError{err: g})
 		if fromSDK {
@@ -159,12 +161,15 @@ func (m *loopMark) reportedAlready(err error) bool {
 	m.mu.Unlock()
 	refused := m.owner.refusals.snapshot()
 	var found, claims []stampedError
-	isReported := func(e error) bool {
+	isReported := func(e error, inOperation bool) bool {
 		for _, r := range reported.list() {
-			if r.err == e {
+			if _, refusal := r.err.(*GiveUpError); r.err == e && (refusal || inOperation) {
 				found = append(found, r)
 				return true
 			}
+		}
+		if !inOperation {
+			return false
 		}
 		if q, ok := refused.refusalOf(e, failed.list()); ok {
 			found, claims = append(found, q), append(claims, q)
@@ -173,7 +178,7 @@ func (m *loopMark) reportedAlready(err error) bool {
 		return false
 	}
 	nodes := 0
-	if !coveredBy(err, isReported, 0, &nodes) || !m.owner.refusals.take(claims) {
+	if !coveredBy(err, isReported, false, 0, &nodes) || !m.owner.refusals.take(claims) {
 		return false
 	}
 	if o := m.outer.ownedBy(m.owner); o != nil {
@@ -190,23 +195,30 @@ func (m *loopMark) reportedAlready(err error) bool {
 // Unwrap, or, joined of several, each of them is, or is the error of a
 // refusal known holds that the SDK's middleware joins with it (a
 // *GiveUpError of GetRetryToken: errors.Join(opErr, refusal)). Only
-// pointers are known (see chainHolds). Like inChain it calls no method but
-// Unwrap and stops at a nil pointer; an error of more than maxErrorNodes
-// errors (nodes counts them, a shared one each time it is reached), or
-// deeper than maxErrorDepth, is not covered: Do reports it.
-func coveredBy(err error, known func(error) bool, depth int, nodes *int) bool {
+// pointers are known (see chainHolds), and known is told whether the path
+// to one passed (or is) a *smithy.OperationError, which the SDK wraps
+// every operation's error in: an SDK error is known only there, since fn
+// may fail with the same pointer on its own (a sentinel). Like inChain it
+// calls no method but Unwrap and stops at a nil pointer; an error of more
+// than maxErrorNodes errors (nodes counts them, a shared one each time it
+// is reached), or deeper than maxErrorDepth, is not covered: Do reports
+// it.
+func coveredBy(err error, known func(e error, inOperation bool) bool, inOperation bool, depth int, nodes *int) bool {
 	if err == nil || depth > maxErrorDepth || holdsNil(err) {
 		return false
 	}
 	if *nodes++; *nodes > maxErrorNodes {
 		return false
 	}
-	if reflect.ValueOf(err).Kind() == reflect.Pointer && known(err) {
+	if _, ok := err.(*smithy.OperationError); ok {
+		inOperation = true
+	}
+	if isPointer(err) && known(err, inOperation) {
 		return true
 	}
 	switch u := err.(type) {
 	case interface{ Unwrap() error }:
-		return coveredBy(u.Unwrap(), known, depth+1, nodes)
+		return coveredBy(u.Unwrap(), known, inOperation, depth+1, nodes)
 	case interface{ Unwrap() []error }:
 		branches := u.Unwrap()
 		if len(branches) > maxErrorNodes {
@@ -214,14 +226,14 @@ func coveredBy(err error, known func(error) bool, depth int, nodes *int) bool {
 		}
 		var uncovered []error
 		for _, b := range branches {
-			if !coveredBy(b, known, depth+1, nodes) {
+			if !coveredBy(b, known, inOperation, depth+1, nodes) {
 				uncovered = append(uncovered, b)
 			}
 		}
 		for _, b := range uncovered {
-			if !slices.ContainsFunc(branches, func(s error) bool {
+			if !isPointer(b) || !slices.ContainsFunc(branches, func(s error) bool {
 				g, ok := s.(*GiveUpError)
-				return ok && g != nil && g.joined && g.Err == b && known(g)
+				return ok && g != nil && g.joined && g.Err == b && known(g, inOperation)
 			}) {
 				return false
 			}
@@ -249,9 +261,10 @@ func (r *recentErrors) add(e stampedError) {
 	r.n++
 }
 
-// addOnce adds e unless it holds e's error already.
+// addOnce adds e unless it holds e's error already: a pointer, or it is
+// added anyway (comparing values may panic).
 func (r *recentErrors) addOnce(e stampedError) {
-	if !slices.ContainsFunc(r.list(), func(h stampedError) bool { return h.err == e.err }) {
+	if !isPointer(e.err) || !slices.ContainsFunc(r.list(), func(h stampedError) bool { return h.err == e.err }) {
 		r.add(e)
 	}
 }
@@ -279,10 +292,14 @@ func (l *refusalLog) stamp(err error) stampedError {
 	return stampedError{err: err, seq: l.seq.Add(1)}
 }
 
-func (l *refusalLog) add(err error) {
-	e := l.stamp(err)
+// add logs err while a Do loop runs (loops counts them), checked under the
+// log's lock, as reset checks it: a refusal logged as the last loop ends
+// would stay, with what its error reaches, until another loop ends.
+func (l *refusalLog) add(err error, loops *atomic.Int64) {
 	l.mu.Lock()
-	l.refused.add(e)
+	if loops.Load() > 0 {
+		l.refused.add(l.stamp(err))
+	}
 	l.mu.Unlock()
 }
 

@@ -17,7 +17,7 @@ func TestResetSparesTheRefusalsOfALoopThatStarted(t *testing.T) {
 	require.Zero(t, h.loops.Add(-1)) // and ends, the last...
 	h.loops.Add(1)                   // ...as loop B starts
 	refused := errors.New("refused inside B's fn")
-	h.refusals.add(refused)
+	h.refusals.add(refused, &h.loops)
 	h.refusals.reset(&h.loops) // A empties the log, late
 	logged := h.refusals.snapshot()
 	list := logged.list()
@@ -26,6 +26,7 @@ func TestResetSparesTheRefusalsOfALoopThatStarted(t *testing.T) {
 
 	require.Zero(t, h.loops.Add(-1)) // B ends, the last
 	h.refusals.reset(&h.loops)
+	h.refusals.add(errors.New("refused as B ended"), &h.loops) // no loop runs: not logged
 	logged = h.refusals.snapshot()
 	assert.Empty(t, logged.list())
 }

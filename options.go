@@ -328,7 +328,8 @@ func (o *Options) validateCallees() error {
 }
 
 // needsValue reports whether v, held in an option of interface type iface,
-// is a nil the first call through it panics on: a nil func; a nil pointer to
+// is a nil the first call through it panics on: a nil func, or a pointer to
+// one whose type has the methods; a nil pointer to
 // a type whose methods for iface take the value, which Go's wrapper
 // dereferences (the SDK's checks, such as *retry.RetryableErrorCode, and
 // smithy-go's *metrics.NopMeterProvider); or a nil pointer of a type whose
@@ -336,6 +337,11 @@ func (o *Options) validateCallees() error {
 // math/rand's that these options take. A nil pointer of another type is
 // left alone, as the SDK leaves it: its methods may work on a nil receiver.
 func needsValue(v any, iface reflect.Type) bool {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Func {
+		// A pointer to a func type with value methods: Go's wrapper
+		// calls the func it points to.
+		return rv.Elem().IsNil() && rv.Type().Elem().Implements(iface)
+	}
 	if !holdsNil(v) {
 		return false
 	}

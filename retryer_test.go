@@ -731,6 +731,10 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"nil entry of a pointer to a list": {func(o *jitterretry.Options) {
 			o.Throttles = []retry.IsErrorThrottle{&retry.IsErrorThrottles{nil}}
 		}, "Throttles[0][0]"},
+		"a pointer to a nil func": {func(o *jitterretry.Options) {
+			f := retry.IsErrorRetryableFunc(nil)
+			o.Retryables = []retry.IsErrorRetryable{&f}
+		}, "Retryables[0]"},
 		"nil zipf as source": {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
 		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
 			o.MeterProvider = (*metrics.NopMeterProvider)(nil)

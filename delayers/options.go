@@ -265,7 +265,8 @@ func throttleList(v any) (retry.IsErrorThrottles, bool) {
 }
 
 // callable reports whether v, held in an option of interface type iface,
-// can be called through: it is not a nil func, nor a nil pointer to a type
+// can be called through: it is not a nil func (nor a pointer to one whose
+// type has the methods), nor a nil pointer to a type
 // whose methods for iface take a value (Go's wrapper dereferences it), nor
 // a nil pointer to one of math/rand's generators, whose methods read it.
 // Any other nil pointer is callable as far as can be told: its methods may
@@ -275,6 +276,10 @@ func callable(v any, iface reflect.Type) bool {
 	switch {
 	case rv.Kind() == reflect.Func:
 		return !rv.IsNil()
+	case rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Func:
+		// A pointer to a func type with value methods: Go's wrapper
+		// calls the func it points to.
+		return !rv.Elem().IsNil() || !rv.Type().Elem().Implements(iface)
 	case rv.Kind() != reflect.Pointer || !rv.IsNil():
 		return true
 	}

@@ -338,6 +338,10 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 		"nil entry of a pointer to a list": {set: func(o *Options) {
 			o.Throttle = &retry.IsErrorThrottles{retry.IsErrorThrottles{nil}}
 		}, option: "Throttle", held: "entry 0.0"},
+		"a pointer to a nil func": {set: func(o *Options) {
+			f := retry.IsErrorThrottleFunc(nil)
+			o.Throttle = &f
+		}, option: "Throttle", held: "*retry.IsErrorThrottleFunc"},
 		"nil *rand.Zipf": {set: func(o *Options) { o.Source = (*rand.Zipf)(nil) }, option: "Source", held: "*rand.Zipf"},
 	}
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}

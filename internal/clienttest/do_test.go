@@ -845,3 +845,95 @@ func TestDoRemembersTheGiveUpsOfManyInnerLoops(t *testing.T) {
 	assert.Equal(t, loops, srv.Calls())
 	assert.Equal(t, slices.Repeat([]jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}, loops), log.get())
 }
+
+// fieldsError is a value error that == cannot compare, which the SDK's
+// rules retry.
+type fieldsError struct{ fields []string }
+
+func (e fieldsError) Error() string        { return "throttled locally: " + strings.Join(e.fields, ",") }
+func (e fieldsError) RetryableError() bool { return true }
+
+// errorList is a slice of errors that is itself an error.
+type errorList []error
+
+func (l errorList) Error() string   { return fmt.Sprint([]error(l)) }
+func (l errorList) Unwrap() []error { return l }
+
+// failLocally is an API option that fails every attempt, before it is
+// sent, with err, in the Finalize step after the retry middleware.
+func failLocally(err error) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("failLocally",
+			func(context.Context, middleware.FinalizeInput, middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+			}), middleware.After)
+	}
+}
+
+// TestDoReadsValueErrorsWithoutComparingThem: errors that are values, some
+// of which == cannot compare, reach Do from the SDK's join of an attempt's
+// error with the bucket's refusal, and from inner loops' give-ups; Do
+// never compares them (it would panic), and reports them, at worst twice.
+func TestDoReadsValueErrorsWithoutComparingThem(t *testing.T) {
+	srv := newScriptServer(t, serverErr)
+	t.Run("joined with a refusal", func(t *testing.T) {
+		var log giveUpLog
+		r := jitterretry.New(fast, func(o *jitterretry.Options) {
+			o.OnGiveUp = log.add
+			o.BucketCapacity, o.RetryCost, o.FailFastOnEmptyBudget = 20, 14, true
+		})
+		client := newClient(srv.URL, r)
+		var err error
+		require.NotPanics(t, func() {
+			err = jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				return putItem(ctx, client, dynamodb.WithAPIOptions(failLocally(fieldsError{[]string{"pk"}})))
+			})
+		})
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpBudget, jitterretry.GiveUpNotRetryable}, log.get())
+	})
+	t.Run("two inner give-ups", func(t *testing.T) {
+		var log giveUpLog
+		r := jitterretry.New(fast, func(o *jitterretry.Options) {
+			o.OnGiveUp = log.add
+			o.MaxAttempts = 1
+		})
+		client := newClient(srv.URL, r)
+		require.NotPanics(t, func() {
+			_ = jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				for range 2 {
+					_ = jitterretry.Do(ctx, r, func(ctx context.Context) error { return errorList{putItem(ctx, client)} })
+				}
+				return errorList{errors.New("own")}
+			})
+		})
+		assert.Len(t, log.get(), 3)
+	})
+}
+
+// TestDoReportsItsOwnSentinelAfterAnSDKCallFailedWithIt: an SDK call inside
+// fn refused with a package-level error (a client-side middleware's), then
+// fn failing on its own with the same error, are two give-ups: the
+// refusal counts for errors reached through the SDK's operation error only.
+func TestDoReportsItsOwnSentinelAfterAnSDKCallFailedWithIt(t *testing.T) {
+	errLocalQuota := errors.New("local quota exhausted")
+	local := dynamodb.WithAPIOptions(failLocally(errLocalQuota))
+	for _, inner := range []bool{false, true} {
+		t.Run(fmt.Sprintf("the call in an inner Do: %v", inner), func(t *testing.T) {
+			srv := newScriptServer(t, ok)
+			var log giveUpLog
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+			client := newClient(srv.URL, r)
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				if inner {
+					_ = jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client, local) })
+				} else {
+					_ = putItem(ctx, client, local)
+				}
+				return fmt.Errorf("step 2, own quota check: %w", errLocalQuota)
+			})
+			require.ErrorIs(t, err, errLocalQuota)
+			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+		})
+	}
+}
