@@ -173,8 +173,8 @@ func (c *classifier) inspect(err error) errorInfo {
 		return errorInfo{}
 	}
 	f := c.facts(err)
-	if f.typedNil {
-		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
+	if f.unreadable() {
+		return errorInfo{class: ClassNotRetryable} // see classOf
 	}
 	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, ended: f.contextEnded(), outOfAttempts: f.outOfAttempts}
 	if info.class == ClassNotRetryable {
@@ -187,10 +187,11 @@ func (c *classifier) inspect(err error) errorInfo {
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
-	if f.typedNil {
-		// A function returned a nil *T as an error: a bug of the
-		// caller's, not an answer to retry; the checks below (the
-		// SDK's, a caller's) would call its methods.
+	if f.unreadable() {
+		// A function returned a nil *T as an error, or an error whose
+		// chain has a cycle: a bug of the caller's, not an answer to
+		// retry; the checks below (the SDK's, a caller's) would call its
+		// methods, or, with errors.As, follow the cycle for ever.
 		return ClassNotRetryable
 	}
 	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
@@ -261,7 +262,7 @@ func (c *classifier) isThrottle(err error) aws.Ternary {
 		return aws.UnknownTernary
 	}
 	f := c.facts(err)
-	return aws.BoolTernary(!f.typedNil && c.throttle(err, &f))
+	return aws.BoolTernary(!f.unreadable() && c.throttle(err, &f))
 }
 
 // builtinRetryable applies the SDK's default retryable checks, in their
@@ -349,6 +350,7 @@ type errorFacts struct {
 	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
 	outOfAttempts   bool         // a *retry.MaxAttemptsError is in the chain
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
+	truncated       bool         // the walk stopped at maxErrorDepth or maxErrorNodes: a cycle, or a chain no real error has
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
 	refusedAhead    bool         // the canceled flag is a GiveUpDeadline's: the context had not ended
@@ -381,7 +383,11 @@ const (
 )
 
 func (f *errorFacts) walk(err error, depth int) {
-	if err == nil || depth > maxErrorDepth || f.nodes >= maxErrorNodes {
+	if err == nil {
+		return
+	}
+	if depth > maxErrorDepth || f.nodes >= maxErrorNodes {
+		f.truncated = true
 		return
 	}
 	f.nodes++
@@ -448,10 +454,14 @@ func holdsNil(v any) bool {
 	return false
 }
 
+// unreadable reports whether no method of the chain's errors may be called
+// but Unwrap: it holds a nil pointer, or the walk found no end to it.
+func (f *errorFacts) unreadable() bool { return f.typedNil || f.truncated }
+
 // throttledTransaction reports whether the chain holds a transaction
 // cancelled for throttles only, and no mark that makes it a conflict.
 func (f *errorFacts) throttledTransaction() bool {
-	return f.transaction == cancelledByThrottles && !f.conflictMark && !f.typedNil
+	return f.transaction == cancelledByThrottles && !f.conflictMark && !f.unreadable()
 }
 
 // contextEnded returns the context error the chain shows when a request was

@@ -711,3 +711,49 @@ func TestDoReadsAJoinOfJoinsInBoundedTime(t *testing.T) {
 	require.True(t, err == wide, "expect fn's own error back, got %v", err)
 	assert.Equal(t, int32(1), reports.Load())
 }
+
+// selfCycle is an error whose Unwrap returns itself: errors.As follows it
+// for ever.
+type selfCycle struct{}
+
+func (e *selfCycle) Error() string { return "cycle" }
+func (e *selfCycle) Unwrap() error { return e }
+
+// valueUnwrap has a value Unwrap: a nil *valueUnwrap panics on it.
+type valueUnwrap struct{ err error }
+
+func (e valueUnwrap) Error() string { return "value unwrap" }
+func (e valueUnwrap) Unwrap() error { return e.err }
+
+// TestMalformedErrorChainsAreNotRetried: an error whose chain has a cycle,
+// or a nil pointer deeper than the classifier reads, next to a conflict's
+// mark or a throttle, is not retried by Do nor the Retryer (the SDK's checks
+// would loop for ever on the cycle, or panic on the nil), and nothing hangs
+// or panics.
+func TestMalformedErrorChainsAreNotRetried(t *testing.T) {
+	var deepNil error = (*valueUnwrap)(nil)
+	for range 70 {
+		deepNil = fmt.Errorf("layer: %w", deepNil)
+	}
+	for name, bad := range map[string]error{
+		"a cycle":       &selfCycle{},
+		"a nil, deep":   deepNil,
+		"a cycle, deep": fmt.Errorf("%w", &selfCycle{}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := errors.Join(bad, jitterretry.Conflict(errors.New("conditional check failed"), 1, 2))
+			r := jitterretry.New(fast)
+			calls := 0
+			var got error
+			require.NotPanics(t, func() {
+				got = jitterretry.Do(context.Background(), r, func(context.Context) error { calls++; return err })
+			})
+			assert.Equal(t, 1, calls, "expect no retry of a malformed error")
+			assert.True(t, got == err, "expect fn's error back")
+			assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err))
+			assert.False(t, r.IsErrorRetryable(errors.Join(bad, throttleErr())))
+			// (Not through the SDK's middleware: its clock-skew check, an
+			// errors.As before IsErrorRetryable, loops or panics itself.)
+		})
+	}
+}

@@ -116,25 +116,38 @@ func (m *loopMark) watchFailures(release func(error) error) func(error) error {
 }
 
 // noteGiveUp records g, reported under the context that carries m, in m and
-// the marks of its owner around it; with the error g's Do loop returns
-// for it, when that one comes from an SDK call (see reported).
+// the marks of its owner around it; with, when g's Do loop returns its
+// fn's error for it, the SDK's operation errors in it that hold an attempt
+// that failed inside fn (see reported): those stand for SDK calls, while
+// fn's error itself may be fn's own sentinel, or wrap one.
 func (m *loopMark) noteGiveUp(g *GiveUpError) {
-	fromSDK := g.notRetried && isPointer(g.Err) && m.failedWithin(g.Err)
+	var operations []error
+	if g.notRetried {
+		operations = m.operationsWithin(g.Err)
+	}
 	m.each(func(o *loopMark) {
 		o.reported.addOnce(stampedError{err: g})
-		if fromSDK {
-			o.reported.addOnce(stampedError{err: g.Err})
+		for _, op := range operations {
+			o.reported.addOnce(stampedError{err: op})
 		}
 	})
 }
 
-// failedWithin reports whether err holds an attempt that failed inside the
-// current call of fn (the marks around m note the same).
-func (m *loopMark) failedWithin(err error) bool {
+// operationsWithin returns the *smithy.OperationError nodes of err that
+// hold an attempt that failed inside the current call of fn (the marks
+// around m note the same).
+func (m *loopMark) operationsWithin(err error) []error {
 	m.mu.Lock()
 	failed := m.failed
 	m.mu.Unlock()
-	return slices.ContainsFunc(failed.list(), func(f stampedError) bool { return chainHolds(err, f.err) })
+	var operations []error
+	inChain(err, func(e error) bool {
+		if op, ok := e.(*smithy.OperationError); ok && slices.ContainsFunc(failed.list(), func(f stampedError) bool { return chainHolds(op, f.err) }) {
+			operations = append(operations, op)
+		}
+		return false // every node
+	})
+	return operations
 }
 
 // startCall forgets what the previous call of fn left.

@@ -320,6 +320,9 @@ func (o *Options) validateCallees() error {
 		if needsValue(c.v, c.iface) {
 			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T, whose methods need a value; build one, or leave the field nil for the default", c.v)}
 		}
+		if unusableZero(c.v) {
+			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a pointer to a zero %T, whose methods need one its constructor built", c.v)}
+		}
 	}
 	if err := nilEntry("Retryables", o.Retryables); err != nil {
 		return err
@@ -354,6 +357,18 @@ func needsValue(v any, iface reflect.Type) bool {
 		*ratelimit.TokenRateLimit, *retry.ExponentialJitterBackoff,
 		*rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
 		return true
+	}
+	return false
+}
+
+// unusableZero reports whether v points to the zero value of a type whose
+// zero value holds a nil its methods dereference: the SDK's token bucket
+// and math/rand's generators, built only by their constructors.
+func unusableZero(v any) bool {
+	switch v.(type) {
+	case *ratelimit.TokenRateLimit, *rand.Rand, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+		rv := reflect.ValueOf(v)
+		return !rv.IsNil() && rv.Elem().IsZero()
 	}
 	return false
 }

@@ -735,7 +735,9 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 			f := retry.IsErrorRetryableFunc(nil)
 			o.Retryables = []retry.IsErrorRetryable{&f}
 		}, "Retryables[0]"},
-		"nil zipf as source": {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
+		"a zero rand.Rand as source":              {func(o *jitterretry.Options) { o.Source = &rand.Rand{} }, "Source"},
+		"a zero token rate limit as rate limiter": {func(o *jitterretry.Options) { o.RateLimiter = &ratelimit.TokenRateLimit{} }, "RateLimiter"},
+		"nil zipf as source":                      {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
 		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
 			o.MeterProvider = (*metrics.NopMeterProvider)(nil)
 		}, "MeterProvider"},

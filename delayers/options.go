@@ -207,6 +207,12 @@ func (o Options) validateCallees() error {
 	if !callable(o.Source, reflect.TypeFor[Source]()) {
 		return refuse("Source", o.Source, "holds")
 	}
+	switch o.Source.(type) {
+	case *rand.Rand, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+		if reflect.ValueOf(o.Source).Elem().IsZero() { // not nil: callable saw to that
+			return &OptionError{Option: "Source", Reason: fmt.Sprintf("holds a pointer to a zero %T, whose methods need one its constructor built", o.Source)}
+		}
+	}
 	if !callable(o.Throttle, reflect.TypeFor[retry.IsErrorThrottle]()) {
 		return refuse("Throttle", o.Throttle, "holds")
 	}

@@ -342,7 +342,8 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 			f := retry.IsErrorThrottleFunc(nil)
 			o.Throttle = &f
 		}, option: "Throttle", held: "*retry.IsErrorThrottleFunc"},
-		"nil *rand.Zipf": {set: func(o *Options) { o.Source = (*rand.Zipf)(nil) }, option: "Source", held: "*rand.Zipf"},
+		"a zero *rand.Rand": {set: func(o *Options) { o.Source = &rand.Rand{} }, option: "Source", held: "zero *rand.Rand"},
+		"nil *rand.Zipf":    {set: func(o *Options) { o.Source = (*rand.Zipf)(nil) }, option: "Source", held: "*rand.Zipf"},
 	}
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
 	for name, c := range cases {

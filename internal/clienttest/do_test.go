@@ -515,6 +515,13 @@ func TestDoAroundAnSDKCallReportsAGiveUpOnce(t *testing.T) {
 				return jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) })
 			},
 			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "a Do inside fn whose fn wraps the SDK's error", script: []reply{serverErr},
+			fn: func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error {
+				return jitterretry.Do(ctx, r, func(ctx context.Context) error {
+					return fmt.Errorf("saving order: %w", putItem(ctx, client))
+				})
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
 		{name: "a Do inside fn that runs out of attempts", script: []reply{serverErr},
 			fn: func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error {
 				return jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) }, func(o *jitterretry.DoOptions) { o.MaxAttempts = 2 })
