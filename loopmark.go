@@ -44,10 +44,10 @@ type loopMark struct {
 	// owner reported during the current call of fn, each a pointer of one
 	// give-up: a *GiveUpError reported under fn's context (a refusal of
 	// GetRetryToken, RetryDelay or the send-rate limiter, one of a Do loop
-	// inside fn); the error an inner Do returned as its own after
-	// reporting it, when an SDK call inside fn failed with it (not fn's
-	// own, which may be a sentinel that stands for many); what an inner
-	// loop found reported and passed on.
+	// inside fn); the SDK's operation errors within the error an inner Do
+	// returned as its own after reporting it (not that error itself,
+	// which may be fn's own sentinel that stands for many, or wrap one);
+	// what an inner loop found reported and passed on.
 	reported recentErrors
 }
 
