@@ -350,7 +350,7 @@ type errorFacts struct {
 	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
 	outOfAttempts   bool         // a *retry.MaxAttemptsError is in the chain
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
-	truncated       bool         // the walk stopped at maxErrorDepth or maxErrorNodes: a cycle, or a chain no real error has
+	truncated       bool         // the walk stopped at maxErrorDepth: a cycle (depth first, a cycle runs deep before it runs wide), or a chain no real error has
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
 	refusedAhead    bool         // the canceled flag is a GiveUpDeadline's: the context had not ended
@@ -383,10 +383,10 @@ const (
 )
 
 func (f *errorFacts) walk(err error, depth int) {
-	if err == nil {
-		return
+	if err == nil || f.nodes >= maxErrorNodes {
+		return // a large join of real errors: what was read decides
 	}
-	if depth > maxErrorDepth || f.nodes >= maxErrorNodes {
+	if depth > maxErrorDepth {
 		f.truncated = true
 		return
 	}
@@ -455,7 +455,9 @@ func holdsNil(v any) bool {
 }
 
 // unreadable reports whether no method of the chain's errors may be called
-// but Unwrap: it holds a nil pointer, or the walk found no end to it.
+// but Unwrap: it holds a nil pointer, or the walk found no end to it (a
+// cycle; a join of more errors than the walk reads is not one: the walk
+// stops at maxErrorNodes, and what it read decides).
 func (f *errorFacts) unreadable() bool { return f.typedNil || f.truncated }
 
 // throttledTransaction reports whether the chain holds a transaction

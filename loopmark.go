@@ -117,13 +117,14 @@ func (m *loopMark) watchFailures(release func(error) error) func(error) error {
 
 // noteGiveUp records g, reported under the context that carries m, in m and
 // the marks of its owner around it; with, when g's Do loop returns its
-// fn's error for it, the SDK's operation errors in it that hold an attempt
-// that failed inside fn (see reported): those stand for SDK calls, while
-// fn's error itself may be fn's own sentinel, or wrap one.
+// fn's error for it, the SDK's operation errors in it (see reported): the
+// SDK makes one for each operation, so each stands for one SDK call,
+// whichever retryer its client has, while fn's error itself may be fn's
+// own sentinel, or wrap one.
 func (m *loopMark) noteGiveUp(g *GiveUpError) {
 	var operations []error
 	if g.notRetried {
-		operations = m.operationsWithin(g.Err)
+		operations = operationsWithin(g.Err)
 	}
 	m.each(func(o *loopMark) {
 		o.reported.addOnce(stampedError{err: g})
@@ -133,16 +134,11 @@ func (m *loopMark) noteGiveUp(g *GiveUpError) {
 	})
 }
 
-// operationsWithin returns the *smithy.OperationError nodes of err that
-// hold an attempt that failed inside the current call of fn (the marks
-// around m note the same).
-func (m *loopMark) operationsWithin(err error) []error {
-	m.mu.Lock()
-	failed := m.failed
-	m.mu.Unlock()
+// operationsWithin returns the *smithy.OperationError nodes of err.
+func operationsWithin(err error) []error {
 	var operations []error
 	inChain(err, func(e error) bool {
-		if op, ok := e.(*smithy.OperationError); ok && slices.ContainsFunc(failed.list(), func(f stampedError) bool { return chainHolds(op, f.err) }) {
+		if op, ok := e.(*smithy.OperationError); ok {
 			operations = append(operations, op)
 		}
 		return false // every node

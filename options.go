@@ -321,7 +321,8 @@ func (o *Options) validateCallees() error {
 			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T, whose methods need a value; build one, or leave the field nil for the default", c.v)}
 		}
 		if unusableZero(c.v) {
-			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a pointer to a zero %T, whose methods need one its constructor built", c.v)}
+			t := reflect.TypeOf(c.v).Elem()
+			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a pointer to a zero %s.%s, whose methods need one its constructor built", t.PkgPath(), t.Name())}
 		}
 	}
 	if err := nilEntry("Retryables", o.Retryables); err != nil {

@@ -118,7 +118,7 @@ func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64)
 		capD = DefaultCap
 	}
 	src := c.Source
-	if src == nil || !callable(src, reflect.TypeFor[Source]()) {
+	if src == nil || !callable(src, reflect.TypeFor[Source]()) || zeroGenerator(src) {
 		src = runtimeSource{}
 	}
 	x := src.Uint64()

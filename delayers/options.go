@@ -207,11 +207,9 @@ func (o Options) validateCallees() error {
 	if !callable(o.Source, reflect.TypeFor[Source]()) {
 		return refuse("Source", o.Source, "holds")
 	}
-	switch o.Source.(type) {
-	case *rand.Rand, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
-		if reflect.ValueOf(o.Source).Elem().IsZero() { // not nil: callable saw to that
-			return &OptionError{Option: "Source", Reason: fmt.Sprintf("holds a pointer to a zero %T, whose methods need one its constructor built", o.Source)}
-		}
+	if zeroGenerator(o.Source) {
+		t := reflect.TypeOf(o.Source).Elem()
+		return &OptionError{Option: "Source", Reason: fmt.Sprintf("holds a pointer to a zero %s.%s, whose methods need one its constructor built", t.PkgPath(), t.Name())}
 	}
 	if !callable(o.Throttle, reflect.TypeFor[retry.IsErrorThrottle]()) {
 		return refuse("Throttle", o.Throttle, "holds")
@@ -268,6 +266,18 @@ func throttleList(v any) (retry.IsErrorThrottles, bool) {
 		}
 	}
 	return nil, false
+}
+
+// zeroGenerator reports whether s points to the zero value of one of
+// math/rand's generators that only their constructors build usable (a
+// zero rand.PCG or rand.ChaCha8 works).
+func zeroGenerator(s any) bool {
+	switch s.(type) {
+	case *rand.Rand, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+		rv := reflect.ValueOf(s)
+		return !rv.IsNil() && rv.Elem().IsZero()
+	}
+	return false
 }
 
 // callable reports whether v, held in an option of interface type iface,

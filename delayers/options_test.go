@@ -342,7 +342,7 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 			f := retry.IsErrorThrottleFunc(nil)
 			o.Throttle = &f
 		}, option: "Throttle", held: "*retry.IsErrorThrottleFunc"},
-		"a zero *rand.Rand": {set: func(o *Options) { o.Source = &rand.Rand{} }, option: "Source", held: "zero *rand.Rand"},
+		"a zero *rand.Rand": {set: func(o *Options) { o.Source = &rand.Rand{} }, option: "Source", held: "zero math/rand/v2.Rand"},
 		"nil *rand.Zipf":    {set: func(o *Options) { o.Source = (*rand.Zipf)(nil) }, option: "Source", held: "*rand.Zipf"},
 	}
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
@@ -396,8 +396,10 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 // runtime's generator, as nil does.
 func TestContentionTakesASourceHoldingNilAsNone(t *testing.T) {
 	for name, src := range map[string]Source{
-		"nil func":       sourceFunc(nil),
-		"nil *rand.Rand": (*rand.Rand)(nil),
+		"nil func":         sourceFunc(nil),
+		"nil *rand.Rand":   (*rand.Rand)(nil),
+		"a zero rand.Rand": &rand.Rand{},
+		"a zero rand.Zipf": &rand.Zipf{},
 	} {
 		t.Run(name, func(t *testing.T) {
 			c := Contention{Cap: time.Second, Source: src}

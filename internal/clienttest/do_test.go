@@ -944,3 +944,64 @@ func TestDoReportsItsOwnSentinelAfterAnSDKCallFailedWithIt(t *testing.T) {
 		})
 	}
 }
+
+// TestALargeJoinOfSDKErrorsIsClassifiedFromWhatIsRead: a batch's errors
+// joined (here 100 conflicts, 60 throttles: over 256 errors in all) are
+// classified from the part the classifier reads, as before and as the
+// SDK's errors.As finds them: a batch that lost a race is retried by Do.
+func TestALargeJoinOfSDKErrorsIsClassifiedFromWhatIsRead(t *testing.T) {
+	batch := func(t *testing.T, answer reply, n int) error {
+		client := newClient(newScriptServer(t, answer).URL, jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = 1 }))
+		errs := make([]error, n)
+		for i := range errs {
+			errs[i] = conditionalPut(context.Background(), client)
+		}
+		return errors.Join(errs...)
+	}
+	assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(batch(t, ccf, 100)))
+	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(batch(t, throttle, 60)))
+
+	srv := newScriptServer(t, ccf)
+	r := jitterretry.New(fast)
+	client := newClient(srv.URL, r)
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		calls++
+		if calls > 1 {
+			return nil
+		}
+		errs := make([]error, 100)
+		for i := range errs {
+			errs[i] = conditionalPut(ctx, client)
+		}
+		return errors.Join(errs...)
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, calls, "expect the batch that lost its race retried")
+}
+
+// TestDoInDoAroundAClientWithAnotherRetryerReportsOnce: the inner loop
+// reports the give-up on the SDK call (the client's own retryer reports to
+// no listener of this one), and the outer loop, which returns it, does not
+// again, wrapped or not.
+func TestDoInDoAroundAClientWithAnotherRetryerReportsOnce(t *testing.T) {
+	for _, wrap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wrapped: %v", wrap), func(t *testing.T) {
+			srv := newScriptServer(t, reply{code: "ValidationException"})
+			var log giveUpLog
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+			client := newClient(srv.URL, retry.NewStandard())
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				return jitterretry.Do(ctx, r, func(ctx context.Context) error {
+					err := putItem(ctx, client)
+					if wrap {
+						err = fmt.Errorf("saving order: %w", err)
+					}
+					return err
+				})
+			})
+			require.Error(t, err)
+			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, log.get())
+		})
+	}
+}
