@@ -128,6 +128,12 @@ func newClassifier(retryables []retry.IsErrorRetryable, throttles []retry.IsErro
 func (c *classifier) facts(err error) errorFacts {
 	var f errorFacts
 	f.walk(err, 0)
+	if f.nodes >= maxErrorNodes && !f.truncated {
+		// A join wider than the walk reads: a cycle past what it read
+		// would make errors.As, in the checks that follow, recurse for
+		// ever.
+		f.truncated = endless(err)
+	}
 	if f.code.seen {
 		f.kind = c.codes[f.code.value]
 	}
@@ -452,6 +458,63 @@ func holdsNil(v any) bool {
 		return rv.IsNil()
 	}
 	return false
+}
+
+// maxCycleNodes bounds the search for a cycle in an error larger than the
+// walk reads: an error of more distinct errors is taken for endless too.
+const maxCycleNodes = 4096
+
+// endless reports whether err's chain holds a cycle, runs deeper than
+// maxErrorDepth, or takes more than maxCycleNodes reads. Errors are told
+// apart by identity: a pointer's address, a slice's (a join type that is a
+// slice can hold itself); each of those is read once, so a graph that
+// shares its errors (a join holding the same error twice, level after
+// level) is read in linear time. It calls no method but Unwrap, and stops
+// at a nil pointer.
+func endless(err error) bool {
+	type id struct {
+		at  uintptr
+		len int
+	}
+	onPath, done := map[id]bool{}, map[id]bool{}
+	reads := 0
+	var visit func(e error, depth int) bool
+	visit = func(e error, depth int) bool {
+		if e == nil || holdsNil(e) {
+			return false
+		}
+		if reads++; depth > maxErrorDepth || reads > maxCycleNodes {
+			return true
+		}
+		var key id
+		switch rv := reflect.ValueOf(e); rv.Kind() {
+		case reflect.Pointer, reflect.Slice:
+			key = id{rv.Pointer(), 0}
+			if rv.Kind() == reflect.Slice {
+				key.len = rv.Len()
+			}
+			if onPath[key] {
+				return true
+			}
+			if done[key] {
+				return false
+			}
+			onPath[key] = true
+			defer func() { delete(onPath, key); done[key] = true }()
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			return visit(u.Unwrap(), depth+1)
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if visit(inner, depth+1) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return visit(err, 0)
 }
 
 // unreadable reports whether no method of the chain's errors may be called

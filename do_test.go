@@ -757,3 +757,40 @@ func TestMalformedErrorChainsAreNotRetried(t *testing.T) {
 		})
 	}
 }
+
+// wideSelf is a join of many plain errors whose last entry is itself: the
+// walk reads its budget before it reaches the cycle.
+type wideSelf struct{ errs []error }
+
+func (e *wideSelf) Error() string   { return "wide" }
+func (e *wideSelf) Unwrap() []error { return e.errs }
+
+// posing is an error with an As method, which only errors.As can read:
+// the classifier hands an error holding one to the SDK's checks.
+type posing struct{}
+
+func (posing) Error() string { return "posing" }
+func (posing) As(any) bool   { return false }
+
+// TestAWideCycleIsFoundBeyondWhatTheWalkReads: a cycle that comes after
+// more errors than the classifier reads is still found, so nothing calls
+// errors.As on it (which would recurse until the stack overflows), and it
+// is not retried; a large join without one (a batch's errors) is
+// classified from what was read, however its errors are shared.
+func TestAWideCycleIsFoundBeyondWhatTheWalkReads(t *testing.T) {
+	cyclic := &wideSelf{errs: []error{posing{}}}
+	for range 300 {
+		cyclic.errs = append(cyclic.errs, errors.New("plain"))
+	}
+	cyclic.errs = append(cyclic.errs, throttleErr(), cyclic)
+	r := jitterretry.New(fast)
+	assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(cyclic))
+	assert.False(t, r.IsErrorRetryable(cyclic))
+
+	shared := throttleErr()
+	wide := &wideSelf{}
+	for range 300 {
+		wide.errs = append(wide.errs, shared)
+	}
+	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(wide))
+}
