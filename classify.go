@@ -128,11 +128,12 @@ func newClassifier(retryables []retry.IsErrorRetryable, throttles []retry.IsErro
 func (c *classifier) facts(err error) errorFacts {
 	var f errorFacts
 	f.walk(err, 0)
-	if f.nodes >= maxErrorNodes && !f.truncated {
-		// A join wider than the walk reads: a cycle past what it read
-		// would make errors.As, in the checks that follow, recurse for
-		// ever.
-		f.truncated = endless(err)
+	if f.partial {
+		// An error larger than the walk reads (a batch's errors joined):
+		// what it read decides, unless a cycle or a nil pointer lies past
+		// it, on which the checks that follow (errors.As, Error) would
+		// recurse for ever or panic.
+		f.truncated, f.typedNil = scanWhole(err)
 	}
 	if f.code.seen {
 		f.kind = c.codes[f.code.value]
@@ -356,7 +357,8 @@ type errorFacts struct {
 	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
 	outOfAttempts   bool         // a *retry.MaxAttemptsError is in the chain
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
-	truncated       bool         // the walk stopped at maxErrorDepth: a cycle (depth first, a cycle runs deep before it runs wide), or a chain no real error has
+	partial         bool         // the walk stopped at maxErrorDepth or maxErrorNodes before the chain's end
+	truncated       bool         // the chain has a cycle, or more than maxCycleNodes reads (see scanWhole)
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
 	refusedAhead    bool         // the canceled flag is a GiveUpDeadline's: the context had not ended
@@ -389,11 +391,11 @@ const (
 )
 
 func (f *errorFacts) walk(err error, depth int) {
-	if err == nil || f.nodes >= maxErrorNodes {
-		return // a large join of real errors: what was read decides
+	if err == nil {
+		return
 	}
-	if depth > maxErrorDepth {
-		f.truncated = true
+	if depth > maxErrorDepth || f.nodes >= maxErrorNodes {
+		f.partial = true
 		return
 	}
 	f.nodes++
@@ -460,36 +462,39 @@ func holdsNil(v any) bool {
 	return false
 }
 
-// maxCycleNodes bounds the search for a cycle in an error larger than the
-// walk reads: an error of more distinct errors is taken for endless too.
+// maxCycleNodes bounds the reading of an error larger than the walk reads:
+// an error that takes more reads is taken for endless.
 const maxCycleNodes = 4096
 
-// endless reports whether err's chain holds a cycle, runs deeper than
-// maxErrorDepth, or takes more than maxCycleNodes reads. Errors are told
-// apart by identity: a pointer's address, a slice's (a join type that is a
-// slice can hold itself); each of those is read once, so a graph that
-// shares its errors (a join holding the same error twice, level after
-// level) is read in linear time. It calls no method but Unwrap, and stops
-// at a nil pointer.
-func endless(err error) bool {
+// scanWhole reads the whole of err's chain, past the walk's bounds, and
+// reports whether it has a cycle (or takes more than maxCycleNodes reads),
+// and whether it holds a nil pointer. Errors are told apart by identity: a
+// pointer's address, a slice's (a join type that is a slice can hold
+// itself); each of those is read once, so a graph that shares its errors
+// (a join holding the same error twice, level after level) is read in
+// linear time. It calls no method but Unwrap, and stops at a nil pointer.
+func scanWhole(err error) (endless, nilPointer bool) {
 	type id struct {
 		at  uintptr
 		len int
 	}
 	onPath, done := map[id]bool{}, map[id]bool{}
 	reads := 0
-	var visit func(e error, depth int) bool
-	visit = func(e error, depth int) bool {
-		if e == nil || holdsNil(e) {
+	var visit func(e error) bool
+	visit = func(e error) bool {
+		if e == nil {
 			return false
 		}
-		if reads++; depth > maxErrorDepth || reads > maxCycleNodes {
+		if holdsNil(e) {
+			nilPointer = true
+			return false
+		}
+		if reads++; reads > maxCycleNodes {
 			return true
 		}
-		var key id
 		switch rv := reflect.ValueOf(e); rv.Kind() {
 		case reflect.Pointer, reflect.Slice:
-			key = id{rv.Pointer(), 0}
+			key := id{rv.Pointer(), 0}
 			if rv.Kind() == reflect.Slice {
 				key.len = rv.Len()
 			}
@@ -504,23 +509,22 @@ func endless(err error) bool {
 		}
 		switch u := e.(type) {
 		case interface{ Unwrap() error }:
-			return visit(u.Unwrap(), depth+1)
+			return visit(u.Unwrap())
 		case interface{ Unwrap() []error }:
 			for _, inner := range u.Unwrap() {
-				if visit(inner, depth+1) {
+				if visit(inner) {
 					return true
 				}
 			}
 		}
 		return false
 	}
-	return visit(err, 0)
+	endless = visit(err)
+	return endless, nilPointer
 }
 
 // unreadable reports whether no method of the chain's errors may be called
-// but Unwrap: it holds a nil pointer, or the walk found no end to it (a
-// cycle; a join of more errors than the walk reads is not one: the walk
-// stops at maxErrorNodes, and what it read decides).
+// but Unwrap: it holds a nil pointer, or has no end (a cycle).
 func (f *errorFacts) unreadable() bool { return f.typedNil || f.truncated }
 
 // throttledTransaction reports whether the chain holds a transaction

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -793,4 +794,53 @@ func TestAWideCycleIsFoundBeyondWhatTheWalkReads(t *testing.T) {
 		wide.errs = append(wide.errs, shared)
 	}
 	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(wide))
+}
+
+// link is an error whose Unwrap returns the join it is in, once set.
+type link struct{ to error }
+
+func (l *link) Error() string { return "link" }
+func (l *link) Unwrap() error { return l.to }
+
+// TestACycleThatRunsWideIsFound: a join of a few errors whose last entry
+// leads back to the join runs wide before it runs deep: the walk's budget
+// ends before its depth does. The cycle is still found, so no check runs
+// errors.As (or Error) on it: not retried, nothing overflows; also with a
+// network error in it, or the caller's own Retryables.
+func TestACycleThatRunsWideIsFound(t *testing.T) {
+	wideCycle := func(first error) error {
+		parts := []error{first}
+		for range 10 {
+			parts = append(parts, errors.New("plain"))
+		}
+		l := &link{}
+		join := errors.Join(append(parts, l)...)
+		l.to = join
+		return join
+	}
+	for name, first := range map[string]error{
+		"a throttle":      throttleErr(),
+		"a network error": &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := wideCycle(first)
+			assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err))
+			own := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.Retryables = []retry.IsErrorRetryable{retry.RetryableErrorCode{Codes: map[string]struct{}{"X": {}}}}
+			})
+			assert.False(t, own.IsErrorRetryable(err))
+			calls := 0
+			require.NoError(t, own.Err())
+			_ = jitterretry.Do(context.Background(), jitterretry.New(fast), func(context.Context) error { calls++; return wideCycle(jitterretry.Conflict(errors.New("ccf"), 1, 2)) })
+			assert.Equal(t, 1, calls)
+		})
+	}
+	t.Run("a nil pointer past the walk's budget", func(t *testing.T) {
+		parts := make([]error, 300)
+		for i := range parts {
+			parts[i] = errors.New("plain")
+		}
+		err := errors.Join(append(parts, (*valueUnwrap)(nil))...)
+		require.NotPanics(t, func() { assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err)) })
+	})
 }

@@ -1005,3 +1005,28 @@ func TestDoInDoAroundAClientWithAnotherRetryerReportsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestABatchJoinedOneByOneIsClassifiedFromWhatIsRead: a batch's errors
+// accumulated with errs = errors.Join(errs, err) nest a join per item,
+// deeper than the classifier reads after some sixty; it is classified from
+// what it read, and a Do loop retries the batch that lost its race.
+func TestABatchJoinedOneByOneIsClassifiedFromWhatIsRead(t *testing.T) {
+	srv := newScriptServer(t, ccf)
+	r := jitterretry.New(fast)
+	client := newClient(srv.URL, r)
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		calls++
+		if calls > 1 {
+			return nil
+		}
+		var errs error
+		for range 70 {
+			errs = errors.Join(errs, conditionalPut(ctx, client))
+		}
+		assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(errs))
+		return errs
+	})
+	require.NoError(t, err)
+	assert.Equal(t, 2, calls, "expect the batch that lost its race retried")
+}
