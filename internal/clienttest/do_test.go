@@ -946,38 +946,49 @@ func TestDoReportsItsOwnSentinelAfterAnSDKCallFailedWithIt(t *testing.T) {
 }
 
 // TestALargeJoinOfSDKErrorsIsClassifiedFromWhatIsRead: a batch's errors
-// joined (here 100 conflicts, 60 throttles: over 256 errors in all) are
-// classified from the part the classifier reads, as before and as the
-// SDK's errors.As finds them: a batch that lost a race is retried by Do.
+// joined, all at once (here 100 conflicts, 60 throttles: over 256 errors)
+// or one by one (errs = errors.Join(errs, err): a join per item, deeper
+// than the classifier reads after some sixty), are classified from the
+// part the classifier reads, as before and as the SDK's errors.As finds
+// them: a batch that lost a race is retried by Do.
 func TestALargeJoinOfSDKErrorsIsClassifiedFromWhatIsRead(t *testing.T) {
-	batch := func(t *testing.T, answer reply, n int) error {
-		client := newClient(newScriptServer(t, answer).URL, jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = 1 }))
-		errs := make([]error, n)
-		for i := range errs {
-			errs[i] = conditionalPut(context.Background(), client)
-		}
-		return errors.Join(errs...)
-	}
-	assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(batch(t, ccf, 100)))
-	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(batch(t, throttle, 60)))
+	for name, join := range map[string]func(errs []error) error{
+		"at once": func(errs []error) error { return errors.Join(errs...) },
+		"one by one": func(errs []error) error {
+			var all error
+			for _, err := range errs {
+				all = errors.Join(all, err)
+			}
+			return all
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			batch := func(ctx context.Context, client *dynamodb.Client, n int) error {
+				errs := make([]error, n)
+				for i := range errs {
+					errs[i] = conditionalPut(ctx, client)
+				}
+				return join(errs)
+			}
+			once := func(answer reply) *dynamodb.Client {
+				return newClient(newScriptServer(t, answer).URL, jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = 1 }))
+			}
+			assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(batch(context.Background(), once(ccf), 100)))
+			assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(batch(context.Background(), once(throttle), 60)))
 
-	srv := newScriptServer(t, ccf)
-	r := jitterretry.New(fast)
-	client := newClient(srv.URL, r)
-	calls := 0
-	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
-		calls++
-		if calls > 1 {
-			return nil
-		}
-		errs := make([]error, 100)
-		for i := range errs {
-			errs[i] = conditionalPut(ctx, client)
-		}
-		return errors.Join(errs...)
-	})
-	require.NoError(t, err)
-	assert.Equal(t, 2, calls, "expect the batch that lost its race retried")
+			r := jitterretry.New(fast)
+			client := newClient(newScriptServer(t, ccf).URL, r)
+			calls := 0
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				if calls++; calls > 1 {
+					return nil
+				}
+				return batch(ctx, client, 100)
+			})
+			require.NoError(t, err)
+			assert.Equal(t, 2, calls, "expect the batch that lost its race retried")
+		})
+	}
 }
 
 // TestDoInDoAroundAClientWithAnotherRetryerReportsOnce: the inner loop
@@ -1004,29 +1015,4 @@ func TestDoInDoAroundAClientWithAnotherRetryerReportsOnce(t *testing.T) {
 			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, log.get())
 		})
 	}
-}
-
-// TestABatchJoinedOneByOneIsClassifiedFromWhatIsRead: a batch's errors
-// accumulated with errs = errors.Join(errs, err) nest a join per item,
-// deeper than the classifier reads after some sixty; it is classified from
-// what it read, and a Do loop retries the batch that lost its race.
-func TestABatchJoinedOneByOneIsClassifiedFromWhatIsRead(t *testing.T) {
-	srv := newScriptServer(t, ccf)
-	r := jitterretry.New(fast)
-	client := newClient(srv.URL, r)
-	calls := 0
-	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
-		calls++
-		if calls > 1 {
-			return nil
-		}
-		var errs error
-		for range 70 {
-			errs = errors.Join(errs, conditionalPut(ctx, client))
-		}
-		assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(errs))
-		return errs
-	})
-	require.NoError(t, err)
-	assert.Equal(t, 2, calls, "expect the batch that lost its race retried")
 }
