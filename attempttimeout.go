@@ -11,6 +11,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 )
 
@@ -32,8 +33,9 @@ const attemptReserve = 5 * time.Millisecond
 // still running then is cut, and fails with an error that matches
 // ErrAttemptTimeout and context.DeadlineExceeded, is retryable under the
 // SDK's rules for timeouts (and the retryer's), and says which timeout it
-// was. An operation whose own context ends first fails as before, with the
-// context's error.
+// was. An attempt that had the service's answer (an API error) when its
+// time ran out keeps that answer as its error. An operation whose own
+// context ends first fails as before, with the context's error.
 //
 // Add it to a client with config.WithAPIOptions or the client's
 // Options.APIOptions: it is a middleware in the Finalize step, right after
@@ -95,8 +97,9 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	// The cut decides, not ctx: when the transport takes longer than the
 	// reserve to return after the cut, ctx's deadline has passed too, and
 	// the SDK's error for the cut would then say "canceled", hiding the
-	// deadline.
-	if cut.Load() {
+	// deadline. An answer the attempt had when the timer fired is the
+	// attempt's outcome, though: the cut interrupted nothing.
+	if cut.Load() && !answered(err) {
 		err = &attemptTimeoutError{timeout: limit, byDeadline: byDeadline, cause: err}
 	}
 	return out, md, err
@@ -133,21 +136,20 @@ func (e *attemptTimeoutError) RetryableError() bool { return true }
 
 // cutAtDeadline reports whether err is an attempt AttemptTimeout cut at the
 // operation's deadline, less attemptReserve, rather than at its own limit.
-// It follows Unwrap only, and stops at a nil pointer, rather than call
-// errors.As, whose As calls could dereference one.
+// It walks the chain with inChain rather than call errors.As, whose As
+// calls could dereference a nil pointer.
 func cutAtDeadline(err error) bool {
-	for range maxErrorDepth {
-		if err == nil || holdsNil(err) {
-			return false
-		}
-		if cut, ok := err.(*attemptTimeoutError); ok {
-			return cut.byDeadline
-		}
-		u, ok := err.(interface{ Unwrap() error })
-		if !ok {
-			return false
-		}
-		err = u.Unwrap()
-	}
-	return false
+	return inChain(err, func(e error) bool {
+		cut, ok := e.(*attemptTimeoutError)
+		return ok && cut.byDeadline
+	})
+}
+
+// answered reports whether err holds the service's answer (a smithy API
+// error), which came whole whenever the attempt's context ended.
+func answered(err error) bool {
+	return inChain(err, func(e error) bool {
+		_, ok := e.(smithy.APIError)
+		return ok
+	})
 }

@@ -144,6 +144,41 @@ func BenchmarkAttempt(b *testing.B) {
 	}
 }
 
+// BenchmarkPartitionNewBusyKeys is a new partition key per operation, each
+// operation taking a throttle's retry token and keeping it, so that every
+// partition kept has something to remember and a full table must forget
+// some whatever they hold.
+func BenchmarkPartitionNewBusyKeys(b *testing.B) {
+	for _, r := range []namedRetryer{
+		{"sdk-standard", func() aws.RetryerV2 { return retry.NewStandard() }},
+		{"ours", func() aws.RetryerV2 {
+			return jitterretry.New(func(o *jitterretry.Options) { o.PartitionKey = jitterretry.PartitionFromContext })
+		}},
+	} {
+		b.Run(r.name, func(b *testing.B) {
+			rt := r.new()
+			i := 0
+			busy := func() {
+				ctx := jitterretry.WithPartition(context.Background(), "tenant-"+strconv.Itoa(i))
+				i++
+				release, err := rt.GetAttemptToken(ctx)
+				if err != nil {
+					b.Fatal(err)
+				}
+				_ = release(throttleErr())
+				_, _ = rt.GetRetryToken(ctx, throttleErr()) // the SDK's bucket runs dry: its refusal is the cost
+			}
+			for range 2048 { // a full table
+				busy()
+			}
+			b.ReportAllocs()
+			for b.Loop() {
+				busy()
+			}
+		})
+	}
+}
+
 // BenchmarkWrappedRetryDelay is the decision cycle under
 // retry.AddWithMaxBackoffDelay, which replaces RetryDelay so that no
 // hand-off is ever taken, with a fresh deadline context per operation: on a

@@ -128,6 +128,13 @@ func newClassifier(retryables []retry.IsErrorRetryable, throttles []retry.IsErro
 func (c *classifier) facts(err error) errorFacts {
 	var f errorFacts
 	f.walk(err, 0)
+	if f.partial {
+		// An error larger than the walk reads (a batch's errors joined):
+		// what it read decides, unless a cycle or a nil pointer lies past
+		// it, on which the checks that follow (errors.As, Error) would
+		// recurse for ever or panic.
+		f.truncated, f.typedNil = scanWhole(err)
+	}
 	if f.code.seen {
 		f.kind = c.codes[f.code.value]
 	}
@@ -151,6 +158,20 @@ type errorInfo struct {
 	// ended is the caller's context error the chain shows (a cancelled
 	// request, context.Canceled or context.DeadlineExceeded), nil if none
 	ended error
+	// outOfAttempts: the SDK's middleware ran out of attempts (a
+	// *retry.MaxAttemptsError is in the chain)
+	outOfAttempts bool
+}
+
+// refused reports whether IsErrorRetryable reports the error as a refusal:
+// one not retried, and not left to Do (a conflict, a transaction cancelled
+// for throttles).
+func (i errorInfo) refused() bool {
+	switch i.class {
+	case ClassTransient, ClassThrottle, ClassConflict:
+		return false
+	}
+	return !i.forDo
 }
 
 // inspect returns what the retry decision needs to know of err.
@@ -159,10 +180,10 @@ func (c *classifier) inspect(err error) errorInfo {
 		return errorInfo{}
 	}
 	f := c.facts(err)
-	if f.typedNil {
-		return errorInfo{class: ClassNotRetryable} // see classOf; errors.As would call its methods
+	if f.unreadable() {
+		return errorInfo{class: ClassNotRetryable} // see classOf
 	}
-	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, ended: f.contextEnded()}
+	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, ended: f.contextEnded(), outOfAttempts: f.outOfAttempts}
 	if info.class == ClassNotRetryable {
 		// Asked only where it tells: the caller's checks it consults
 		// were asked by classOf already.
@@ -173,10 +194,11 @@ func (c *classifier) inspect(err error) errorInfo {
 }
 
 func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
-	if f.typedNil {
-		// A function returned a nil *T as an error: a bug of the
-		// caller's, not an answer to retry; the checks below (the
-		// SDK's, a caller's) would call its methods.
+	if f.unreadable() {
+		// A function returned a nil *T as an error, or an error whose
+		// chain has a cycle: a bug of the caller's, not an answer to
+		// retry; the checks below (the SDK's, a caller's) would call its
+		// methods, or, with errors.As, follow the cycle for ever.
 		return ClassNotRetryable
 	}
 	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
@@ -247,7 +269,7 @@ func (c *classifier) isThrottle(err error) aws.Ternary {
 		return aws.UnknownTernary
 	}
 	f := c.facts(err)
-	return aws.BoolTernary(!f.typedNil && c.throttle(err, &f))
+	return aws.BoolTernary(!f.unreadable() && c.throttle(err, &f))
 }
 
 // builtinRetryable applies the SDK's default retryable checks, in their
@@ -333,7 +355,10 @@ type errorFacts struct {
 	transaction     cancellation // what a cancelled transaction's reasons say
 	gaveUp          bool         // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
 	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
+	outOfAttempts   bool         // a *retry.MaxAttemptsError is in the chain
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
+	partial         bool         // the walk stopped at maxErrorDepth or maxErrorNodes before the chain's end
+	truncated       bool         // the chain has a cycle, or more than maxCycleNodes reads (see scanWhole)
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
 	refusedAhead    bool         // the canceled flag is a GiveUpDeadline's: the context had not ended
@@ -366,7 +391,11 @@ const (
 )
 
 func (f *errorFacts) walk(err error, depth int) {
-	if err == nil || depth > maxErrorDepth || f.nodes >= maxErrorNodes {
+	if err == nil {
+		return
+	}
+	if depth > maxErrorDepth || f.nodes >= maxErrorNodes {
+		f.partial = true
 		return
 	}
 	f.nodes++
@@ -385,6 +414,43 @@ func (f *errorFacts) walk(err error, depth int) {
 	}
 }
 
+// inChain reports whether found holds for err or an error of its chain,
+// visited depth first through both forms of Unwrap. Unlike errors.As it
+// calls no method of the errors but Unwrap, and stops at a nil pointer,
+// whose methods may dereference it (found never sees one); it visits at
+// most maxErrorNodes errors, maxErrorDepth deep.
+func inChain(err error, found func(error) bool) bool {
+	nodes := 0
+	var walk func(e error, depth int) bool
+	walk = func(e error, depth int) bool {
+		if e == nil || depth > maxErrorDepth || nodes >= maxErrorNodes || holdsNil(e) {
+			return false
+		}
+		nodes++
+		if found(e) {
+			return true
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			return walk(u.Unwrap(), depth+1)
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if walk(inner, depth+1) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	return walk(err, 0)
+}
+
+// isPointer reports whether err's dynamic type is a pointer, whose identity
+// is the value.
+func isPointer(err error) bool {
+	return err != nil && reflect.TypeOf(err).Kind() == reflect.Pointer
+}
+
 // holdsNil reports whether v is a nil pointer or func of some type in a
 // non-nil interface (an error, an option), whose methods may dereference
 // it.
@@ -396,10 +462,75 @@ func holdsNil(v any) bool {
 	return false
 }
 
+// maxCycleNodes bounds the reading of an error larger than the walk reads:
+// an error that takes more reads is taken for endless.
+const maxCycleNodes = 4096
+
+// scanWhole reads the whole of err's chain, past the walk's bounds, and
+// reports whether it has a cycle (or takes more than maxCycleNodes reads),
+// and whether it holds a nil pointer. Errors are told apart by identity: a
+// pointer's address, a slice's (a join type that is a slice can hold
+// itself); each of those is read once, so a graph that shares its errors
+// (a join holding the same error twice, level after level) is read in
+// linear time. It calls no method but Unwrap, and stops at a nil pointer.
+func scanWhole(err error) (endless, nilPointer bool) {
+	type id struct {
+		at  uintptr
+		len int
+	}
+	onPath, done := map[id]bool{}, map[id]bool{}
+	reads := 0
+	var visit func(e error) bool
+	visit = func(e error) bool {
+		if e == nil {
+			return false
+		}
+		if holdsNil(e) {
+			nilPointer = true
+			return false
+		}
+		if reads++; reads > maxCycleNodes {
+			return true
+		}
+		switch rv := reflect.ValueOf(e); rv.Kind() {
+		case reflect.Pointer, reflect.Slice:
+			key := id{rv.Pointer(), 0}
+			if rv.Kind() == reflect.Slice {
+				key.len = rv.Len()
+			}
+			if onPath[key] {
+				return true
+			}
+			if done[key] {
+				return false
+			}
+			onPath[key] = true
+			defer func() { delete(onPath, key); done[key] = true }()
+		}
+		switch u := e.(type) {
+		case interface{ Unwrap() error }:
+			return visit(u.Unwrap())
+		case interface{ Unwrap() []error }:
+			for _, inner := range u.Unwrap() {
+				if visit(inner) {
+					return true
+				}
+			}
+		}
+		return false
+	}
+	endless = visit(err)
+	return endless, nilPointer
+}
+
+// unreadable reports whether no method of the chain's errors may be called
+// but Unwrap: it holds a nil pointer, or has no end (a cycle).
+func (f *errorFacts) unreadable() bool { return f.typedNil || f.truncated }
+
 // throttledTransaction reports whether the chain holds a transaction
 // cancelled for throttles only, and no mark that makes it a conflict.
 func (f *errorFacts) throttledTransaction() bool {
-	return f.transaction == cancelledByThrottles && !f.conflictMark && !f.typedNil
+	return f.transaction == cancelledByThrottles && !f.conflictMark && !f.unreadable()
 }
 
 // contextEnded returns the context error the chain shows when a request was
@@ -461,9 +592,12 @@ func (f *errorFacts) visit(err error) {
 	case *conflictError:
 		f.conflictMark = true
 		return
-	case *retry.MaxAttemptsError, ratelimit.QuotaExceededError, *ratelimit.QuotaExceededError:
-		// The SDK's middleware gave up: out of attempts, or its own bucket
-		// refused the retry.
+	case *retry.MaxAttemptsError:
+		// The SDK's middleware gave up: out of attempts.
+		f.gaveUp, f.outOfAttempts = true, true
+		return
+	case ratelimit.QuotaExceededError, *ratelimit.QuotaExceededError:
+		// The SDK's own bucket refused the retry.
 		f.gaveUp = true
 		return
 	case *GiveUpError:

@@ -3,8 +3,6 @@ package jitterretry
 // This file owns the conflict report: how a Do loop's function tells it that
 // it lost an optimistic-concurrency race, and what it learnt.
 
-import "errors"
-
 // Conflict marks err as a lost optimistic-concurrency race and reports what
 // the attempt learnt: seen is the item's version that the write expected
 // (the one the attempt read, or, in a loop that writes again without
@@ -34,10 +32,14 @@ func (e *conflictError) Error() string { return e.err.Error() }
 func (e *conflictError) Unwrap() error { return e.err }
 
 // conflictReport returns the versions reported with Conflict inside err;
-// unknown ones (current <= seen) when there are none.
+// unknown ones (current <= seen) when there are none. It walks the chain
+// with inChain, bounded and calling no method but Unwrap.
 func conflictReport(err error) (seen, current int64) {
 	var c *conflictError
-	if errors.As(err, &c) {
+	if inChain(err, func(e error) bool {
+		c, _ = e.(*conflictError)
+		return c != nil
+	}) {
 		return c.seen, c.current
 	}
 	return 0, 0

@@ -85,6 +85,11 @@ const defaultMaxConflicts = 100
 // GiveUpMaxAttempts, GiveUpConflicts, GiveUpBudget, GiveUpDeadline or
 // GiveUpCanceled. A nil fn, invalid options or a zero Retryer give an
 // *OptionsError; a nil ctx counts as context.Background(); nothing panics.
+// Options.OnGiveUp and the metrics hear of each give-up once: not again
+// from Do when fn returns one the Retryer reported inside fn (its
+// middleware's refusal of an SDK call fn made, an inner Do's); where Do
+// cannot tell (see the README's Hooks section), it reports rather than
+// risk losing one.
 //
 // Do pays only for its own retries: a retry that succeeds gets its cost
 // back, and Do adds no NoRetryIncrement for a first-call success, since the
@@ -135,9 +140,10 @@ type doLoop struct {
 	conflictBackoff delayers.Contention
 	failures        int // calls that failed with a transient or throttling error
 	conflicts       int // conflicts retried
-	// mark hears of the throttles this loop met: those the SDK calls
-	// inside fn retried (fn's context carries it), and fn's own.
-	mark throttleMark
+	// mark hears of the throttles this loop met (those the SDK calls
+	// inside fn retried, fn's context carrying it, and fn's own) and of
+	// the give-ups reported inside fn.
+	mark loopMark
 	// seenThrottles is the edition of a named partition's throttle news
 	// when the loop last looked.
 	seenThrottles uint64
@@ -147,17 +153,25 @@ type doLoop struct {
 }
 
 func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
-	fnCtx := withThrottleMark(ctx, &d.mark)
+	d.r.hooks.loops.Add(1)
+	defer func() {
+		if d.r.hooks.loops.Add(-1) == 0 {
+			d.r.hooks.refusals.reset(&d.r.hooks.loops)
+		}
+	}()
+	d.mark.owner = &d.r.hooks
+	fnCtx := withLoopMark(ctx, &d.mark)
 	var lastErr error
 	for attempt := 1; ; attempt++ {
 		if cerr := ctx.Err(); cerr != nil {
 			d.refund()
 			return d.r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt - 1, Partition: d.lane.key, Err: lastErr, ctxErr: cerr})
 		}
+		d.mark.startCall()
 		start := d.r.now()
 		err := fn(fnCtx)
 		end := d.r.now()
-		own := d.mark.take()
+		own := d.mark.takeThrottle()
 		d.throttled = d.partitionNews() || own
 		took := end.Sub(start)
 		var class ErrorClass
@@ -240,7 +254,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		cost := r.costs.retry
 		if class == ClassThrottle {
 			cost = r.costs.throttle
-			d.mark.note() // fn's own throttle counts for the call after it
+			d.mark.noteThrottle() // fn's own throttle counts for the call after it
 		}
 		if gerr := r.admit(&p, attempt, err, cost, false); gerr != nil {
 			return 0, gerr
@@ -261,10 +275,17 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// ClassNotRetryable, or a class a caller's Classify made up,
 		// whose cost and backoff nothing says; reported as the context
 		// done when the caller's context ended the call (not a context
-		// of fn's own).
+		// of fn's own), as max attempts when the SDK's middleware ran out
+		// of them, and not at all when the Retryer reported it inside fn.
 		g := &GiveUpError{Reason: GiveUpNotRetryable, Attempt: attempt, Partition: l.key, Err: err, notRetried: true}
-		if cerr := ctx.Err(); info.ended != nil && cerr != nil {
+		switch cerr := ctx.Err(); {
+		case info.ended != nil && cerr != nil:
 			g.Reason, g.ctxErr = GiveUpCanceled, cerr
+		case info.outOfAttempts:
+			g.Reason = GiveUpMaxAttempts
+		}
+		if r.hooks.reportsGiveUps() && d.mark.reportedAlready(err) {
+			return 0, g
 		}
 		return 0, r.hooks.giveUp(ctx, g)
 	}

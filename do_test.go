@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -686,4 +688,159 @@ func TestDoSuccessfulRetryLeavesLaterIncrementsAlone(t *testing.T) {
 		require.NoError(t, err)
 	}
 	assert.Equal(t, start+10, r.Remaining(), "expect +1 for each first-attempt success after the Do loops")
+}
+
+// twice is an error that joins the same error twice, with a short message.
+type twice struct{ of error }
+
+func (e *twice) Error() string   { return "twice" }
+func (e *twice) Unwrap() []error { return []error{e.of, e.of} }
+
+// TestDoReadsAJoinOfJoinsInBoundedTime: fn's error joined of itself forty
+// levels deep has 2^40 paths; Do reads a bounded number of its nodes, and
+// reports it, its own error, once.
+func TestDoReadsAJoinOfJoinsInBoundedTime(t *testing.T) {
+	var reports atomic.Int32
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = func(*jitterretry.GiveUpError) { reports.Add(1) }
+	})
+	wide := errors.New("own")
+	for range 40 {
+		wide = &twice{wide}
+	}
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error { return wide })
+	require.True(t, err == wide, "expect fn's own error back, got %v", err)
+	assert.Equal(t, int32(1), reports.Load())
+}
+
+// selfCycle is an error whose Unwrap returns itself: errors.As follows it
+// for ever.
+type selfCycle struct{}
+
+func (e *selfCycle) Error() string { return "cycle" }
+func (e *selfCycle) Unwrap() error { return e }
+
+// valueUnwrap has a value Unwrap: a nil *valueUnwrap panics on it.
+type valueUnwrap struct{ err error }
+
+func (e valueUnwrap) Error() string { return "value unwrap" }
+func (e valueUnwrap) Unwrap() error { return e.err }
+
+// TestMalformedErrorChainsAreNotRetried: an error whose chain has a cycle,
+// or a nil pointer deeper than the classifier reads, next to a conflict's
+// mark or a throttle, is not retried by Do nor the Retryer (the SDK's checks
+// would loop for ever on the cycle, or panic on the nil), and nothing hangs
+// or panics.
+func TestMalformedErrorChainsAreNotRetried(t *testing.T) {
+	var deepNil error = (*valueUnwrap)(nil)
+	for range 70 {
+		deepNil = fmt.Errorf("layer: %w", deepNil)
+	}
+	for name, bad := range map[string]error{
+		"a cycle":       &selfCycle{},
+		"a nil, deep":   deepNil,
+		"a cycle, deep": fmt.Errorf("%w", &selfCycle{}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := errors.Join(bad, jitterretry.Conflict(errors.New("conditional check failed"), 1, 2))
+			r := jitterretry.New(fast)
+			calls := 0
+			var got error
+			require.NotPanics(t, func() {
+				got = jitterretry.Do(context.Background(), r, func(context.Context) error { calls++; return err })
+			})
+			assert.Equal(t, 1, calls, "expect no retry of a malformed error")
+			assert.True(t, got == err, "expect fn's error back")
+			assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err))
+			assert.False(t, r.IsErrorRetryable(errors.Join(bad, throttleErr())))
+			// (Not through the SDK's middleware: its clock-skew check, an
+			// errors.As before IsErrorRetryable, loops or panics itself.)
+		})
+	}
+}
+
+// wideSelf is a join of many plain errors whose last entry is itself: the
+// walk reads its budget before it reaches the cycle.
+type wideSelf struct{ errs []error }
+
+func (e *wideSelf) Error() string   { return "wide" }
+func (e *wideSelf) Unwrap() []error { return e.errs }
+
+// posing is an error with an As method, which only errors.As can read:
+// the classifier hands an error holding one to the SDK's checks.
+type posing struct{}
+
+func (posing) Error() string { return "posing" }
+func (posing) As(any) bool   { return false }
+
+// TestAWideCycleIsFoundBeyondWhatTheWalkReads: a cycle that comes after
+// more errors than the classifier reads is still found, so nothing calls
+// errors.As on it (which would recurse until the stack overflows), and it
+// is not retried; a large join without one (a batch's errors) is
+// classified from what was read, however its errors are shared.
+func TestAWideCycleIsFoundBeyondWhatTheWalkReads(t *testing.T) {
+	cyclic := &wideSelf{errs: []error{posing{}}}
+	for range 300 {
+		cyclic.errs = append(cyclic.errs, errors.New("plain"))
+	}
+	cyclic.errs = append(cyclic.errs, throttleErr(), cyclic)
+	r := jitterretry.New(fast)
+	assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(cyclic))
+	assert.False(t, r.IsErrorRetryable(cyclic))
+
+	shared := throttleErr()
+	wide := &wideSelf{}
+	for range 300 {
+		wide.errs = append(wide.errs, shared)
+	}
+	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(wide))
+}
+
+// link is an error whose Unwrap returns the join it is in, once set.
+type link struct{ to error }
+
+func (l *link) Error() string { return "link" }
+func (l *link) Unwrap() error { return l.to }
+
+// TestACycleThatRunsWideIsFound: a join of a few errors whose last entry
+// leads back to the join runs wide before it runs deep: the walk's budget
+// ends before its depth does. The cycle is still found, so no check runs
+// errors.As (or Error) on it: not retried, nothing overflows; also with a
+// network error in it, or the caller's own Retryables.
+func TestACycleThatRunsWideIsFound(t *testing.T) {
+	wideCycle := func(first error) error {
+		parts := []error{first}
+		for range 10 {
+			parts = append(parts, errors.New("plain"))
+		}
+		l := &link{}
+		join := errors.Join(append(parts, l)...)
+		l.to = join
+		return join
+	}
+	for name, first := range map[string]error{
+		"a throttle":      throttleErr(),
+		"a network error": &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")},
+	} {
+		t.Run(name, func(t *testing.T) {
+			err := wideCycle(first)
+			assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err))
+			own := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.Retryables = []retry.IsErrorRetryable{retry.RetryableErrorCode{Codes: map[string]struct{}{"X": {}}}}
+			})
+			assert.False(t, own.IsErrorRetryable(err))
+			calls := 0
+			require.NoError(t, own.Err())
+			_ = jitterretry.Do(context.Background(), jitterretry.New(fast), func(context.Context) error { calls++; return wideCycle(jitterretry.Conflict(errors.New("ccf"), 1, 2)) })
+			assert.Equal(t, 1, calls)
+		})
+	}
+	t.Run("a nil pointer past the walk's budget", func(t *testing.T) {
+		parts := make([]error, 300)
+		for i := range parts {
+			parts[i] = errors.New("plain")
+		}
+		err := errors.Join(append(parts, (*valueUnwrap)(nil))...)
+		require.NotPanics(t, func() { assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err)) })
+	})
 }

@@ -29,7 +29,9 @@ const (
 	// SDK's middleware are not reported: Do retries them.
 	GiveUpNotRetryable GiveUpReason = iota + 1
 	// GiveUpMaxAttempts: the loop used all its attempts (Do). Under the SDK's
-	// retry middleware the middleware itself returns *retry.MaxAttemptsError.
+	// retry middleware the middleware itself returns *retry.MaxAttemptsError
+	// and reports nothing; a Do loop whose fn returns that error reports it
+	// with this reason, and returns fn's error.
 	GiveUpMaxAttempts
 	// GiveUpBudget: the client-side retry token bucket held fewer tokens
 	// than the retry costs.

@@ -6,6 +6,7 @@ package jitterretry
 
 import (
 	"context"
+	"sync/atomic"
 	"time"
 )
 
@@ -37,11 +38,39 @@ type hooks struct {
 	onRetry  func(RetryEvent)
 	onGiveUp func(*GiveUpError)
 	meter    *meter // nil without a MeterProvider
+	// loops counts the Do loops running, so that a decision looks for a
+	// loop's mark in its context (a walk of the context's values), and
+	// logs its refusals, only while there may be one.
+	loops atomic.Int64
+	// refusals is IsErrorRetryable's, for the Do loops (see refusalLog).
+	refusals refusalLog
 }
 
 // observed reports whether anything listens.
 func (h *hooks) observed() bool {
 	return h.onRetry != nil || h.onGiveUp != nil || h.meter != nil
+}
+
+// reportsGiveUps reports whether something listens to give-ups.
+func (h *hooks) reportsGiveUps() bool { return h.onGiveUp != nil || h.meter != nil }
+
+// loopToTell returns the mark of this Retryer's Do loop whose fn made the
+// call ctx is of, when something listens to give-ups that loop would
+// otherwise report again; nil otherwise.
+func (h *hooks) loopToTell(ctx context.Context) *loopMark {
+	if ctx == nil || h.loops.Load() == 0 || !h.reportsGiveUps() {
+		return nil
+	}
+	return loopMarkOf(ctx).ownedBy(h)
+}
+
+// refuse reports IsErrorRetryable's refusal of err, g, which has no
+// context, and logs err for the Do loop that may be around the call.
+func (h *hooks) refuse(err error, g *GiveUpError) {
+	if h.loops.Load() > 0 {
+		h.refusals.add(err, &h.loops)
+	}
+	h.giveUp(nil, g)
 }
 
 // retry reports a retry that costs cost tokens of lane l (nil when
@@ -66,6 +95,9 @@ func (h *hooks) retry(ctx context.Context, e RetryEvent, cost uint, l *lane) {
 // giveUp reports e and returns it, so that callers can write
 // return nil, r.hooks.giveUp(&GiveUpError{...}).
 func (h *hooks) giveUp(ctx context.Context, e *GiveUpError) *GiveUpError {
+	if m := h.loopToTell(ctx); m != nil {
+		m.noteGiveUp(e) // so that the Do loop around does not report it again
+	}
 	if h.onGiveUp != nil {
 		h.onGiveUp(e)
 	}

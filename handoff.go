@@ -231,12 +231,6 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 	return pendingRetry{}, handoffMissing, false
 }
 
-// isPointer reports whether err's dynamic type is a pointer, whose identity
-// is the value.
-func isPointer(err error) bool {
-	return err != nil && reflect.TypeOf(err).Kind() == reflect.Pointer
-}
-
 // keyHash spreads pointers (by address) and other errors (by dynamic type)
 // over the slots of a table. A nil error has slot 0.
 func keyHash(err error) uintptr {

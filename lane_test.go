@@ -86,3 +86,27 @@ func TestFullPartitionTableForgetsTheLeastRecentlyUsed(t *testing.T) {
 	}
 	assert.LessOrEqual(t, len(r.lanes.m), maxPartitions)
 }
+
+// TestFullPartitionTableForgetsABatchOfTheLeastRecentlyUsed: a new key that
+// finds the table full of lanes with something to remember forgets the
+// evictBatch least recently used at once, so that the keys after it need
+// no scan; the others, and one just used, stay.
+func TestFullPartitionTableForgetsABatchOfTheLeastRecentlyUsed(t *testing.T) {
+	r := New(func(o *Options) { o.PartitionKey = PartitionFromContext })
+	require.NoError(t, r.Err())
+	ctx := func(i int) context.Context { return WithPartition(context.Background(), fmt.Sprintf("tenant-%d", i)) }
+	lanes := make([]*lane, maxPartitions)
+	for i := range lanes {
+		lanes[i] = r.lanes.get(ctx(i))
+		_, _, _, ok := lanes[i].take(context.Background(), 5) // nothing idle to forget
+		require.True(t, ok)
+	}
+	require.Len(t, r.lanes.m, maxPartitions)
+	require.True(t, lanes[0] == r.lanes.get(ctx(0)), "expect tenant-0 kept while the table has room")
+	r.lanes.get(ctx(maxPartitions)) // a new key: tenant-0 was used after every other
+	assert.Len(t, r.lanes.m, maxPartitions-evictBatch+1)
+	for i, l := range lanes {
+		_, kept := r.lanes.m[l.key]
+		assert.Equal(t, i == 0 || i > evictBatch, kept, "lane %d", i)
+	}
+}

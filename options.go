@@ -10,6 +10,7 @@ import (
 	mathrand "math/rand"
 	"math/rand/v2"
 	"reflect"
+	"slices"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
@@ -319,6 +320,10 @@ func (o *Options) validateCallees() error {
 		if needsValue(c.v, c.iface) {
 			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T, whose methods need a value; build one, or leave the field nil for the default", c.v)}
 		}
+		if unusableZero(c.v) {
+			t := reflect.TypeOf(c.v).Elem()
+			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a pointer to a zero %s.%s, whose methods need one its constructor built", t.PkgPath(), t.Name())}
+		}
 	}
 	if err := nilEntry("Retryables", o.Retryables); err != nil {
 		return err
@@ -327,7 +332,8 @@ func (o *Options) validateCallees() error {
 }
 
 // needsValue reports whether v, held in an option of interface type iface,
-// is a nil the first call through it panics on: a nil func; a nil pointer to
+// is a nil the first call through it panics on: a nil func, or a pointer to
+// one whose type has the methods; a nil pointer to
 // a type whose methods for iface take the value, which Go's wrapper
 // dereferences (the SDK's checks, such as *retry.RetryableErrorCode, and
 // smithy-go's *metrics.NopMeterProvider); or a nil pointer of a type whose
@@ -335,6 +341,11 @@ func (o *Options) validateCallees() error {
 // math/rand's that these options take. A nil pointer of another type is
 // left alone, as the SDK leaves it: its methods may work on a nil receiver.
 func needsValue(v any, iface reflect.Type) bool {
+	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Func {
+		// A pointer to a func type with value methods: Go's wrapper
+		// calls the func it points to.
+		return rv.Elem().IsNil() && rv.Type().Elem().Implements(iface)
+	}
 	if !holdsNil(v) {
 		return false
 	}
@@ -345,25 +356,95 @@ func needsValue(v any, iface reflect.Type) bool {
 	switch v.(type) {
 	case *TokenBucket, *delayers.Exponential, *delayers.Full, *delayers.Equal, *delayers.Decorrelated,
 		*ratelimit.TokenRateLimit, *retry.ExponentialJitterBackoff,
-		*rand.Rand, *rand.PCG, *rand.ChaCha8, *mathrand.Rand:
+		*rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
 		return true
 	}
 	return false
 }
 
-// nilEntry reports the first entry of the list named name that is nil or
-// needs a value it does not hold.
+// unusableZero reports whether v points to the zero value of a type whose
+// zero value holds a nil its methods dereference: the SDK's token bucket
+// and math/rand's generators, built only by their constructors.
+func unusableZero(v any) bool {
+	switch v.(type) {
+	case *ratelimit.TokenRateLimit, *rand.Rand, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+		rv := reflect.ValueOf(v)
+		return !rv.IsNil() && rv.Elem().IsZero()
+	}
+	return false
+}
+
+// nilEntry reports the first entry of the list named name, or of an SDK
+// list of the same checks it holds (a retry.IsErrorRetryables among
+// Retryables), that is nil or needs a value it does not hold, and an SDK
+// list that holds itself, which the SDK calls again, without end, for an
+// error the entries before it do not answer.
 func nilEntry[T any](name string, list []T) error {
+	return nilEntryWithin(name, list, nil, map[listID]bool{})
+}
+
+// listID is a list by identity: where its entries are, and how many. (The
+// lists are alive while they are checked, so their addresses stay theirs.)
+type listID struct {
+	first uintptr
+	len   int
+}
+
+func idOf[T any](list []T) listID { return listID{reflect.ValueOf(list).Pointer(), len(list)} }
+
+// nilEntryWithin is nilEntry within the lists within, the outermost first;
+// checked holds the lists found sound already, which need no second look.
+func nilEntryWithin[T any](name string, list []T, within []listID, checked map[listID]bool) error {
+	id := idOf(list)
+	if len(list) == 0 || checked[id] {
+		return nil
+	}
+	if slices.Contains(within, id) {
+		return &OptionsError{Option: name, Reason: "is a list that holds itself: the SDK would call it again, without end, for an error the entries before it do not answer"}
+	}
+	within = append(within, id)
 	for i, f := range list {
-		if v := any(f); v == nil || needsValue(v, reflect.TypeFor[T]()) {
+		at := fmt.Sprintf("%s[%d]", name, i)
+		v := any(f)
+		if v == nil || needsValue(v, reflect.TypeFor[T]()) {
 			reason := "is nil; leave it out"
 			if v != nil {
 				reason = fmt.Sprintf("is a nil %T; leave it out", v)
 			}
-			return &OptionsError{Option: fmt.Sprintf("%s[%d]", name, i), Reason: reason}
+			return &OptionsError{Option: at, Reason: reason}
+		}
+		if nested, ok := sdkList[T](v); ok {
+			if err := nilEntryWithin(at, nested, within, checked); err != nil {
+				return err
+			}
 		}
 	}
+	checked[id] = true
 	return nil
+}
+
+// sdkList returns the checks v holds when it is one of the SDK's lists of
+// them, retry.IsErrorRetryables or retry.IsErrorThrottles, or a pointer to
+// one, which call every entry in turn; a list type of the caller's own may
+// do otherwise, and is left to it.
+func sdkList[T any](v any) ([]T, bool) {
+	var list any
+	switch l := v.(type) {
+	case retry.IsErrorRetryables:
+		list = []retry.IsErrorRetryable(l)
+	case *retry.IsErrorRetryables:
+		if l != nil {
+			list = []retry.IsErrorRetryable(*l)
+		}
+	case retry.IsErrorThrottles:
+		list = []retry.IsErrorThrottle(l)
+	case *retry.IsErrorThrottles:
+		if l != nil {
+			list = []retry.IsErrorThrottle(*l)
+		}
+	}
+	checks, ok := list.([]T)
+	return checks, ok
 }
 
 // newBackoff builds the delayer the options describe, once validate accepted

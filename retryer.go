@@ -177,12 +177,12 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 		r.classCache.store(err, keyHash(err), info) // for the GetRetryToken that follows
 		return true
 	}
-	if info.class != ClassConflict && !info.forDo && (r.hooks.onGiveUp != nil || r.hooks.meter != nil) {
+	if info.refused() && r.hooks.reportsGiveUps() {
 		g := &GiveUpError{Reason: GiveUpNotRetryable, Err: err}
 		if info.ended != nil {
 			g.Reason, g.ctxErr = GiveUpCanceled, info.ended // the caller's to end
 		}
-		r.hooks.giveUp(nil, g)
+		r.hooks.refuse(err, g)
 	}
 	return false
 }
@@ -210,13 +210,20 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if r.hooks.meter != nil {
 		l.noteService(ctx)
 	}
-	if l.sender == nil {
-		return l.attempts.measure(ctx, l.attemptRelease), nil
+	release := l.attemptRelease
+	if l.sender != nil {
+		if err := r.waitToSend(ctx, l); err != nil {
+			return nil, err
+		}
+		release = l.sendRelease
 	}
-	if err := r.waitToSend(ctx, l); err != nil {
-		return nil, err
+	release = l.attempts.measure(ctx, release)
+	if m := r.hooks.loopToTell(ctx); m != nil {
+		// IsErrorRetryable, which follows the release, reports a refusal
+		// with no context: the Do loop learns of it here.
+		release = m.watchFailures(release)
 	}
-	return l.attempts.measure(ctx, l.sendRelease), nil
+	return release, nil
 }
 
 // GetInitialToken is the form of GetAttemptToken for callers of the older

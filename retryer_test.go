@@ -717,6 +717,27 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"nil pointer to a value throttle": {func(o *jitterretry.Options) {
 			o.Throttles = []retry.IsErrorThrottle{(*retry.ThrottleErrorCode)(nil)}
 		}, "Throttles[0]"},
+		"nil entry of a list in the list": {func(o *jitterretry.Options) {
+			o.Retryables = []retry.IsErrorRetryable{retry.NoRetryCanceledError{}, retry.IsErrorRetryables{retry.RetryableHTTPStatusCode{}, nil}}
+		}, "Retryables[1][1]"},
+		"nil func in a list in the list": {func(o *jitterretry.Options) {
+			o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottles{retry.IsErrorThrottles{retry.IsErrorThrottleFunc(nil)}}}
+		}, "Throttles[0][0][0]"},
+		"a list that holds itself": {func(o *jitterretry.Options) {
+			self := retry.IsErrorThrottles{nil}
+			self[0] = self
+			o.Throttles = []retry.IsErrorThrottle{self}
+		}, "Throttles[0][0]"},
+		"nil entry of a pointer to a list": {func(o *jitterretry.Options) {
+			o.Throttles = []retry.IsErrorThrottle{&retry.IsErrorThrottles{nil}}
+		}, "Throttles[0][0]"},
+		"a pointer to a nil func": {func(o *jitterretry.Options) {
+			f := retry.IsErrorRetryableFunc(nil)
+			o.Retryables = []retry.IsErrorRetryable{&f}
+		}, "Retryables[0]"},
+		"a zero rand.Rand as source":              {func(o *jitterretry.Options) { o.Source = &rand.Rand{} }, "Source"},
+		"a zero token rate limit as rate limiter": {func(o *jitterretry.Options) { o.RateLimiter = &ratelimit.TokenRateLimit{} }, "RateLimiter"},
+		"nil zipf as source":                      {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
 		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
 			o.MeterProvider = (*metrics.NopMeterProvider)(nil)
 		}, "MeterProvider"},
@@ -751,6 +772,55 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 // methods do not need a value (a stateless limiter, say) is a valid option,
 // as the SDK takes it: only nil funcs and nil pointers of the types known to
 // dereference theirs (this module's, the SDK's, math/rand's) are refused.
+// skipNils is a list of checks of the caller's own that skips nil entries:
+// the SDK never walks it, so a nil in it is the caller's business.
+type skipNils []retry.IsErrorRetryable
+
+func (l skipNils) IsErrorRetryable(err error) aws.Ternary {
+	for _, c := range l {
+		if c != nil {
+			if v := c.IsErrorRetryable(err); v != aws.UnknownTernary {
+				return v
+			}
+		}
+	}
+	return aws.UnknownTernary
+}
+
+// TestListsThatWorkAreAccepted: the nil checks reach only into the SDK's
+// own lists, at any depth, and refuse only a nil or a list that holds
+// itself there.
+func TestListsThatWorkAreAccepted(t *testing.T) {
+	deep := retry.IsErrorRetryables{retry.NoRetryCanceledError{}}
+	for range 12 {
+		deep = retry.IsErrorRetryables{deep}
+	}
+	// Forty lists, each holding the one below twice: 2^40 paths, each
+	// list checked once. (The SDK stops at the first answer: the innermost
+	// check gives one.)
+	doubled := retry.IsErrorRetryables{retry.IsErrorRetryableFunc(func(error) aws.Ternary { return aws.TrueTernary })}
+	for range 40 {
+		doubled = retry.IsErrorRetryables{doubled, doubled}
+	}
+	view := retry.IsErrorRetryables{retry.NoRetryCanceledError{}, nil}
+	view[1] = view[:1] // a shorter view of itself: it ends
+	for name, list := range map[string][]retry.IsErrorRetryable{
+		"a list of the caller's own with a nil":   {skipNils{nil, retry.NoRetryCanceledError{}}},
+		"SDK lists twelve deep":                   {deep},
+		"the same list twice, side by side":       {deep, deep},
+		"each list holding the one below twice":   {doubled[0].(retry.IsErrorRetryables)[0]},
+		"a list holding a shorter view of itself": {view},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.Retryables = list })
+			require.NoError(t, r.Err())
+			attempts, err := operation(context.Background(), r, script(throttleErr, ok))
+			requireAttempts(t, 2, attempts, err)
+			require.NoError(t, err)
+		})
+	}
+}
+
 func TestANilReceiverThatWorksIsAccepted(t *testing.T) {
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
 		o.RateLimiter = (*statelessLimiter)(nil)

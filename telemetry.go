@@ -49,9 +49,11 @@ type meter struct {
 }
 
 // newMeter creates the instruments on p, and the gauges that read lanes,
-// which it returns for stopping. An instrument p fails to create is left
-// out, so telemetry can never fail an operation. The gauges' callbacks hold
-// l, never the Retryer.
+// which it returns for stopping. An instrument p fails to create (an
+// OpenTelemetry view whose aggregation does not fit its kind makes the
+// adapter return none) records nothing, so telemetry can never fail an
+// operation; a nil Meter means no telemetry. The gauges' callbacks hold l,
+// never the Retryer.
 //
 // reclaim gives back the tokens of retries abandoned with their context
 // before the bucket gauge reads the buckets, as Retryer.Remaining does:
@@ -62,15 +64,34 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (*meter, [
 		return nil, nil
 	}
 	mt := p.Meter(meterScope)
-	m := &meter{}
-	m.retries, _ = mt.Int64Counter(instRetries, unit("{retry}", "Retries the retryer let go ahead, by error class."))
-	m.giveUps, _ = mt.Int64Counter(instGiveUps, unit("{refusal}", "Retries the retryer refused, by reason."))
-	m.backoff, _ = mt.Float64Histogram(instBackoff, unit("s", "Backoff before a retry, after the x-amz-retry-after hint."))
-	m.waits, _ = mt.Float64Histogram(instSendWait, unit("s", "Time an attempt waited for the send-rate limiter."))
-	m.uncheckable, _ = mt.Int64Counter(instUncheckable, unit("{check}", "Deadline checks that could not be made, by reason."))
+	if mt == nil || holdsNil(mt) {
+		return nil, nil
+	}
+	nop := metrics.NopMeterProvider{}.Meter(meterScope)
+	counter := func(name, u, desc string) metrics.Int64Counter {
+		if c, err := mt.Int64Counter(name, unit(u, desc)); err == nil && c != nil && !holdsNil(c) {
+			return c
+		}
+		c, _ := nop.Int64Counter(name)
+		return c
+	}
+	histogram := func(name, u, desc string) metrics.Float64Histogram {
+		if h, err := mt.Float64Histogram(name, unit(u, desc)); err == nil && h != nil && !holdsNil(h) {
+			return h
+		}
+		h, _ := nop.Float64Histogram(name)
+		return h
+	}
+	m := &meter{
+		retries:     counter(instRetries, "{retry}", "Retries the retryer let go ahead, by error class."),
+		giveUps:     counter(instGiveUps, "{refusal}", "Retries the retryer refused, by reason."),
+		backoff:     histogram(instBackoff, "s", "Backoff before a retry, after the x-amz-retry-after hint."),
+		waits:       histogram(instSendWait, "s", "Time an attempt waited for the send-rate limiter."),
+		uncheckable: counter(instUncheckable, "{check}", "Deadline checks that could not be made, by reason."),
+	}
 	var gauges []metrics.AsyncInstrument
 	keep := func(g metrics.AsyncInstrument, err error) {
-		if err == nil && g != nil {
+		if err == nil && g != nil && !holdsNil(g) {
 			gauges = append(gauges, g)
 		}
 	}

@@ -2,6 +2,7 @@ package delayers
 
 import (
 	"math"
+	"reflect"
 	"time"
 )
 
@@ -60,7 +61,9 @@ import (
 type Contention struct {
 	// Cap bounds every delay. Zero means DefaultCap (20 s).
 	Cap time.Duration
-	// Source supplies the randomness. Nil means the runtime's generator.
+	// Source supplies the randomness. Nil means the runtime's generator,
+	// as does a Source a delayer's constructor refuses (see
+	// Options.Source): Contention has no constructor to report it.
 	Source Source
 
 	rtt         time.Duration // v, smoothed
@@ -115,7 +118,7 @@ func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64)
 		capD = DefaultCap
 	}
 	src := c.Source
-	if src == nil {
+	if src == nil || !callable(src, reflect.TypeFor[Source]()) || zeroGenerator(src) {
 		src = runtimeSource{}
 	}
 	x := src.Uint64()

@@ -4,6 +4,11 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	mathrand "math/rand"
+	"math/rand/v2"
+	"reflect"
+	"slices"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -86,6 +91,13 @@ type Options struct {
 	// Source supplies the randomness and must be safe for concurrent use.
 	// Nil means the Go runtime's generator, which scales across cores; use
 	// NewSource(seed) for deterministic results.
+	//
+	// Throttle and Source are called through: a nil func, a nil pointer to
+	// a type whose methods take a value (such as *retry.ThrottleErrorCode),
+	// a nil *rand.Rand (or another of math/rand's generators), and a nil
+	// entry of a retry.IsErrorThrottles (or of a list within it), are an
+	// error rather than a panic at the first delay. A nil pointer of another type is taken as meant:
+	// its methods may not need their receiver.
 	Source Source
 }
 
@@ -94,32 +106,35 @@ type Options struct {
 var ErrInvalidOption = errors.New("delayers: invalid option")
 
 // OptionError reports a delayer setting that cannot be used: a negative
-// duration, a Growth outside [MinGrowth, MaxGrowth], or a Growth other than
-// 2 given to decorrelated jitter. The constructors return it, with a nil delayer, instead of
+// duration, a Growth outside [MinGrowth, MaxGrowth], a Growth other than
+// 2 given to decorrelated jitter, or a Throttle or Source that cannot be
+// called (see Options.Source). The constructors return it, with a nil delayer, instead of
 // silently changing the setting. Use errors.As to read its fields.
 type OptionError struct {
 	// Option is the name of the Options field: "Base", "ThrottleBase",
-	// "Cap" or "Growth".
+	// "Cap", "Growth", "Throttle" or "Source".
 	Option string
 	// Value is the value it was given, for the duration fields; it is zero
-	// when Option is "Growth".
+	// for the others.
 	Value time.Duration
-	// Factor is the value given to Growth, the one field that is not a
-	// duration; it is zero for the others.
+	// Factor is the value given to Growth; it is zero for the others.
 	Factor float64
 	// Reason says what is wrong with it, e.g. "must not be negative".
 	Reason string
 }
 
 // Error returns "delayers: invalid <Option> <Value>: <Reason>", with Factor
-// in place of Value when Option is "Growth". A nil *OptionError prints as
+// in place of Value when Option is "Growth", and neither for Throttle and
+// Source, whose Reason says what they hold. A nil *OptionError prints as
 // such rather than panic.
 func (e *OptionError) Error() string {
-	if e == nil {
+	switch {
+	case e == nil:
 		return "delayers: <nil *OptionError>"
-	}
-	if e.Option == "Growth" {
+	case e.Option == "Growth":
 		return fmt.Sprintf("delayers: invalid %s %v: %s", e.Option, e.Factor, e.Reason)
+	case e.Option == "Throttle" || e.Option == "Source":
+		return fmt.Sprintf("delayers: invalid %s: %s", e.Option, e.Reason)
 	}
 	return fmt.Sprintf("delayers: invalid %s %v: %s", e.Option, e.Value, e.Reason)
 }
@@ -159,6 +174,9 @@ func (o Options) settings(windowed bool) (settings, error) {
 			return settings{}, &OptionError{Option: f.name, Value: f.v, Reason: "must not be negative"}
 		}
 	}
+	if err := o.validateCallees(); err != nil {
+		return settings{}, err
+	}
 	s := settings{base: o.Base, throttleBase: o.ThrottleBase, cap: o.Cap, growth: o.Growth, throttle: o.Throttle, source: o.Source}
 	if s.cap == 0 {
 		s.cap = DefaultCap
@@ -178,6 +196,114 @@ func (o Options) settings(windowed bool) (settings, error) {
 		s.source = runtimeSource{}
 	}
 	return s, nil
+}
+
+// validateCallees refuses a Throttle or Source that the first delay would
+// panic calling through (see callable), naming what it holds.
+func (o Options) validateCallees() error {
+	refuse := func(option string, held any, where string) error {
+		return &OptionError{Option: option, Reason: fmt.Sprintf("%s a nil %T, whose methods need a value; build one, or leave the field nil for the default", where, held)}
+	}
+	if !callable(o.Source, reflect.TypeFor[Source]()) {
+		return refuse("Source", o.Source, "holds")
+	}
+	if zeroGenerator(o.Source) {
+		t := reflect.TypeOf(o.Source).Elem()
+		return &OptionError{Option: "Source", Reason: fmt.Sprintf("holds a pointer to a zero %s.%s, whose methods need one its constructor built", t.PkgPath(), t.Name())}
+	}
+	if !callable(o.Throttle, reflect.TypeFor[retry.IsErrorThrottle]()) {
+		return refuse("Throttle", o.Throttle, "holds")
+	}
+	// The entries of a list, and of the lists it holds, are called too; a
+	// list that holds itself is called again, without end, for an error
+	// the entries before it do not answer.
+	type listID struct {
+		first uintptr
+		len   int
+	}
+	checked := map[listID]bool{} // lists found sound already
+	var inList func(list retry.IsErrorThrottles, path string, within []listID) error
+	inList = func(list retry.IsErrorThrottles, path string, within []listID) error {
+		id := listID{reflect.ValueOf(list).Pointer(), len(list)}
+		if len(list) == 0 || checked[id] {
+			return nil
+		}
+		if slices.Contains(within, id) {
+			return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("the retry.IsErrorThrottles at entry %s holds itself: the SDK would call it again, without end, for an error the entries before it do not answer", strings.TrimSuffix(path, "."))}
+		}
+		within = append(within, id)
+		for i, check := range list {
+			at := fmt.Sprintf("%s%d", path, i)
+			if check == nil {
+				return &OptionError{Option: "Throttle", Reason: fmt.Sprintf("entry %s of the retry.IsErrorThrottles is nil; leave it out", at)}
+			}
+			if !callable(check, reflect.TypeFor[retry.IsErrorThrottle]()) {
+				return refuse("Throttle", check, fmt.Sprintf("entry %s of the retry.IsErrorThrottles is", at))
+			}
+			if nested, ok := throttleList(check); ok {
+				if err := inList(nested, at+".", within); err != nil {
+					return err
+				}
+			}
+		}
+		checked[id] = true
+		return nil
+	}
+	list, _ := throttleList(o.Throttle)
+	return inList(list, "", nil)
+}
+
+// throttleList returns the checks v holds when it is the SDK's list of
+// them, retry.IsErrorThrottles, which calls every entry in turn, or a
+// pointer to one; a list type of the caller's own may do otherwise.
+func throttleList(v any) (retry.IsErrorThrottles, bool) {
+	switch l := v.(type) {
+	case retry.IsErrorThrottles:
+		return l, true
+	case *retry.IsErrorThrottles:
+		if l != nil {
+			return *l, true
+		}
+	}
+	return nil, false
+}
+
+// zeroGenerator reports whether s points to the zero value of one of
+// math/rand's generators that only their constructors build usable (a
+// zero rand.PCG or rand.ChaCha8 works).
+func zeroGenerator(s any) bool {
+	switch s.(type) {
+	case *rand.Rand, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+		rv := reflect.ValueOf(s)
+		return !rv.IsNil() && rv.Elem().IsZero()
+	}
+	return false
+}
+
+// callable reports whether v, held in an option of interface type iface,
+// can be called through: it is not a nil func (nor a pointer to one whose
+// type has the methods), nor a nil pointer to a type
+// whose methods for iface take a value (Go's wrapper dereferences it), nor
+// a nil pointer to one of math/rand's generators, whose methods read it.
+// Any other nil pointer is callable as far as can be told: its methods may
+// not need their receiver.
+func callable(v any, iface reflect.Type) bool {
+	rv := reflect.ValueOf(v)
+	switch {
+	case rv.Kind() == reflect.Func:
+		return !rv.IsNil()
+	case rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Func:
+		// A pointer to a func type with value methods: Go's wrapper
+		// calls the func it points to.
+		return !rv.Elem().IsNil() || !rv.Type().Elem().Implements(iface)
+	case rv.Kind() != reflect.Pointer || !rv.IsNil():
+		return true
+	}
+	switch v.(type) {
+	case *rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+		return false
+	}
+	return !rv.Type().Elem().Implements(iface)
 }
 
 // validGrowth checks Options.Growth: zero, or within [MinGrowth, MaxGrowth]

@@ -3,10 +3,14 @@ package delayers
 import (
 	"errors"
 	"math"
+	"math/rand/v2"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -290,4 +294,118 @@ func TestDecorrelatedTakesTheDefaultGrowth(t *testing.T) {
 	d, err := New(StrategyDecorrelated, func(o *Options) { o.Growth = 2 })
 	require.NoError(t, err)
 	assert.NotNil(t, d)
+}
+
+// sourceFunc is a Source made of a func; a nil one cannot be called.
+type sourceFunc func() uint64
+
+func (f sourceFunc) Uint64() uint64 { return f() }
+
+// constantSource is a stateless Source whose pointer methods never read
+// their receiver, so a nil *constantSource works.
+type constantSource struct{}
+
+func (*constantSource) Uint64() uint64 { return 1 << 63 }
+
+// TestOptionsHoldingANilThatCannotBeCalledAreRefused: a Throttle or Source
+// that is a nil func, a nil pointer to a type with value methods, or a nil
+// pointer of a type known to dereference it, is refused by every
+// constructor, where the first delay would otherwise panic.
+func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
+	cases := map[string]struct {
+		set    func(*Options)
+		option string
+		held   string
+	}{
+		"nil Source func":          {set: func(o *Options) { o.Source = sourceFunc(nil) }, option: "Source", held: "delayers.sourceFunc"},
+		"nil *rand.Rand":           {set: func(o *Options) { o.Source = (*rand.Rand)(nil) }, option: "Source", held: "*rand.Rand"},
+		"nil *rand.PCG":            {set: func(o *Options) { o.Source = (*rand.PCG)(nil) }, option: "Source", held: "*rand.PCG"},
+		"nil Throttle func":        {set: func(o *Options) { o.Throttle = retry.IsErrorThrottleFunc(nil) }, option: "Throttle", held: "retry.IsErrorThrottleFunc"},
+		"nil *ThrottleErrorCode":   {set: func(o *Options) { o.Throttle = (*retry.ThrottleErrorCode)(nil) }, option: "Throttle", held: "*retry.ThrottleErrorCode"},
+		"nil entry of a list":      {set: func(o *Options) { o.Throttle = retry.IsErrorThrottles{retry.DefaultThrottles[0], nil} }, option: "Throttle", held: "entry 1"},
+		"nil func entry of a list": {set: func(o *Options) { o.Throttle = retry.IsErrorThrottles{retry.IsErrorThrottleFunc(nil)} }, option: "Throttle", held: "entry 0"},
+		"nil entry of a list in the list": {set: func(o *Options) {
+			o.Throttle = retry.IsErrorThrottles{retry.DefaultThrottles[0], retry.IsErrorThrottles{nil}}
+		}, option: "Throttle", held: "entry 1.0"},
+		"nil func in a list in the list": {set: func(o *Options) {
+			o.Throttle = retry.IsErrorThrottles{retry.IsErrorThrottles{retry.IsErrorThrottleFunc(nil)}}
+		}, option: "Throttle", held: "entry 0.0"},
+		"a list that holds itself": {set: func(o *Options) {
+			self := retry.IsErrorThrottles{nil}
+			self[0] = self
+			o.Throttle = self
+		}, option: "Throttle", held: "at entry 0 holds itself"},
+		"nil entry of a pointer to a list": {set: func(o *Options) {
+			o.Throttle = &retry.IsErrorThrottles{retry.IsErrorThrottles{nil}}
+		}, option: "Throttle", held: "entry 0.0"},
+		"a pointer to a nil func": {set: func(o *Options) {
+			f := retry.IsErrorThrottleFunc(nil)
+			o.Throttle = &f
+		}, option: "Throttle", held: "*retry.IsErrorThrottleFunc"},
+		"a zero *rand.Rand": {set: func(o *Options) { o.Source = &rand.Rand{} }, option: "Source", held: "zero math/rand/v2.Rand"},
+		"nil *rand.Zipf":    {set: func(o *Options) { o.Source = (*rand.Zipf)(nil) }, option: "Source", held: "*rand.Zipf"},
+	}
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	for name, c := range cases {
+		for _, strategy := range Strategies() {
+			t.Run(name+"/"+string(strategy), func(t *testing.T) {
+				var d Delayer
+				var err error
+				require.NotPanics(t, func() { d, err = New(strategy, c.set) })
+				require.Error(t, err, "expect the option refused, got a delayer %v", d)
+				assert.True(t, d == nil, "expect no delayer with the error, got %#v", d)
+				var oe *OptionError
+				require.ErrorAs(t, err, &oe)
+				assert.Equal(t, c.option, oe.Option)
+				assert.ErrorIs(t, err, ErrInvalidOption)
+				assert.Contains(t, err.Error(), c.held, "expect the error to say what the option holds")
+				assert.NotContains(t, err.Error(), " 0s", "expect no duration printed for %s", c.option)
+				if d != nil {
+					assert.NotPanics(t, func() { _, _ = d.BackoffDelay(1, throttle) })
+				}
+			})
+		}
+	}
+	t.Run("lists that end are accepted", func(t *testing.T) {
+		answers := retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.TrueTernary })
+		doubled := retry.IsErrorThrottles{answers}
+		for range 40 { // 2^40 paths: each list is checked once
+			doubled = retry.IsErrorThrottles{doubled, doubled}
+		}
+		view := retry.IsErrorThrottles{answers, nil}
+		view[1] = view[:1] // a shorter view of itself
+		for _, list := range []retry.IsErrorThrottles{doubled, view} {
+			d, err := NewFull(func(o *Options) { o.Throttle = list; o.ThrottleBase, o.Cap = time.Second, time.Second })
+			require.NoError(t, err)
+			got, err := d.BackoffDelay(1, throttle)
+			require.NoError(t, err)
+			assert.LessOrEqual(t, got, time.Second)
+		}
+	})
+	t.Run("a nil receiver that works is accepted", func(t *testing.T) {
+		d, err := NewFull(func(o *Options) { o.Source = (*constantSource)(nil) })
+		require.NoError(t, err)
+		got, err := d.BackoffDelay(1, nil)
+		require.NoError(t, err)
+		assert.Equal(t, DefaultBase/2, got, "expect half the first window from a source at the middle of its range")
+	})
+}
+
+// TestContentionTakesASourceHoldingNilAsNone: Contention has no
+// constructor to refuse it, so a Source that cannot be called means the
+// runtime's generator, as nil does.
+func TestContentionTakesASourceHoldingNilAsNone(t *testing.T) {
+	for name, src := range map[string]Source{
+		"nil func":         sourceFunc(nil),
+		"nil *rand.Rand":   (*rand.Rand)(nil),
+		"a zero rand.Rand": &rand.Rand{},
+		"a zero rand.Zipf": &rand.Zipf{},
+	} {
+		t.Run(name, func(t *testing.T) {
+			c := Contention{Cap: time.Second, Source: src}
+			var got time.Duration
+			require.NotPanics(t, func() { got = c.Next(time.Unix(100, 0), 10*time.Millisecond, 1, 2) })
+			assert.True(t, got >= 0 && got <= time.Second, "expect a delay within [0, Cap], got %v", got)
+		})
+	}
 }

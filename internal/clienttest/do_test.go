@@ -3,6 +3,12 @@ package clienttest_test
 import (
 	"context"
 	"errors"
+	"fmt"
+	"net/http"
+	"runtime"
+	"slices"
+	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -11,6 +17,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -422,6 +429,590 @@ func TestAThrottledTransactionTheCallerRefusesIsAGiveUp(t *testing.T) {
 	})
 	require.Error(t, err)
 	assert.Equal(t, 1, srv.Calls())
-	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, gaveUp,
-		"expect the refusal reported by the middleware's IsErrorRetryable, and by Do")
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, gaveUp,
+		"expect the refusal reported once, by the middleware's IsErrorRetryable (Do does not again)")
+}
+
+// TestDoAroundAnSDKCallReportsAGiveUpOnce: a give-up the SDK's middleware
+// reported (the same Retryer's refusal of an error that is not retryable,
+// of an empty bucket) reaches Do as fn's error; Do does not report it
+// again. What the middleware did not report (its own max attempts, fn's
+// own error, a client with another retryer) Do reports, once, with its
+// reason; a Do inside fn reports for the loop around it.
+func TestDoAroundAnSDKCallReportsAGiveUpOnce(t *testing.T) {
+	validation := reply{code: "ValidationException"}
+	own := errors.New("the item read back is not the one written")
+	// A signature refused with a Date an hour off: the SDK's middleware
+	// rewraps it as a clock skew it retries, between the attempt's release
+	// and IsErrorRetryable.
+	skewed := reply{code: "InvalidSignatureException", date: time.Now().Add(time.Hour).UTC().Format(http.TimeFormat)}
+	notRetryable := jitterretry.GiveUpNotRetryable
+	for _, tc := range []struct {
+		name   string
+		script []reply
+		cycle  bool
+		opts   func(*jitterretry.Options)
+		fn     func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error
+		client func(r *jitterretry.Retryer) aws.Retryer // the client's retryer; default r
+		want   []jitterretry.GiveUpReason
+	}{
+		{name: "not retryable, refused by the middleware", script: []reply{validation},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "budget, refused by the middleware", script: []reply{serverErr},
+			opts: func(o *jitterretry.Options) { o.BucketCapacity, o.RetryCost, o.FailFastOnEmptyBudget = 20, 14, true },
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpBudget}},
+		{name: "max attempts of the middleware", script: []reply{serverErr},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+		{name: "fn's own error after a call that succeeded", script: []reply{ok},
+			fn: func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+				if err := putItem(ctx, client); err != nil {
+					return err
+				}
+				return own
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "fn's own error after a call the middleware refused", script: []reply{validation},
+			fn: func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+				_ = putItem(ctx, client)
+				return own
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}},
+		{name: "a client with another retryer", script: []reply{validation},
+			client: func(*jitterretry.Retryer) aws.Retryer { return retry.NewStandard() },
+			want:   []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "a wrapper that answers IsErrorRetryable", script: []reply{validation},
+			client: func(r *jitterretry.Retryer) aws.Retryer { return retry.AddWithErrorCodes(r, "ValidationException") },
+			want:   []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+		{name: "a clock skew the middleware rewraps", script: []reply{skewed},
+			opts: func(o *jitterretry.Options) { o.MaxAttempts = 1 },
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+		{name: "an earlier call's refusal returned after a later call", script: []reply{validation, serverErr, ok},
+			fn: func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+				first := putItem(ctx, client)
+				if err := putItem(ctx, client); err != nil {
+					return err
+				}
+				return first
+			},
+			want: []jitterretry.GiveUpReason{notRetryable}},
+		{name: "eight refused calls at once", script: []reply{validation},
+			fn: func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+				errs := make([]error, 8)
+				var wg sync.WaitGroup
+				for i := range errs {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						errs[i] = putItem(ctx, client)
+					}()
+				}
+				wg.Wait()
+				return errs[3]
+			},
+			want: []jitterretry.GiveUpReason{notRetryable, notRetryable, notRetryable, notRetryable, notRetryable, notRetryable, notRetryable, notRetryable}},
+		{name: "a Do inside fn", script: []reply{validation},
+			fn: func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error {
+				return jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) })
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}},
+		{name: "a Do inside fn whose fn wraps the SDK's error", script: []reply{serverErr},
+			fn: func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error {
+				return jitterretry.Do(ctx, r, func(ctx context.Context) error {
+					return fmt.Errorf("saving order: %w", putItem(ctx, client))
+				})
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+		{name: "a Do inside fn that runs out of attempts", script: []reply{serverErr},
+			fn: func(ctx context.Context, client *dynamodb.Client, r *jitterretry.Retryer) error {
+				return jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) }, func(o *jitterretry.DoOptions) { o.MaxAttempts = 2 })
+			},
+			want: []jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newScriptServer(t, tc.script...)
+			srv.cycle = tc.cycle
+			var mu sync.Mutex
+			var gaveUp []jitterretry.GiveUpReason
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) {
+					mu.Lock()
+					defer mu.Unlock()
+					gaveUp = append(gaveUp, e.Reason)
+				}
+				if tc.opts != nil {
+					tc.opts(o)
+				}
+			})
+			var clientRetryer aws.Retryer = r
+			if tc.client != nil {
+				clientRetryer = tc.client(r)
+			}
+			client := newClient(srv.URL, clientRetryer)
+			fn := tc.fn
+			if fn == nil {
+				fn = func(ctx context.Context, client *dynamodb.Client, _ *jitterretry.Retryer) error {
+					return putItem(ctx, client)
+				}
+			}
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error { return fn(ctx, client, r) })
+			require.Error(t, err)
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Equal(t, tc.want, gaveUp, "expect each give-up reported once (calls: %d; error: %v)", srv.Calls(), err)
+		})
+	}
+}
+
+// giveUpLog records a Retryer's give-ups.
+type giveUpLog struct {
+	mu      sync.Mutex
+	reasons []jitterretry.GiveUpReason
+}
+
+func (l *giveUpLog) add(e *jitterretry.GiveUpError) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.reasons = append(l.reasons, e.Reason)
+}
+
+func (l *giveUpLog) get() []jitterretry.GiveUpReason {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return slices.Clone(l.reasons)
+}
+
+// TestDoReportsWhatAnotherRetryerReported: a give-up is each Retryer's to
+// report. A Do loop of retryer A whose fn calls a client with retryer B
+// (directly, or in a Do loop of B) reports the refusal to A's listeners,
+// which heard nothing of it, while B's hear it once: also when B has a Do
+// loop running elsewhere at the time.
+func TestDoReportsWhatAnotherRetryerReported(t *testing.T) {
+	for _, nested := range []bool{false, true} {
+		t.Run(fmt.Sprintf("in a Do of the other: %v", nested), func(t *testing.T) {
+			srv := newScriptServer(t, reply{code: "ValidationException"})
+			var logA, logB giveUpLog
+			a := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = logA.add })
+			b := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = logB.add })
+			clientB := newClient(srv.URL, b)
+
+			// B's own loop, elsewhere, running all along.
+			started, release := make(chan struct{}), make(chan struct{})
+			done := make(chan error)
+			go func() {
+				done <- jitterretry.Do(context.Background(), b, func(context.Context) error {
+					close(started)
+					<-release
+					return nil
+				})
+			}()
+			<-started
+			defer func() {
+				close(release)
+				require.NoError(t, <-done)
+			}()
+
+			err := jitterretry.Do(context.Background(), a, func(ctx context.Context) error {
+				if nested {
+					return jitterretry.Do(ctx, b, func(ctx context.Context) error { return putItem(ctx, clientB) })
+				}
+				return putItem(ctx, clientB)
+			})
+			require.Error(t, err)
+			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, logA.get(), "expect A's loop to report its give-up")
+			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, logB.get(), "expect B's middleware to report its refusal once")
+		})
+	}
+}
+
+// fieldErrors is a slice-based error, as validation libraries return.
+type fieldErrors []string
+
+func (e fieldErrors) Error() string { return strings.Join(e, "; ") }
+
+// opError is a value error that holds another: == panics on it when that
+// one is a slice.
+type opError struct {
+	op  string
+	err error
+}
+
+func (e opError) Error() string { return e.op + ": " + e.err.Error() }
+func (e opError) Unwrap() error { return e.err }
+
+// TestDoInDoWithAnErrorThatCannotBeCompared: an inner Do returning fn's
+// own error that == cannot compare does not make the outer Do panic; that
+// error is reported by both loops, the one case where a give-up is
+// reported twice rather than risk losing one.
+func TestDoInDoWithAnErrorThatCannotBeCompared(t *testing.T) {
+	var log giveUpLog
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+	own := opError{op: "validate", err: fieldErrors{"pk missing"}}
+	var err error
+	require.NotPanics(t, func() {
+		err = jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			return jitterretry.Do(ctx, r, func(context.Context) error { return own })
+		})
+	})
+	assert.EqualError(t, err, own.Error())
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+}
+
+// busyError is a value error a client-side middleware returns, with a code:
+// every copy is equal, so it tells nothing of which operation had it.
+type busyError struct{}
+
+func (busyError) Error() string     { return "Busy: local limiter" }
+func (busyError) ErrorCode() string { return "Busy" }
+
+// refuseLocally is an API option that fails every attempt before it is sent
+// with busyError, in the Finalize step after the retry middleware.
+func refuseLocally(stack *middleware.Stack) error {
+	return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("refuseLocally",
+		func(context.Context, middleware.FinalizeInput, middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+			return middleware.FinalizeOutput{}, middleware.Metadata{}, busyError{}
+		}), middleware.After)
+}
+
+// TestDoDoesNotTakeAnEqualValueRefusedElsewhereForItsOwn: a refusal the
+// retryer reported for another operation, of an error equal to one of fn's
+// (a value every copy of which is equal), does not hide Do's give-up, nor
+// does a refusal inside fn hide fn's own equal error: values are not
+// matched, only pointers.
+func TestDoDoesNotTakeAnEqualValueRefusedElsewhereForItsOwn(t *testing.T) {
+	srv := newScriptServer(t, ok)
+	var log giveUpLog
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+	plain := newClient(srv.URL, r)
+	answeredFor := newClient(srv.URL, retry.AddWithErrorCodes(r, "Busy")) // the wrapper retries Busy
+	local := dynamodb.WithAPIOptions(refuseLocally)
+
+	t.Run("refused in another operation", func(t *testing.T) {
+		log.reasons = nil
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			err := putItem(ctx, answeredFor, local) // retried to the end, reported by no one inside
+			_ = putItem(context.Background(), plain, local)
+			return err
+		})
+		var maxed *retry.MaxAttemptsError
+		require.ErrorAs(t, err, &maxed)
+		assert.ElementsMatch(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpMaxAttempts}, log.get())
+	})
+	t.Run("fn's own equal error", func(t *testing.T) {
+		log.reasons = nil
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			_ = putItem(ctx, plain, local)
+			return busyError{}
+		})
+		assert.Equal(t, busyError{}, err)
+		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+	})
+}
+
+// TestDoReportsWhatAJoinedErrorCarriesUnreported: fn's error joined of
+// several is left unreported by Do only when each part was reported inside
+// fn. A refused call joined with one that ran out of attempts (which the
+// middleware reports to no one), or with fn's own error, is Do's to
+// report.
+func TestDoReportsWhatAJoinedErrorCarriesUnreported(t *testing.T) {
+	for name, join := range map[string]func(a, b error) error{
+		"errors.Join":     func(a, b error) error { return errors.Join(a, b) },
+		"two %w":          func(a, b error) error { return fmt.Errorf("%w; %w", a, b) },
+		"fn's own joined": func(a, _ error) error { return errors.Join(errors.New("the read-back differs"), a) },
+	} {
+		t.Run(name, func(t *testing.T) {
+			srv := newScriptServer(t, reply{code: "ValidationException"}, serverErr)
+			var log giveUpLog
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+			client := newClient(srv.URL, r)
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				refused := putItem(ctx, client)
+				if name == "fn's own joined" {
+					return join(refused, nil)
+				}
+				return join(refused, putItem(ctx, client)) // three 500s: out of attempts
+			})
+			require.Error(t, err)
+			want := []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpMaxAttempts}
+			if name == "fn's own joined" {
+				want = []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}
+			}
+			assert.Equal(t, want, log.get())
+		})
+	}
+}
+
+// TestAnInnerDosSentinelDoesNotHideTheOuterGiveUp: an inner Do that gave up
+// on fn's own sentinel (a package-level error, context.Canceled) reports
+// it; the outer loop that later fails with the same sentinel, a give-up of
+// its own, reports it too.
+func TestAnInnerDosSentinelDoesNotHideTheOuterGiveUp(t *testing.T) {
+	errNotFound := errors.New("order not found")
+	t.Run("a sentinel", func(t *testing.T) {
+		var log giveUpLog
+		r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+		err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			_ = jitterretry.Do(ctx, r, func(context.Context) error { return errNotFound }) // handled
+			return fmt.Errorf("step 3: %w", errNotFound)
+		})
+		require.ErrorIs(t, err, errNotFound)
+		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+	})
+	t.Run("the caller's cancel", func(t *testing.T) {
+		var log giveUpLog
+		r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		err := jitterretry.Do(ctx, r, func(fctx context.Context) error {
+			_ = jitterretry.Do(fctx, r, func(context.Context) error { return context.Canceled }) // a sub-step abandoned
+			cancel()
+			return fctx.Err()
+		})
+		require.ErrorIs(t, err, context.Canceled)
+		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpCanceled}, log.get())
+	})
+}
+
+// TestTheRefusalsLoggedForDoAreForgottenWhenNoneRuns: the refusals the
+// retryer logs while Do loops run (see TestDoAroundAnSDKCallReportsAGiveUpOnce)
+// are dropped when the last loop ends: they would keep what their errors
+// reach, the request's context and its values, alive.
+func TestTheRefusalsLoggedForDoAreForgottenWhenNoneRuns(t *testing.T) {
+	srv := newScriptServer(t, reply{code: "ValidationException"})
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = func(*jitterretry.GiveUpError) {} })
+	client := newClient(srv.URL, r)
+	type key struct{}
+	big := new([1 << 20]byte)
+	collected := make(chan struct{})
+	runtime.AddCleanup(big, func(c chan struct{}) { close(c) }, collected)
+	ctx := context.WithValue(context.Background(), key{}, big)
+	big = nil
+	require.NoError(t, jitterretry.Do(ctx, r, func(ctx context.Context) error {
+		_ = putItem(ctx, client) // refused, tolerated
+		return nil
+	}))
+	ctx = nil
+	defer runtime.KeepAlive(r) // the retryer lives on, as a client's does
+	for range 10 {
+		runtime.GC()
+		select {
+		case <-collected:
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+	}
+	t.Fatal("expect the context of a refused call collected once no Do loop runs")
+}
+
+// TestDoReportsItsOwnErrorJoinedWithAnSDKErrorThatHoldsIt: fn's own
+// sentinel joined with an SDK error the middleware refused that holds the
+// same sentinel is fn's give-up too: the refusal covers the SDK's error
+// only.
+func TestDoReportsItsOwnErrorJoinedWithAnSDKErrorThatHoldsIt(t *testing.T) {
+	errQuota := errors.New("quota exhausted")
+	quota := func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("quota",
+			func(context.Context, middleware.FinalizeInput, middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				return middleware.FinalizeOutput{}, middleware.Metadata{}, fmt.Errorf("quota for this call: %w", errQuota)
+			}), middleware.After)
+	}
+	srv := newScriptServer(t, ok)
+	var log giveUpLog
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+	client := newClient(srv.URL, r)
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		sdkErr := putItem(ctx, client, dynamodb.WithAPIOptions(quota))
+		return errors.Join(sdkErr, errQuota) // and fn's own quota step failed too
+	})
+	require.ErrorIs(t, err, errQuota)
+	assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+}
+
+// TestDoRemembersTheGiveUpsOfManyInnerLoops: an outer fn that runs a dozen
+// inner Do loops, each around one SDK call that runs out of attempts, and
+// returns their errors joined, is reported by each inner loop once, and
+// not again by the outer one; one give-up of the retryer's before them,
+// an empty bucket, is reported once too.
+func TestDoRemembersTheGiveUpsOfManyInnerLoops(t *testing.T) {
+	srv := newScriptServer(t, serverErr)
+	var log giveUpLog
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = log.add
+		o.MaxAttempts = 1
+	})
+	client := newClient(srv.URL, r)
+	const loops = 12
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		errs := make([]error, loops)
+		for i := range errs {
+			errs[i] = jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client) })
+		}
+		return errors.Join(errs...)
+	})
+	require.Error(t, err)
+	assert.Equal(t, loops, srv.Calls())
+	assert.Equal(t, slices.Repeat([]jitterretry.GiveUpReason{jitterretry.GiveUpMaxAttempts}, loops), log.get())
+}
+
+// fieldsError is a value error that == cannot compare, which the SDK's
+// rules retry.
+type fieldsError struct{ fields []string }
+
+func (e fieldsError) Error() string        { return "throttled locally: " + strings.Join(e.fields, ",") }
+func (e fieldsError) RetryableError() bool { return true }
+
+// errorList is a slice of errors that is itself an error.
+type errorList []error
+
+func (l errorList) Error() string   { return fmt.Sprint([]error(l)) }
+func (l errorList) Unwrap() []error { return l }
+
+// failLocally is an API option that fails every attempt, before it is
+// sent, with err, in the Finalize step after the retry middleware.
+func failLocally(err error) func(*middleware.Stack) error {
+	return func(stack *middleware.Stack) error {
+		return stack.Finalize.Add(middleware.FinalizeMiddlewareFunc("failLocally",
+			func(context.Context, middleware.FinalizeInput, middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
+				return middleware.FinalizeOutput{}, middleware.Metadata{}, err
+			}), middleware.After)
+	}
+}
+
+// TestDoReadsValueErrorsWithoutComparingThem: errors that are values, some
+// of which == cannot compare, reach Do from the SDK's join of an attempt's
+// error with the bucket's refusal, and from inner loops' give-ups; Do
+// never compares them (it would panic), and reports them, at worst twice.
+func TestDoReadsValueErrorsWithoutComparingThem(t *testing.T) {
+	srv := newScriptServer(t, serverErr)
+	t.Run("joined with a refusal", func(t *testing.T) {
+		var log giveUpLog
+		r := jitterretry.New(fast, func(o *jitterretry.Options) {
+			o.OnGiveUp = log.add
+			o.BucketCapacity, o.RetryCost, o.FailFastOnEmptyBudget = 20, 14, true
+		})
+		client := newClient(srv.URL, r)
+		var err error
+		require.NotPanics(t, func() {
+			err = jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				return putItem(ctx, client, dynamodb.WithAPIOptions(failLocally(fieldsError{[]string{"pk"}})))
+			})
+		})
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+		assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpBudget, jitterretry.GiveUpNotRetryable}, log.get())
+	})
+	t.Run("two inner give-ups", func(t *testing.T) {
+		var log giveUpLog
+		r := jitterretry.New(fast, func(o *jitterretry.Options) {
+			o.OnGiveUp = log.add
+			o.MaxAttempts = 1
+		})
+		client := newClient(srv.URL, r)
+		require.NotPanics(t, func() {
+			_ = jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				for range 2 {
+					_ = jitterretry.Do(ctx, r, func(ctx context.Context) error { return errorList{putItem(ctx, client)} })
+				}
+				return errorList{errors.New("own")}
+			})
+		})
+		assert.Len(t, log.get(), 3)
+	})
+}
+
+// TestDoReportsItsOwnSentinelAfterAnSDKCallFailedWithIt: an SDK call inside
+// fn refused with a package-level error (a client-side middleware's), then
+// fn failing on its own with the same error, are two give-ups: the
+// refusal counts for errors reached through the SDK's operation error only.
+func TestDoReportsItsOwnSentinelAfterAnSDKCallFailedWithIt(t *testing.T) {
+	errLocalQuota := errors.New("local quota exhausted")
+	local := dynamodb.WithAPIOptions(failLocally(errLocalQuota))
+	for _, inner := range []bool{false, true} {
+		t.Run(fmt.Sprintf("the call in an inner Do: %v", inner), func(t *testing.T) {
+			srv := newScriptServer(t, ok)
+			var log giveUpLog
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+			client := newClient(srv.URL, r)
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				if inner {
+					_ = jitterretry.Do(ctx, r, func(ctx context.Context) error { return putItem(ctx, client, local) })
+				} else {
+					_ = putItem(ctx, client, local)
+				}
+				return fmt.Errorf("step 2, own quota check: %w", errLocalQuota)
+			})
+			require.ErrorIs(t, err, errLocalQuota)
+			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable, jitterretry.GiveUpNotRetryable}, log.get())
+		})
+	}
+}
+
+// TestALargeJoinOfSDKErrorsIsClassifiedFromWhatIsRead: a batch's errors
+// joined, all at once (here 100 conflicts, 60 throttles: over 256 errors)
+// or one by one (errs = errors.Join(errs, err): a join per item, deeper
+// than the classifier reads after some sixty), are classified from the
+// part the classifier reads, as before and as the SDK's errors.As finds
+// them: a batch that lost a race is retried by Do.
+func TestALargeJoinOfSDKErrorsIsClassifiedFromWhatIsRead(t *testing.T) {
+	for name, join := range map[string]func(errs []error) error{
+		"at once": func(errs []error) error { return errors.Join(errs...) },
+		"one by one": func(errs []error) error {
+			var all error
+			for _, err := range errs {
+				all = errors.Join(all, err)
+			}
+			return all
+		},
+	} {
+		t.Run(name, func(t *testing.T) {
+			batch := func(ctx context.Context, client *dynamodb.Client, n int) error {
+				errs := make([]error, n)
+				for i := range errs {
+					errs[i] = conditionalPut(ctx, client)
+				}
+				return join(errs)
+			}
+			once := func(answer reply) *dynamodb.Client {
+				return newClient(newScriptServer(t, answer).URL, jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = 1 }))
+			}
+			assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(batch(context.Background(), once(ccf), 100)))
+			assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(batch(context.Background(), once(throttle), 60)))
+
+			r := jitterretry.New(fast)
+			client := newClient(newScriptServer(t, ccf).URL, r)
+			calls := 0
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				if calls++; calls > 1 {
+					return nil
+				}
+				return batch(ctx, client, 100)
+			})
+			require.NoError(t, err)
+			assert.Equal(t, 2, calls, "expect the batch that lost its race retried")
+		})
+	}
+}
+
+// TestDoInDoAroundAClientWithAnotherRetryerReportsOnce: the inner loop
+// reports the give-up on the SDK call (the client's own retryer reports to
+// no listener of this one), and the outer loop, which returns it, does not
+// again, wrapped or not.
+func TestDoInDoAroundAClientWithAnotherRetryerReportsOnce(t *testing.T) {
+	for _, wrap := range []bool{false, true} {
+		t.Run(fmt.Sprintf("wrapped: %v", wrap), func(t *testing.T) {
+			srv := newScriptServer(t, reply{code: "ValidationException"})
+			var log giveUpLog
+			r := jitterretry.New(fast, func(o *jitterretry.Options) { o.OnGiveUp = log.add })
+			client := newClient(srv.URL, retry.NewStandard())
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				return jitterretry.Do(ctx, r, func(ctx context.Context) error {
+					err := putItem(ctx, client)
+					if wrap {
+						err = fmt.Errorf("saving order: %w", err)
+					}
+					return err
+				})
+			})
+			require.Error(t, err)
+			assert.Equal(t, []jitterretry.GiveUpReason{jitterretry.GiveUpNotRetryable}, log.get())
+		})
+	}
 }

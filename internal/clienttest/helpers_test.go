@@ -23,6 +23,7 @@ type reply struct {
 	code       string // DynamoDB error code; "" for success
 	status     int    // HTTP status; 0 means ddbwire.StatusFor(code) or 200
 	retryAfter string // x-amz-retry-after header value
+	date       string // Date header value, for a clock skew
 	drop       bool   // close the connection without answering
 	unmodeled  bool   // 429 with no error type, as a proxy would send
 	// cancelled: a TransactionCanceledException with these reasons,
@@ -106,6 +107,9 @@ func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
 		}
 		if rep.retryAfter != "" {
 			w.Header().Set("X-Amz-Retry-After", rep.retryAfter)
+		}
+		if rep.date != "" {
+			w.Header().Set("Date", rep.date)
 		}
 		ddbwire.WriteError(w, status, rep.code, "scripted "+strings.ToLower(rep.code))
 	}

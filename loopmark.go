@@ -1,0 +1,382 @@
+package jitterretry
+
+// This file owns the mark a Do loop puts in the context it gives fn, through
+// which the Retryer, deciding for the SDK calls inside fn, tells the loop
+// what it met there: a throttle, and the give-ups it already reported, so
+// that the loop does not report them again.
+
+import (
+	"context"
+	"reflect"
+	"slices"
+	"sync"
+	"sync/atomic"
+
+	"github.com/aws/smithy-go"
+)
+
+// markMemory is how many failed attempts one call of fn remembers (the
+// latest), how many errors standing for give-ups (up to two for each), and
+// how many refusals the refusal log keeps: enough for the SDK calls one fn
+// makes, in a row or at once. Beyond it a give-up may be reported twice.
+const markMemory = 32
+
+// loopMark is what the retry decisions made under a context that carries it
+// (the SDK calls of one Do loop's fn, which get the loop's context, and no
+// other operation of the client) tell that loop. A Do loop inside fn carries
+// its own mark, which passes what it hears to the outer loop's: the inner
+// loop's throttles and give-ups are the outer fn's too.
+type loopMark struct {
+	// owner is the hooks of the Retryer whose loop this is: only that
+	// Retryer's give-ups are the loop's to leave unreported. (Throttles
+	// are the table's, whichever Retryer met them.)
+	owner     *hooks
+	throttled atomic.Bool
+	outer     *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
+
+	mu sync.Mutex
+	// failed holds the errors of the latest attempts that failed inside
+	// the current call of fn, as the owner's middleware released them,
+	// right before asking IsErrorRetryable, which reports a refusal with
+	// no context to say whose it is (see refusalLog).
+	failed recentErrors
+	// reported holds the errors that stand for the latest give-ups the
+	// owner reported during the current call of fn, each a pointer of one
+	// give-up: a *GiveUpError reported under fn's context (a refusal of
+	// GetRetryToken, RetryDelay or the send-rate limiter, one of a Do loop
+	// inside fn); the SDK's operation errors within the error an inner Do
+	// returned as its own after reporting it (not that error itself,
+	// which may be fn's own sentinel that stands for many, or wrap one);
+	// what an inner loop found reported and passed on.
+	reported recentErrors
+}
+
+type loopMarkKey struct{}
+
+// withLoopMark returns ctx carrying m, under the mark ctx carries, if any.
+func withLoopMark(ctx context.Context, m *loopMark) context.Context {
+	m.outer = loopMarkOf(ctx)
+	return context.WithValue(ctx, loopMarkKey{}, m)
+}
+
+// loopMarkOf returns the mark ctx carries, or nil.
+func loopMarkOf(ctx context.Context) *loopMark {
+	m, _ := ctx.Value(loopMarkKey{}).(*loopMark)
+	return m
+}
+
+// markThrottle sets the throttle mark ctx carries, if any.
+func markThrottle(ctx context.Context) {
+	if m := loopMarkOf(ctx); m != nil {
+		m.noteThrottle()
+	}
+}
+
+// noteThrottle sets the throttle mark, and those of the loops around its
+// own.
+func (m *loopMark) noteThrottle() {
+	for ; m != nil; m = m.outer {
+		m.throttled.Store(true)
+	}
+}
+
+// takeThrottle reports whether a throttle was noted since the last take,
+// and clears the mark.
+func (m *loopMark) takeThrottle() bool { return m.throttled.Swap(false) }
+
+// ownedBy returns m, or the nearest mark around it, of owner's loops; nil
+// if none.
+func (m *loopMark) ownedBy(owner *hooks) *loopMark {
+	for ; m != nil && m.owner != owner; m = m.outer {
+	}
+	return m
+}
+
+// each calls fn on m and on the marks around it of the same owner.
+func (m *loopMark) each(fn func(*loopMark)) {
+	for o := m; o != nil; o = o.outer {
+		if o.owner == m.owner {
+			o.mu.Lock()
+			fn(o)
+			o.mu.Unlock()
+		}
+	}
+}
+
+// watchFailures returns release, noting in m and the marks of its owner
+// around it the error of an attempt that failed.
+func (m *loopMark) watchFailures(release func(error) error) func(error) error {
+	return func(err error) error {
+		if err != nil {
+			e := m.owner.refusals.stamp(err)
+			m.each(func(o *loopMark) { o.failed.add(e) })
+		}
+		return release(err)
+	}
+}
+
+// noteGiveUp records g, reported under the context that carries m, in m and
+// the marks of its owner around it; with, when g's Do loop returns its
+// fn's error for it, the SDK's operation errors in it (see reported): the
+// SDK makes one for each operation, so each stands for one SDK call,
+// whichever retryer its client has, while fn's error itself may be fn's
+// own sentinel, or wrap one.
+func (m *loopMark) noteGiveUp(g *GiveUpError) {
+	var operations []error
+	if g.notRetried {
+		operations = operationsWithin(g.Err)
+	}
+	m.each(func(o *loopMark) {
+		o.reported.addOnce(stampedError{err: g})
+		for _, op := range operations {
+			o.reported.addOnce(stampedError{err: op})
+		}
+	})
+}
+
+// operationsWithin returns the *smithy.OperationError nodes of err.
+func operationsWithin(err error) []error {
+	var operations []error
+	inChain(err, func(e error) bool {
+		if op, ok := e.(*smithy.OperationError); ok {
+			operations = append(operations, op)
+		}
+		return false // every node
+	})
+	return operations
+}
+
+// startCall forgets what the previous call of fn left.
+func (m *loopMark) startCall() {
+	m.mu.Lock()
+	m.failed, m.reported = recentErrors{}, recentErrors{}
+	m.mu.Unlock()
+}
+
+// reportedAlready reports whether every give-up fn's error err carries was
+// reported during the current call of fn, by the owner: so Do does not
+// report it again. Then it claims the refusals of IsErrorRetryable it
+// counted (see refusalLog.take), and passes on to the owner's loops around
+// it what it found, so that they do not report it either.
+//
+// An error is reported when it is one of reported, or a refusal of
+// IsErrorRetryable of an attempt that failed inside fn; or when its Unwrap
+// leads to one; or, joined of several, when each is, or is the error of a
+// reported refusal the SDK's middleware joins it with (see coveredBy).
+// fn's own errors, joined with reported ones, are not.
+func (m *loopMark) reportedAlready(err error) bool {
+	m.mu.Lock()
+	failed, reported := m.failed, m.reported
+	m.mu.Unlock()
+	refused := m.owner.refusals.snapshot()
+	var found, claims []stampedError
+	isReported := func(e error, inOperation bool) bool {
+		for _, r := range reported.list() {
+			if _, refusal := r.err.(*GiveUpError); r.err == e && (refusal || inOperation) {
+				found = append(found, r)
+				return true
+			}
+		}
+		if !inOperation {
+			return false
+		}
+		if q, ok := refused.refusalOf(e, failed.list()); ok {
+			found, claims = append(found, q), append(claims, q)
+			return true
+		}
+		return false
+	}
+	nodes := 0
+	if !coveredBy(err, isReported, false, 0, &nodes) || !m.owner.refusals.take(claims) {
+		return false
+	}
+	if o := m.outer.ownedBy(m.owner); o != nil {
+		o.each(func(o *loopMark) {
+			for _, f := range found {
+				o.reported.addOnce(f)
+			}
+		})
+	}
+	return true
+}
+
+// coveredBy reports whether err is one known holds, or leads to one by
+// Unwrap, or, joined of several, each of them is, or is the error of a
+// refusal known holds that the SDK's middleware joins with it (a
+// *GiveUpError of GetRetryToken: errors.Join(opErr, refusal)). Only
+// pointers are known (see chainHolds), and known is told whether the path
+// to one passed (or is) a *smithy.OperationError, which the SDK wraps
+// every operation's error in: an SDK error is known only there, since fn
+// may fail with the same pointer on its own (a sentinel). Like inChain it
+// calls no method but Unwrap and stops at a nil pointer; an error of more
+// than maxErrorNodes errors (nodes counts them, a shared one each time it
+// is reached), or deeper than maxErrorDepth, is not covered: Do reports
+// it.
+func coveredBy(err error, known func(e error, inOperation bool) bool, inOperation bool, depth int, nodes *int) bool {
+	if err == nil || depth > maxErrorDepth || holdsNil(err) {
+		return false
+	}
+	if *nodes++; *nodes > maxErrorNodes {
+		return false
+	}
+	if _, ok := err.(*smithy.OperationError); ok {
+		inOperation = true
+	}
+	if isPointer(err) && known(err, inOperation) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return coveredBy(u.Unwrap(), known, inOperation, depth+1, nodes)
+	case interface{ Unwrap() []error }:
+		branches := u.Unwrap()
+		if len(branches) > maxErrorNodes {
+			return false
+		}
+		var uncovered []error
+		for _, b := range branches {
+			if !coveredBy(b, known, inOperation, depth+1, nodes) {
+				uncovered = append(uncovered, b)
+			}
+		}
+		for _, b := range uncovered {
+			if !isPointer(b) || !slices.ContainsFunc(branches, func(s error) bool {
+				g, ok := s.(*GiveUpError)
+				return ok && g != nil && g.joined && g.Err == b && known(g, inOperation)
+			}) {
+				return false
+			}
+		}
+		return len(branches) > 0
+	}
+	return false
+}
+
+// stampedError is an error and when, in the order of a Retryer's refusal
+// log, it was seen.
+type stampedError struct {
+	err error
+	seq uint64
+}
+
+// recentErrors holds the latest markMemory errors added.
+type recentErrors struct {
+	errs [markMemory]stampedError
+	n    int
+}
+
+func (r *recentErrors) add(e stampedError) {
+	r.errs[r.n%markMemory] = e
+	r.n++
+}
+
+// addOnce adds e unless it holds e's error already: a pointer, or it is
+// added anyway (comparing values may panic).
+func (r *recentErrors) addOnce(e stampedError) {
+	if !isPointer(e.err) || !slices.ContainsFunc(r.list(), func(h stampedError) bool { return h.err == e.err }) {
+		r.add(e)
+	}
+}
+
+// list returns the errors held, in no order.
+func (r *recentErrors) list() []stampedError {
+	return r.errs[:min(r.n, markMemory)]
+}
+
+// refusalLog holds the latest errors IsErrorRetryable reported refusing
+// while a Do loop ran, so that the loop can tell, among the attempts that
+// failed inside its fn, those the middleware refused (and so reported) from
+// those a wrapper of the Retryer answered for it (retry.AddWithErrorCodes)
+// or the SDK rewrapped (a clock skew): the class of the error does not say.
+// Its order stamps those refusals and the failures the loops note, so that
+// a refusal counts only for a failure released before it.
+type refusalLog struct {
+	seq     atomic.Uint64
+	mu      sync.Mutex
+	refused recentErrors
+}
+
+// stamp returns err stamped with the next place in the log's order.
+func (l *refusalLog) stamp(err error) stampedError {
+	return stampedError{err: err, seq: l.seq.Add(1)}
+}
+
+// add logs err while a Do loop runs (loops counts them), checked under the
+// log's lock, as reset checks it: a refusal logged as the last loop ends
+// would stay, with what its error reaches, until another loop ends.
+func (l *refusalLog) add(err error, loops *atomic.Int64) {
+	l.mu.Lock()
+	if loops.Load() > 0 {
+		l.refused.add(l.stamp(err))
+	}
+	l.mu.Unlock()
+}
+
+// snapshot returns the refusals the log holds.
+func (l *refusalLog) snapshot() recentErrors {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.refused
+}
+
+// reset forgets every refusal when no Do loop runs (loops counts them):
+// none can claim them then, and they would keep what their errors reach (a
+// response, its request's context) alive. A loop that starts meanwhile
+// counts itself before its refusals can reach the log, so the count read
+// under the log's lock spares them.
+func (l *refusalLog) reset(loops *atomic.Int64) {
+	l.mu.Lock()
+	if loops.Load() == 0 {
+		l.refused = recentErrors{}
+	}
+	l.mu.Unlock()
+}
+
+// refusalOf returns the refusal of r that is e and, made after one of
+// failed was released, is or holds that failure. Errors are matched by
+// identity (see chainHolds): an error that is a pointer shared by
+// operations (a package-level sentinel), refused in another operation while
+// a wrapper answered for this one, can still be taken for this one's.
+func (r recentErrors) refusalOf(e error, failed []stampedError) (stampedError, bool) {
+	for _, q := range r.list() {
+		if q.err != e {
+			continue
+		}
+		for _, f := range failed {
+			if q.seq > f.seq && chainHolds(q.err, f.err) {
+				return q, true
+			}
+		}
+	}
+	return stampedError{}, false
+}
+
+// take removes the refusals qs from the log, and reports whether each was
+// still there: each excuses one loop's report only.
+func (l *refusalLog) take(qs []stampedError) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	for k, q := range qs {
+		if slices.ContainsFunc(qs[:k], func(p stampedError) bool { return p.seq == q.seq }) {
+			continue // found twice in one error
+		}
+		i := slices.IndexFunc(l.refused.list(), func(e stampedError) bool { return e.seq == q.seq && e.err != nil })
+		if i < 0 {
+			return false
+		}
+		l.refused.errs[i].err = nil
+	}
+	return true
+}
+
+// chainHolds reports whether target itself is err or in err's chain (see
+// inChain), by identity: only a pointer is found. Two values can be equal
+// without being the same error (a value refused in one operation, and an
+// equal one another returns), and comparing some panics (a struct holding a
+// slice-based error).
+func chainHolds(err, target error) bool {
+	if target == nil || reflect.ValueOf(target).Kind() != reflect.Pointer {
+		return false
+	}
+	return inChain(err, func(e error) bool { return e == target })
+}
