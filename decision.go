@@ -163,11 +163,19 @@ func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	return 2 * l.attempts.estimateOf(operationOf(ctx))
 }
 
+// refusalReserve is what a wait before an empty budget's refusal leaves of
+// the caller's deadline beyond the margin (which may be zero), so that the
+// refusal, not the context's end, reaches the caller.
+const refusalReserve = 5 * time.Millisecond
+
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an
 // empty budget fails the operation, so that callers that send again at once
 // cannot turn the empty budget into a storm. It never waits past ctx's
-// deadline: when the backoff would end past it, it returns at once. It
-// returns how long it waited, and ctx's error when ctx ended the wait.
+// deadline less margin and refusalReserve: when the backoff would end past
+// that, it waits until then (a caller whose deadline is shorter than the
+// backoffs would otherwise be refused at once, and storm), and returns at
+// once when that has passed. It returns how long it waited, and ctx's error when ctx
+// ended the wait.
 func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) (time.Duration, error) {
 	if r.failFast {
 		return 0, nil
@@ -176,8 +184,13 @@ func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr e
 	if err != nil || d <= 0 {
 		return 0, nil
 	}
-	if deadline, ok := ctx.Deadline(); ok && exceeds(d, margin, deadline.Sub(r.now())) {
-		return 0, nil
+	if deadline, ok := ctx.Deadline(); ok {
+		if remaining := deadline.Sub(r.now()); exceeds(d, margin+refusalReserve, remaining) {
+			if remaining <= margin+refusalReserve {
+				return 0, nil
+			}
+			d = remaining - margin - refusalReserve
+		}
 	}
 	if err := sleep(ctx, d); err != nil {
 		return 0, err

@@ -126,9 +126,10 @@ type Options struct {
 	// PartitionByOperation and WithPartition. At most 1024 keys are kept: a
 	// key unused for 5 minutes is forgotten, when a new key arrives, once
 	// its bucket is full again (and its send-rate limiter, if any, has been
-	// idle for a minute, after which it starts over anyway), and beyond 1024
-	// keys the least recently used is forgotten (it starts again with a full
-	// bucket). Default nil.
+	// idle for a minute, after which it starts over anyway), and a new key
+	// that finds 1024 makes the 64 least recently used be forgotten,
+	// whatever their buckets hold (each starts again with a full one).
+	// Retryer.Remaining reads the shared partition only. Default nil.
 	PartitionKey func(ctx context.Context) string
 
 	// DisableDeadlineGiveUp turns the deadline check off: by default, when
