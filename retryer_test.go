@@ -1161,6 +1161,67 @@ func TestAnEmptyBudgetHoldsACallerWhoseDeadlineTheBackoffPasses(t *testing.T) {
 	assert.GreaterOrEqual(t, took, 340*time.Millisecond, "expect the caller held until 50 ms before its deadline")
 }
 
+// TestAShortenedEmptyBudgetWaitStillRefusesForTheBudget: a wait the
+// deadline cut short ends in the budget's refusal, however it ends: when
+// abandoned tokens come back during it (the retry's backoff does not fit
+// anyway: they are left to others), when the caller's deadline itself ends
+// it (a retryer clock behind the context's, as a machine too busy to wake
+// the wait in time), and with a margin so large that adding to it would
+// overflow.
+func TestAShortenedEmptyBudgetWaitStillRefusesForTheBudget(t *testing.T) {
+	long := func(o *jitterretry.Options) {
+		o.ThrottleBaseDelay, o.MaxBackoff, o.DeadlineMargin = 10*time.Second, 10*time.Second, 50*time.Millisecond
+	}
+	requireBudget := func(t *testing.T, err error) {
+		t.Helper()
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g)
+		assert.Equal(t, jitterretry.GiveUpBudget, g.Reason, "%v", err)
+		var quota ratelimit.QuotaExceededError
+		assert.ErrorAs(t, err, &quota)
+	}
+	t.Run("tokens back during the wait", func(t *testing.T) {
+		r := emptyBucketRetryer(long)
+		abandoned, cancelAbandoned := context.WithCancel(context.Background())
+		first := throttleErr()
+		_, err := r.GetRetryToken(abandoned, first) // takes the bucket's 5
+		require.NoError(t, err)
+		_, err = r.RetryDelay(1, first)
+		require.NoError(t, err)
+		time.AfterFunc(20*time.Millisecond, cancelAbandoned)
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		defer cancel()
+		_, err = operation(ctx, r, script(throttleErr))
+		requireBudget(t, err)
+		assert.Equal(t, uint(5), r.Remaining(), "expect the abandoned tokens left in the bucket")
+	})
+	t.Run("the deadline ends the wait", func(t *testing.T) {
+		r := emptyBucketRetryer(long, func(o *jitterretry.Options) {
+			o.DeadlineMargin = 0
+			o.Clock = func() time.Time { return time.Now().Add(-30 * time.Millisecond) }
+		})
+		spendTokens(t, r, 5)
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		defer cancel()
+		_, err := operation(ctx, r, script(throttleErr))
+		requireBudget(t, err)
+	})
+	t.Run("a margin that would overflow", func(t *testing.T) {
+		r := emptyBucketRetryer(long, func(o *jitterretry.Options) {
+			o.DeadlineMargin, o.DisableDeadlineGiveUp = math.MaxInt64, true
+		})
+		spendTokens(t, r, 5)
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		deadline, _ := ctx.Deadline()
+		err := jitterretry.Do(ctx, r, func(context.Context) error {
+			time.Sleep(time.Until(deadline) - 3*time.Millisecond) // fails just before the deadline
+			return serverErr()
+		})
+		requireBudget(t, err)
+	})
+}
+
 // TestPacedThrottleRetryNeedsNoTokens: while the send-rate limiter holds
 // its partition's callers back (they wait their turn at a finite rate), a
 // throttle's retry on an empty budget waits its turn too instead of
