@@ -178,12 +178,15 @@ const refusalReserve = 5 * time.Millisecond
 // that, it waits until then (a caller whose deadline is shorter than the
 // backoffs would otherwise be refused at once, and storm), and returns at
 // once when that has passed. It returns how long it waited, whether the
-// deadline cut the wait short, and ctx's error when the caller left during
-// the wait (a wait cut short that the deadline itself ends, on a machine
-// too busy to wake it in time, still ends in the budget's refusal).
+// deadline cut the wait short (also when the deadline itself ended it, on
+// a machine too busy to wake it in time: the budget still refused), and
+// ctx's error when the caller left, before or during the wait.
 func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) (waited time.Duration, shortened bool, err error) {
 	if r.failFast {
 		return 0, false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, err // the caller left already (a blocking RateLimiter's wait, say)
 	}
 	d, err := r.backoffFor(attempt, opErr, class, l)
 	if err != nil || d <= 0 {
@@ -200,7 +203,10 @@ func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr e
 		}
 	}
 	if err := sleep(ctx, d); err != nil {
-		if shortened && ctx.Err() == context.DeadlineExceeded {
+		if ctx.Err() == context.DeadlineExceeded {
+			// The deadline ended the wait the retryer chose (on a
+			// machine too busy to wake it in time): cut short by the
+			// deadline, and the budget's refusal still.
 			return d, true, nil
 		}
 		return 0, shortened, err

@@ -194,7 +194,9 @@ type Options struct {
 
 	// FailFastOnEmptyBudget returns the refusal at once when the retry token
 	// bucket is empty, as the SDK does. By default the retryer first waits
-	// the retry's backoff (never past the context's deadline), so that
+	// the retry's backoff, or, when that would pass the context's deadline
+	// less the deadline margin and 5 ms, until then (at once when less is
+	// left), so that
 	// callers in closed loops, which send again as soon as an operation
 	// fails, cannot turn an empty budget into a retry storm.
 	FailFastOnEmptyBudget bool

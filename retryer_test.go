@@ -1222,6 +1222,53 @@ func TestAShortenedEmptyBudgetWaitStillRefusesForTheBudget(t *testing.T) {
 	})
 }
 
+// waitingLimiter is a RateLimiter that refuses every token once its
+// caller's context ends, as a blocking one does.
+type waitingLimiter struct{}
+
+func (waitingLimiter) GetToken(ctx context.Context, _ uint) (func() error, error) {
+	<-ctx.Done()
+	return nil, ctx.Err()
+}
+func (waitingLimiter) AddTokens(uint) error { return nil }
+
+// TestTheReasonOfAnEmptyBudgetWaitTheDeadlineEnds: a deadline that ends the
+// wait before an empty budget's refusal (a retryer clock behind the
+// context's, as on a machine too busy to wake the wait in time) gives the
+// budget's refusal whether the wait was cut short or not; a caller whose
+// deadline had passed before the wait (a blocking RateLimiter waited it
+// out) gets its context's end.
+func TestTheReasonOfAnEmptyBudgetWaitTheDeadlineEnds(t *testing.T) {
+	for _, timeout := range []time.Duration{170 * time.Millisecond, 190 * time.Millisecond} {
+		t.Run(fmt.Sprint(timeout), func(t *testing.T) {
+			r := emptyBucketRetryer(func(o *jitterretry.Options) {
+				o.DeadlineMargin = 0
+				o.Clock = func() time.Time { return time.Now().Add(-30 * time.Millisecond) }
+			})
+			spendTokens(t, r, 5)
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			defer cancel()
+			_, err := operation(ctx, r, script(throttleErr))
+			var g *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &g)
+			assert.Equal(t, jitterretry.GiveUpBudget, g.Reason, "%v", err)
+		})
+	}
+	t.Run("a blocking limiter waited out the deadline", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, 10*time.Second, 10*time.Second
+			o.DeadlineMargin, o.RateLimiter = time.Millisecond, waitingLimiter{}
+			o.Clock = func() time.Time { return time.Now().Add(-30 * time.Millisecond) }
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		defer cancel()
+		_, err := operation(ctx, r, script(throttleErr))
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g)
+		assert.Equal(t, jitterretry.GiveUpCanceled, g.Reason, "%v", err)
+	})
+}
+
 // TestPacedThrottleRetryNeedsNoTokens: while the send-rate limiter holds
 // its partition's callers back (they wait their turn at a finite rate), a
 // throttle's retry on an empty budget waits its turn too instead of
