@@ -57,15 +57,18 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 		release, cost, ok = l.pacedRetryRelease, 0, true
 	}
 	if !ok {
-		waited, err := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
+		waited, shortened, err := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
 		// A sweep refunds an abandoned retry reclaimGrace after it first
 		// sees its context done; the wait gave the one above that time.
-		if err == nil && waited > 0 && r.tracked.reclaim() {
+		// After a wait cut short by the deadline the retry's backoff does
+		// not fit: the tokens are left to others, and the budget refuses.
+		if err == nil && waited > 0 && r.tracked.reclaim() && !shortened {
 			release, foreign, refused, ok = l.take(ctx, cost)
 		}
-		if err == nil && !ok {
+		if err == nil && !ok && !shortened {
 			// A custom RateLimiter that waits for a token refuses when
-			// the caller leaves.
+			// the caller leaves. (After a wait cut short, the deadline
+			// the wait was cut for may have come: the budget refused.)
 			err = ctx.Err()
 		}
 		if err != nil {
@@ -163,24 +166,50 @@ func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	return 2 * l.attempts.estimateOf(operationOf(ctx))
 }
 
+// refusalReserve is what a wait before an empty budget's refusal leaves of
+// the caller's deadline beyond the margin (which may be zero), so that the
+// refusal reaches the caller before its context ends.
+const refusalReserve = 5 * time.Millisecond
+
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an
 // empty budget fails the operation, so that callers that send again at once
 // cannot turn the empty budget into a storm. It never waits past ctx's
-// deadline: when the backoff would end past it, it returns at once. It
-// returns how long it waited, and ctx's error when ctx ended the wait.
-func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) (time.Duration, error) {
+// deadline less margin and refusalReserve: when the backoff would end past
+// that, it waits until then (a caller whose deadline is shorter than the
+// backoffs would otherwise be refused at once, and storm), and returns at
+// once when that has passed. It returns how long it waited, whether the
+// deadline cut the wait short (also when the deadline itself ended it, on
+// a machine too busy to wake it in time: the budget still refused), and
+// ctx's error when the caller left, before or during the wait.
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) (waited time.Duration, shortened bool, err error) {
 	if r.failFast {
-		return 0, nil
+		return 0, false, nil
+	}
+	if err := ctx.Err(); err != nil {
+		return 0, false, err // the caller left already (a blocking RateLimiter's wait, say)
 	}
 	d, err := r.backoffFor(attempt, opErr, class, l)
 	if err != nil || d <= 0 {
-		return 0, nil
+		return 0, false, nil
 	}
-	if deadline, ok := ctx.Deadline(); ok && exceeds(d, margin, deadline.Sub(r.now())) {
-		return 0, nil
+	if deadline, ok := ctx.Deadline(); ok {
+		remaining := deadline.Sub(r.now())
+		if remaining <= margin || remaining-margin <= refusalReserve {
+			return 0, false, nil
+		}
+		// remaining > margin here: no sum below can overflow.
+		if left := remaining - margin - refusalReserve; d > left {
+			d, shortened = left, true
+		}
 	}
 	if err := sleep(ctx, d); err != nil {
-		return 0, err
+		if ctx.Err() == context.DeadlineExceeded {
+			// The deadline ended the wait the retryer chose (on a
+			// machine too busy to wake it in time): cut short by the
+			// deadline, and the budget's refusal still.
+			return d, true, nil
+		}
+		return 0, shortened, err
 	}
-	return d, nil
+	return d, shortened, nil
 }

@@ -126,9 +126,10 @@ type Options struct {
 	// PartitionByOperation and WithPartition. At most 1024 keys are kept: a
 	// key unused for 5 minutes is forgotten, when a new key arrives, once
 	// its bucket is full again (and its send-rate limiter, if any, has been
-	// idle for a minute, after which it starts over anyway), and beyond 1024
-	// keys the least recently used is forgotten (it starts again with a full
-	// bucket). Default nil.
+	// idle for a minute, after which it starts over anyway), and a new key
+	// that finds 1024 makes the 64 least recently used be forgotten,
+	// whatever their buckets hold (each starts again with a full one).
+	// Retryer.Remaining reads the shared partition only. Default nil.
 	PartitionKey func(ctx context.Context) string
 
 	// DisableDeadlineGiveUp turns the deadline check off: by default, when
@@ -193,7 +194,9 @@ type Options struct {
 
 	// FailFastOnEmptyBudget returns the refusal at once when the retry token
 	// bucket is empty, as the SDK does. By default the retryer first waits
-	// the retry's backoff (never past the context's deadline), so that
+	// the retry's backoff, or, when that would pass the context's deadline
+	// less the deadline margin and 5 ms, until then (at once when less is
+	// left), so that
 	// callers in closed loops, which send again as soon as an operation
 	// fails, cannot turn an empty budget into a retry storm.
 	FailFastOnEmptyBudget bool

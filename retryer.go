@@ -247,10 +247,14 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // the shortest backoff would end past ctx's deadline (GiveUpDeadline), and
 // when the bucket is empty (GiveUpBudget), after waiting the first retry's
 // backoff unless FailFastOnEmptyBudget is set (never past the deadline).
-// When the tokens of retries abandoned by their callers came back during
-// that wait, the retry goes ahead instead, and RetryDelay's backoff is
-// shorter by the wait; when ctx ends during it, the refusal is
-// GiveUpCanceled. A throttle's retry in a partition whose send-rate
+// The wait ends at the deadline less the margin and 5 ms when the backoff
+// would pass that. When the tokens of retries abandoned by their callers
+// came back during a whole backoff's wait, the retry goes ahead instead,
+// and RetryDelay's backoff is shorter by the wait (after a wait cut short
+// they are left to others: the backoff cannot fit); when the caller leaves
+// before or during the wait, the refusal is GiveUpCanceled, and when the
+// deadline ends it (a machine too busy to wake it in time), still
+// GiveUpBudget. A throttle's retry in a partition whose send-rate
 // limiter holds callers back (see Options.SendRate) is not refused when the
 // bucket holds less than its cost, unless FailFastOnEmptyBudget or
 // RateLimiter is set: it takes no tokens (and its release gives none back)
