@@ -46,11 +46,6 @@ type hooks struct {
 	refusals refusalLog
 }
 
-// observed reports whether anything listens.
-func (h *hooks) observed() bool {
-	return h.onRetry != nil || h.onGiveUp != nil || h.meter != nil
-}
-
 // reportsGiveUps reports whether something listens to give-ups.
 func (h *hooks) reportsGiveUps() bool { return h.onGiveUp != nil || h.meter != nil }
 
