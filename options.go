@@ -243,7 +243,6 @@ func defaultOptions() Options {
 		ThrottlingRetryCost: defaultThrottlingRetryCost,
 		NoRetryIncrement:    defaultNoRetryIncrement,
 		BucketCapacity:      defaultBucketCapacity,
-		Clock:               time.Now,
 	}
 }
 

@@ -68,6 +68,7 @@ func New(optFns ...func(*Options)) *Retryer {
 			fn(&o)
 		}
 	}
+	limiterClock := o.Clock
 	if o.Clock == nil {
 		o.Clock = time.Now
 	}
@@ -105,13 +106,14 @@ func New(optFns ...func(*Options)) *Retryer {
 	}
 	classes := r.classes
 	r.lanes = newLanes(laneConfig{
-		costs:     r.costs,
-		capacity:  o.BucketCapacity,
-		refill:    o.BucketRefill,
-		foreign:   o.RateLimiter,
-		sendRate:  o.SendRate,
-		now:       o.Clock,
-		partition: o.PartitionKey,
+		costs:        r.costs,
+		capacity:     o.BucketCapacity,
+		refill:       o.BucketRefill,
+		foreign:      o.RateLimiter,
+		sendRate:     o.SendRate,
+		now:          o.Clock,
+		limiterClock: limiterClock,
+		partition:    o.PartitionKey,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
 		isThrottle: func(err error) bool {
