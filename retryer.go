@@ -116,8 +116,10 @@ func New(optFns ...func(*Options)) *Retryer {
 		partition:    o.PartitionKey,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
+		// The throttle checks alone, as the SDK's adaptive mode: a
+		// throttle that only a decorator retries is one all the same.
 		isThrottle: func(err error) bool {
-			return classes.classify(err) == ClassThrottle
+			return classes.isThrottle(err) == aws.TrueTernary
 		},
 		isConflict: func(err error) bool {
 			return classes.classify(err) == ClassConflict
@@ -276,7 +278,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if !cached {
 		info = r.classes.inspect(opErr)
 	}
-	class := info.class
+	class := r.classes.retryClass(opErr, info.class)
 	cost := r.costs.retry
 	if class == ClassThrottle {
 		cost = r.costs.throttle
@@ -340,7 +342,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = info.class, info.hint, r.marginAfter(nil, nil, info.cut)
+		p.class, p.hint, p.margin = r.classes.retryClass(opErr, info.class), info.hint, r.marginAfter(nil, nil, info.cut)
 	}
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)

@@ -1497,6 +1497,42 @@ func TestSDKContract_AddWithErrorCodes(t *testing.T) {
 	}
 }
 
+// TestSDKContract_AddWithErrorCodesOnAThrottleCode: a code the caller's
+// Throttles call a throttle, made retryable by retry.AddWithErrorCodes (the
+// retryer's own rules do not retry it), is priced and backed off as a
+// throttle, as the SDK does by its throttle checks alone: 5 tokens and the
+// 1 s base. It was priced as any other error (14 tokens, 50 ms), and the
+// send-rate limiter did not learn from it.
+func TestSDKContract_AddWithErrorCodesOnAThrottleCode(t *testing.T) {
+	code := retry.ThrottleErrorCode{Codes: map[string]struct{}{"MyThrottle": {}}}
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdkStd := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.Throttles = append(o.Throttles, code)
+		o.RateLimiter = sdkBucket
+		o.Backoff = retry.NewExponentialJitterBackoff(o.MaxBackoff)
+	})
+	ours := jitterretry.New(sdkcJitter(1), func(o *jitterretry.Options) { o.Throttles = append(o.Throttles, code) })
+	require.NoError(t, ours.Err())
+	opErr := &sdkcCoded{code: "MyThrottle"}
+	sdk := retry.AddWithErrorCodes(sdkStd, "MyThrottle").(aws.RetryerV2)
+	wrapped := retry.AddWithErrorCodes(ours, "MyThrottle").(aws.RetryerV2)
+	require.True(t, sdk.IsErrorRetryable(opErr))
+	require.True(t, wrapped.IsErrorRetryable(opErr))
+
+	_, err := sdk.GetRetryToken(context.Background(), opErr)
+	require.NoError(t, err)
+	_, err = wrapped.GetRetryToken(context.Background(), opErr)
+	require.NoError(t, err)
+	assert.Equal(t, uint(495), sdkBucket.Remaining(), "expect the SDK to take a throttle's 5 tokens")
+	assert.Equal(t, uint(495), ours.Remaining(), "expect a throttle's 5 tokens, as the SDK's")
+	d, err := wrapped.RetryDelay(1, opErr)
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, d, "expect the throttle base (exponential: 1s at the first retry), got %v", d)
+	d, err = wrapped.RetryDelay(1, &sdkcCoded{code: "MyThrottle"}) // no hand-off: classified again
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, d, "expect the throttle base without a hand-off too, got %v", d)
+}
+
 // ---------------------------------------------------------------------------
 // jitter_backoff_test.go
 
