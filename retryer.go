@@ -99,7 +99,8 @@ func New(optFns ...func(*Options)) *Retryer {
 		return r
 	}
 	r.delayer, _ = r.backoff.(delayers.Delayer)
-	r.pacedThrottles = o.SendRate != nil && o.ThrottleBaseDelay == defaultThrottleBaseDelay
+	// A Backoff of the caller's computes every delay, throttles' included.
+	r.pacedThrottles = o.SendRate != nil && o.ThrottleBaseDelay == defaultThrottleBaseDelay && o.Backoff == nil
 	if o.SendRate != nil {
 		sr := *o.SendRate
 		o.SendRate = &sr
