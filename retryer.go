@@ -200,10 +200,12 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // With the send-rate limiter on, it first waits for its turn to send, and
 // the release also reports the attempt's outcome (a success or a throttle)
 // to the limiter. It never waits past a deadline it can see (unless
-// DisableDeadlineGiveUp): when the wait, plus the deadline margin, would end
-// past ctx's deadline, at first or after a cut lengthens it, it fails with a
-// *GiveUpError (GiveUpDeadline); when ctx is done during the wait, with a
-// *GiveUpError (GiveUpCanceled). A nil ctx counts as context.Background().
+// DisableDeadlineGiveUp): when the wait, plus the time the operation's
+// attempts take (Options.DeadlineMargin when set; not the retries' twice
+// that), would end past ctx's deadline, at first or after a cut lengthens
+// it, it fails with a *GiveUpError (GiveUpDeadline); when ctx is done
+// during the wait, with a *GiveUpError (GiveUpCanceled). A nil ctx counts
+// as context.Background().
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
 	if err := r.ready(); err != nil {
 		return nil, err

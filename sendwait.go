@@ -10,8 +10,9 @@ import (
 // waitToSend queues for a place in lane l's send queue and waits until it is
 // due, asking again at least once a window and whenever the limiter wakes it
 // (a cut, a rise, the first place given back in a window). It gives the
-// place back and fails when the wait would end, with the lane's margin, past
-// ctx's deadline (unless deadline give-ups are off), or when ctx ends first.
+// place back and fails when the wait would end, with the attempt's time (see
+// sendMargin), past ctx's deadline (unless deadline give-ups are off), or
+// when ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	place, wait, changed := l.sender.reserve()
 	due := false
@@ -33,7 +34,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		// so that the deadline check errs on the early side.
 		now := r.now()
 		if deadline, ok := r.deadline(ctx); ok {
-			margin := r.margin(ctx, l)
+			margin := r.sendMargin(ctx, l)
 			if remaining := deadline.Sub(now); exceeds(wait, margin, remaining) {
 				return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: remaining})
 			}
