@@ -168,8 +168,8 @@ func (m *meter) giveUp(ctx context.Context, e *GiveUpError) {
 	m.giveUps.Add(orBackground(ctx), 1, attrs(ctx, e.Partition, attrReason, e.Reason.String()))
 }
 
-func (m *meter) sendWait(ctx context.Context, partition string, d time.Duration) {
-	m.waits.Record(orBackground(ctx), d.Seconds(), attrs(ctx, partition, attrReason, "queued"))
+func (m *meter) sendWait(ctx context.Context, partition string, d time.Duration, reason string) {
+	m.waits.Record(orBackground(ctx), d.Seconds(), attrs(ctx, partition, attrReason, reason))
 }
 
 // uncheckedEviction counts a hand-off of partition that no RetryDelay took
