@@ -31,13 +31,20 @@ import (
 // wrapper that replaces RetryDelay): a put of the same value after that
 // replaces it rather than make the two ambiguous, so that one refusal does
 // not leave every later operation with its error value unchecked. The age
-// of each pending entry is kept (for four of them) from the clock reading
-// its put made (an operation with a deadline, a refusal), or, for a put
-// into a slot holding its value, one it makes there; an entry with no
-// reading is dated when the first put of its value finds it. A put replaces
-// the pending entries only when every one of them is a second old, so a
-// fresh entry beside a stale one stays ambiguous; a take drops the newest
-// reading, since the last to put takes first.
+// of the pending entries is kept (the last four, and the newest of those
+// dropped) from the clock reading each put made (an operation with a
+// deadline, a refusal), or, for a put into a slot holding its value, one it
+// makes there; an entry with no reading is dated when the first put of its
+// value finds it. A put replaces the pending entries only when the newest
+// of them is a second old, so a fresh entry beside a stale one stays
+// ambiguous; a take drops the newest reading, since the last to put takes
+// first. (Until helper-59's review a slot kept four readings and nothing of
+// the rest, and five refusals of one value never went stale.)
+//
+// An entry evicted before its RetryDelay came may still be asked for: a put
+// of the same value while that is so makes an ambiguous entry for both, so
+// that the evicted operation's RetryDelay cannot take the new one's (it took
+// another operation's deadline, partition and tokens).
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
@@ -68,12 +75,14 @@ type handoffSlot struct {
 	puts            putTimes // when the pending entries of key were put
 }
 
-// putTimes are the clock readings of the puts of a slot's pending entries,
-// oldest first (zero: the put made none); beyond len(at) pending, the
-// rest are not kept.
+// putTimes are the clock readings of the puts of a slot's last pending
+// entries, oldest first (zero: the put made none), and the newest of the
+// readings dropped to keep len(at): a bound on every entry older than the
+// kept ones.
 type putTimes struct {
-	at [4]time.Time
-	n  int
+	at      [4]time.Time
+	n       int
+	dropped time.Time
 }
 
 func (p *putTimes) reset(at time.Time) {
@@ -82,10 +91,13 @@ func (p *putTimes) reset(at time.Time) {
 }
 
 func (p *putTimes) push(at time.Time) {
-	if p.n < len(p.at) {
-		p.at[p.n] = at
-		p.n++
+	if p.n == len(p.at) {
+		p.dropped = p.at[0]
+		copy(p.at[:], p.at[1:])
+		p.n--
 	}
+	p.at[p.n] = at
+	p.n++
 }
 
 func (p *putTimes) pop() {
@@ -94,24 +106,19 @@ func (p *putTimes) pop() {
 	}
 }
 
-// allStale reports whether each of the pending entries was put handoffStale
-// or more before at. A reading the put did not make is taken as at: the
-// time the entry was first seen pending, so that it too goes stale.
-func (p *putTimes) allStale(pending int, at time.Time) bool {
-	for i := range p.n {
-		if p.at[i].IsZero() {
-			p.at[i] = at
-		}
+// allStale reports whether the newest pending entry, and so each of them,
+// was put handoffStale or more before at. A reading the put did not make
+// is taken as at: the time the entry was first seen pending, so that it
+// too goes stale.
+func (p *putTimes) allStale(at time.Time) bool {
+	newest := &p.dropped
+	if p.n > 0 {
+		newest = &p.at[p.n-1]
 	}
-	if p.n != pending {
-		return false
+	if newest.IsZero() {
+		*newest = at
 	}
-	for i := range p.n {
-		if at.Sub(p.at[i]) < handoffStale {
-			return false
-		}
-	}
-	return true
+	return at.Sub(*newest) >= handoffStale
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -181,7 +188,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 			if at.IsZero() {
 				at = clock()
 			}
-			if s.puts.allStale(s.pending, at) {
+			if s.puts.allStale(at) {
 				s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
 				s.puts.reset(at)
 				return false, ""
@@ -193,6 +200,15 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 			s.entry = pendingRetry{}
 			return false, ""
 		}
+	}
+	// The evicted entry of this value, if there is one, may still be
+	// asked for: its RetryDelay must not take this entry.
+	lost := s.evicted != nil && sameKey(s.evicted, err)
+	lostDeadline := lost && s.evictedDeadline
+	if lost {
+		s.evicted, s.evictedDeadline = nil, false
+	}
+	if s.pending > 0 {
 		// Only an entry with a deadline check had one to skip.
 		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, s.deadlines
 		if s.entry.lane != nil {
@@ -201,6 +217,11 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	}
 	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
 	s.puts.reset(e.at)
+	if lost {
+		// The evicted entry's reading is gone: dated as this one.
+		s.pending, s.ambiguous, s.deadlines, s.entry = 2, true, s.deadlines || lostDeadline, pendingRetry{}
+		s.puts.push(e.at)
+	}
 	return evicted, partition
 }
 

@@ -3,6 +3,7 @@ package jitterretry
 import (
 	"context"
 	"errors"
+	"fmt"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,6 +174,12 @@ func TestRefusalGhostFadesUnderASteadyStream(t *testing.T) {
 // RetryDelay never comes, and then got its tokens back.
 func afterARefusal(t *testing.T) (r *Retryer, clock func() time.Time, offset *atomic.Int64, shared error) {
 	t.Helper()
+	return afterRefusals(t, 1)
+}
+
+// afterRefusals is afterARefusal with n refusals of shared.
+func afterRefusals(t *testing.T, n int) (r *Retryer, clock func() time.Time, offset *atomic.Int64, shared error) {
+	t.Helper()
 	base := time.Now()
 	offset = new(atomic.Int64)
 	clock = func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
@@ -186,8 +193,73 @@ func afterARefusal(t *testing.T) (r *Retryer, clock func() time.Time, offset *at
 	})
 	shared = errors.New("shared")
 	drain(t, r, bucket)
-	_, err := r.GetRetryToken(context.Background(), shared)
-	require.ErrorIs(t, err, ErrRetryBudgetExhausted)
+	for range n {
+		_, err := r.GetRetryToken(context.Background(), shared)
+		require.ErrorIs(t, err, ErrRetryBudgetExhausted)
+	}
 	bucket.AddTokens(100)
 	return r, clock, offset, shared
+}
+
+// TestAnEvictedEntryMakesItsValueAmbiguous: operation A hands off a shared
+// value, another error in the same slot evicts A's entry, then operation C
+// hands off the same value; A's RetryDelay took C's entry, and was refused
+// for C's deadline (500 ms against A's hour) in C's partition, with C's
+// tokens refunded, while C's retry went unchecked and unreported
+// (helper-59). A value that has a lost entry is ambiguous: neither
+// operation uses the other's entry, and both are reported Unchecked.
+func TestAnEvictedEntryMakesItsValueAmbiguous(t *testing.T) {
+	var events []RetryEvent
+	r := New(func(o *Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.PartitionKey = PartitionFromContext
+		o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+	})
+	shared := errors.New("shared")
+	var colliding error
+	for colliding == nil {
+		if c := errors.New("other"); keyHash(c)%handoffSlots == keyHash(shared)%handoffSlots {
+			colliding = c
+		}
+	}
+	hour, cancel := context.WithTimeout(WithPartition(context.Background(), "A"), time.Hour)
+	defer cancel()
+	soon, cancelSoon := context.WithTimeout(WithPartition(context.Background(), "C"), 500*time.Millisecond)
+	defer cancelSoon()
+	_, err := r.GetRetryToken(hour, shared) // A
+	require.NoError(t, err)
+	_, err = r.GetRetryToken(hour, colliding) // evicts A's entry
+	require.NoError(t, err)
+	_, err = r.GetRetryToken(soon, shared) // C
+	require.NoError(t, err)
+
+	for _, who := range []string{"A", "C"} {
+		_, err := r.RetryDelay(1, shared)
+		var gu *GiveUpError
+		require.False(t, errors.As(err, &gu), "%s: expect no other operation's deadline, got %v", who, err)
+	}
+	require.Len(t, events, 2)
+	for _, e := range events {
+		assert.True(t, e.Unchecked, "expect each retry of the value reported unchecked, got %+v", e)
+	}
+}
+
+// TestABurstOfRefusalsOfOneValueGoesStale: five refusals of one value left
+// pending (ordinary operations: their RetryDelay never comes), more than
+// the four put times a slot kept: the slot never went stale, and every
+// later operation of the value was paired ambiguously, its deadline
+// unchecked, until another error evicted it (helper-59).
+func TestABurstOfRefusalsOfOneValueGoesStale(t *testing.T) {
+	for _, refusals := range []int{4, 5, 9} {
+		t.Run(fmt.Sprint(refusals), func(t *testing.T) {
+			r, clock, offset, shared := afterRefusals(t, refusals)
+			offset.Add(int64(2 * time.Second))
+			ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+			defer cancel()
+			_, err := r.GetRetryToken(ctx, shared)
+			require.NoError(t, err)
+			_, status, _ := r.handoff.take(shared)
+			assert.Equal(t, handoffFound, status, "expect the refusals, two seconds old, replaced")
+		})
+	}
 }
