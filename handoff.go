@@ -134,11 +134,8 @@ type pendingRetry struct {
 	cost        uint          // the tokens the retry took
 	ticket      trackRef      // the paid retry, when tracked
 	paid        ticket        // the paid retry, when not tracked
-	refused     bool          // GetRetryToken refused the retry (and, for the budget, backed off)
-	// deadlineRefusal is GetRetryToken's refusal for the deadline, which
-	// RetryDelay returns again; nil for a budget's.
-	deadlineRefusal *GiveUpError
-	waited          time.Duration // how long GetRetryToken backed off on an empty bucket, refused or not
+	refused     bool          // GetRetryToken refused the retry and already backed off
+	waited      time.Duration // how long GetRetryToken backed off on an empty bucket, refused or not
 }
 
 // checksDeadline reports whether RetryDelay has a deadline check to make

@@ -291,16 +291,11 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		p.margin = r.marginAfter(ctx, l, info.cut)
 	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
-		switch {
-		case gerr.Reason == GiveUpBudget && !r.failFast:
+		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already, unless the
 			// deadline was too close.
 			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
-		case gerr.Reason == GiveUpDeadline:
-			// Its RetryDelay fails again, so that the middleware returns
-			// the refusal at once rather than sleep the backoff first.
-			r.put(opErr, hash, &pendingRetry{lane: l, class: class, at: r.now(), refused: true, deadlineRefusal: gerr})
 		}
 		return nil, gerr
 	}
@@ -376,14 +371,8 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 // the x-amz-retry-after hint as the middleware applies it, would end past
 // the deadline, it returns a *GiveUpError (GiveUpDeadline) instead, so that
 // the middleware returns the refusal at once rather than sleep until the
-// context ends. After GetRetryToken refused for the deadline it returns
-// that refusal again, for the same reason.
+// context ends.
 func (r *Retryer) refusedDelay(attempt int, opErr error, p *pendingRetry) (time.Duration, error) {
-	if p.deadlineRefusal != nil {
-		again := *p.deadlineRefusal
-		again.Attempt, again.joined = attempt, false
-		return 0, &again
-	}
 	d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
 	if err != nil {
 		return 0, err

@@ -384,32 +384,6 @@ func TestLongPollingWaitsOnce(t *testing.T) {
 	assert.Positive(t, waits.Load())
 }
 
-// TestLongPollingDeadlineRefusalReturnsAtOnce: a long-polling operation's
-// retry that GetRetryToken refuses for its deadline (a long poll's learnt
-// margin is twice its 20 s): the SDK's middleware asks RetryDelay for a
-// backoff and sleeps it before returning the refusal, into the deadline; the
-// README promises the caller gets the refusal at once (helper-59). RetryDelay
-// fails again, so the middleware does not sleep.
-func TestLongPollingDeadlineRefusalReturnsAtOnce(t *testing.T) {
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Jitter = delayers.StrategyExponential // a 1 s throttle backoff
-		o.DeadlineMargin = 2 * time.Second
-	})
-	require.NoError(t, r.Err())
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-	defer cancel()
-	throttle := throttleErr()
-	_, err := r.GetRetryToken(ctx, throttle)
-	var gu *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &gu)
-	require.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
-	d, err := r.RetryDelay(1, throttle) // what the middleware does for long polling
-	require.ErrorAs(t, err, &gu, "expect the refusal again, not a backoff of %v to sleep", d)
-	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
-	assert.Equal(t, 1, gu.Attempt)
-	assert.ErrorIs(t, err, throttle)
-}
-
 func TestEmptyBudgetBacksOffOnceThenRefuses(t *testing.T) {
 	for name, failFast := range map[string]bool{"backs off": false, "fails fast": true} {
 		t.Run(name, func(t *testing.T) {
