@@ -558,11 +558,13 @@ func TestALimiterWaitLeavesTheAttemptItsUsualTime(t *testing.T) {
 	errs := make([]error, 4)
 	var wg sync.WaitGroup
 	for i := range errs {
-		wg.Go(func() {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
 			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
 			defer cancel()
 			errs[i] = putItem(ctx, c)
-		})
+		}()
 	}
 	wg.Wait()
 	for i, err := range errs {
