@@ -42,9 +42,12 @@ import (
 // the rest, and five refusals of one value never went stale.)
 //
 // An entry evicted before its RetryDelay came may still be asked for: a put
-// of the same value while that is so makes an ambiguous entry for both, so
-// that the evicted operation's RetryDelay cannot take the new one's (it took
-// another operation's deadline, partition and tokens).
+// of the same value within handoffStale of the evicted entry's newest put
+// makes an ambiguous entry for both, so that the evicted operation's
+// RetryDelay cannot take the new one's (it took another operation's
+// deadline, partition and tokens). An older one is taken for a refusal's
+// ghost, never asked for. A slot remembers one eviction: a second one
+// before the first's RetryDelay comes forgets the first.
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
@@ -71,8 +74,11 @@ type handoffSlot struct {
 	evicted   error // the key of the last entry evicted before it was taken
 	// evictedDeadline: the evicted entry had a deadline to check.
 	evictedDeadline bool
-	entry           pendingRetry
-	puts            putTimes // when the pending entries of key were put
+	// evictedAt: when the evicted entry's newest put was; zero when it
+	// made no reading, until a put of its value dates it.
+	evictedAt time.Time
+	entry     pendingRetry
+	puts      putTimes // when the pending entries of key were put
 }
 
 // putTimes are the clock readings of the puts of a slot's last pending
@@ -106,19 +112,29 @@ func (p *putTimes) pop() {
 	}
 }
 
+// newest returns the reading of the newest pending entry's put.
+func (p *putTimes) newest() *time.Time {
+	if p.n > 0 {
+		return &p.at[p.n-1]
+	}
+	return &p.dropped
+}
+
 // allStale reports whether the newest pending entry, and so each of them,
 // was put handoffStale or more before at. A reading the put did not make
 // is taken as at: the time the entry was first seen pending, so that it
 // too goes stale.
 func (p *putTimes) allStale(at time.Time) bool {
-	newest := &p.dropped
-	if p.n > 0 {
-		newest = &p.at[p.n-1]
+	return stale(p.newest(), at)
+}
+
+// stale reports whether a put at *put was handoffStale or more before at,
+// dating a put that made no reading at at.
+func stale(put *time.Time, at time.Time) bool {
+	if put.IsZero() {
+		*put = at
 	}
-	if newest.IsZero() {
-		*newest = at
-	}
-	return at.Sub(*newest) >= handoffStale
+	return at.Sub(*put) >= handoffStale
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -201,16 +217,21 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 			return false, ""
 		}
 	}
-	// The evicted entry of this value, if there is one, may still be
-	// asked for: its RetryDelay must not take this entry.
-	lost := s.evicted != nil && sameKey(s.evicted, err)
-	lostDeadline := lost && s.evictedDeadline
-	if lost {
-		s.evicted, s.evictedDeadline = nil, false
+	// The evicted entry of this value, if there is one and it is recent,
+	// may still be asked for: its RetryDelay must not take this entry.
+	lost, lostDeadline := false, false
+	if s.evicted != nil && sameKey(s.evicted, err) {
+		at := e.at
+		if at.IsZero() {
+			at = clock() // rare: a value put again after its eviction
+		}
+		lost = !stale(&s.evictedAt, at)
+		lostDeadline = lost && s.evictedDeadline
+		s.evicted, s.evictedDeadline, s.evictedAt = nil, false, time.Time{}
 	}
 	if s.pending > 0 {
 		// Only an entry with a deadline check had one to skip.
-		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, s.deadlines
+		s.evicted, s.evictedDeadline, s.evictedAt, evicted = s.key, s.deadlines, *s.puts.newest(), s.deadlines
 		if s.entry.lane != nil {
 			partition = s.entry.lane.key
 		}
@@ -246,7 +267,7 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 	}
 	if s.evicted != nil && sameKey(s.evicted, err) {
 		hadDeadline = s.evictedDeadline
-		s.evicted, s.evictedDeadline = nil, false
+		s.evicted, s.evictedDeadline, s.evictedAt = nil, false, time.Time{}
 		return pendingRetry{}, handoffLost, hadDeadline
 	}
 	return pendingRetry{}, handoffMissing, false

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -262,4 +263,69 @@ func TestABurstOfRefusalsOfOneValueGoesStale(t *testing.T) {
 			assert.Equal(t, handoffFound, status, "expect the refusals, two seconds old, replaced")
 		})
 	}
+}
+
+// TestAnEvictedGhostIsNotLostForever: a refusal's entry that no RetryDelay
+// will take (an ordinary operation's), evicted by another error an hour
+// later, made every later operation of the value ambiguous, its deadline
+// unchecked, however old the eviction (helper-61). Only an entry evicted
+// within handoffStale of its put may still be asked for.
+func TestAnEvictedGhostIsNotLostForever(t *testing.T) {
+	r, clock, offset, shared := afterARefusal(t)
+	var colliding error
+	for colliding == nil {
+		if c := errors.New("other"); keyHash(c)%handoffSlots == keyHash(shared)%handoffSlots {
+			colliding = c
+		}
+	}
+	offset.Add(int64(time.Hour))
+	_, err := r.GetRetryToken(context.Background(), colliding) // evicts the ghost
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, colliding)
+	require.NoError(t, err)
+	offset.Add(int64(time.Hour))
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+	defer cancel()
+	_, err = r.GetRetryToken(ctx, shared)
+	require.NoError(t, err)
+	_, status, _ := r.handoff.take(shared)
+	assert.Equal(t, handoffFound, status, "expect the operation's own entry, two hours after the refusal")
+}
+
+// TestHandoffOfASharedValueBesideCollidingOnesDrains: eight operations at
+// once, in the middleware's order, hand off one shared value and four
+// other errors of its slot; when every RetryDelay has come, nothing is
+// left pending (an outside review's stress, helper-61; run under -race).
+func TestHandoffOfASharedValueBesideCollidingOnesDrains(t *testing.T) {
+	r := New(func(o *Options) { o.BucketCapacity = 1 << 30 })
+	shared := errors.New("shared")
+	var colliding []error
+	for len(colliding) < 4 {
+		if c := errors.New("other"); keyHash(c)%handoffSlots == keyHash(shared)%handoffSlots {
+			colliding = append(colliding, c)
+		}
+	}
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				err := shared
+				if (i+g)%3 == 0 {
+					err = colliding[(i+g)%4]
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+				if _, e := r.GetRetryToken(ctx, err); e == nil {
+					_, _ = r.RetryDelay(1, err)
+				}
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	s := &r.handoff.slots[keyHash(shared)%handoffSlots]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Zero(t, s.pending, "expect every put taken")
 }
