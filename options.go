@@ -243,6 +243,7 @@ func defaultOptions() Options {
 		ThrottlingRetryCost: defaultThrottlingRetryCost,
 		NoRetryIncrement:    defaultNoRetryIncrement,
 		BucketCapacity:      defaultBucketCapacity,
+		Clock:               time.Now,
 	}
 }
 

@@ -5,6 +5,7 @@ package jitterretry
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"time"
 
@@ -68,9 +69,14 @@ func New(optFns ...func(*Options)) *Retryer {
 			fn(&o)
 		}
 	}
-	limiterClock := o.Clock
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	// The send-rate limiter reads the monotonic clock alone (see
+	// sendRate.clock) unless the caller gave a clock of their own.
+	limiterClock := o.Clock
+	if reflect.ValueOf(o.Clock).Pointer() == reflect.ValueOf(time.Now).Pointer() {
+		limiterClock = nil
 	}
 	// The caller's slices may be appended to later; keep copies.
 	o.Retryables = append([]retry.IsErrorRetryable(nil), o.Retryables...)

@@ -360,6 +360,28 @@ func TestSDKWrappers(t *testing.T) {
 	})
 }
 
+// TestAnOptionFunctionWrapsTheDefaultClock: option functions see the
+// defaults filled in, Clock's too: one that wraps it must not find a nil
+// (helper-61: New panicked).
+func TestAnOptionFunctionWrapsTheDefaultClock(t *testing.T) {
+	var calls atomic.Int64
+	var r *jitterretry.Retryer
+	require.NotPanics(t, func() {
+		r = jitterretry.New(func(o *jitterretry.Options) {
+			inner := o.Clock
+			o.Clock = func() time.Time { calls.Add(1); return inner() }
+			o.SendRate = &jitterretry.SendRateOptions{}
+		})
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	attempts, err := operation(ctx, r, script(fail(serverErr()), ok))
+	requireAttempts(t, 2, attempts, err)
+	require.NoError(t, err)
+	assert.Positive(t, calls.Load(), "expect the wrapped clock read")
+}
+
 // TestLongPollingWaitsOnce: for a long-polling operation whose budget is
 // empty the SDK's middleware asks RetryDelay for a backoff after
 // GetRetryToken refused; the retryer backed off already, so it answers 0.
