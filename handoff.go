@@ -41,19 +41,26 @@ import (
 // first. (Until helper-59's review a slot kept four readings and nothing of
 // the rest, and five refusals of one value never went stale.)
 //
-// An entry evicted before its RetryDelay came may still be asked for: a put
-// of the same value within handoffStale of the evicted entry's newest put
-// makes an ambiguous entry for both, so that the evicted operation's
-// RetryDelay cannot take the new one's (it took another operation's
-// deadline, partition and tokens). An older one is taken for a refusal's
-// ghost, never asked for. A slot remembers one eviction: a second one
-// before the first's RetryDelay comes forgets the first.
+// A slot holds one value's entries. A put of another value evicts them only
+// when they can no longer be asked for: stale, or refusals (which only a
+// long-polling operation asks for). Otherwise the put is declined, and its
+// RetryDelay reports the retry Unchecked: evicting an entry whose RetryDelay
+// was still to come let that RetryDelay take the next entry of its value,
+// another operation's deadline, partition and tokens (helper-59, helper-62).
+// An operation whose entry is absent so (declined, or an evicted refusal)
+// may still ask: a put of its value within handoffStale makes an ambiguous
+// entry for both. A slot remembers one absent operation by its value; when
+// a second one of another value comes within handoffStale, the slot cannot
+// tell whose RetryDelay may still come, and every entry put into it in the
+// next handoffStale is ambiguous (an outside review's stress, eight
+// goroutines on one slot, had an hour-long operation refused for another's
+// deadline in 2-8 of 24,000 operations until then).
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
-// such as retry.AddWithMaxBackoffDelay replaces it) stays until another
-// error needs its slot; the entry is then evicted and counted, and if its
-// RetryDelay comes after all, it too is reported Unchecked.
+// such as retry.AddWithMaxBackoffDelay replaces it) stays until it is stale
+// and another error needs its slot; a put declined or an entry evicted with
+// a deadline check to make is counted.
 const handoffSlots = 256
 
 // handoffStale is how long a RetryDelay may still come for an entry: the
@@ -71,12 +78,18 @@ type handoffSlot struct {
 	pending   int   // hand-offs of key not yet taken
 	ambiguous bool  // more than one operation handed key off at once
 	deadlines bool  // one of the pending hand-offs had a deadline to check
-	evicted   error // the key of the last entry evicted before it was taken
-	// evictedDeadline: the evicted entry had a deadline to check.
-	evictedDeadline bool
-	// evictedAt: when the evicted entry's newest put was; zero when it
-	// made no reading, until a put of its value dates it.
-	evictedAt time.Time
+	refusals  int   // the pending hand-offs that are refusals (at least)
+	// absent is the key of the last operation whose entry is not in the
+	// slot, declined or evicted, and whose RetryDelay may still come;
+	// absentDeadline, whether it had a deadline to check; absentAt, when
+	// it was put (zero when it made no reading, until a put dates it).
+	absent         error
+	absentDeadline bool
+	absentAt       time.Time
+	// suspectAt is when a second absent operation came while the first
+	// might still ask; zero when none. Entries put within handoffStale of
+	// it are ambiguous.
+	suspectAt time.Time
 	entry     pendingRetry
 	puts      putTimes // when the pending entries of key were put
 }
@@ -129,9 +142,10 @@ func (p *putTimes) allStale(at time.Time) bool {
 }
 
 // stale reports whether a put at *put was handoffStale or more before at,
-// dating a put that made no reading at at.
+// dating a put that made no reading at at, and one after at (a clock that
+// stepped back) too: it ages from there.
 func stale(put *time.Time, at time.Time) bool {
-	if put.IsZero() {
+	if put.IsZero() || at.Before(*put) {
 		*put = at
 	}
 	return at.Sub(*put) >= handoffStale
@@ -177,7 +191,7 @@ const (
 	handoffMissing   handoffStatus = iota // nothing was handed off for this error
 	handoffFound                          // the entry of this operation
 	handoffAmbiguous                      // entries of several operations: none is used
-	handoffLost                           // this operation's entry was evicted
+	handoffLost                           // this operation's entry was evicted, or declined
 )
 
 // unchecked reports whether a deadline check was due but could not be made.
@@ -185,65 +199,98 @@ func (s handoffStatus) unchecked(hadDeadline bool) bool {
 	return hadDeadline && (s == handoffAmbiguous || s == handoffLost)
 }
 
-// put hands e off under err, whose keyHash is hash, reading clock only when a
-// pending entry of the same value needs a time and e has none (see
-// handoffStale). It reports whether it
-// evicted an entry of another error that no RetryDelay took and that had
-// a deadline to check, and that entry's partition ("" when several
-// operations had handed its error off at once).
-func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
+// put hands e off under err, whose keyHash is hash, reading clock only when
+// e has no reading and the slot needs one (a pending entry of the same
+// value to date, another value's entries to age). It reports whether it
+// left a retry with a deadline check unpaired (an entry evicted, or e
+// declined), and that retry's partition ("" when several operations had
+// handed its error off at once).
+func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (unpaired bool, partition string) {
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending > 0 {
-		if sameKey(s.key, err) {
-			// Every pending entry of the value gets a reading, so that
-			// its age is known: a put that made none reads the clock
-			// here, on this rare path.
-			at := e.at
-			if at.IsZero() {
-				at = clock()
-			}
-			if s.puts.allStale(at) {
-				s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
-				s.puts.reset(at)
-				return false, ""
-			}
-			s.puts.push(at)
-			s.pending++
-			s.ambiguous = true
-			s.deadlines = s.deadlines || e.checksDeadline()
-			s.entry = pendingRetry{}
+	at := e.at
+	reading := func() time.Time {
+		if at.IsZero() {
+			at = clock()
+		}
+		return at
+	}
+	if s.pending > 0 && sameKey(s.key, err) {
+		// Every pending entry of the value gets a reading, so that its age
+		// is known: a put that made none reads the clock here, on this
+		// rare path.
+		if s.puts.allStale(reading()) {
+			s.replace(err, e, at)
 			return false, ""
 		}
-	}
-	// The evicted entry of this value, if there is one and it is recent,
-	// may still be asked for: its RetryDelay must not take this entry.
-	lost, lostDeadline := false, false
-	if s.evicted != nil && sameKey(s.evicted, err) {
-		at := e.at
-		if at.IsZero() {
-			at = clock() // rare: a value put again after its eviction
+		s.puts.push(at)
+		s.pending++
+		s.ambiguous = true
+		s.deadlines = s.deadlines || e.checksDeadline()
+		if e.refused {
+			s.refusals++
 		}
-		lost = !stale(&s.evictedAt, at)
-		lostDeadline = lost && s.evictedDeadline
-		s.evicted, s.evictedDeadline, s.evictedAt = nil, false, time.Time{}
+		s.entry = pendingRetry{}
+		return false, ""
 	}
 	if s.pending > 0 {
-		// Only an entry with a deadline check had one to skip.
-		s.evicted, s.evictedDeadline, s.evictedAt, evicted = s.key, s.deadlines, *s.puts.newest(), s.deadlines
+		if s.refusals < s.pending && !s.puts.allStale(reading()) {
+			// Another value's entries, whose RetryDelay is still to come.
+			s.setAbsent(err, e.checksDeadline(), at, reading)
+			if e.lane != nil {
+				partition = e.lane.key
+			}
+			return e.checksDeadline(), partition
+		}
+		unpaired = s.deadlines
 		if s.entry.lane != nil {
 			partition = s.entry.lane.key
 		}
+		s.setAbsent(s.key, s.deadlines, *s.puts.newest(), reading)
 	}
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
-	s.puts.reset(e.at)
+	// An absent operation of this value, if recent, may still ask: its
+	// RetryDelay must not take this entry; nor may one the slot forgot.
+	lost, lostDeadline := false, false
+	if s.absent != nil && sameKey(s.absent, err) {
+		lost = !stale(&s.absentAt, reading())
+		lostDeadline = lost && s.absentDeadline
+		s.absent, s.absentDeadline, s.absentAt = nil, false, time.Time{}
+	}
+	if !s.suspectAt.IsZero() {
+		if stale(&s.suspectAt, reading()) {
+			s.suspectAt = time.Time{}
+		} else {
+			lost = true
+		}
+	}
+	s.replace(err, e, at)
 	if lost {
-		// The evicted entry's reading is gone: dated as this one.
 		s.pending, s.ambiguous, s.deadlines, s.entry = 2, true, s.deadlines || lostDeadline, pendingRetry{}
-		s.puts.push(e.at)
+		s.puts.push(at)
 	}
-	return evicted, partition
+	return unpaired, partition
+}
+
+// replace makes e, put at at, the slot's only entry, under err.
+func (s *handoffSlot) replace(err error, e *pendingRetry, at time.Time) {
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
+	s.refusals = 0
+	if e.refused {
+		s.refusals = 1
+	}
+	s.puts.reset(at)
+}
+
+// setAbsent records an operation of key whose entry is not in the slot,
+// put at at (zero: no reading), reading the clock with reading when an
+// absent operation of another value is recorded already: the slot turns
+// suspect if that one may still ask.
+func (s *handoffSlot) setAbsent(key error, deadline bool, at time.Time, reading func() time.Time) {
+	if s.absent != nil && !sameKey(s.absent, key) && !stale(&s.absentAt, reading()) {
+		s.suspectAt = reading()
+	}
+	s.absent, s.absentDeadline, s.absentAt = key, deadline, at
 }
 
 // take takes the entry handed off under err. For an ambiguous or lost
@@ -260,14 +307,14 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 			status, e = handoffAmbiguous, pendingRetry{}
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
+			s.key, s.ambiguous, s.deadlines, s.entry, s.refusals = nil, false, false, pendingRetry{}, 0
 			s.puts = putTimes{}
 		}
 		return e, status, hadDeadline
 	}
-	if s.evicted != nil && sameKey(s.evicted, err) {
-		hadDeadline = s.evictedDeadline
-		s.evicted, s.evictedDeadline, s.evictedAt = nil, false, time.Time{}
+	if s.absent != nil && sameKey(s.absent, err) {
+		hadDeadline = s.absentDeadline
+		s.absent, s.absentDeadline, s.absentAt = nil, false, time.Time{}
 		return pendingRetry{}, handoffLost, hadDeadline
 	}
 	return pendingRetry{}, handoffMissing, false
