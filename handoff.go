@@ -78,7 +78,7 @@ type handoffSlot struct {
 	pending   int   // hand-offs of key not yet taken
 	ambiguous bool  // more than one operation handed key off at once
 	deadlines bool  // one of the pending hand-offs had a deadline to check
-	refusals  int   // the pending hand-offs that are refusals (at least)
+	refusals  int   // the pending hand-offs that are refusals (at most: a take cannot tell which it took)
 	// absent is the key of the last operation whose entry is not in the
 	// slot, declined or evicted, and whose RetryDelay may still come;
 	// absentDeadline, whether it had a deadline to check; absentAt, when
