@@ -47,14 +47,16 @@ import (
 // RetryDelay reports the retry Unchecked: evicting an entry whose RetryDelay
 // was still to come let that RetryDelay take the next entry of its value,
 // another operation's deadline, partition and tokens (helper-59, helper-62).
-// An operation whose entry is absent so (declined, or an evicted refusal)
-// may still ask: a put of its value within handoffStale makes an ambiguous
-// entry for both. A slot remembers one absent operation by its value; when
-// a second one of another value comes within handoffStale, the slot cannot
-// tell whose RetryDelay may still come, and every entry put into it in the
-// next handoffStale is ambiguous (an outside review's stress, eight
-// goroutines on one slot, had an hour-long operation refused for another's
-// deadline in 2-8 of 24,000 operations until then).
+// An operation whose entry is absent so (declined, or evicted while it
+// might still ask) may still ask: the slot counts those of one value, and a
+// put of that value within handoffStale makes an ambiguous entry for them
+// and itself. When one of another value comes while some may still ask,
+// the slot cannot tell whose RetryDelay may come: for handoffStale every
+// entry put into it is ambiguous, and a RetryDelay that finds nothing is
+// reported as lost (an outside review's stress, eight goroutines on one
+// slot, had an hour-long operation refused for another's deadline in 2-8
+// of 24,000 operations before the slot turned suspect so; counting the
+// absent operations of one value, not remembering one, is helper-63's).
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
@@ -79,19 +81,22 @@ type handoffSlot struct {
 	ambiguous bool  // more than one operation handed key off at once
 	deadlines bool  // one of the pending hand-offs had a deadline to check
 	refusals  int   // the pending hand-offs that are refusals (at most: a take cannot tell which it took)
-	// absent is the key of the last operation whose entry is not in the
-	// slot, declined or evicted, and whose RetryDelay may still come;
-	// absentDeadline, whether it had a deadline to check; absentAt, when
-	// it was put (zero when it made no reading, until a put dates it).
+	// absent is the value of the operations whose entry is not in the
+	// slot (declined, or evicted) and whose RetryDelay may still come;
+	// absentN, how many; absentDeadline, whether one had a deadline to
+	// check; absentAt, the newest of their puts.
 	absent         error
+	absentN        int
 	absentDeadline bool
 	absentAt       time.Time
-	// suspectAt is when a second absent operation came while the first
-	// might still ask; zero when none. Entries put within handoffStale of
-	// it are ambiguous.
-	suspectAt time.Time
-	entry     pendingRetry
-	puts      putTimes // when the pending entries of key were put
+	// suspectAt is when an absent operation of another value came while
+	// some might still ask; zero when none. Within handoffStale of it every
+	// entry is ambiguous, and a RetryDelay that finds none is lost, with a
+	// deadline check due if suspectDeadline (one of those involved had one).
+	suspectAt       time.Time
+	suspectDeadline bool
+	entry           pendingRetry
+	puts            putTimes // when the pending entries of key were put
 }
 
 // putTimes are the clock readings of the puts of a slot's last pending
@@ -237,7 +242,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	if s.pending > 0 {
 		if s.refusals < s.pending && !s.puts.allStale(reading()) {
 			// Another value's entries, whose RetryDelay is still to come.
-			s.setAbsent(err, e.checksDeadline(), at, reading)
+			s.addAbsent(err, 1, e.checksDeadline(), reading)
 			if e.lane != nil {
 				partition = e.lane.key
 			}
@@ -247,27 +252,31 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		if s.entry.lane != nil {
 			partition = s.entry.lane.key
 		}
-		s.setAbsent(s.key, s.deadlines, *s.puts.newest(), reading)
-	}
-	// An absent operation of this value, if recent, may still ask: its
-	// RetryDelay must not take this entry; nor may one the slot forgot.
-	lost, lostDeadline := false, false
-	if s.absent != nil && sameKey(s.absent, err) {
-		lost = !stale(&s.absentAt, reading())
-		lostDeadline = lost && s.absentDeadline
-		s.absent, s.absentDeadline, s.absentAt = nil, false, time.Time{}
-	}
-	if !s.suspectAt.IsZero() {
-		if stale(&s.suspectAt, reading()) {
-			s.suspectAt = time.Time{}
-		} else {
-			lost = true
+		if !s.puts.allStale(reading()) {
+			s.addAbsent(s.key, s.pending, s.deadlines, reading) // refusals a long poll may still ask for
 		}
 	}
+	// The absent operations of this value, if recent, may still ask: their
+	// RetryDelay must not take this entry; nor may one the slot forgot.
+	lost, lostDeadline := 0, false
+	if s.absent != nil && sameKey(s.absent, err) {
+		if !stale(&s.absentAt, reading()) {
+			lost, lostDeadline = s.absentN, s.absentDeadline
+		}
+		s.clearAbsent()
+	}
+	suspect := s.suspect(reading)
 	s.replace(err, e, at)
-	if lost {
-		s.pending, s.ambiguous, s.deadlines, s.entry = 2, true, s.deadlines || lostDeadline, pendingRetry{}
-		s.puts.push(at)
+	if lost > 0 {
+		s.pending += lost
+		s.deadlines = s.deadlines || lostDeadline
+		for range min(lost, len(s.puts.at)) {
+			s.puts.push(at)
+		}
+	}
+	if lost > 0 || suspect {
+		s.ambiguous, s.entry = true, pendingRetry{}
+		s.suspectDeadline = s.suspectDeadline || suspect && e.checksDeadline()
 	}
 	return unpaired, partition
 }
@@ -282,20 +291,45 @@ func (s *handoffSlot) replace(err error, e *pendingRetry, at time.Time) {
 	s.puts.reset(at)
 }
 
-// setAbsent records an operation of key whose entry is not in the slot,
-// put at at (zero: no reading), reading the clock with reading when an
-// absent operation of another value is recorded already: the slot turns
-// suspect if that one may still ask.
-func (s *handoffSlot) setAbsent(key error, deadline bool, at time.Time, reading func() time.Time) {
-	if s.absent != nil && !sameKey(s.absent, key) && !stale(&s.absentAt, reading()) {
-		s.suspectAt = reading()
+// addAbsent records n operations of key whose entries are not in the slot,
+// put now (read with reading); the slot turns suspect when absent
+// operations of another value may still ask.
+func (s *handoffSlot) addAbsent(key error, n int, deadline bool, reading func() time.Time) {
+	now := reading()
+	if s.absent != nil && !stale(&s.absentAt, now) {
+		if sameKey(s.absent, key) {
+			s.absentN += n
+			s.absentDeadline = s.absentDeadline || deadline
+			s.absentAt = now
+			return
+		}
+		s.suspectDeadline = s.suspect(reading) && s.suspectDeadline || s.absentDeadline || deadline
+		s.suspectAt = now
 	}
-	s.absent, s.absentDeadline, s.absentAt = key, deadline, at
+	s.absent, s.absentN, s.absentDeadline, s.absentAt = key, n, deadline, now
 }
 
-// take takes the entry handed off under err. For an ambiguous or lost
-// entry, hadDeadline reports whether a deadline check was due.
-func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+func (s *handoffSlot) clearAbsent() {
+	s.absent, s.absentN, s.absentDeadline, s.absentAt = nil, 0, false, time.Time{}
+}
+
+// suspect reports whether the slot is suspect now (read with reading, only
+// when it was), and forgets a suspicion that is over.
+func (s *handoffSlot) suspect(reading func() time.Time) bool {
+	if s.suspectAt.IsZero() {
+		return false
+	}
+	if stale(&s.suspectAt, reading()) {
+		s.suspectAt, s.suspectDeadline = time.Time{}, false
+		return false
+	}
+	return true
+}
+
+// take takes the entry handed off under err, reading clock only in a slot
+// that was suspect. For an ambiguous or lost entry, hadDeadline reports
+// whether a deadline check was due.
+func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, status handoffStatus, hadDeadline bool) {
 	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -314,8 +348,13 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 	}
 	if s.absent != nil && sameKey(s.absent, err) {
 		hadDeadline = s.absentDeadline
-		s.absent, s.absentDeadline, s.absentAt = nil, false, time.Time{}
+		if s.absentN--; s.absentN <= 0 {
+			s.clearAbsent()
+		}
 		return pendingRetry{}, handoffLost, hadDeadline
+	}
+	if s.suspect(clock) {
+		return pendingRetry{}, handoffLost, s.suspectDeadline
 	}
 	return pendingRetry{}, handoffMissing, false
 }

@@ -81,7 +81,7 @@ func TestTwoRefusalsOfOneValueAreAmbiguous(t *testing.T) {
 	require.ErrorIs(t, errA, ErrRetryBudgetExhausted)
 	require.ErrorIs(t, errB, ErrRetryBudgetExhausted)
 	for _, who := range []string{"first", "second"} {
-		_, status, _ := r.handoff.take(shared)
+		_, status, _ := r.handoff.take(shared, r.now)
 		assert.Equal(t, handoffAmbiguous, status, "%s RetryDelay", who)
 	}
 }
@@ -97,7 +97,7 @@ func TestStaleGhostAfterAClocklessPut(t *testing.T) {
 	r, clock, offset, shared := afterARefusal(t)
 	_, err := r.GetRetryToken(context.Background(), shared) // no clock reading
 	require.NoError(t, err)
-	_, status, _ := r.handoff.take(shared)
+	_, status, _ := r.handoff.take(shared, r.now)
 	require.Equal(t, handoffAmbiguous, status, "beside a fresh refusal, no telling")
 
 	offset.Add(int64(2 * time.Second))
@@ -105,7 +105,7 @@ func TestStaleGhostAfterAClocklessPut(t *testing.T) {
 	defer cancel()
 	_, err = r.GetRetryToken(ctx, shared)
 	require.NoError(t, err)
-	_, status, _ = r.handoff.take(shared)
+	_, status, _ = r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "expect the ghost, two seconds old, replaced")
 }
 
@@ -164,7 +164,7 @@ func TestRefusalGhostFadesUnderASteadyStream(t *testing.T) {
 		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
 		_, err := r.GetRetryToken(ctx, shared)
 		require.NoError(t, err)
-		_, status, _ := r.handoff.take(shared)
+		_, status, _ := r.handoff.take(shared, r.now)
 		statuses = append(statuses, status)
 		cancel()
 	}
@@ -260,7 +260,7 @@ func TestABurstOfRefusalsOfOneValueGoesStale(t *testing.T) {
 			defer cancel()
 			_, err := r.GetRetryToken(ctx, shared)
 			require.NoError(t, err)
-			_, status, _ := r.handoff.take(shared)
+			_, status, _ := r.handoff.take(shared, r.now)
 			assert.Equal(t, handoffFound, status, "expect the refusals, two seconds old, replaced")
 		})
 	}
@@ -289,7 +289,7 @@ func TestAnEvictedGhostIsNotLostForever(t *testing.T) {
 	defer cancel()
 	_, err = r.GetRetryToken(ctx, shared)
 	require.NoError(t, err)
-	_, status, _ := r.handoff.take(shared)
+	_, status, _ := r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "expect the operation's own entry, two hours after the refusal")
 }
 
@@ -333,7 +333,7 @@ func TestHandoffOfASharedValueBesideCollidingOnesDrains(t *testing.T) {
 	defer cancel()
 	_, err := r.GetRetryToken(ctx, shared)
 	require.NoError(t, err)
-	_, status, _ := r.handoff.take(shared)
+	_, status, _ := r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "expect what was left stale, and the next operation paired")
 	s := &r.handoff.slots[keyHash(shared)%handoffSlots]
 	s.mu.Lock()
@@ -352,62 +352,85 @@ func collidingWith(shared error, n int) []error {
 	return out
 }
 
+// handoffValue is an error that is not a pointer: all its values share a
+// key in the hand-off table, as a shared sentinel's operations do.
+type handoffValue struct{ op int }
+
+func (e handoffValue) Error() string { return fmt.Sprintf("value of operation %d", e.op) }
+
 // TestAnEntryStillToBeTakenIsNotEvicted: operations of other errors in the
-// slot of a shared value's pending entry, then operations of the value
-// (helper-62, whose cases each let an hour-long operation take a 500 ms
-// one's entry and refuse for its deadline, with the 500 ms one's backoff
-// let through unreported): a put of another error while the value's entry
-// is still to be taken is declined, not an eviction, so no RetryDelay of
-// the value can take another operation's entry; each is reported Unchecked.
+// slot of a shared value's pending entry, then operations of the value, in
+// orders the outside reviews found (helper-62, helper-63): each let an
+// hour-long operation take a 500 ms one's entry and be refused for its
+// deadline, with the 500 ms one's backoff let through unreported. A put of
+// another error while the value's entry is still to be taken is declined,
+// not an eviction; the declined operations of a value are counted, and a
+// slot with declined operations of two values is suspect for a second: no
+// RetryDelay of the value takes another operation's entry, and each is
+// reported Unchecked.
 func TestAnEntryStillToBeTakenIsNotEvicted(t *testing.T) {
 	type step struct {
-		put  int // 0: the shared value in the hour-long context, 1: in the 500 ms one, 2 and 3: other errors
+		put  int // 0: the value in the hour-long context, 1: in the 500 ms one, 2 and 3: other errors
 		take int // the same numbering, or -1 for a put
 	}
 	put := func(v int) step { return step{put: v, take: -1} }
 	take := func(v int) step { return step{put: -1, take: v} }
-	for name, steps := range map[string][]step{
-		"two evictions, then the value again": {put(0), put(2), put(3), put(1), take(0), take(1), take(2), take(3)},
-		"an ambiguous pair evicted":           {put(0), put(0), put(2), take(0), put(1), take(0), take(1), take(2)},
-	} {
-		t.Run(name, func(t *testing.T) {
-			var events []RetryEvent
-			r := New(func(o *Options) {
-				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
-				o.OnRetry = func(e RetryEvent) { events = append(events, e) }
-			})
-			shared := errors.New("shared")
-			others := collidingWith(shared, 2)
-			hour, cancel := context.WithTimeout(context.Background(), time.Hour)
-			defer cancel()
-			soon, cancelSoon := context.WithTimeout(context.Background(), 500*time.Millisecond)
-			defer cancelSoon()
-			errOf := func(v int) error {
-				if v < 2 {
-					return shared
+	cases := map[string][]step{
+		"two evictions, then the value again":      {put(0), put(2), put(3), put(1), take(0), take(1), take(2), take(3)},
+		"an ambiguous pair evicted":                {put(0), put(0), put(2), take(0), put(1), take(0), take(1), take(2)},
+		"two declines of one value":                {put(2), put(0), put(0), take(2), put(0), take(0), take(0), put(1), take(0), take(1)},
+		"the first take of two declined, then one": {put(2), put(0), put(0), take(0), take(2), put(1), take(0), take(1)},
+	}
+	for name, steps := range cases {
+		for _, shared := range []string{"a shared pointer", "values of one type"} {
+			t.Run(name+", "+shared, func(t *testing.T) {
+				var events []RetryEvent
+				r := New(func(o *Options) {
+					o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+					o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+				})
+				sentinel := errors.New("shared")
+				var value error = sentinel
+				if shared == "values of one type" {
+					value = handoffValue{}
 				}
-				return others[v-2]
-			}
-			for _, s := range steps {
-				if s.take < 0 {
-					ctx := hour
-					if s.put == 1 {
-						ctx = soon
+				others := collidingWith(value, 2)
+				hour, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				soon, cancelSoon := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				defer cancelSoon()
+				n := 0
+				errOf := func(v int) error {
+					switch {
+					case v >= 2:
+						return others[v-2]
+					case shared == "values of one type":
+						n++
+						return handoffValue{op: n}
 					}
-					_, err := r.GetRetryToken(ctx, errOf(s.put))
-					require.NoError(t, err)
-					continue
+					return sentinel
 				}
-				_, err := r.RetryDelay(1, errOf(s.take))
-				var gu *GiveUpError
-				require.False(t, errors.As(err, &gu), "expect no operation refused for another's deadline, got %v", err)
-			}
-			for _, e := range events {
-				if e.Err == shared {
-					assert.True(t, e.Unchecked, "expect each retry of the shared value reported unchecked, got %+v", e)
+				for _, s := range steps {
+					if s.take < 0 {
+						ctx := hour
+						if s.put == 1 {
+							ctx = soon
+						}
+						_, err := r.GetRetryToken(ctx, errOf(s.put))
+						require.NoError(t, err)
+						continue
+					}
+					_, err := r.RetryDelay(1, errOf(s.take))
+					var gu *GiveUpError
+					require.False(t, errors.As(err, &gu), "expect no operation refused for another's deadline, got %v", err)
 				}
-			}
-		})
+				for _, e := range events {
+					if e.Err == sentinel || errors.As(e.Err, new(handoffValue)) {
+						assert.True(t, e.Unchecked, "expect each retry of the value reported unchecked, got %+v", e)
+					}
+				}
+			})
+		}
 	}
 }
 
@@ -433,7 +456,7 @@ func TestAGhostsPhantomIsDated(t *testing.T) {
 	defer cancel()
 	_, err = r.GetRetryToken(ctx, shared)
 	require.NoError(t, err)
-	_, status, _ := r.handoff.take(shared)
+	_, status, _ := r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "an hour later, expect the operation's own entry")
 }
 
@@ -451,7 +474,7 @@ func TestAGhostAgesAfterAClockSteppedBack(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		_, err := r.GetRetryToken(ctx, shared)
 		require.NoError(t, err)
-		_, status, _ := r.handoff.take(shared)
+		_, status, _ := r.handoff.take(shared, r.now)
 		statuses = append(statuses, status)
 		cancel()
 	}
@@ -519,4 +542,41 @@ func TestNoOperationTakesAnothersDeadlineUnderStress(t *testing.T) {
 			assert.LessOrEqual(t, letThrough.Load(), unchecked.Load(), "expect every 300 ms operation let through reported unchecked")
 		})
 	}
+}
+
+// TestASuspectSlotLeavesNoPhantom: an entry put while its slot is suspect
+// was counted twice (for an operation the slot had forgotten), and its
+// take left a phantom that declined every other error of the slot for a
+// second after the suspicion ended: an operation alone in its slot, 500 ms
+// left and a 1 s backoff, was let through (helper-63).
+func TestASuspectSlotLeavesNoPhantom(t *testing.T) {
+	base := time.Now()
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	r := New(func(o *Options) {
+		o.Clock = clock
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+	})
+	errs := collidingWith(errors.New("x"), 5)
+	x, y, z, a, b := errs[0], errs[1], errs[2], errs[3], errs[4]
+	hop := func(err error) {
+		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(500*time.Millisecond))
+		defer cancel()
+		_, gerr := r.GetRetryToken(ctx, err)
+		require.NoError(t, gerr)
+	}
+	hop(x) // pending
+	hop(y) // declined
+	hop(z) // declined: the slot is suspect
+	for _, err := range []error{x, y, z} {
+		_, _ = r.RetryDelay(1, err)
+	}
+	offset.Add(int64(900 * time.Millisecond))
+	hop(a) // alone, while the slot is suspect
+	_, _ = r.RetryDelay(1, a)
+	offset.Add(int64(600 * time.Millisecond)) // the suspicion is over
+	hop(b)
+	d, err := r.RetryDelay(1, b)
+	var gu *GiveUpError
+	assert.True(t, errors.As(err, &gu) && gu.Reason == GiveUpDeadline, "expect the lone operation's 1 s backoff refused with 500 ms left, got %v, %v", d, err)
 }
