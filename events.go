@@ -28,11 +28,11 @@ type RetryEvent struct {
 	// retry under the SDK's middleware: the SDK gives GetRetryToken the
 	// context and RetryDelay the attempt number, and the retryer pairs the
 	// two calls by their error value, which another operation was retrying
-	// at the same instant (a shared sentinel error, say), or whose slot in
-	// the retryer's fixed table of 256 held another error's hand-off still
-	// to be taken, or had held one that might still be asked for within the
-	// last second. The retry then goes ahead as retry.Standard's would. Do
-	// never leaves a check unmade.
+	// at the same instant (a shared sentinel error, say), or whose hand-off
+	// another error evicted from the retryer's fixed table of 256 slots
+	// before RetryDelay came, or whose slot had lost count of such evicted
+	// operations within the last second. The retry then goes ahead as
+	// retry.Standard's would. Do never leaves a check unmade.
 	Unchecked bool
 }
 

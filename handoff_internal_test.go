@@ -358,17 +358,15 @@ type handoffValue struct{ op int }
 
 func (e handoffValue) Error() string { return fmt.Sprintf("value of operation %d", e.op) }
 
-// TestAnEntryStillToBeTakenIsNotEvicted: operations of other errors in the
-// slot of a shared value's pending entry, then operations of the value, in
-// orders the outside reviews found (helper-62, helper-63): each let an
-// hour-long operation take a 500 ms one's entry and be refused for its
-// deadline, with the 500 ms one's backoff let through unreported. A put of
-// another error while the value's entry is still to be taken is declined,
-// not an eviction; the declined operations of a value are counted, and a
-// slot with declined operations of two values is suspect for a second: no
-// RetryDelay of the value takes another operation's entry, and each is
-// reported Unchecked.
-func TestAnEntryStillToBeTakenIsNotEvicted(t *testing.T) {
+// TestAnEvictedOperationNeverTakesAnothersEntry: operations of other errors
+// in the slot of a shared value's pending entry, then operations of the
+// value, in orders the outside reviews found (helper-62, helper-63): each
+// let an hour-long operation take a 500 ms one's entry and be refused for
+// its deadline, with the 500 ms one's backoff let through unreported. The
+// evicted operations of a value are counted, and a slot that forgets some
+// is suspect for a second: no RetryDelay of the value takes another
+// operation's entry, and each is reported Unchecked.
+func TestAnEvictedOperationNeverTakesAnothersEntry(t *testing.T) {
 	type step struct {
 		put  int // 0: the value in the hour-long context, 1: in the 500 ms one, 2 and 3: other errors
 		take int // the same numbering, or -1 for a put
@@ -544,11 +542,12 @@ func TestNoOperationTakesAnothersDeadlineUnderStress(t *testing.T) {
 	}
 }
 
-// TestASuspectSlotLeavesNoPhantom: an entry put while its slot is suspect
+// TestASuspectSlotLeavesNoPhantom: an entry put while its slot was suspect
 // was counted twice (for an operation the slot had forgotten), and its
-// take left a phantom that declined every other error of the slot for a
-// second after the suspicion ended: an operation alone in its slot, 500 ms
-// left and a 1 s backoff, was let through (helper-63).
+// take left a phantom that, when puts of other errors were declined rather
+// than evicting, held the slot for a second after the suspicion ended: an
+// operation alone in its slot, 500 ms left and a 1 s backoff, was let
+// through (helper-63).
 func TestASuspectSlotLeavesNoPhantom(t *testing.T) {
 	base := time.Now()
 	var offset atomic.Int64

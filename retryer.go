@@ -322,10 +322,10 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	return release, nil
 }
 
-// put hands p off to the RetryDelay that follows, and counts a hand-off
-// with a deadline check it left unpaired (see handoff.put).
+// put hands p off to the RetryDelay that follows, and counts an entry with
+// a deadline check it evicted (see handoff.put).
 func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
-	if unpaired, partition := r.handoff.put(opErr, hash, p, r.now); unpaired && r.hooks.meter != nil {
+	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted && r.hooks.meter != nil {
 		r.hooks.meter.uncheckedEviction(partition)
 	}
 }

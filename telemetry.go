@@ -172,10 +172,9 @@ func (m *meter) sendWait(ctx context.Context, partition string, d time.Duration,
 	m.waits.Record(orBackground(ctx), d.Seconds(), attrs(ctx, partition, attrReason, reason))
 }
 
-// uncheckedEviction counts a hand-off of partition with a deadline check
-// that is not paired: evicted before a RetryDelay took it (a wrapper
-// replaced RetryDelay, or the retry never came), or declined (its slot held
-// another error's entries, still to be taken).
+// uncheckedEviction counts a hand-off of partition that no RetryDelay took
+// before another error needed its slot: a wrapper replaced RetryDelay, or
+// the retry never came (yet).
 func (m *meter) uncheckedEviction(partition string) {
 	m.uncheckable.Add(context.Background(), 1, attrs(nil, partition, attrReason, "evicted"))
 }
