@@ -38,8 +38,11 @@ import (
 // value finds it. A put replaces the pending entries only when the newest
 // of them is a second old, so a fresh entry beside a stale one stays
 // ambiguous; a take drops the newest reading, since the last to put takes
-// first. (Until helper-59's review a slot kept four readings and nothing of
-// the rest, and five refusals of one value never went stale.)
+// first (operations that take in the other order, each descheduled for
+// half a second between its calls, can leave a slot looking a second old
+// while one of them is still to ask: helper-64). (Until helper-59's review
+// a slot kept four readings and nothing of the rest, and five refusals of
+// one value never went stale.)
 //
 // A slot holds one value's entries; a put of another value evicts them. An
 // operation whose entry was evicted may still ask, and its RetryDelay must
@@ -47,16 +50,18 @@ import (
 // partition and tokens: helper-59). The slot counts such absent operations
 // by value, for up to four values: a put of one of them within handoffStale
 // makes an ambiguous entry for them and itself, and their RetryDelay is
-// reported Unchecked. When a fifth value's come while the four may still
-// ask, the slot forgets the oldest and cannot tell whose RetryDelay may
-// come: for handoffStale every entry put into it is ambiguous, and a
-// RetryDelay that finds nothing is reported as lost. (An outside review's
-// stress, eight goroutines on one slot, had an hour-long operation refused
-// for another's deadline in 2-127 of 16,000 operations before; declining
-// the put instead of evicting, tried first, moved the loss from the one
-// slow operation to every other error of its slot: 33% of the deadline
-// checks skipped against main's 8.5% in helper-63's simulation of 4,000
-// retries a second, a tenth of them descheduled for up to 0.4 s.)
+// reported Unchecked. Past four values it forgets the oldest: an operation
+// of that value descheduled between its two calls while four others of its
+// slot were evicted may still take a later entry of its value. (An outside
+// review's stress, eight goroutines on one slot, had an hour-long operation
+// refused for another's deadline in 2-127 of 16,000 operations before.
+// Declining the put instead of evicting, tried first, moved the loss from
+// the one slow operation to every other error of its slot: 33% of the
+// deadline checks skipped against main's 8.5% in helper-63's simulation of
+// 4,000 retries a second, a tenth of them descheduled for up to 0.4 s. And
+// a slot made suspect for a second when it forgot a value made every entry
+// ambiguous under a wrapper that replaces RetryDelay, whose entries are
+// all evicted unasked.)
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
@@ -83,14 +88,8 @@ type handoffSlot struct {
 	// absent counts, by value, the operations whose entry was evicted and
 	// whose RetryDelay may still come.
 	absent [4]absentOps
-	// suspectAt is when the slot forgot absent operations that might still
-	// ask; zero when none. Within handoffStale of it every entry is
-	// ambiguous, and a RetryDelay that finds none is lost, with a deadline
-	// check due if suspectDeadline (one of those forgotten had one).
-	suspectAt       time.Time
-	suspectDeadline bool
-	entry           pendingRetry
-	puts            putTimes // when the pending entries of key were put
+	entry  pendingRetry
+	puts   putTimes // when the pending entries of key were put
 }
 
 // absentOps are n operations of key whose entries were evicted, the newest
@@ -239,6 +238,10 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		s.entry = pendingRetry{}
 		return false, ""
 	}
+	// The absent operations of this value, if recent, may still ask: their
+	// RetryDelay must not take this entry. (Taken first, so that their
+	// record does not count against the four a slot keeps.)
+	lost, lostDeadline := s.takeAbsent(err, 0, reading)
 	if s.pending > 0 {
 		// Another value's entries: evicted. Their operations may still
 		// ask, unless the entries are stale.
@@ -250,21 +253,13 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 			s.addAbsent(s.key, s.pending, s.deadlines, reading())
 		}
 	}
-	// The absent operations of this value, if recent, may still ask: their
-	// RetryDelay must not take this entry; nor may those the slot forgot.
-	lost, lostDeadline := s.takeAbsent(err, 0, reading)
-	suspect := s.suspect(reading)
 	s.replace(err, e, at)
 	if lost > 0 {
 		s.pending += lost
-		s.deadlines = s.deadlines || lostDeadline
+		s.ambiguous, s.deadlines, s.entry = true, s.deadlines || lostDeadline, pendingRetry{}
 		for range min(lost, len(s.puts.at)) {
 			s.puts.push(at)
 		}
-	}
-	if lost > 0 || suspect {
-		s.ambiguous, s.entry = true, pendingRetry{}
-		s.suspectDeadline = s.suspectDeadline || suspect && e.checksDeadline()
 	}
 	return evicted, partition
 }
@@ -277,7 +272,7 @@ func (s *handoffSlot) replace(err error, e *pendingRetry, at time.Time) {
 
 // addAbsent counts n operations of key whose entries were evicted, the
 // newest put at now; with four other values' absent operations that may
-// still ask, it forgets the oldest, and the slot turns suspect.
+// still ask, it forgets the oldest.
 func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) {
 	free := -1
 	for i := range s.absent {
@@ -300,9 +295,6 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 			}
 		}
 		free = oldest
-		live := !s.suspectAt.IsZero() && !stale(&s.suspectAt, now)
-		s.suspectDeadline = live && s.suspectDeadline || s.absent[oldest].deadline
-		s.suspectAt = now
 	}
 	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, at: now}
 }
@@ -336,23 +328,9 @@ func (s *handoffSlot) takeAbsent(key error, one int, reading func() time.Time) (
 	return 0, false
 }
 
-// suspect reports whether the slot is suspect now (read with reading, only
-// when it was), and forgets a suspicion that is over.
-func (s *handoffSlot) suspect(reading func() time.Time) bool {
-	if s.suspectAt.IsZero() {
-		return false
-	}
-	if stale(&s.suspectAt, reading()) {
-		s.suspectAt, s.suspectDeadline = time.Time{}, false
-		return false
-	}
-	return true
-}
-
-// take takes the entry handed off under err, reading clock only in a slot
-// that was suspect. For an ambiguous or lost entry, hadDeadline reports
-// whether a deadline check was due.
-func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+// take takes the entry handed off under err. For an ambiguous or lost
+// entry, hadDeadline reports whether a deadline check was due.
+func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
 	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -371,9 +349,6 @@ func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, statu
 	}
 	if n, deadline := s.takeAbsent(err, 1, nil); n > 0 {
 		return pendingRetry{}, handoffLost, deadline
-	}
-	if s.suspect(clock) {
-		return pendingRetry{}, handoffLost, s.suspectDeadline
 	}
 	return pendingRetry{}, handoffMissing, false
 }

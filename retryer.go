@@ -348,7 +348,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
 	}
-	p, status, hadDeadline := r.handoff.take(opErr, r.now)
+	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
 		p.class, p.hint, p.margin = r.classes.retryClass(opErr, info.class), info.hint, r.marginAfter(nil, nil, info.cut)
