@@ -30,9 +30,8 @@ type RetryEvent struct {
 	// two calls by their error value, which another operation was retrying
 	// at the same instant (a shared sentinel error, say), or whose hand-off
 	// another error evicted from the retryer's fixed table of 256 slots
-	// before RetryDelay came, or whose slot had lost count of such evicted
-	// operations within the last second. The retry then goes ahead as
-	// retry.Standard's would. Do never leaves a check unmade.
+	// before RetryDelay came. The retry then goes ahead as retry.Standard's
+	// would. Do never leaves a check unmade.
 	Unchecked bool
 }
 
