@@ -263,6 +263,21 @@ func (c *classifier) throttledTransactionClass(err error, f *errorFacts) (ErrorC
 	return ClassThrottle, true
 }
 
+// retryClass returns the class a retry after err is priced and backed off
+// by, class being err's class under these rules. An error they do not
+// retry is retried only when something else answered IsErrorRetryable (a
+// decorator such as retry.AddWithErrorCodes): the SDK prices and backs off
+// such a retry by its throttle checks alone, and so does this.
+func (c *classifier) retryClass(err error, class ErrorClass) ErrorClass {
+	switch {
+	case class != ClassNotRetryable:
+		return class
+	case c.isThrottle(err) == aws.TrueTernary:
+		return ClassThrottle
+	}
+	return ClassTransient
+}
+
 // isThrottle is the retry.IsErrorThrottle the delayers use.
 func (c *classifier) isThrottle(err error) aws.Ternary {
 	if err == nil {

@@ -166,6 +166,20 @@ func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	return 2 * l.attempts.estimateOf(operationOf(ctx))
 }
 
+// sendMargin is the time a wait for the send-rate limiter's queue must
+// leave before the deadline for the attempt after it: Options.DeadlineMargin
+// when set, otherwise what recent attempts of the operation of ctx on lane
+// l took (see attemptTimes), without the retries' headroom. An attempt with
+// no wait is sent whatever time is left, as without the limiter; against
+// twice the attempt time, a wait of a few milliseconds turned the same
+// attempt into a refusal.
+func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
+	if r.fixedMargin > 0 {
+		return r.fixedMargin
+	}
+	return l.attempts.estimateOf(operationOf(ctx))
+}
+
 // refusalReserve is what a wait before an empty budget's refusal leaves of
 // the caller's deadline beyond the margin (which may be zero), so that the
 // refusal reaches the caller before its context ends.

@@ -36,8 +36,9 @@ const (
 	// GiveUpBudget: the client-side retry token bucket held fewer tokens
 	// than the retry costs.
 	GiveUpBudget
-	// GiveUpDeadline: the backoff, or the wait for the send-rate limiter,
-	// plus the deadline margin would end past the context's deadline. It
+	// GiveUpDeadline: the backoff plus the deadline margin, or the wait for
+	// the send-rate limiter plus the attempt's time, would end past the
+	// context's deadline. It
 	// matches context.DeadlineExceeded and, as the SDK's cancelled sleep
 	// does, *aws.RequestCanceledError; the context itself has not ended
 	// yet (its Err is nil), since the retryer refuses before it does.

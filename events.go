@@ -28,8 +28,10 @@ type RetryEvent struct {
 	// retry under the SDK's middleware: the SDK gives GetRetryToken the
 	// context and RetryDelay the attempt number, and the retryer pairs the
 	// two calls by their error value, which another operation was retrying
-	// at the same instant (a shared sentinel error, say). The retry then
-	// goes ahead as retry.Standard's would. Do never leaves a check unmade.
+	// at the same instant (a shared sentinel error, say), or whose hand-off
+	// another error evicted from the retryer's fixed table of 256 slots
+	// before RetryDelay came. The retry then goes ahead as retry.Standard's
+	// would. Do never leaves a check unmade.
 	Unchecked bool
 }
 

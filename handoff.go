@@ -31,13 +31,37 @@ import (
 // wrapper that replaces RetryDelay): a put of the same value after that
 // replaces it rather than make the two ambiguous, so that one refusal does
 // not leave every later operation with its error value unchecked. The age
-// of each pending entry is kept (for four of them) from the clock reading
-// its put made (an operation with a deadline, a refusal), or, for a put
-// into a slot holding its value, one it makes there; an entry with no
-// reading is dated when the first put of its value finds it. A put replaces
-// the pending entries only when every one of them is a second old, so a
-// fresh entry beside a stale one stays ambiguous; a take drops the newest
-// reading, since the last to put takes first.
+// of the pending entries is kept (the last four, and the newest of those
+// dropped) from the clock reading each put made (an operation with a
+// deadline, a refusal), or, for a put into a slot holding its value, one it
+// makes there; an entry with no reading is dated when the first put of its
+// value finds it. A put replaces the pending entries only when the newest
+// of them is a second old, so a fresh entry beside a stale one stays
+// ambiguous; a take drops the newest reading, since the last to put takes
+// first (operations that take in the other order, each descheduled for
+// half a second between its calls, can leave a slot looking a second old
+// while one of them is still to ask: helper-64). (Until helper-59's review
+// a slot kept four readings and nothing of the rest, and five refusals of
+// one value never went stale.)
+//
+// A slot holds one value's entries; a put of another value evicts them. An
+// operation whose entry was evicted may still ask, and its RetryDelay must
+// not take a later entry of its value (another operation's deadline,
+// partition and tokens: helper-59). The slot counts such absent operations
+// by value, for up to four values: a put of one of them within handoffStale
+// makes an ambiguous entry for them and itself, and their RetryDelay is
+// reported Unchecked. Past four values it forgets the oldest: an operation
+// of that value descheduled between its two calls while four others of its
+// slot were evicted may still take a later entry of its value. (An outside
+// review's stress, eight goroutines on one slot, had an hour-long operation
+// refused for another's deadline in 2-127 of 16,000 operations before.
+// Declining the put instead of evicting, tried first, moved the loss from
+// the one slow operation to every other error of its slot: 33% of the
+// deadline checks skipped against main's 8.5% in helper-63's simulation of
+// 4,000 retries a second, a tenth of them descheduled for up to 0.4 s. And
+// a slot made suspect for a second when it forgot a value made every entry
+// ambiguous under a wrapper that replaces RetryDelay, whose entries are
+// all evicted unasked.)
 //
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
@@ -61,19 +85,30 @@ type handoffSlot struct {
 	pending   int   // hand-offs of key not yet taken
 	ambiguous bool  // more than one operation handed key off at once
 	deadlines bool  // one of the pending hand-offs had a deadline to check
-	evicted   error // the key of the last entry evicted before it was taken
-	// evictedDeadline: the evicted entry had a deadline to check.
-	evictedDeadline bool
-	entry           pendingRetry
-	puts            putTimes // when the pending entries of key were put
+	// absent counts, by value, the operations whose entry was evicted and
+	// whose RetryDelay may still come.
+	absent [4]absentOps
+	entry  pendingRetry
+	puts   putTimes // when the pending entries of key were put
 }
 
-// putTimes are the clock readings of the puts of a slot's pending entries,
-// oldest first (zero: the put made none); beyond len(at) pending, the
-// rest are not kept.
+// absentOps are n operations of key whose entries were evicted, the newest
+// put at at; deadline: one of them had a deadline to check.
+type absentOps struct {
+	key      error
+	n        int
+	deadline bool
+	at       time.Time
+}
+
+// putTimes are the clock readings of the puts of a slot's last pending
+// entries, oldest first (zero: the put made none), and the newest of the
+// readings dropped to keep len(at): a bound on every entry older than the
+// kept ones.
 type putTimes struct {
-	at [4]time.Time
-	n  int
+	at      [4]time.Time
+	n       int
+	dropped time.Time
 }
 
 func (p *putTimes) reset(at time.Time) {
@@ -82,10 +117,13 @@ func (p *putTimes) reset(at time.Time) {
 }
 
 func (p *putTimes) push(at time.Time) {
-	if p.n < len(p.at) {
-		p.at[p.n] = at
-		p.n++
+	if p.n == len(p.at) {
+		p.dropped = p.at[0]
+		copy(p.at[:], p.at[1:])
+		p.n--
 	}
+	p.at[p.n] = at
+	p.n++
 }
 
 func (p *putTimes) pop() {
@@ -94,24 +132,30 @@ func (p *putTimes) pop() {
 	}
 }
 
-// allStale reports whether each of the pending entries was put handoffStale
-// or more before at. A reading the put did not make is taken as at: the
-// time the entry was first seen pending, so that it too goes stale.
-func (p *putTimes) allStale(pending int, at time.Time) bool {
-	for i := range p.n {
-		if p.at[i].IsZero() {
-			p.at[i] = at
-		}
+// newest returns the reading of the newest pending entry's put.
+func (p *putTimes) newest() *time.Time {
+	if p.n > 0 {
+		return &p.at[p.n-1]
 	}
-	if p.n != pending {
-		return false
+	return &p.dropped
+}
+
+// allStale reports whether the newest pending entry, and so each of them,
+// was put handoffStale or more before at. A reading the put did not make
+// is taken as at: the time the entry was first seen pending, so that it
+// too goes stale.
+func (p *putTimes) allStale(at time.Time) bool {
+	return stale(p.newest(), at)
+}
+
+// stale reports whether a put at *put was handoffStale or more before at,
+// dating a put that made no reading at at, and one after at (a clock that
+// stepped back) too: it ages from there.
+func stale(put *time.Time, at time.Time) bool {
+	if put.IsZero() || at.Before(*put) {
+		*put = at
 	}
-	for i := range p.n {
-		if at.Sub(p.at[i]) < handoffStale {
-			return false
-		}
-	}
-	return true
+	return at.Sub(*put) >= handoffStale
 }
 
 // pendingRetry is what GetRetryToken hands to RetryDelay.
@@ -162,46 +206,126 @@ func (s handoffStatus) unchecked(hadDeadline bool) bool {
 	return hadDeadline && (s == handoffAmbiguous || s == handoffLost)
 }
 
-// put hands e off under err, whose keyHash is hash, reading clock only when a
-// pending entry of the same value needs a time and e has none (see
-// handoffStale). It reports whether it
-// evicted an entry of another error that no RetryDelay took and that had
-// a deadline to check, and that entry's partition ("" when several
-// operations had handed its error off at once).
+// put hands e off under err, whose keyHash is hash, reading clock only when
+// e has no reading and the slot needs one (a pending entry of the same
+// value to date, another value's entries to age, evicted operations of the
+// value to tell). It reports whether it evicted entries of another error
+// with a deadline to check, and their partition ("" when several operations
+// had handed that error off at once).
 func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending > 0 {
-		if sameKey(s.key, err) {
-			// Every pending entry of the value gets a reading, so that
-			// its age is known: a put that made none reads the clock
-			// here, on this rare path.
-			at := e.at
-			if at.IsZero() {
-				at = clock()
-			}
-			if s.puts.allStale(s.pending, at) {
-				s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
-				s.puts.reset(at)
-				return false, ""
-			}
-			s.puts.push(at)
-			s.pending++
-			s.ambiguous = true
-			s.deadlines = s.deadlines || e.checksDeadline()
-			s.entry = pendingRetry{}
+	at := e.at
+	reading := func() time.Time {
+		if at.IsZero() {
+			at = clock()
+		}
+		return at
+	}
+	if s.pending > 0 && sameKey(s.key, err) {
+		// Every pending entry of the value gets a reading, so that its age
+		// is known: a put that made none reads the clock here, on this
+		// rare path.
+		if s.puts.allStale(reading()) {
+			s.replace(err, e, at)
 			return false, ""
 		}
-		// Only an entry with a deadline check had one to skip.
-		s.evicted, s.evictedDeadline, evicted = s.key, s.deadlines, s.deadlines
+		s.puts.push(at)
+		s.pending++
+		s.ambiguous = true
+		s.deadlines = s.deadlines || e.checksDeadline()
+		s.entry = pendingRetry{}
+		return false, ""
+	}
+	// The absent operations of this value, if recent, may still ask: their
+	// RetryDelay must not take this entry. (Taken first, so that their
+	// record does not count against the four a slot keeps.)
+	lost, lostDeadline := s.takeAbsent(err, 0, reading)
+	if s.pending > 0 {
+		// Another value's entries: evicted. Their operations may still
+		// ask, unless the entries are stale.
+		evicted = s.deadlines
 		if s.entry.lane != nil {
 			partition = s.entry.lane.key
 		}
+		if !s.puts.allStale(reading()) {
+			s.addAbsent(s.key, s.pending, s.deadlines, reading())
+		}
 	}
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
-	s.puts.reset(e.at)
+	s.replace(err, e, at)
+	if lost > 0 {
+		s.pending += lost
+		s.ambiguous, s.deadlines, s.entry = true, s.deadlines || lostDeadline, pendingRetry{}
+		for range min(lost, len(s.puts.at)) {
+			s.puts.push(at)
+		}
+	}
 	return evicted, partition
+}
+
+// replace makes e, put at at, the slot's only entry, under err.
+func (s *handoffSlot) replace(err error, e *pendingRetry, at time.Time) {
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
+	s.puts.reset(at)
+}
+
+// addAbsent counts n operations of key whose entries were evicted, the
+// newest put at now; with four other values' absent operations that may
+// still ask, it forgets the oldest.
+func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) {
+	free := -1
+	for i := range s.absent {
+		a := &s.absent[i]
+		switch {
+		case a.key == nil || stale(&a.at, now):
+			if free < 0 || s.absent[free].key != nil {
+				free = i
+			}
+		case sameKey(a.key, key):
+			a.n, a.deadline, a.at = a.n+n, a.deadline || deadline, now
+			return
+		}
+	}
+	if free < 0 {
+		oldest := 0
+		for i := range s.absent {
+			if s.absent[i].at.Before(s.absent[oldest].at) {
+				oldest = i
+			}
+		}
+		free = oldest
+	}
+	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, at: now}
+}
+
+// takeAbsent removes the absent operations of key: all of them, or, with
+// one > 0, one of them (their RetryDelay came). It returns how many it
+// removed that may still ask (all of them put within handoffStale; the one
+// when one is set) and whether one had a deadline to check. It reads the
+// clock (with reading) only when it finds some and one is 0.
+func (s *handoffSlot) takeAbsent(key error, one int, reading func() time.Time) (n int, deadline bool) {
+	for i := range s.absent {
+		a := &s.absent[i]
+		if a.key == nil || !sameKey(a.key, key) {
+			continue
+		}
+		n, deadline = a.n, a.deadline
+		switch {
+		case one > 0:
+			n = one
+			if a.n -= one; a.n <= 0 {
+				*a = absentOps{}
+			}
+		case stale(&a.at, reading()):
+			n, deadline = 0, false
+			*a = absentOps{}
+		default:
+			*a = absentOps{}
+		}
+		return n, deadline
+	}
+	return 0, false
 }
 
 // take takes the entry handed off under err. For an ambiguous or lost
@@ -223,10 +347,8 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 		}
 		return e, status, hadDeadline
 	}
-	if s.evicted != nil && sameKey(s.evicted, err) {
-		hadDeadline = s.evictedDeadline
-		s.evicted, s.evictedDeadline = nil, false
-		return pendingRetry{}, handoffLost, hadDeadline
+	if n, deadline := s.takeAbsent(err, 1, nil); n > 0 {
+		return pendingRetry{}, handoffLost, deadline
 	}
 	return pendingRetry{}, handoffMissing, false
 }

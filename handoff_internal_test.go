@@ -3,6 +3,9 @@ package jitterretry
 import (
 	"context"
 	"errors"
+	"fmt"
+	"runtime"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -173,6 +176,12 @@ func TestRefusalGhostFadesUnderASteadyStream(t *testing.T) {
 // RetryDelay never comes, and then got its tokens back.
 func afterARefusal(t *testing.T) (r *Retryer, clock func() time.Time, offset *atomic.Int64, shared error) {
 	t.Helper()
+	return afterRefusals(t, 1)
+}
+
+// afterRefusals is afterARefusal with n refusals of shared.
+func afterRefusals(t *testing.T, n int) (r *Retryer, clock func() time.Time, offset *atomic.Int64, shared error) {
+	t.Helper()
 	base := time.Now()
 	offset = new(atomic.Int64)
 	clock = func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
@@ -186,8 +195,386 @@ func afterARefusal(t *testing.T) (r *Retryer, clock func() time.Time, offset *at
 	})
 	shared = errors.New("shared")
 	drain(t, r, bucket)
-	_, err := r.GetRetryToken(context.Background(), shared)
-	require.ErrorIs(t, err, ErrRetryBudgetExhausted)
+	for range n {
+		_, err := r.GetRetryToken(context.Background(), shared)
+		require.ErrorIs(t, err, ErrRetryBudgetExhausted)
+	}
 	bucket.AddTokens(100)
 	return r, clock, offset, shared
+}
+
+// TestAnEvictedEntryMakesItsValueAmbiguous: operation A hands off a shared
+// value, another error in the same slot evicts A's entry, then operation C
+// hands off the same value; A's RetryDelay took C's entry, and was refused
+// for C's deadline (500 ms against A's hour) in C's partition, with C's
+// tokens refunded, while C's retry went unchecked and unreported
+// (helper-59). A value that has a lost entry is ambiguous: neither
+// operation uses the other's entry, and both are reported Unchecked.
+func TestAnEvictedEntryMakesItsValueAmbiguous(t *testing.T) {
+	var events []RetryEvent
+	r := New(func(o *Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.PartitionKey = PartitionFromContext
+		o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+	})
+	shared := errors.New("shared")
+	var colliding error
+	for colliding == nil {
+		if c := errors.New("other"); keyHash(c)%handoffSlots == keyHash(shared)%handoffSlots {
+			colliding = c
+		}
+	}
+	hour, cancel := context.WithTimeout(WithPartition(context.Background(), "A"), time.Hour)
+	defer cancel()
+	soon, cancelSoon := context.WithTimeout(WithPartition(context.Background(), "C"), 500*time.Millisecond)
+	defer cancelSoon()
+	_, err := r.GetRetryToken(hour, shared) // A
+	require.NoError(t, err)
+	_, err = r.GetRetryToken(hour, colliding) // evicts A's entry
+	require.NoError(t, err)
+	_, err = r.GetRetryToken(soon, shared) // C
+	require.NoError(t, err)
+
+	for _, who := range []string{"A", "C"} {
+		_, err := r.RetryDelay(1, shared)
+		var gu *GiveUpError
+		require.False(t, errors.As(err, &gu), "%s: expect no other operation's deadline, got %v", who, err)
+	}
+	require.Len(t, events, 2)
+	for _, e := range events {
+		assert.True(t, e.Unchecked, "expect each retry of the value reported unchecked, got %+v", e)
+	}
+}
+
+// TestABurstOfRefusalsOfOneValueGoesStale: five refusals of one value left
+// pending (ordinary operations: their RetryDelay never comes), more than
+// the four put times a slot kept: the slot never went stale, and every
+// later operation of the value was paired ambiguously, its deadline
+// unchecked, until another error evicted it (helper-59).
+func TestABurstOfRefusalsOfOneValueGoesStale(t *testing.T) {
+	for _, refusals := range []int{4, 5, 9} {
+		t.Run(fmt.Sprint(refusals), func(t *testing.T) {
+			r, clock, offset, shared := afterRefusals(t, refusals)
+			offset.Add(int64(2 * time.Second))
+			ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+			defer cancel()
+			_, err := r.GetRetryToken(ctx, shared)
+			require.NoError(t, err)
+			_, status, _ := r.handoff.take(shared)
+			assert.Equal(t, handoffFound, status, "expect the refusals, two seconds old, replaced")
+		})
+	}
+}
+
+// TestAnEvictedGhostIsNotLostForever: a refusal's entry that no RetryDelay
+// will take (an ordinary operation's), evicted by another error an hour
+// later, made every later operation of the value ambiguous, its deadline
+// unchecked, however old the eviction (helper-61). Only an entry evicted
+// within handoffStale of its put may still be asked for.
+func TestAnEvictedGhostIsNotLostForever(t *testing.T) {
+	r, clock, offset, shared := afterARefusal(t)
+	var colliding error
+	for colliding == nil {
+		if c := errors.New("other"); keyHash(c)%handoffSlots == keyHash(shared)%handoffSlots {
+			colliding = c
+		}
+	}
+	offset.Add(int64(time.Hour))
+	_, err := r.GetRetryToken(context.Background(), colliding) // evicts the ghost
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, colliding)
+	require.NoError(t, err)
+	offset.Add(int64(time.Hour))
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+	defer cancel()
+	_, err = r.GetRetryToken(ctx, shared)
+	require.NoError(t, err)
+	_, status, _ := r.handoff.take(shared)
+	assert.Equal(t, handoffFound, status, "expect the operation's own entry, two hours after the refusal")
+}
+
+// TestHandoffOfASharedValueBesideCollidingOnesDrains: eight operations at
+// once, in the middleware's order, hand off one shared value and four
+// other errors of its slot; when every RetryDelay has come, what is left
+// pending (an entry kept for an operation that might still ask) is stale
+// a second later, and the value's next operation pairs exactly (an outside
+// review's stress, helper-61; run under -race).
+func TestHandoffOfASharedValueBesideCollidingOnesDrains(t *testing.T) {
+	base := time.Now()
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+	r := New(func(o *Options) {
+		o.BucketCapacity = 1 << 30
+		o.Clock = clock
+	})
+	shared := errors.New("shared")
+	colliding := collidingWith(shared, 4)
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				err := shared
+				if (i+g)%3 == 0 {
+					err = colliding[(i+g)%4]
+				}
+				ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+				if _, e := r.GetRetryToken(ctx, err); e == nil {
+					_, _ = r.RetryDelay(1, err)
+				}
+				cancel()
+			}
+		}()
+	}
+	wg.Wait()
+	offset.Add(int64(2 * handoffStale))
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+	defer cancel()
+	_, err := r.GetRetryToken(ctx, shared)
+	require.NoError(t, err)
+	_, status, _ := r.handoff.take(shared)
+	assert.Equal(t, handoffFound, status, "expect what was left stale, and the next operation paired")
+	s := &r.handoff.slots[keyHash(shared)%handoffSlots]
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	assert.Zero(t, s.pending, "expect nothing left pending after the take")
+}
+
+// collidingWith returns n errors of shared's slot of the hand-off table.
+func collidingWith(shared error, n int) []error {
+	var out []error
+	for len(out) < n {
+		if c := errors.New("other"); keyHash(c)%handoffSlots == keyHash(shared)%handoffSlots {
+			out = append(out, c)
+		}
+	}
+	return out
+}
+
+// handoffValue is an error that is not a pointer: all its values share a
+// key in the hand-off table, as a shared sentinel's operations do.
+type handoffValue struct{ op int }
+
+func (e handoffValue) Error() string { return fmt.Sprintf("value of operation %d", e.op) }
+
+// TestAnEvictedOperationNeverTakesAnothersEntry: operations of other errors
+// in the slot of a shared value's pending entry, then operations of the
+// value, in orders the outside reviews found (helper-62, helper-63): each
+// let an hour-long operation take a 500 ms one's entry and be refused for
+// its deadline, with the 500 ms one's backoff let through unreported. The
+// evicted operations of a value are counted (four values a slot): no
+// RetryDelay of the value takes another operation's entry, and each is
+// reported Unchecked.
+func TestAnEvictedOperationNeverTakesAnothersEntry(t *testing.T) {
+	type step struct {
+		put  int // 0: the value in the hour-long context, 1: in the 500 ms one, 2 and 3: other errors
+		take int // the same numbering, or -1 for a put
+	}
+	put := func(v int) step { return step{put: v, take: -1} }
+	take := func(v int) step { return step{put: -1, take: v} }
+	cases := map[string][]step{
+		"two evictions, then the value again":      {put(0), put(2), put(3), put(1), take(0), take(1), take(2), take(3)},
+		"an ambiguous pair evicted":                {put(0), put(0), put(2), take(0), put(1), take(0), take(1), take(2)},
+		"two declines of one value":                {put(2), put(0), put(0), take(2), put(0), take(0), take(0), put(1), take(0), take(1)},
+		"the first take of two declined, then one": {put(2), put(0), put(0), take(0), take(2), put(1), take(0), take(1)},
+	}
+	for name, steps := range cases {
+		for _, shared := range []string{"a shared pointer", "values of one type"} {
+			t.Run(name+", "+shared, func(t *testing.T) {
+				var events []RetryEvent
+				r := New(func(o *Options) {
+					o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+					o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+				})
+				sentinel := errors.New("shared")
+				var value error = sentinel
+				if shared == "values of one type" {
+					value = handoffValue{}
+				}
+				others := collidingWith(value, 2)
+				hour, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				soon, cancelSoon := context.WithTimeout(context.Background(), 500*time.Millisecond)
+				defer cancelSoon()
+				n := 0
+				errOf := func(v int) error {
+					switch {
+					case v >= 2:
+						return others[v-2]
+					case shared == "values of one type":
+						n++
+						return handoffValue{op: n}
+					}
+					return sentinel
+				}
+				for _, s := range steps {
+					if s.take < 0 {
+						ctx := hour
+						if s.put == 1 {
+							ctx = soon
+						}
+						_, err := r.GetRetryToken(ctx, errOf(s.put))
+						require.NoError(t, err)
+						continue
+					}
+					_, err := r.RetryDelay(1, errOf(s.take))
+					var gu *GiveUpError
+					require.False(t, errors.As(err, &gu), "expect no operation refused for another's deadline, got %v", err)
+				}
+				for _, e := range events {
+					if e.Err == sentinel || errors.As(e.Err, new(handoffValue)) {
+						assert.True(t, e.Unchecked, "expect each retry of the value reported unchecked, got %+v", e)
+					}
+				}
+			})
+		}
+	}
+}
+
+// TestAGhostsPhantomIsDated: a refusal's entry evicted by another error,
+// then an operation without a deadline (no clock reading) puts the value
+// within a second: the entry kept for the evicted one beside it had no
+// reading, and made the value's next operation, an hour later, ambiguous
+// (helper-62).
+func TestAGhostsPhantomIsDated(t *testing.T) {
+	r, clock, offset, shared := afterARefusal(t)
+	other := collidingWith(shared, 1)[0]
+	_, err := r.GetRetryToken(context.Background(), other) // evicts the refusal's entry
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, other)
+	require.NoError(t, err)
+	_, err = r.GetRetryToken(context.Background(), shared) // no deadline, within the second
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, shared)
+	require.NoError(t, err)
+
+	offset.Add(int64(time.Hour))
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+	defer cancel()
+	_, err = r.GetRetryToken(ctx, shared)
+	require.NoError(t, err)
+	_, status, _ := r.handoff.take(shared)
+	assert.Equal(t, handoffFound, status, "an hour later, expect the operation's own entry")
+}
+
+// TestAGhostAgesAfterAClockSteppedBack: after a refusal, a clock (one of
+// the caller's, without a monotonic reading) steps back an hour: the
+// refusal's entry never aged until the clock caught up, and every
+// operation of its value meanwhile was ambiguous (helper-62). Its age
+// counts from the first reading after the step.
+func TestAGhostAgesAfterAClockSteppedBack(t *testing.T) {
+	r, _, offset, shared := afterARefusal(t)
+	offset.Add(int64(-time.Hour))
+	var statuses []handoffStatus
+	for range 3 {
+		offset.Add(int64(2 * time.Second))
+		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+		_, err := r.GetRetryToken(ctx, shared)
+		require.NoError(t, err)
+		_, status, _ := r.handoff.take(shared)
+		statuses = append(statuses, status)
+		cancel()
+	}
+	assert.Equal(t, []handoffStatus{handoffAmbiguous, handoffFound, handoffFound}, statuses, "2, 4 and 6 s after the step")
+}
+
+// TestNoOperationTakesAnothersDeadlineUnderStress: eight goroutines call
+// the retryer in the middleware's order with one shared value and four
+// other errors of its slot, half of them with an hour left, half with
+// 300 ms, a backoff of 1 s: no hour-long operation may be refused for a
+// deadline (an outside review's stress, helper-62: 2-8 of 24,000 were,
+// under -race, until the slot counted its evicted operations by value),
+// and every 300 ms one let through is reported Unchecked.
+func TestNoOperationTakesAnothersDeadlineUnderStress(t *testing.T) {
+	for _, yield := range []bool{false, true} {
+		t.Run(fmt.Sprintf("yield=%v", yield), func(t *testing.T) {
+			r := New(func(o *Options) {
+				o.BucketCapacity = 1 << 30
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+			})
+			shared := errors.New("shared")
+			others := collidingWith(shared, 4)
+			var wrong, letThrough, unchecked atomic.Int64
+			r.hooks.onRetry = func(e RetryEvent) {
+				if e.Unchecked {
+					unchecked.Add(1)
+				}
+			}
+			var wg sync.WaitGroup
+			for g := range 8 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for i := range 2000 {
+						err := shared
+						if (i+g)%3 == 0 {
+							err = others[(i+g)%4]
+						}
+						short := (i+g)%2 == 0
+						d := time.Hour
+						if short {
+							d = 300 * time.Millisecond
+						}
+						ctx, cancel := context.WithTimeout(context.Background(), d)
+						r.IsErrorRetryable(err)
+						if _, e := r.GetRetryToken(ctx, err); e == nil {
+							if yield && i%7 == 0 {
+								runtime.Gosched()
+							}
+							_, e2 := r.RetryDelay(1, err)
+							var gu *GiveUpError
+							if errors.As(e2, &gu) && gu.Reason == GiveUpDeadline && !short {
+								wrong.Add(1)
+							}
+							if e2 == nil && short {
+								letThrough.Add(1)
+							}
+						}
+						cancel()
+					}
+				}()
+			}
+			wg.Wait()
+			assert.Zero(t, wrong.Load(), "expect no hour-long operation refused for a deadline")
+			assert.LessOrEqual(t, letThrough.Load(), unchecked.Load(), "expect every 300 ms operation let through reported unchecked")
+		})
+	}
+}
+
+// TestASuspectSlotLeavesNoPhantom: after two other errors of its slot were
+// evicted, an operation alone in its slot was counted twice (a phantom for
+// an operation the slot had forgotten), and the phantom held the slot a
+// second longer: an operation alone in its slot, 500 ms left and a 1 s
+// backoff, was let through (helper-63, on a version that declined puts).
+func TestASuspectSlotLeavesNoPhantom(t *testing.T) {
+	base := time.Now()
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	r := New(func(o *Options) {
+		o.Clock = clock
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+	})
+	errs := collidingWith(errors.New("x"), 5)
+	x, y, z, a, b := errs[0], errs[1], errs[2], errs[3], errs[4]
+	hop := func(err error) {
+		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(500*time.Millisecond))
+		defer cancel()
+		_, gerr := r.GetRetryToken(ctx, err)
+		require.NoError(t, gerr)
+	}
+	hop(x) // pending
+	hop(y) // evicts x
+	hop(z) // evicts y
+	for _, err := range []error{x, y, z} {
+		_, _ = r.RetryDelay(1, err)
+	}
+	offset.Add(int64(900 * time.Millisecond))
+	hop(a) // alone
+	_, _ = r.RetryDelay(1, a)
+	offset.Add(int64(600 * time.Millisecond))
+	hop(b)
+	d, err := r.RetryDelay(1, b)
+	var gu *GiveUpError
+	assert.True(t, errors.As(err, &gu) && gu.Reason == GiveUpDeadline, "expect the lone operation's 1 s backoff refused with 500 ms left, got %v, %v", d, err)
 }

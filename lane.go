@@ -78,7 +78,7 @@ type costs struct{ retry, throttle, success uint }
 func newLane(key string, cfg *laneConfig) *lane {
 	l := &lane{key: key, costs: cfg.costs, foreign: cfg.foreign, isConflict: cfg.isConflict}
 	if cfg.sendRate != nil {
-		l.sender = newSendRate(*cfg.sendRate, cfg.now)
+		l.sender = newSendRate(*cfg.sendRate, cfg.limiterClock)
 	}
 	if tb, ok := cfg.foreign.(*TokenBucket); ok {
 		l.bucket, l.foreign = tb, nil
@@ -114,13 +114,16 @@ func newLane(key string, cfg *laneConfig) *lane {
 
 // laneConfig is what every lane of a Retryer is built from.
 type laneConfig struct {
-	costs     costs
-	capacity  uint
-	refill    float64
-	foreign   retry.RateLimiter
-	sendRate  *SendRateOptions
-	now       func() time.Time
-	partition func(context.Context) string
+	costs    costs
+	capacity uint
+	refill   float64
+	foreign  retry.RateLimiter
+	sendRate *SendRateOptions
+	now      func() time.Time
+	// limiterClock is the send-rate limiter's: now when Options.Clock was
+	// set, nil (the monotonic clock alone) when it was left to time.Now.
+	limiterClock func() time.Time
+	partition    func(context.Context) string
 	// isThrottle classifies a failed attempt's error for the limiter;
 	// isConflict a retry's answer for its release (see retryRelease).
 	isThrottle, isConflict func(error) bool

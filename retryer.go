@@ -5,6 +5,7 @@ package jitterretry
 
 import (
 	"context"
+	"reflect"
 	"runtime"
 	"time"
 
@@ -58,8 +59,8 @@ var errZeroRetryer = &OptionsError{Option: "Retryer", Reason: "the zero value is
 //
 // A Retryer is meant to be shared: by every operation of a client, or of
 // several. Its fixed-size tables (the hand-off, the tracking of held
-// retries) cost about 115 KB and 30 µs to make (retry.NewStandard: 0.7 KB,
-// 0.6 µs), so one per operation costs that per request, and gives every
+// retries) cost about 216 KB and 90 µs to make (retry.NewStandard: 0.7 KB,
+// 0.7 µs), so one per operation costs that per request, and gives every
 // operation a bucket of its own, as retry.NewStandard per operation does.
 func New(optFns ...func(*Options)) *Retryer {
 	o := defaultOptions()
@@ -70,6 +71,12 @@ func New(optFns ...func(*Options)) *Retryer {
 	}
 	if o.Clock == nil {
 		o.Clock = time.Now
+	}
+	// The send-rate limiter reads the monotonic clock alone (see
+	// sendRate.clock) unless the caller gave a clock of their own.
+	limiterClock := o.Clock
+	if reflect.ValueOf(o.Clock).Pointer() == reflect.ValueOf(time.Now).Pointer() {
+		limiterClock = nil
 	}
 	// The caller's slices may be appended to later; keep copies.
 	o.Retryables = append([]retry.IsErrorRetryable(nil), o.Retryables...)
@@ -98,24 +105,28 @@ func New(optFns ...func(*Options)) *Retryer {
 		return r
 	}
 	r.delayer, _ = r.backoff.(delayers.Delayer)
-	r.pacedThrottles = o.SendRate != nil && o.ThrottleBaseDelay == defaultThrottleBaseDelay
+	// A Backoff of the caller's computes every delay, throttles' included.
+	r.pacedThrottles = o.SendRate != nil && o.ThrottleBaseDelay == defaultThrottleBaseDelay && o.Backoff == nil
 	if o.SendRate != nil {
 		sr := *o.SendRate
 		o.SendRate = &sr
 	}
 	classes := r.classes
 	r.lanes = newLanes(laneConfig{
-		costs:     r.costs,
-		capacity:  o.BucketCapacity,
-		refill:    o.BucketRefill,
-		foreign:   o.RateLimiter,
-		sendRate:  o.SendRate,
-		now:       o.Clock,
-		partition: o.PartitionKey,
+		costs:        r.costs,
+		capacity:     o.BucketCapacity,
+		refill:       o.BucketRefill,
+		foreign:      o.RateLimiter,
+		sendRate:     o.SendRate,
+		now:          o.Clock,
+		limiterClock: limiterClock,
+		partition:    o.PartitionKey,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
+		// The throttle checks alone, as the SDK's adaptive mode: a
+		// throttle that only a decorator retries is one all the same.
 		isThrottle: func(err error) bool {
-			return classes.classify(err) == ClassThrottle
+			return classes.isThrottle(err) == aws.TrueTernary
 		},
 		isConflict: func(err error) bool {
 			return classes.classify(err) == ClassConflict
@@ -195,10 +206,12 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // With the send-rate limiter on, it first waits for its turn to send, and
 // the release also reports the attempt's outcome (a success or a throttle)
 // to the limiter. It never waits past a deadline it can see (unless
-// DisableDeadlineGiveUp): when the wait, plus the deadline margin, would end
-// past ctx's deadline, at first or after a cut lengthens it, it fails with a
-// *GiveUpError (GiveUpDeadline); when ctx is done during the wait, with a
-// *GiveUpError (GiveUpCanceled). A nil ctx counts as context.Background().
+// DisableDeadlineGiveUp): when the wait, plus the time the operation's
+// attempts take (Options.DeadlineMargin when set; not the retries' twice
+// that), would end past ctx's deadline, at first or after a cut lengthens
+// it, it fails with a *GiveUpError (GiveUpDeadline); when ctx is done
+// during the wait, with a *GiveUpError (GiveUpCanceled). A nil ctx counts
+// as context.Background().
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
 	if err := r.ready(); err != nil {
 		return nil, err
@@ -274,7 +287,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if !cached {
 		info = r.classes.inspect(opErr)
 	}
-	class := info.class
+	class := r.classes.retryClass(opErr, info.class)
 	cost := r.costs.retry
 	if class == ClassThrottle {
 		cost = r.costs.throttle
@@ -309,8 +322,8 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	return release, nil
 }
 
-// put hands p off to the RetryDelay that follows, and counts an entry it
-// evicted.
+// put hands p off to the RetryDelay that follows, and counts an entry with
+// a deadline check it evicted (see handoff.put).
 func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
 	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted && r.hooks.meter != nil {
 		r.hooks.meter.uncheckedEviction(partition)
@@ -338,7 +351,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = info.class, info.hint, r.marginAfter(nil, nil, info.cut)
+		p.class, p.hint, p.margin = r.classes.retryClass(opErr, info.class), info.hint, r.marginAfter(nil, nil, info.cut)
 	}
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)

@@ -360,6 +360,28 @@ func TestSDKWrappers(t *testing.T) {
 	})
 }
 
+// TestAnOptionFunctionWrapsTheDefaultClock: option functions see the
+// defaults filled in, Clock's too: one that wraps it must not find a nil
+// (helper-61: New panicked).
+func TestAnOptionFunctionWrapsTheDefaultClock(t *testing.T) {
+	var calls atomic.Int64
+	var r *jitterretry.Retryer
+	require.NotPanics(t, func() {
+		r = jitterretry.New(func(o *jitterretry.Options) {
+			inner := o.Clock
+			o.Clock = func() time.Time { calls.Add(1); return inner() }
+			o.SendRate = &jitterretry.SendRateOptions{}
+		})
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	attempts, err := operation(ctx, r, script(fail(serverErr()), ok))
+	requireAttempts(t, 2, attempts, err)
+	require.NoError(t, err)
+	assert.Positive(t, calls.Load(), "expect the wrapped clock read")
+}
+
 // TestLongPollingWaitsOnce: for a long-polling operation whose budget is
 // empty the SDK's middleware asks RetryDelay for a backoff after
 // GetRetryToken refused; the retryer backed off already, so it answers 0.
@@ -1010,14 +1032,22 @@ func TestPartitionsAreBounded(t *testing.T) {
 // throttle among mostly accepted requests is a near miss and backs off from
 // BaseDelay; among many throttles (a fleet sharing the capacity, or a flood
 // before the limiter took hold) it backs off from ThrottleBaseDelay, as
-// without the limiter, so retries do not multiply the overload.
+// without the limiter, so retries do not multiply the overload. A Backoff
+// of the caller's computes every delay: its throttle delays stay (they
+// were its base delays while the limiter paced; helper-58).
 func TestThrottleBackoffWhileTheLimiterPaces(t *testing.T) {
+	ownBackoff, err := delayers.New(delayers.StrategyFull, func(o *delayers.Options) {
+		o.Base, o.ThrottleBase, o.Cap, o.Source = 10*time.Millisecond, 800*time.Millisecond, 10*time.Second, delayers.NewSource(1)
+	})
+	require.NoError(t, err)
 	for name, tc := range map[string]struct {
 		every   int // one throttle in every answers
 		longest time.Duration
+		backoff retry.BackoffDelayer
 	}{
-		"few throttles":  {every: 40, longest: 50 * time.Millisecond},
-		"many throttles": {every: 2, longest: time.Second},
+		"few throttles":                {every: 40, longest: 50 * time.Millisecond},
+		"many throttles":               {every: 2, longest: time.Second},
+		"few throttles, a Backoff set": {every: 40, longest: 800 * time.Millisecond, backoff: ownBackoff},
 	} {
 		t.Run(name, func(t *testing.T) {
 			now := time.Unix(1_000_000, 0)
@@ -1026,6 +1056,7 @@ func TestThrottleBackoffWhileTheLimiterPaces(t *testing.T) {
 				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
 				o.Clock = func() time.Time { return now }
 				o.Source = delayers.NewSource(1)
+				o.Backoff = tc.backoff
 			})
 			require.NoError(t, r.Err())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)

@@ -852,6 +852,167 @@ func TestSDKContract_DifferenceNilOptions(t *testing.T) {
 	}
 }
 
+// TestSDKContract_DifferenceOptionLists: the SDK's Retryables and Throttles
+// start as its default lists, a list set in their place replaces them, and
+// checks appended to them come after them; ours start empty, are consulted
+// before the built-in rules, which always apply after them. Each case
+// asserts both sides (the README's side-by-side, helper-60's review).
+func TestSDKContract_DifferenceOptionLists(t *testing.T) {
+	myCode := retry.RetryableErrorCode{Codes: map[string]struct{}{"MyCode": {}}}
+	no503 := retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+		var status interface{ HTTPStatusCode() int }
+		if errors.As(err, &status) && status.HTTPStatusCode() == 503 {
+			return aws.FalseTernary
+		}
+		return aws.UnknownTernary
+	})
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	unavailable := sdkcReply{status: 503, shape: sdkcBare}.err()
+	t.Run("a list set in place of the defaults", func(t *testing.T) {
+		sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.Retryables = []retry.IsErrorRetryable{myCode} })
+		ours := jitterretry.New(func(o *jitterretry.Options) { o.Retryables = []retry.IsErrorRetryable{myCode} })
+		assert.False(t, sdk.IsErrorRetryable(unavailable), "the SDK: expect its defaults gone")
+		assert.True(t, ours.IsErrorRetryable(unavailable), "expect the built-in rules still to retry a 503")
+		assert.True(t, sdk.IsErrorRetryable(&sdkcCoded{code: "MyCode"}))
+		assert.True(t, ours.IsErrorRetryable(&sdkcCoded{code: "MyCode"}))
+	})
+	t.Run("an appended check that refuses a 503", func(t *testing.T) {
+		sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.Retryables = append(o.Retryables, no503) })
+		ours := jitterretry.New(func(o *jitterretry.Options) { o.Retryables = append(o.Retryables, no503) })
+		assert.True(t, sdk.IsErrorRetryable(unavailable), "the SDK: expect its defaults to answer first")
+		assert.False(t, ours.IsErrorRetryable(unavailable), "expect the caller's check to answer first")
+	})
+	t.Run("Throttles set to nil", func(t *testing.T) {
+		sdkBucket := ratelimit.NewTokenRateLimit(500)
+		sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.Throttles = nil; o.RateLimiter = sdkBucket })
+		ours := jitterretry.New(func(o *jitterretry.Options) { o.Throttles = nil })
+		_, err := sdk.GetRetryToken(context.Background(), throttle)
+		require.NoError(t, err)
+		_, err = ours.GetRetryToken(context.Background(), throttle)
+		require.NoError(t, err)
+		assert.Equal(t, uint(486), sdkBucket.Remaining(), "the SDK: expect no throttle left, 14 tokens")
+		assert.Equal(t, uint(495), ours.Remaining(), "expect the built-in throttle rules, 5 tokens")
+	})
+	t.Run("an option function that edits the default list in place", func(t *testing.T) {
+		edit := func(list []retry.IsErrorRetryable) { list[0] = retry.NoRetryCanceledError{} }
+		assert.NotPanics(t, func() { retry.NewStandard(func(o *retry.StandardOptions) { edit(o.Retryables) }) })
+		assert.Panics(t, func() { jitterretry.New(func(o *jitterretry.Options) { edit(o.Retryables) }) },
+			"expect the caller's function to index an empty list")
+	})
+}
+
+// TestSDKContract_DifferenceBackoffError: a Backoff that fails makes the
+// middleware return its error without the retry: the SDK keeps the retry's
+// tokens (no release ever comes), ours gives them back.
+func TestSDKContract_DifferenceBackoffError(t *testing.T) {
+	failing := retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, errors.New("no delay") })
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.Backoff = failing; o.RateLimiter = sdkBucket })
+	ours := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = failing })
+	for _, r := range []aws.RetryerV2{sdk, ours} {
+		attempts, err := operation(context.Background(), r, script(serverErr, ok))
+		requireAttempts(t, 1, attempts, err)
+		require.ErrorContains(t, err, "no delay")
+	}
+	assert.Equal(t, uint(486), sdkBucket.Remaining(), "the SDK: expect the retry's 14 tokens kept")
+	assert.Equal(t, uint(500), ours.Remaining(), "expect them given back")
+}
+
+// TestSDKContract_DifferenceIncrementOutsideTheMiddleware: a loop of the
+// caller's own, without the SDK middleware's context: the SDK adds
+// NoRetryIncrement on every successful attempt (it reads the attempt's
+// number from its middleware's context, so every attempt is a first one);
+// ours counts a successful retry in the bucket and adds nothing for the
+// next successful attempt, the one the middleware releases right after it.
+func TestSDKContract_DifferenceIncrementOutsideTheMiddleware(t *testing.T) {
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = sdkBucket })
+	ours := jitterretry.New()
+	for _, r := range []aws.RetryerV2{sdk, ours} {
+		release, err := r.GetAttemptToken(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, release(serverErr()))
+		retryRelease, err := r.GetRetryToken(context.Background(), serverErr())
+		require.NoError(t, err)
+		require.NoError(t, retryRelease(nil)) // refunds the 14
+		release, err = r.GetAttemptToken(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	assert.Equal(t, uint(500), sdkBucket.Remaining(), "the SDK: expect the refund and +1, capped at 500")
+	assert.Equal(t, uint(500), ours.Remaining())
+	// Below the cap the +1 shows: take some tokens from both first.
+	sdkBucket = ratelimit.NewTokenRateLimit(500)
+	sdk = retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = sdkBucket })
+	ours = jitterretry.New()
+	for _, r := range []aws.RetryerV2{sdk, ours} {
+		_, err := r.GetRetryToken(context.Background(), serverErr()) // 14 never released
+		require.NoError(t, err)
+		retryRelease, err := r.GetRetryToken(context.Background(), serverErr())
+		require.NoError(t, err)
+		require.NoError(t, retryRelease(nil))
+		release, err := r.GetAttemptToken(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	assert.Equal(t, uint(487), sdkBucket.Remaining(), "the SDK: expect +1 for the attempt")
+	assert.Equal(t, uint(486), ours.Remaining(), "expect nothing for the attempt after a successful retry")
+}
+
+// TestSDKContract_DifferenceCanceledAnywhere: an error whose chain holds a
+// context.Canceled is not retried, whatever else it holds; the SDK retries
+// it when a 5xx or a send error is in it too.
+func TestSDKContract_DifferenceCanceledAnywhere(t *testing.T) {
+	unavailable := sdkcReply{status: 503, shape: sdkcBare}.err()
+	for name, err := range map[string]error{
+		"in a send error":    &smithyhttp.RequestSendError{Err: context.Canceled},
+		"joined with a 503":  errors.Join(context.Canceled, unavailable),
+		"wrapped with a 503": fmt.Errorf("%w, then %w", unavailable, context.Canceled),
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.True(t, retry.NewStandard().IsErrorRetryable(err), "the SDK: expect a retry")
+			assert.False(t, jitterretry.New().IsErrorRetryable(err), "expect no retry")
+		})
+	}
+}
+
+// TestSDKContract_DifferenceZeroOptions: option values the SDK reads as
+// something else are an *OptionsError here (option functions see the
+// defaults filled in, so a zero was set, and says nothing clear), and -1
+// attempts is unlimited.
+func TestSDKContract_DifferenceZeroOptions(t *testing.T) {
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.BaseDelay = 0 })
+	for range 20 {
+		d, err := sdk.RetryDelay(1, serverErr())
+		require.NoError(t, err)
+		assert.LessOrEqual(t, d, 50*time.Millisecond, "the SDK: expect BaseDelay 0 to mean 50 ms")
+	}
+	sdk = retry.NewStandard(func(o *retry.StandardOptions) { o.MaxBackoff = 0 })
+	d, err := sdk.RetryDelay(3, serverErr())
+	require.NoError(t, err)
+	assert.Zero(t, d, "the SDK: expect MaxBackoff 0 to mean no backoff")
+	assert.Equal(t, 3, retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = -1 }).MaxAttempts())
+	assert.NotPanics(t, func() { retry.NewStandard(func(o *retry.StandardOptions) { o.ThrottlingRetryCost = 501 }) })
+
+	for name, c := range map[string]struct {
+		set    func(*jitterretry.Options)
+		option string
+	}{
+		"BaseDelay 0":                      {func(o *jitterretry.Options) { o.BaseDelay = 0 }, "BaseDelay"},
+		"MaxBackoff 0":                     {func(o *jitterretry.Options) { o.MaxBackoff = 0 }, "MaxBackoff"},
+		"ThrottlingRetryCost above bucket": {func(o *jitterretry.Options) { o.ThrottlingRetryCost = 501 }, "ThrottlingRetryCost"},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var oe *jitterretry.OptionsError
+			require.ErrorAs(t, jitterretry.New(c.set).Err(), &oe)
+			assert.Equal(t, c.option, oe.Option)
+		})
+	}
+	unlimited := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = -1 })
+	require.NoError(t, unlimited.Err())
+	assert.Equal(t, 0, unlimited.MaxAttempts(), "expect -1 to be UnlimitedAttempts (0 to the middleware)")
+}
+
 func TestSDKContract_Standard_RetryDelay(t *testing.T) {
 	cases := map[string]struct {
 		backoff   retry.BackoffDelayerFunc
@@ -1495,6 +1656,42 @@ func TestSDKContract_AddWithErrorCodes(t *testing.T) {
 			assert.Equal(t, c.want, got, "expect retryable %t, got %t", c.want, got)
 		})
 	}
+}
+
+// TestSDKContract_AddWithErrorCodesOnAThrottleCode: a code the caller's
+// Throttles call a throttle, made retryable by retry.AddWithErrorCodes (the
+// retryer's own rules do not retry it), is priced and backed off as a
+// throttle, as the SDK does by its throttle checks alone: 5 tokens and the
+// 1 s base. It was priced as any other error (14 tokens, 50 ms), and the
+// send-rate limiter did not learn from it.
+func TestSDKContract_AddWithErrorCodesOnAThrottleCode(t *testing.T) {
+	code := retry.ThrottleErrorCode{Codes: map[string]struct{}{"MyThrottle": {}}}
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdkStd := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.Throttles = append(o.Throttles, code)
+		o.RateLimiter = sdkBucket
+		o.Backoff = retry.NewExponentialJitterBackoff(o.MaxBackoff)
+	})
+	ours := jitterretry.New(sdkcJitter(1), func(o *jitterretry.Options) { o.Throttles = append(o.Throttles, code) })
+	require.NoError(t, ours.Err())
+	opErr := &sdkcCoded{code: "MyThrottle"}
+	sdk := retry.AddWithErrorCodes(sdkStd, "MyThrottle").(aws.RetryerV2)
+	wrapped := retry.AddWithErrorCodes(ours, "MyThrottle").(aws.RetryerV2)
+	require.True(t, sdk.IsErrorRetryable(opErr))
+	require.True(t, wrapped.IsErrorRetryable(opErr))
+
+	_, err := sdk.GetRetryToken(context.Background(), opErr)
+	require.NoError(t, err)
+	_, err = wrapped.GetRetryToken(context.Background(), opErr)
+	require.NoError(t, err)
+	assert.Equal(t, uint(495), sdkBucket.Remaining(), "expect the SDK to take a throttle's 5 tokens")
+	assert.Equal(t, uint(495), ours.Remaining(), "expect a throttle's 5 tokens, as the SDK's")
+	d, err := wrapped.RetryDelay(1, opErr)
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, d, "expect the throttle base (exponential: 1s at the first retry), got %v", d)
+	d, err = wrapped.RetryDelay(1, &sdkcCoded{code: "MyThrottle"}) // no hand-off: classified again
+	require.NoError(t, err)
+	assert.Equal(t, time.Second, d, "expect the throttle base without a hand-off too, got %v", d)
 }
 
 // ---------------------------------------------------------------------------

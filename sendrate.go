@@ -255,9 +255,14 @@ const (
 // It is safe for concurrent use. The zero value is an unlimited limiter
 // with the default options.
 type sendRate struct {
-	mu    sync.Mutex
-	q     sendQueue
-	clock func() time.Time // read under mu; nil is time.Now
+	mu sync.Mutex
+	q  sendQueue
+	// clock is read under mu; nil is the monotonic clock, read as
+	// epoch plus the time since, half the cost of time.Now, which also
+	// reads the wall clock: the limiter reads it twice per attempt, under
+	// its lock, and only ever compares its own readings.
+	clock func() time.Time
+	epoch time.Time
 
 	minRate, maxRate float64
 	initialRate      float64 // +Inf when unlimited
@@ -375,8 +380,8 @@ type jumpTest struct {
 
 func (j jumpTest) active() bool { return !j.at.IsZero() }
 
-// newSendRate returns a limiter with options o that reads clock (nil:
-// time.Now).
+// newSendRate returns a limiter with options o that reads clock (nil: the
+// monotonic clock).
 func newSendRate(o SendRateOptions, clock func() time.Time) *sendRate {
 	l := &sendRate{clock: clock}
 	l.init(o)
@@ -996,11 +1001,15 @@ func (l *sendRate) setRateLocked(r float64) {
 // clock stepped back.
 func (l *sendRate) syncLocked() time.Time {
 	l.initLocked()
-	clock := l.clock
-	if clock == nil {
-		clock = time.Now
+	var now time.Time
+	if l.clock != nil {
+		now = l.clock()
+	} else {
+		if l.epoch.IsZero() {
+			l.epoch = time.Now()
+		}
+		now = l.epoch.Add(time.Since(l.epoch))
 	}
-	now := clock()
 	// A clock stepped back (one without a monotonic reading) would hold
 	// every deadline of the control for as long as the step: the control's
 	// time goes on from where it was, by as much as the clock moves.

@@ -490,3 +490,30 @@ func TestSendRateOptionsValidated(t *testing.T) {
 	}
 	assert.NoError(t, SendRateOptions{MinRate: 0.1, MaxRate: 0.5}.validate(), "expect a slow ceiling valid above a slower floor")
 }
+
+// TestTheLimiterReadsTheMonotonicClockByDefault: with Options.Clock left to
+// time.Now (or set to it), the limiter reads the monotonic clock alone,
+// half the cost (see sendRate.clock); a clock of the caller's, wrapping
+// time.Now or not, is read as given.
+func TestTheLimiterReadsTheMonotonicClockByDefault(t *testing.T) {
+	mine := func() time.Time { return time.Now() }
+	for name, tc := range map[string]struct {
+		clock func() time.Time
+		own   bool
+	}{
+		"default":    {nil, false},
+		"time.Now":   {time.Now, false},
+		"a caller's": {mine, true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := New(func(o *Options) {
+				if tc.clock != nil {
+					o.Clock = tc.clock
+				}
+				o.SendRate = &SendRateOptions{}
+			})
+			require.NoError(t, r.Err())
+			assert.Equal(t, tc.own, r.lanes.main.sender.clock != nil)
+		})
+	}
+}

@@ -10,8 +10,9 @@ import (
 // waitToSend queues for a place in lane l's send queue and waits until it is
 // due, asking again at least once a window and whenever the limiter wakes it
 // (a cut, a rise, the first place given back in a window). It gives the
-// place back and fails when the wait would end, with the lane's margin, past
-// ctx's deadline (unless deadline give-ups are off), or when ctx ends first.
+// place back and fails when the wait would end, with the attempt's time (see
+// sendMargin), past ctx's deadline (unless deadline give-ups are off), or
+// when ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	place, wait, changed := l.sender.reserve()
 	due := false
@@ -21,27 +22,36 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		}
 	}()
 	waited := time.Duration(0)
+	// ended records the wait of a caller that waited: sent ("queued"), or
+	// given up during it (the reason), so that the waits of an overloaded
+	// queue, whose callers give up, are not missing from the histogram.
+	ended := func(reason string) {
+		if waited > 0 && r.hooks.meter != nil {
+			r.hooks.meter.sendWait(ctx, l.key, waited, reason)
+		}
+	}
 	for {
 		if wait <= 0 {
 			due = true
-			if waited > 0 && r.hooks.meter != nil {
-				r.hooks.meter.sendWait(ctx, l.key, waited)
-			}
+			ended("queued")
 			return nil
 		}
 		// Read after the limiter's own reading, which wait counts from,
 		// so that the deadline check errs on the early side.
 		now := r.now()
 		if deadline, ok := r.deadline(ctx); ok {
-			margin := r.margin(ctx, l)
+			margin := r.sendMargin(ctx, l)
 			if remaining := deadline.Sub(now); exceeds(wait, margin, remaining) {
+				ended(GiveUpDeadline.String())
 				return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: remaining})
 			}
 		}
-		if err := sleepUntil(ctx, min(wait, sendWindow), changed); err != nil {
+		err := sleepUntil(ctx, min(wait, sendWindow), changed)
+		waited += r.now().Sub(now)
+		if err != nil {
+			ended(GiveUpCanceled.String())
 			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Partition: l.key, ctxErr: err})
 		}
 		wait, changed = l.sender.delay(place)
-		waited += r.now().Sub(now)
 	}
 }

@@ -168,13 +168,13 @@ func (m *meter) giveUp(ctx context.Context, e *GiveUpError) {
 	m.giveUps.Add(orBackground(ctx), 1, attrs(ctx, e.Partition, attrReason, e.Reason.String()))
 }
 
-func (m *meter) sendWait(ctx context.Context, partition string, d time.Duration) {
-	m.waits.Record(orBackground(ctx), d.Seconds(), attrs(ctx, partition, attrReason, "queued"))
+func (m *meter) sendWait(ctx context.Context, partition string, d time.Duration, reason string) {
+	m.waits.Record(orBackground(ctx), d.Seconds(), attrs(ctx, partition, attrReason, reason))
 }
 
 // uncheckedEviction counts a hand-off of partition that no RetryDelay took
 // before another error needed its slot: a wrapper replaced RetryDelay, or
-// the retry never came.
+// the retry never came (yet).
 func (m *meter) uncheckedEviction(partition string) {
 	m.uncheckable.Add(context.Background(), 1, attrs(nil, partition, attrReason, "evicted"))
 }

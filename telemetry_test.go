@@ -3,7 +3,9 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/smithy-go/metrics"
 	"github.com/stretchr/testify/assert"
@@ -92,4 +94,59 @@ func TestAProviderThatCreatesNoInstrumentFailsNoOperation(t *testing.T) {
 			assert.Equal(t, uint(500-14-5+5), r.Remaining())
 		})
 	}
+}
+
+// waitRecorder is a smithy-go Meter that keeps what the send-rate wait
+// histogram records, with its reason; it creates no other instrument.
+type waitRecorder struct {
+	refusingMeter
+	mu      sync.Mutex
+	reasons map[string][]float64
+}
+
+func (m *waitRecorder) Float64Histogram(name string, _ ...metrics.InstrumentOption) (metrics.Float64Histogram, error) {
+	if name != "jitterretry.send_rate.wait_duration" {
+		return nil, nil
+	}
+	return waitHistogram{m}, nil
+}
+
+type waitHistogram struct{ m *waitRecorder }
+
+func (h waitHistogram) Record(_ context.Context, v float64, opts ...metrics.RecordMetricOption) {
+	var o metrics.RecordMetricOptions
+	for _, fn := range opts {
+		fn(&o)
+	}
+	reason, _ := o.Properties.Get("jitterretry.reason").(string)
+	h.m.mu.Lock()
+	defer h.m.mu.Unlock()
+	h.m.reasons[reason] = append(h.m.reasons[reason], v)
+}
+
+// TestTheWaitOfACallerThatGivesUpIsRecorded: the send-rate wait histogram
+// recorded only the waits of the attempts sent, so an overloaded queue,
+// whose callers give up, showed none of its longest waits (helper-58). A
+// caller cancelled after waiting 50 ms is recorded with reason canceled.
+func TestTheWaitOfACallerThatGivesUpIsRecorded(t *testing.T) {
+	m := &waitRecorder{refusingMeter: refusingMeter{way: "nil"}, reasons: map[string][]float64{}}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.MeterProvider = refusingProvider{m}
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1, MinRate: 1, MaxRate: 1}
+	})
+	require.NoError(t, r.Err())
+	release, err := r.GetAttemptToken(context.Background()) // the place due at once
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	ctx, cancel := context.WithCancel(context.Background())
+	time.AfterFunc(50*time.Millisecond, cancel)
+	_, err = r.GetAttemptToken(ctx)
+	var gerr *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gerr)
+	require.Equal(t, jitterretry.GiveUpCanceled, gerr.Reason)
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	require.Len(t, m.reasons["canceled"], 1, "expect the cancelled wait recorded, got %v", m.reasons)
+	assert.GreaterOrEqual(t, m.reasons["canceled"][0], 0.04, "expect about the 50 ms waited")
+	assert.Empty(t, m.reasons["queued"], "expect no wait recorded for the place due at once")
 }

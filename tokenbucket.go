@@ -151,8 +151,13 @@ func (b *TokenBucket) refillLocked() {
 	now := b.now()
 	elapsed := now.Sub(b.last).Seconds()
 	b.last = now
+	if elapsed <= 0 {
+		// A clock that did not move (a coarse one) or stepped back: the
+		// fraction gathered so far stays for the next reading.
+		return
+	}
 	tokens := uint(b.tokens.Load())
-	if elapsed <= 0 || tokens == b.capacity {
+	if tokens == b.capacity {
 		b.frac = 0
 		return
 	}

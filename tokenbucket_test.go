@@ -71,6 +71,33 @@ func TestBucketRefillOnTheRetryersClock(t *testing.T) {
 	assert.Equal(t, uint(100), r.Remaining(), "expect a clock stepped back to refill nothing and break nothing")
 }
 
+// TestBucketRefillKeepsItsFractionOnACoarseClock: a clock that ticks in
+// 1 ms steps, read twice a tick: the second reading, with nothing elapsed,
+// threw the fraction away, and a second at 100/s refilled nothing
+// (helper-59).
+func TestBucketRefillKeepsItsFractionOnACoarseClock(t *testing.T) {
+	for _, reads := range []int{1, 2} {
+		var mu sync.Mutex
+		now := time.Unix(1_000_000, 0)
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.BucketCapacity, o.BucketRefill, o.RetryCost = 100, 100, 100
+			o.Clock = func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+		})
+		_, err := r.GetRetryToken(context.Background(), serverErr())
+		require.NoError(t, err)
+		require.Equal(t, uint(0), r.Remaining())
+		for range 500 {
+			mu.Lock()
+			now = now.Add(time.Millisecond)
+			mu.Unlock()
+			for range reads {
+				_ = r.Remaining()
+			}
+		}
+		assert.InDelta(t, 50, int(r.Remaining()), 1, "%d read(s) a tick: expect half a second at 100/s", reads)
+	}
+}
+
 // TestTokenBucketConservesTokensUnderContention: no lost refund and no
 // double one: what is left is the capacity less what was taken and kept.
 func TestTokenBucketConservesTokensUnderContention(t *testing.T) {

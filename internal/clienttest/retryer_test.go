@@ -534,3 +534,40 @@ func TestRemainingAndPartitionOutsideAnOperation(t *testing.T) {
 	assert.Equal(t, uint(500), r.Remaining(), "expect the shared partition's full bucket")
 	assert.Equal(t, "", jitterretry.PartitionByOperation(context.Background()))
 }
+
+// TestALimiterWaitLeavesTheAttemptItsUsualTime: four callers arrive
+// together at a send-rate limiter whose MaxRate makes three of them wait
+// 10-30 ms; each has 400 ms for an operation whose attempts take about
+// 200 ms. A wait after which the attempt's usual time still fits is made:
+// it was refused for the retries' margin, twice the attempt time, so every
+// caller that had to wait at all failed at once while the one that had
+// none was sent and succeeded (helper-58).
+func TestALimiterWaitLeavesTheAttemptItsUsualTime(t *testing.T) {
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		time.Sleep(200 * time.Millisecond)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		_, _ = w.Write([]byte("{}"))
+	}))
+	defer srv.Close()
+	r := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MaxRate: 100} })
+	c := newClient(srv.URL, r)
+	for range 3 { // the attempt time, learnt one at a time
+		require.NoError(t, putItem(context.Background(), c))
+		time.Sleep(50 * time.Millisecond)
+	}
+	errs := make([]error, 4)
+	var wg sync.WaitGroup
+	for i := range errs {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+			defer cancel()
+			errs[i] = putItem(ctx, c)
+		}()
+	}
+	wg.Wait()
+	for i, err := range errs {
+		assert.NoError(t, err, "caller %d", i)
+	}
+}
