@@ -96,7 +96,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 // SDK's middleware applies it), refuses and refunds a wait that would end,
 // with p's margin, past the deadline, and otherwise notes when the backoff
 // ends and reports the retry. It returns the wait.
-func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff time.Duration, unchecked bool) (time.Duration, *GiveUpError) {
+func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff time.Duration, check skippedCheck) (time.Duration, *GiveUpError) {
 	wait := p.hint.wait(backoff)
 	partition := ""
 	if p.lane != nil {
@@ -115,7 +115,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
-	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: unchecked}, p.cost, p.lane)
+	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: check.skipped}, p.cost, p.lane, check.counted)
 	return wait, nil
 }
 

@@ -289,7 +289,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		}
 		return 0, r.hooks.giveUp(ctx, g)
 	}
-	wait, gerr := r.schedule(&p, attempt, err, backoff, false)
+	wait, gerr := r.schedule(&p, attempt, err, backoff, skippedCheck{})
 	if gerr != nil {
 		d.paid = nil // schedule refunded it
 		return 0, gerr

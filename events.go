@@ -73,12 +73,12 @@ func (h *hooks) refuse(err error, g *GiveUpError) {
 // retry reports a retry that costs cost tokens of lane l (nil when
 // unknown). ctx is the operation's context, or nil where the retryer has
 // none (RetryDelay without a hand-off).
-func (h *hooks) retry(ctx context.Context, e RetryEvent, cost uint, l *lane) {
+func (h *hooks) retry(ctx context.Context, e RetryEvent, cost uint, l *lane, skipCounted bool) {
 	if h.onRetry != nil {
 		h.onRetry(e)
 	}
 	if h.meter != nil {
-		h.meter.retry(ctx, e)
+		h.meter.retry(ctx, e, skipCounted)
 	}
 	if span, ok := recordingSpan(ctx); ok {
 		var left uint

@@ -201,9 +201,18 @@ const (
 	handoffLost                           // this operation's entry was evicted
 )
 
-// unchecked reports whether a deadline check was due but could not be made.
-func (s handoffStatus) unchecked(hadDeadline bool) bool {
-	return hadDeadline && (s == handoffAmbiguous || s == handoffLost)
+// skippedCheck is whether a retry's deadline check was due but could not be
+// made, and whether the eviction of its hand-off counted it already (in the
+// skipped checks' metric, reason evicted).
+type skippedCheck struct{ skipped, counted bool }
+
+// check returns what status means for a retry that had a deadline to check
+// if hadDeadline.
+func (s handoffStatus) check(hadDeadline bool) skippedCheck {
+	return skippedCheck{
+		skipped: hadDeadline && (s == handoffAmbiguous || s == handoffLost),
+		counted: hadDeadline && s == handoffLost,
+	}
 }
 
 // put hands e off under err, whose keyHash is hash, reading clock only when

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go/metrics"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -577,4 +578,78 @@ func TestASuspectSlotLeavesNoPhantom(t *testing.T) {
 	d, err := r.RetryDelay(1, b)
 	var gu *GiveUpError
 	assert.True(t, errors.As(err, &gu) && gu.Reason == GiveUpDeadline, "expect the lone operation's 1 s backoff refused with 500 ms left, got %v, %v", d, err)
+}
+
+// skipCounter is a smithy-go Meter that keeps the skipped deadline checks
+// counter's additions by reason, and creates no other instrument.
+type skipCounter struct {
+	metrics.Meter
+	mu      sync.Mutex
+	reasons map[string]int64
+}
+
+func (m *skipCounter) Int64Counter(name string, _ ...metrics.InstrumentOption) (metrics.Int64Counter, error) {
+	if name != instUncheckable {
+		return nil, nil
+	}
+	return skipAdder{m}, nil
+}
+
+func (m *skipCounter) Float64Histogram(string, ...metrics.InstrumentOption) (metrics.Float64Histogram, error) {
+	return nil, nil
+}
+
+func (m *skipCounter) Int64AsyncGauge(string, metrics.Int64Callback, ...metrics.InstrumentOption) (metrics.AsyncInstrument, error) {
+	return nil, nil
+}
+
+func (m *skipCounter) Float64AsyncGauge(string, metrics.Float64Callback, ...metrics.InstrumentOption) (metrics.AsyncInstrument, error) {
+	return nil, nil
+}
+
+type skipAdder struct{ m *skipCounter }
+
+func (a skipAdder) Add(_ context.Context, n int64, opts ...metrics.RecordMetricOption) {
+	var o metrics.RecordMetricOptions
+	for _, fn := range opts {
+		fn(&o)
+	}
+	reason, _ := o.Properties.Get(attrReason).(string)
+	a.m.mu.Lock()
+	defer a.m.mu.Unlock()
+	a.m.reasons[reason] += n
+}
+
+type skipProvider struct{ m *skipCounter }
+
+func (p skipProvider) Meter(string, ...metrics.MeterOption) metrics.Meter { return p.m }
+
+// TestAnEvictedRetryIsCountedOnce: a retry whose hand-off another error
+// evicted was counted as a skipped deadline check at the eviction (reason
+// evicted) and again when its RetryDelay came (reason unpaired): the
+// counter says it counts the checks not made (helper-63).
+func TestAnEvictedRetryIsCountedOnce(t *testing.T) {
+	m := &skipCounter{reasons: map[string]int64{}}
+	r := New(func(o *Options) {
+		o.MeterProvider = skipProvider{m}
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+	})
+	require.NoError(t, r.Err())
+	mine := errors.New("mine")
+	other := collidingWith(mine, 1)[0]
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	_, err := r.GetRetryToken(ctx, mine)
+	require.NoError(t, err)
+	_, err = r.GetRetryToken(ctx, other) // evicts mine's hand-off
+	require.NoError(t, err)
+	var events []RetryEvent
+	r.hooks.onRetry = func(e RetryEvent) { events = append(events, e) }
+	_, err = r.RetryDelay(1, mine)
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	assert.True(t, events[0].Unchecked, "expect the retry reported unchecked to its hook")
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	assert.Equal(t, map[string]int64{"evicted": 1}, m.reasons, "expect the one skipped check counted once")
 }

@@ -362,7 +362,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 		return 0, err
 	}
 	d = max(d-p.waited, 0) // GetRetryToken waited that long for tokens
-	if _, gerr := r.schedule(&p, attempt, opErr, d, status.unchecked(hadDeadline)); gerr != nil {
+	if _, gerr := r.schedule(&p, attempt, opErr, d, status.check(hadDeadline)); gerr != nil {
 		return 0, gerr
 	}
 	return d, nil

@@ -155,11 +155,13 @@ func attrs(ctx context.Context, partition, name, value string) metrics.RecordMet
 	}
 }
 
-func (m *meter) retry(ctx context.Context, e RetryEvent) {
+// retry counts e; a skipped deadline check that its hand-off's eviction
+// counted already (skipCounted) is not counted again.
+func (m *meter) retry(ctx context.Context, e RetryEvent, skipCounted bool) {
 	mctx := orBackground(ctx)
 	m.retries.Add(mctx, 1, attrs(ctx, e.Partition, attrClass, e.Class.String()))
 	m.backoff.Record(mctx, e.Delay.Seconds(), attrs(ctx, e.Partition, attrClass, e.Class.String()))
-	if e.Unchecked {
+	if e.Unchecked && !skipCounted {
 		m.uncheckable.Add(mctx, 1, attrs(ctx, e.Partition, attrReason, "unpaired"))
 	}
 }
