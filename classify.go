@@ -236,8 +236,10 @@ func (c *classifier) doClass(err error) ErrorClass {
 	// ran out of its conflict budget. The loop retries the first as
 	// conflicts; the others are final (the middleware retried a marked
 	// one already; a loop around an inner Do would run it again for each
-	// of its own conflicts).
-	if f.conflictsGaveUp || f.gaveUp && !f.loopsConflict() {
+	// of its own conflicts). A give-up for a deadline or a cancel is final
+	// whatever it wraps: the time was up (an inner Do's, with a shorter
+	// timeout, was run again for each of the outer loop's conflicts).
+	if f.conflictsGaveUp || f.timeGaveUp || f.gaveUp && !f.loopsConflict() {
 		return ClassNotRetryable
 	}
 	if class, ok := c.throttledTransactionClass(err, &f); ok {
@@ -370,6 +372,7 @@ type errorFacts struct {
 	transaction     cancellation // what a cancelled transaction's reasons say
 	gaveUp          bool         // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
 	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
+	timeGaveUp      bool         // a *GiveUpError for a deadline or a cancel (GiveUpDeadline, GiveUpCanceled) is in the chain
 	outOfAttempts   bool         // a *retry.MaxAttemptsError is in the chain
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
 	partial         bool         // the walk stopped at maxErrorDepth or maxErrorNodes before the chain's end
@@ -618,6 +621,7 @@ func (f *errorFacts) visit(err error) {
 	case *GiveUpError:
 		f.gaveUp = true
 		f.conflictsGaveUp = f.conflictsGaveUp || e.Reason == GiveUpConflicts
+		f.timeGaveUp = f.timeGaveUp || e.Reason == GiveUpDeadline || e.Reason == GiveUpCanceled
 		if (e.Reason == GiveUpDeadline || e.Reason == GiveUpCanceled) && !f.canceled.seen {
 			// It stands for the SDK's *aws.RequestCanceledError (see As),
 			// which the SDK never retries, whatever the cause it wraps.

@@ -20,12 +20,14 @@ type DoOptions struct {
 	// cancelled for throttles only (which the SDK's middleware does not
 	// retry); leaves alone an error the SDK's retry middleware already
 	// gave up on (a *retry.MaxAttemptsError, a *GiveUpError, also that of
-	// a Do loop inside fn that ran out of conflicts); and classifies the
-	// rest as the Retryer does. So around SDK calls, whose throttles and
-	// 5xx the SDK already retried, the loop retries conflicts (and
-	// throttled transactions) only; around other functions, what the SDK
-	// would. Nil means the default. A value other than the four classes
-	// is not retried.
+	// a Do loop inside fn that ran out of conflicts or time), unless it
+	// gave up on a conflict it was told to retry (retry.AddWithErrorCodes)
+	// for attempts or the budget, which the loop retries as a conflict;
+	// and classifies the rest as the Retryer does. So around SDK calls,
+	// whose throttles and 5xx the SDK already retried, the loop retries
+	// conflicts (and throttled transactions) only; around other functions,
+	// what the SDK would. Nil means the default. A value other than the
+	// four classes is not retried.
 	Classify func(error) ErrorClass
 
 	// MaxAttempts is the most calls of fn that fail with a transient or

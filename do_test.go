@@ -844,3 +844,44 @@ func TestACycleThatRunsWideIsFound(t *testing.T) {
 		require.NotPanics(t, func() { assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err)) })
 	})
 }
+
+// TestDoLeavesAnInnerLoopsDeadlineAlone: a Do loop around an inner Do that
+// gave up for its deadline (its own shorter timeout, or the one both
+// share) while it was losing races: the outer loop took the inner
+// refusal, which wraps the last conflict, for a conflict, ran the inner
+// loop again (13 times in an outside review's run, 154 writes), and, with
+// one shared deadline, reported the deadline twice (helper-65). The
+// default Classify leaves a give-up for a deadline or a cancel alone, as
+// it says, whatever it wraps.
+func TestDoLeavesAnInnerLoopsDeadlineAlone(t *testing.T) {
+	for name, innerTimeout := range map[string]time.Duration{"its own timeout": 100 * time.Millisecond, "the shared deadline": 0} {
+		t.Run(name, func(t *testing.T) {
+			var mu sync.Mutex
+			var gaveUp []*jitterretry.GiveUpError
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, e); mu.Unlock() }
+			})
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			if innerTimeout == 0 {
+				ctx, cancel = context.WithTimeout(context.Background(), 300*time.Millisecond)
+			}
+			defer cancel()
+			outer := 0
+			err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+				outer++
+				if innerTimeout > 0 {
+					var cancelInner context.CancelFunc
+					ctx, cancelInner = context.WithTimeout(ctx, innerTimeout)
+					defer cancelInner()
+				}
+				return jitterretry.Do(ctx, r, func(context.Context) error { return conflictErr() })
+			})
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu)
+			assert.Equal(t, 1, outer, "expect the outer loop to leave the inner loop's give-up alone")
+			mu.Lock()
+			defer mu.Unlock()
+			assert.Len(t, gaveUp, 1, "expect the one give-up reported once, got %v", gaveUp)
+		})
+	}
+}
