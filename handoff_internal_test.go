@@ -274,24 +274,32 @@ func TestABurstOfRefusalsOfOneValueGoesStale(t *testing.T) {
 // within handoffStale of its put may still be asked for.
 func TestAnEvictedGhostIsNotLostForever(t *testing.T) {
 	r, clock, offset, shared := afterARefusal(t)
-	var colliding error
-	for colliding == nil {
-		if c := errors.New("other"); keyHash(c)%handoffSlots == keyHash(shared)%handoffSlots {
-			colliding = c
-		}
-	}
 	offset.Add(int64(time.Hour))
-	_, err := r.GetRetryToken(context.Background(), colliding) // evicts the ghost
+	evictWith(t, r, collidingWith(shared, 1)[0])
+	pairsAfter(t, r, clock, offset, shared, time.Hour)
+}
+
+// evictWith runs an operation of other, an error of a slot holding another
+// value's entry, in the middleware's order: it evicts that entry.
+func evictWith(t *testing.T, r *Retryer, other error) {
+	t.Helper()
+	_, err := r.GetRetryToken(context.Background(), other)
 	require.NoError(t, err)
-	_, err = r.RetryDelay(1, colliding)
+	_, err = r.RetryDelay(1, other)
 	require.NoError(t, err)
-	offset.Add(int64(time.Hour))
+}
+
+// pairsAfter moves clock on by d and checks that the next operation of
+// shared, with a deadline, finds its own entry.
+func pairsAfter(t *testing.T, r *Retryer, clock func() time.Time, offset *atomic.Int64, shared error, d time.Duration) {
+	t.Helper()
+	offset.Add(int64(d))
 	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
 	defer cancel()
-	_, err = r.GetRetryToken(ctx, shared)
+	_, err := r.GetRetryToken(ctx, shared)
 	require.NoError(t, err)
 	_, status, _ := r.handoff.take(shared)
-	assert.Equal(t, handoffFound, status, "expect the operation's own entry, two hours after the refusal")
+	assert.Equal(t, handoffFound, status, "expect the operation's own entry %v later", d)
 }
 
 // TestHandoffOfASharedValueBesideCollidingOnesDrains: eight operations at
@@ -309,26 +317,13 @@ func TestHandoffOfASharedValueBesideCollidingOnesDrains(t *testing.T) {
 		o.Clock = clock
 	})
 	shared := errors.New("shared")
-	colliding := collidingWith(shared, 4)
-	var wg sync.WaitGroup
-	for g := range 8 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			for i := range 2000 {
-				err := shared
-				if (i+g)%3 == 0 {
-					err = colliding[(i+g)%4]
-				}
-				ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
-				if _, e := r.GetRetryToken(ctx, err); e == nil {
-					_, _ = r.RetryDelay(1, err)
-				}
-				cancel()
-			}
-		}()
-	}
-	wg.Wait()
+	inEightGoroutines(shared, collidingWith(shared, 4), func(_ int, err error) {
+		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
+		defer cancel()
+		if _, e := r.GetRetryToken(ctx, err); e == nil {
+			_, _ = r.RetryDelay(1, err)
+		}
+	})
 	offset.Add(int64(2 * handoffStale))
 	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
 	defer cancel()
@@ -340,6 +335,27 @@ func TestHandoffOfASharedValueBesideCollidingOnesDrains(t *testing.T) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	assert.Zero(t, s.pending, "expect nothing left pending after the take")
+}
+
+// inEightGoroutines calls op 2000 times in each of eight goroutines at
+// once, with the shared value or, one time in three, one of others; n
+// numbers the calls of each goroutine from where its own number starts.
+func inEightGoroutines(shared error, others []error, op func(n int, err error)) {
+	var wg sync.WaitGroup
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 2000 {
+				err := shared
+				if (i+g)%3 == 0 {
+					err = others[(i+g)%len(others)]
+				}
+				op(i+g, err)
+			}
+		}()
+	}
+	wg.Wait()
 }
 
 // collidingWith returns n errors of shared's slot of the hand-off table.
@@ -440,23 +456,12 @@ func TestAnEvictedOperationNeverTakesAnothersEntry(t *testing.T) {
 // (helper-62).
 func TestAGhostsPhantomIsDated(t *testing.T) {
 	r, clock, offset, shared := afterARefusal(t)
-	other := collidingWith(shared, 1)[0]
-	_, err := r.GetRetryToken(context.Background(), other) // evicts the refusal's entry
-	require.NoError(t, err)
-	_, err = r.RetryDelay(1, other)
-	require.NoError(t, err)
-	_, err = r.GetRetryToken(context.Background(), shared) // no deadline, within the second
+	evictWith(t, r, collidingWith(shared, 1)[0])            // evicts the refusal's entry
+	_, err := r.GetRetryToken(context.Background(), shared) // no deadline, within the second
 	require.NoError(t, err)
 	_, err = r.RetryDelay(1, shared)
 	require.NoError(t, err)
-
-	offset.Add(int64(time.Hour))
-	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
-	defer cancel()
-	_, err = r.GetRetryToken(ctx, shared)
-	require.NoError(t, err)
-	_, status, _ := r.handoff.take(shared)
-	assert.Equal(t, handoffFound, status, "an hour later, expect the operation's own entry")
+	pairsAfter(t, r, clock, offset, shared, time.Hour)
 }
 
 // TestAGhostAgesAfterAClockSteppedBack: after a refusal, a clock (one of
@@ -502,41 +507,29 @@ func TestNoOperationTakesAnothersDeadlineUnderStress(t *testing.T) {
 					unchecked.Add(1)
 				}
 			}
-			var wg sync.WaitGroup
-			for g := range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for i := range 2000 {
-						err := shared
-						if (i+g)%3 == 0 {
-							err = others[(i+g)%4]
-						}
-						short := (i+g)%2 == 0
-						d := time.Hour
-						if short {
-							d = 300 * time.Millisecond
-						}
-						ctx, cancel := context.WithTimeout(context.Background(), d)
-						r.IsErrorRetryable(err)
-						if _, e := r.GetRetryToken(ctx, err); e == nil {
-							if yield && i%7 == 0 {
-								runtime.Gosched()
-							}
-							_, e2 := r.RetryDelay(1, err)
-							var gu *GiveUpError
-							if errors.As(e2, &gu) && gu.Reason == GiveUpDeadline && !short {
-								wrong.Add(1)
-							}
-							if e2 == nil && short {
-								letThrough.Add(1)
-							}
-						}
-						cancel()
+			inEightGoroutines(shared, others, func(n int, err error) {
+				short := n%2 == 0
+				d := time.Hour
+				if short {
+					d = 300 * time.Millisecond
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), d)
+				defer cancel()
+				r.IsErrorRetryable(err)
+				if _, e := r.GetRetryToken(ctx, err); e == nil {
+					if yield && n%7 == 0 {
+						runtime.Gosched()
 					}
-				}()
-			}
-			wg.Wait()
+					_, e2 := r.RetryDelay(1, err)
+					var gu *GiveUpError
+					if errors.As(e2, &gu) && gu.Reason == GiveUpDeadline && !short {
+						wrong.Add(1)
+					}
+					if e2 == nil && short {
+						letThrough.Add(1)
+					}
+				}
+			})
 			assert.Zero(t, wrong.Load(), "expect no hour-long operation refused for a deadline")
 			assert.LessOrEqual(t, letThrough.Load(), unchecked.Load(), "expect every 300 ms operation let through reported unchecked")
 		})
