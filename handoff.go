@@ -250,7 +250,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	// The absent operations of this value, if recent, may still ask: their
 	// RetryDelay must not take this entry. (Taken first, so that their
 	// record does not count against the four a slot keeps.)
-	lost, lostDeadline := s.takeAbsent(err, 0, reading)
+	lost, lostDeadline := s.forgetAbsent(err, reading)
 	if s.pending > 0 {
 		// Another value's entries: evicted. Their operations may still
 		// ask, unless the entries are stale.
@@ -308,33 +308,45 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, at: now}
 }
 
-// takeAbsent removes the absent operations of key: all of them, or, with
-// one > 0, one of them (their RetryDelay came). It returns how many it
-// removed that may still ask (all of them put within handoffStale; the one
-// when one is set) and whether one had a deadline to check. It reads the
-// clock (with reading) only when it finds some and one is 0.
-func (s *handoffSlot) takeAbsent(key error, one int, reading func() time.Time) (n int, deadline bool) {
-	for i := range s.absent {
-		a := &s.absent[i]
-		if a.key == nil || !sameKey(a.key, key) {
-			continue
-		}
-		n, deadline = a.n, a.deadline
-		switch {
-		case one > 0:
-			n = one
-			if a.n -= one; a.n <= 0 {
-				*a = absentOps{}
-			}
-		case stale(&a.at, reading()):
-			n, deadline = 0, false
-			*a = absentOps{}
-		default:
-			*a = absentOps{}
-		}
-		return n, deadline
+// forgetAbsent removes the record of key's absent operations, whose value a
+// put hands off again, and returns how many of them may still ask (none
+// when the record is stale, read with reading) and whether one had a
+// deadline to check.
+func (s *handoffSlot) forgetAbsent(key error, reading func() time.Time) (n int, deadline bool) {
+	a := s.absentOf(key)
+	if a == nil {
+		return 0, false
 	}
-	return 0, false
+	if !stale(&a.at, reading()) {
+		n, deadline = a.n, a.deadline
+	}
+	*a = absentOps{}
+	return n, deadline
+}
+
+// absentAsked counts one of key's absent operations as asked, its
+// RetryDelay come, and reports whether there was one and whether the
+// record had a deadline to check.
+func (s *handoffSlot) absentAsked(key error) (found, deadline bool) {
+	a := s.absentOf(key)
+	if a == nil {
+		return false, false
+	}
+	deadline = a.deadline
+	if a.n--; a.n <= 0 {
+		*a = absentOps{}
+	}
+	return true, deadline
+}
+
+// absentOf returns the record of key's absent operations, or nil.
+func (s *handoffSlot) absentOf(key error) *absentOps {
+	for i := range s.absent {
+		if a := &s.absent[i]; a.key != nil && sameKey(a.key, key) {
+			return a
+		}
+	}
+	return nil
 }
 
 // take takes the entry handed off under err. For an ambiguous or lost
@@ -356,7 +368,7 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 		}
 		return e, status, hadDeadline
 	}
-	if n, deadline := s.takeAbsent(err, 1, nil); n > 0 {
+	if found, deadline := s.absentAsked(err); found {
 		return pendingRetry{}, handoffLost, deadline
 	}
 	return pendingRetry{}, handoffMissing, false
