@@ -7,6 +7,7 @@ import (
 	"context"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -64,11 +65,28 @@ import (
 // all evicted unasked.)
 //
 // The table has a fixed number of slots, so memory and time per call stay
-// flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
-// such as retry.AddWithMaxBackoffDelay replaces it) stays until another
-// error needs its slot; the entry is then evicted and counted, and if its
-// RetryDelay comes after all, it too is reported Unchecked.
+// flat whatever wraps the retryer. An entry no RetryDelay takes stays until
+// another error needs its slot; the entry is then evicted and counted, and
+// if its RetryDelay comes after all, it too is reported Unchecked.
+//
+// Under a wrapper that replaces RetryDelay (retry.AddWithMaxBackoffDelay)
+// no entry is ever taken, and each slot kept its last entry and the errors
+// of up to four evicted ones for the retryer's life: an SDK error holds its
+// response, its request and the request's context, so some 1,300 finished
+// requests' contexts, whatever their callers stored in them (helper-68: 408
+// MB with 1 MB values). After handoffUnasked hand-offs of admitted retries
+// in a row that no RetryDelay followed, the table empties and keeps nothing
+// until a RetryDelay comes; the SDK's middleware calls RetryDelay right
+// after each such hand-off, so that many in a row means RetryDelay is not
+// ours. (A RetryDelay that comes while the table is off finds nothing, and
+// makes no deadline check, as any that nothing was handed off for.)
 const handoffSlots = 256
+
+// handoffUnasked is how many hand-offs of admitted retries in a row, with no
+// RetryDelay between them, turn the hand-off off: twice the slots, far more
+// operations than can be between their two calls at once (one per
+// goroutine, descheduled there).
+const handoffUnasked = 2 * handoffSlots
 
 // handoffStale is how long a RetryDelay may still come for an entry: the
 // SDK's middleware calls it right after GetRetryToken on the same
@@ -77,6 +95,11 @@ const handoffStale = time.Second
 
 type handoff struct {
 	slots [handoffSlots]handoffSlot
+	// unasked counts the hand-offs of admitted retries since a RetryDelay
+	// last asked for one; off: past handoffUnasked, the table was emptied
+	// and keeps nothing.
+	unasked atomic.Int64
+	off     atomic.Bool
 }
 
 type handoffSlot struct {
@@ -222,6 +245,14 @@ func (s handoffStatus) check(hadDeadline bool) skippedCheck {
 // with a deadline to check, and their partition ("" when several operations
 // had handed that error off at once).
 func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
+	// A refusal's entry is seldom asked for (only a long poll does), so it
+	// tells nothing of who answers RetryDelay.
+	if !e.refused && h.unasked.Add(1) > handoffUnasked && !h.off.Swap(true) {
+		h.empty()
+	}
+	if h.off.Load() {
+		return false, ""
+	}
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -352,6 +383,12 @@ func (s *handoffSlot) absentOf(key error) *absentOps {
 // take takes the entry handed off under err. For an ambiguous or lost
 // entry, hadDeadline reports whether a deadline check was due.
 func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+	if h.unasked.Load() != 0 {
+		h.unasked.Store(0)
+	}
+	if h.off.Load() {
+		h.off.Store(false)
+	}
 	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -372,6 +409,17 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 		return pendingRetry{}, handoffLost, deadline
 	}
 	return pendingRetry{}, handoffMissing, false
+}
+
+// empty drops every entry and record: no RetryDelay will take them.
+func (h *handoff) empty() {
+	for i := range h.slots {
+		s := &h.slots[i]
+		s.mu.Lock()
+		s.key, s.pending, s.ambiguous, s.deadlines, s.entry = nil, 0, false, false, pendingRetry{}
+		s.absent, s.puts = [len(s.absent)]absentOps{}, putTimes{}
+		s.mu.Unlock()
+	}
 }
 
 // keyHash spreads pointers (by address) and other errors (by dynamic type)

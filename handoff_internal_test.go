@@ -646,3 +646,41 @@ func TestAnEvictedRetryIsCountedOnce(t *testing.T) {
 	defer m.mu.Unlock()
 	assert.Equal(t, map[string]int64{"evicted": 1}, m.reasons, "expect the one skipped check counted once")
 }
+
+// TestTheHandoffComesBackWhenRetryDelayDoes: under a wrapper that replaces
+// RetryDelay for some errors only, the table that emptied itself after
+// handoffUnasked admitted retries without one takes hand-offs again once a
+// RetryDelay comes, and its deadline check is made.
+func TestTheHandoffComesBackWhenRetryDelayDoes(t *testing.T) {
+	r := New(func(o *Options) {
+		o.BucketCapacity = 1 << 20 // every retry paid
+		o.Backoff = secondBackoff{}
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for range handoffUnasked + 1 {
+		_, err := r.GetRetryToken(ctx, errors.New("fresh"))
+		require.NoError(t, err)
+	}
+	require.True(t, r.handoff.off.Load(), "expect the hand-off off after %d retries with no RetryDelay", handoffUnasked+1)
+	for i := range r.handoff.slots {
+		require.Zero(t, r.handoff.slots[i].pending, "expect slot %d emptied", i)
+	}
+	_, err := r.RetryDelay(1, errors.New("asked"))
+	require.NoError(t, err)
+	assert.False(t, r.handoff.off.Load(), "expect a RetryDelay to turn the hand-off on again")
+
+	short, cancelShort := context.WithTimeout(context.Background(), 10*time.Millisecond)
+	defer cancelShort()
+	opErr := errors.New("paired")
+	_, err = r.GetRetryToken(short, opErr)
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, opErr) // a backoff of a second cannot fit 10 ms
+	var gu *GiveUpError
+	require.ErrorAs(t, err, &gu, "expect the hand-off paired again and the deadline checked")
+	assert.Equal(t, GiveUpDeadline, gu.Reason)
+}
+
+type secondBackoff struct{}
+
+func (secondBackoff) BackoffDelay(int, error) (time.Duration, error) { return time.Second, nil }
