@@ -134,14 +134,14 @@ func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemp
 func (e *attemptTimeoutError) Timeout() bool        { return true }
 func (e *attemptTimeoutError) RetryableError() bool { return true }
 
-// cutAtDeadline reports whether err is an attempt AttemptTimeout cut at the
-// operation's deadline, less attemptReserve, rather than at its own limit.
-// It walks the chain with inChain rather than call errors.As, whose As
-// calls could dereference a nil pointer.
-func cutAtDeadline(err error) bool {
+// wasCut reports whether err is an attempt AttemptTimeout cut, at its own
+// limit or at the operation's deadline less attemptReserve. It walks the
+// chain with inChain rather than call errors.As, whose As calls could
+// dereference a nil pointer.
+func wasCut(err error) bool {
 	return inChain(err, func(e error) bool {
-		cut, ok := e.(*attemptTimeoutError)
-		return ok && cut.byDeadline
+		_, ok := e.(*attemptTimeoutError)
+		return ok
 	})
 }
 

@@ -75,22 +75,62 @@ func TestAttemptTimeoutPerCallReplacesTheClients(t *testing.T) {
 	assert.Equal(t, []string{"Retry", "jitterretry.AttemptTimeout"}, stack.Finalize.List())
 }
 
-// TestAttemptTimeoutIsTheMarginAfterACut: the attempt after a cut is cut
-// at the same limit, so the retry needs that much before the deadline, not
-// the learnt margin's twice the attempt time (twice the cut: an outside
-// review saw a zero backoff refused with 377 ms left and a 300 ms limit).
-func TestAttemptTimeoutIsTheMarginAfterACut(t *testing.T) {
-	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
-	ctx, cancel := context.WithTimeout(context.Background(), 550*time.Millisecond)
-	defer cancel()
-	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(200 * time.Millisecond)},
-		func(ctx context.Context, attempt int) error {
-			if attempt == 1 {
-				return stall(ctx) // cut at 200 ms, with some 350 ms left
+// TestAttemptTimeoutIsNotTheMarginAfterACut: a stall cut at the attempt's
+// own limit says nothing of how long the next attempt takes. The retry is
+// refused only when the usual attempt time does not fit: the next attempt,
+// if it stalls too, is cut at the deadline. Before, the margin after a cut
+// was the cut itself (and twice the cut before that: an outside review saw a
+// zero backoff refused with 377 ms left and a 300 ms limit), so a limit over
+// half the deadline never rescued a stall (helper-67: a 1 s limit, a 1.5 s
+// deadline, refused with 495 ms left where the SDK's retryer succeeded).
+func TestAttemptTimeoutIsNotTheMarginAfterACut(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+		if warm {
+			// Attempts of 1 ms learnt first: a margin of some 2 ms.
+			for range 40 {
+				require.NoError(t, stackOperation(context.Background(), r, nil, func(context.Context, int) error {
+					time.Sleep(time.Millisecond)
+					return nil
+				}))
 			}
-			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
+		attempts := 0
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+			func(ctx context.Context, attempt int) error {
+				attempts = attempt
+				if attempt == 1 {
+					return stall(ctx) // cut at 300 ms, with some 150 ms left
+				}
+				return nil
+			})
+		cancel()
+		assert.NoError(t, err, "expect the retry after the cut made with 150 ms left (learnt attempts first: %v)", warm)
+		assert.Equal(t, 2, attempts)
+	}
+}
+
+// TestAttemptTimeoutAfterACutKeepsTheUsualMargin: the retry after a cut
+// still leaves the usual attempt time before the deadline: attempts that
+// take 200 ms are not retried with 100 ms left.
+func TestAttemptTimeoutAfterACutKeepsTheUsualMargin(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = fixedBackoff(0)
+		o.DeadlineMargin = 200 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	attempts := 0
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+		func(ctx context.Context, attempt int) error {
+			attempts = attempt
+			return stall(ctx) // cut at 300 ms, 100 ms left
 		})
-	assert.NoError(t, err, "expect the retry after the cut to fit its 200 ms before the deadline")
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+	assert.Equal(t, 1, attempts, "expect no retry: 100 ms left, the attempt needs 200")
 }
 
 // TestAttemptTimeoutCutsAStalledAttempt: the stalled first attempt is cut at

@@ -149,8 +149,12 @@ func (c *classifier) classify(err error) ErrorClass {
 // error, found in one walk of its chain.
 type errorInfo struct {
 	class ErrorClass
-	hint  retryAfter    // the response's x-amz-retry-after
-	cut   time.Duration // how long the attempt ran before AttemptTimeout cut it; 0 if it did not
+	hint  retryAfter // the response's x-amz-retry-after
+	// cut: how long the attempt ran before AttemptTimeout cut it at the
+	// operation's deadline (less its reserve), which leaves no time for a
+	// retry; 0 if it was not cut there. A cut at the attempt's own limit
+	// (a stall) says nothing of the next attempt, and is not counted.
+	cut time.Duration
 	// forDo: not retryable here, but Do's default retries it (a
 	// transaction cancelled for throttles; see doClass), as it does a
 	// conflict
@@ -385,7 +389,7 @@ type errorFacts struct {
 	foreignAs       bool         // a node has an As method
 	nodes           int          // nodes visited so far
 	response        *http.Response
-	cut             time.Duration // the timeout of an attempt AttemptTimeout cut
+	cut             time.Duration // the limit of an attempt AttemptTimeout cut at the operation's deadline
 }
 
 // httpResponse returns the response of the first smithy HTTP response error
@@ -633,7 +637,7 @@ func (f *errorFacts) visit(err error) {
 		}
 		return
 	case *attemptTimeoutError:
-		if f.cut == 0 {
+		if f.cut == 0 && e.byDeadline {
 			f.cut = e.timeout
 		}
 		f.retryableErr = seenBool{true, true}

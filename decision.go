@@ -120,10 +120,12 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 }
 
 // marginAfter is the margin of a retry of the operation of ctx on lane l
-// after an attempt that AttemptTimeout cut at cut (0 when it was not cut):
-// Options.DeadlineMargin when set, and at least the cut; otherwise the
-// cut, since the next attempt is cut at the same limit, or, after any
-// other failure, the learnt margin.
+// after an attempt that AttemptTimeout cut at the operation's deadline
+// after cut (0 when it was not cut there): at least the cut, which is
+// about all the time the operation had left, so that no retry follows;
+// otherwise Options.DeadlineMargin when set, or the learnt margin. After a
+// stall cut at the attempt's own limit the retry needs only the usual
+// attempt time: if it stalls too, it is cut at the deadline.
 func (r *Retryer) marginAfter(ctx context.Context, l *lane, cut time.Duration) time.Duration {
 	if r.fixedMargin > 0 || cut == 0 {
 		return max(r.margin(ctx, l), cut)
