@@ -386,7 +386,7 @@ func (r *Retryer) refusedDelay(attempt int, opErr error, p *pendingRetry) (time.
 	d = max(d-p.waited, 0)
 	if p.hasDeadline {
 		if wait, remaining := p.hint.wait(d), p.deadline.Sub(r.now()); exceeds(wait, 0, remaining) {
-			return 0, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: p.lane.key, Delay: wait, remaining: remaining, Err: opErr}
+			return 0, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: p.lane.key, Delay: wait, remaining: remaining, Err: opErr, drawn: true, backoff: d}
 		}
 	}
 	return d, nil
