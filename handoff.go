@@ -74,19 +74,27 @@ import (
 // of up to four evicted ones for the retryer's life: an SDK error holds its
 // response, its request and the request's context, so some 1,300 finished
 // requests' contexts, whatever their callers stored in them (helper-68: 408
-// MB with 1 MB values). After handoffUnasked hand-offs of admitted retries
-// in a row that no RetryDelay followed, the table empties and keeps nothing
-// until a RetryDelay comes; the SDK's middleware calls RetryDelay right
-// after each such hand-off, so that many in a row means RetryDelay is not
-// ours. (A RetryDelay that comes while the table is off finds nothing, and
-// makes no deadline check, as any that nothing was handed off for.)
+// MB with 1 MB values). The SDK's middleware calls RetryDelay right after
+// each hand-off of an admitted retry, with the same error, so on the same
+// slot. One slot in handoffSampled counts the hand-offs made to the sampled
+// slots since a RetryDelay last came to one of them (sampled, so that the
+// count's cache line is not written by every decision on every core); past
+// handoffUnasked, RetryDelay is not ours, and the table empties and keeps
+// nothing until a RetryDelay comes. (One that comes while the table is off
+// finds nothing, and makes no deadline check, as any that nothing was
+// handed off for. Emptied, the table forgets the operations it counted as
+// evicted, whose RetryDelay, if it came after all, could take a later entry
+// of their value: with RetryDelay ours, the count never gets there.)
 const handoffSlots = 256
 
-// handoffUnasked is how many hand-offs of admitted retries in a row, with no
-// RetryDelay between them, turn the hand-off off: twice the slots, far more
-// operations than can be between their two calls at once (one per
-// goroutine, descheduled there).
-const handoffUnasked = 2 * handoffSlots
+// handoffSampled: one slot in handoffSampled counts hand-offs without a
+// RetryDelay; handoffUnasked of them in a row, some 512 hand-offs in all,
+// turn the hand-off off: far more operations than can be between their two
+// calls at once (one per goroutine, descheduled there).
+const (
+	handoffSampled = 16
+	handoffUnasked = 2 * handoffSlots / handoffSampled
+)
 
 // handoffStale is how long a RetryDelay may still come for an entry: the
 // SDK's middleware calls it right after GetRetryToken on the same
@@ -95,9 +103,9 @@ const handoffStale = time.Second
 
 type handoff struct {
 	slots [handoffSlots]handoffSlot
-	// unasked counts the hand-offs of admitted retries since a RetryDelay
-	// last asked for one; off: past handoffUnasked, the table was emptied
-	// and keeps nothing.
+	// unasked counts the hand-offs of admitted retries to the sampled
+	// slots since a RetryDelay last came to one; off: past handoffUnasked,
+	// the table was emptied and keeps nothing.
 	unasked atomic.Int64
 	off     atomic.Bool
 }
@@ -247,7 +255,7 @@ func (s handoffStatus) check(hadDeadline bool) skippedCheck {
 func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
 	// A refusal's entry is seldom asked for (only a long poll does), so it
 	// tells nothing of who answers RetryDelay.
-	if !e.refused && h.unasked.Add(1) > handoffUnasked && !h.off.Swap(true) {
+	if !e.refused && hash%handoffSampled == 0 && h.unasked.Add(1) > handoffUnasked && !h.off.Swap(true) {
 		h.empty()
 	}
 	if h.off.Load() {
@@ -383,13 +391,14 @@ func (s *handoffSlot) absentOf(key error) *absentOps {
 // take takes the entry handed off under err. For an ambiguous or lost
 // entry, hadDeadline reports whether a deadline check was due.
 func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
-	if h.unasked.Load() != 0 {
+	hash := keyHash(err)
+	if hash%handoffSampled == 0 && h.unasked.Load() != 0 {
 		h.unasked.Store(0)
 	}
 	if h.off.Load() {
 		h.off.Store(false)
 	}
-	s := &h.slots[keyHash(err)%handoffSlots]
+	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending > 0 && sameKey(s.key, err) {
