@@ -7,7 +7,6 @@ import (
 	"context"
 	"reflect"
 	"sync"
-	"sync/atomic"
 	"time"
 )
 
@@ -65,36 +64,11 @@ import (
 // all evicted unasked.)
 //
 // The table has a fixed number of slots, so memory and time per call stay
-// flat whatever wraps the retryer. An entry no RetryDelay takes stays until
-// another error needs its slot; the entry is then evicted and counted, and
-// if its RetryDelay comes after all, it too is reported Unchecked.
-//
-// Under a wrapper that replaces RetryDelay (retry.AddWithMaxBackoffDelay)
-// no entry is ever taken, and each slot kept its last entry and the errors
-// of up to four evicted ones for the retryer's life: an SDK error holds its
-// response, its request and the request's context, so some 1,300 finished
-// requests' contexts, whatever their callers stored in them (helper-68: 408
-// MB with 1 MB values). The SDK's middleware calls RetryDelay right after
-// each hand-off of an admitted retry, with the same error, so on the same
-// slot. One slot in handoffSampled counts the hand-offs made to the sampled
-// slots since a RetryDelay last came to one of them (sampled, so that the
-// count's cache line is not written by every decision on every core); past
-// handoffUnasked, RetryDelay is not ours, and the table empties and keeps
-// nothing until a RetryDelay comes. (One that comes while the table is off
-// finds nothing, and makes no deadline check, as any that nothing was
-// handed off for. Emptied, the table forgets the operations it counted as
-// evicted, whose RetryDelay, if it came after all, could take a later entry
-// of their value: with RetryDelay ours, the count never gets there.)
+// flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
+// such as retry.AddWithMaxBackoffDelay replaces it) stays until another
+// error needs its slot; the entry is then evicted and counted, and if its
+// RetryDelay comes after all, it too is reported Unchecked.
 const handoffSlots = 256
-
-// handoffSampled: one slot in handoffSampled counts hand-offs without a
-// RetryDelay; handoffUnasked of them in a row, some 512 hand-offs in all,
-// turn the hand-off off: far more operations than can be between their two
-// calls at once (one per goroutine, descheduled there).
-const (
-	handoffSampled = 16
-	handoffUnasked = 2 * handoffSlots / handoffSampled
-)
 
 // handoffStale is how long a RetryDelay may still come for an entry: the
 // SDK's middleware calls it right after GetRetryToken on the same
@@ -103,16 +77,11 @@ const handoffStale = time.Second
 
 type handoff struct {
 	slots [handoffSlots]handoffSlot
-	// unasked counts the hand-offs of admitted retries to the sampled
-	// slots since a RetryDelay last came to one; off: past handoffUnasked,
-	// the table was emptied and keeps nothing.
-	unasked atomic.Int64
-	off     atomic.Bool
 }
 
 type handoffSlot struct {
 	mu        sync.Mutex
-	key       error // the pending entry's error; kept alive while pending
+	key       errorKey // the pending entries' error
 	pending   int   // hand-offs of key not yet taken
 	ambiguous bool  // more than one operation handed key off at once
 	deadlines bool  // one of the pending hand-offs had a deadline to check
@@ -126,7 +95,7 @@ type handoffSlot struct {
 // absentOps are n operations of key whose entries were evicted, the newest
 // put at at; deadline: one of them had a deadline to check.
 type absentOps struct {
-	key      error
+	key      errorKey
 	n        int
 	deadline bool
 	at       time.Time
@@ -246,22 +215,14 @@ func (s handoffStatus) check(hadDeadline bool) skippedCheck {
 	}
 }
 
-// put hands e off under err, whose keyHash is hash, reading clock only when
+// put hands e off under key, reading clock only when
 // e has no reading and the slot needs one (a pending entry of the same
 // value to date, another value's entries to age, evicted operations of the
 // value to tell). It reports whether it evicted entries of another error
 // with a deadline to check, and their partition ("" when several operations
 // had handed that error off at once).
-func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
-	// A refusal's entry is seldom asked for (only a long poll does), so it
-	// tells nothing of who answers RetryDelay.
-	if !e.refused && hash%handoffSampled == 0 && h.unasked.Add(1) > handoffUnasked && !h.off.Swap(true) {
-		h.empty()
-	}
-	if h.off.Load() {
-		return false, ""
-	}
-	s := &h.slots[hash%handoffSlots]
+func (h *handoff) put(key errorKey, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
+	s := &h.slots[key.hash()%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := e.at
@@ -271,12 +232,12 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		}
 		return at
 	}
-	if s.pending > 0 && sameKey(s.key, err) {
+	if s.pending > 0 && s.key == key {
 		// Every pending entry of the value gets a reading, so that its age
 		// is known: a put that made none reads the clock here, on this
 		// rare path.
 		if s.puts.allStale(reading()) {
-			s.replace(err, e, at)
+			s.replace(key, e, at)
 			return false, ""
 		}
 		s.puts.push(at)
@@ -289,7 +250,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	// The absent operations of this value, if recent, may still ask: their
 	// RetryDelay must not take this entry. (Taken first, so that their
 	// record does not count against the four a slot keeps.)
-	lost, lostDeadline := s.forgetAbsent(err, reading)
+	lost, lostDeadline := s.forgetAbsent(key, reading)
 	if s.pending > 0 {
 		// Another value's entries: evicted. Their operations may still
 		// ask, unless the entries are stale.
@@ -301,7 +262,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 			s.addAbsent(s.key, s.pending, s.deadlines, reading())
 		}
 	}
-	s.replace(err, e, at)
+	s.replace(key, e, at)
 	if lost > 0 {
 		s.pending += lost
 		s.ambiguous, s.deadlines, s.entry = true, s.deadlines || lostDeadline, pendingRetry{}
@@ -312,25 +273,25 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	return evicted, partition
 }
 
-// replace makes e, put at at, the slot's only entry, under err.
-func (s *handoffSlot) replace(err error, e *pendingRetry, at time.Time) {
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
+// replace makes e, put at at, the slot's only entry, under key.
+func (s *handoffSlot) replace(key errorKey, e *pendingRetry, at time.Time) {
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = key, 1, false, e.checksDeadline(), *e
 	s.puts.reset(at)
 }
 
 // addAbsent counts n operations of key whose entries were evicted, the
 // newest put at now; with four other values' absent operations that may
 // still ask, it forgets the oldest.
-func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) {
+func (s *handoffSlot) addAbsent(key errorKey, n int, deadline bool, now time.Time) {
 	free := -1
 	for i := range s.absent {
 		a := &s.absent[i]
 		switch {
-		case a.key == nil || stale(&a.at, now):
-			if free < 0 || s.absent[free].key != nil {
+		case a.n == 0 || stale(&a.at, now):
+			if free < 0 || s.absent[free].n > 0 {
 				free = i
 			}
-		case sameKey(a.key, key):
+		case a.key == key:
 			a.n, a.deadline, a.at = a.n+n, a.deadline || deadline, now
 			return
 		}
@@ -351,7 +312,7 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 // put hands off again, and returns how many of them may still ask (none
 // when the record is stale, read with reading) and whether one had a
 // deadline to check.
-func (s *handoffSlot) forgetAbsent(key error, reading func() time.Time) (n int, deadline bool) {
+func (s *handoffSlot) forgetAbsent(key errorKey, reading func() time.Time) (n int, deadline bool) {
 	a := s.absentOf(key)
 	if a == nil {
 		return 0, false
@@ -366,7 +327,7 @@ func (s *handoffSlot) forgetAbsent(key error, reading func() time.Time) (n int, 
 // absentAsked counts one of key's absent operations as asked, its
 // RetryDelay come, and reports whether there was one and whether the
 // record had a deadline to check.
-func (s *handoffSlot) absentAsked(key error) (found, deadline bool) {
+func (s *handoffSlot) absentAsked(key errorKey) (found, deadline bool) {
 	a := s.absentOf(key)
 	if a == nil {
 		return false, false
@@ -379,9 +340,9 @@ func (s *handoffSlot) absentAsked(key error) (found, deadline bool) {
 }
 
 // absentOf returns the record of key's absent operations, or nil.
-func (s *handoffSlot) absentOf(key error) *absentOps {
+func (s *handoffSlot) absentOf(key errorKey) *absentOps {
 	for i := range s.absent {
-		if a := &s.absent[i]; a.key != nil && sameKey(a.key, key) {
+		if a := &s.absent[i]; a.n > 0 && a.key == key {
 			return a
 		}
 	}
@@ -391,17 +352,11 @@ func (s *handoffSlot) absentOf(key error) *absentOps {
 // take takes the entry handed off under err. For an ambiguous or lost
 // entry, hadDeadline reports whether a deadline check was due.
 func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
-	hash := keyHash(err)
-	if hash%handoffSampled == 0 && h.unasked.Load() != 0 {
-		h.unasked.Store(0)
-	}
-	if h.off.Load() {
-		h.off.Store(false)
-	}
-	s := &h.slots[hash%handoffSlots]
+	key := keyOf(err)
+	s := &h.slots[key.hash()%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending > 0 && sameKey(s.key, err) {
+	if s.pending > 0 && s.key == key {
 		s.pending--
 		s.puts.pop() // under the SDK's middleware, the last to put takes first
 		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
@@ -409,59 +364,60 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 			status, e = handoffAmbiguous, pendingRetry{}
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
+			s.key, s.ambiguous, s.deadlines, s.entry = errorKey{}, false, false, pendingRetry{}
 			s.puts = putTimes{}
 		}
 		return e, status, hadDeadline
 	}
-	if found, deadline := s.absentAsked(err); found {
+	if found, deadline := s.absentAsked(key); found {
 		return pendingRetry{}, handoffLost, deadline
 	}
 	return pendingRetry{}, handoffMissing, false
 }
 
-// empty drops every entry and record: no RetryDelay will take them.
-func (h *handoff) empty() {
-	for i := range h.slots {
-		s := &h.slots[i]
-		s.mu.Lock()
-		s.key, s.pending, s.ambiguous, s.deadlines, s.entry = nil, 0, false, false, pendingRetry{}
-		s.absent, s.puts = [len(s.absent)]absentOps{}, putTimes{}
-		s.mu.Unlock()
-	}
+// errorKey is what the hand-off pairs by, without keeping the error: its
+// dynamic type, and for a pointer its address (errors that are not
+// pointers share their type's key). An SDK error holds its response, its
+// request and the request's context: a slot that kept the error kept
+// whatever its caller stored in that context, for as long as no other error
+// needed the slot, which for entries no RetryDelay takes (a wrapper that
+// replaces it, retries refused on an empty bucket) and the operations they
+// evicted was for the retryer's life: some 1,150-1,300 finished requests'
+// contexts (helper-68, helper-70). An address is reused once its error is
+// collected, so a new error can have the key of one the slot still counts:
+// within handoffStale the two are then ambiguous, and the new one's
+// deadline check is skipped (reported Unchecked), as for a shared value.
+type errorKey struct {
+	typ  reflect.Type // nil for a nil error
+	addr uintptr      // the pointer; 0 for an error that is not one
 }
 
-// keyHash spreads pointers (by address) and other errors (by dynamic type)
-// over the slots of a table. A nil error has slot 0.
-func keyHash(err error) uintptr {
+// keyOf returns err's key. It never compares two values of a type that may
+// not be comparable.
+func keyOf(err error) errorKey {
 	if err == nil {
-		return 0
+		return errorKey{}
 	}
 	v := reflect.ValueOf(err)
-	var p uintptr
+	k := errorKey{typ: v.Type()}
 	if v.Kind() == reflect.Pointer {
-		p = v.Pointer()
-	} else {
-		p = reflect.ValueOf(v.Type()).Pointer()
+		k.addr = v.Pointer()
+	}
+	return k
+}
+
+// hash spreads pointers (by address) and other errors (by dynamic type)
+// over the slots of a table. A nil error has slot 0.
+func (k errorKey) hash() uintptr {
+	p := k.addr
+	if p == 0 && k.typ != nil {
+		p = reflect.ValueOf(k.typ).Pointer()
 	}
 	// Allocations are aligned: drop the low bits, then mix.
 	p >>= 4
 	return p ^ p>>8 ^ p>>16
 }
 
-// sameKey reports whether a and b are the same pointer, or, for errors that
-// are not pointers, of the same dynamic type. It never compares two values
-// of a type that may not be comparable.
-func sameKey(a, b error) bool {
-	if a == nil || b == nil {
-		return a == nil && b == nil
-	}
-	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
-	if ta != tb {
-		return false
-	}
-	if ta.Kind() == reflect.Pointer {
-		return a == b
-	}
-	return true
-}
+// keyHash is keyOf(err).hash(): the slot of err in the tables keyed by
+// error value.
+func keyHash(err error) uintptr { return keyOf(err).hash() }

@@ -17,28 +17,33 @@ import (
 
 // TestFinishedRequestsAreNotKept: once an operation of a real client is
 // over, the retryer keeps nothing that reaches its request's context, whose
-// values (a Lambda event, a request-scoped cache) it cannot size. The SDK's
-// errors hold their response, its request and the request's context, so an
-// error kept is a context kept. Under retry.AddWithMaxBackoffDelay, which
-// replaces RetryDelay, no hand-off is ever taken: each slot kept its last
-// entry (error and context) and up to four evicted errors, some 1,300
-// requests' contexts for the retryer's life (helper-68: 408 MB with 1 MB
-// values); now the table empties once RetryDelay is seen not to come.
+// values (a Lambda event, a request-scoped cache) it cannot size, but for
+// two bounded exceptions. The SDK's errors hold their response, its request
+// and the request's context, so an error kept is a context kept. The
+// hand-off from GetRetryToken to RetryDelay kept, in each of its 256 slots,
+// the error of its last entry and of up to four operations it evicted, for
+// the retryer's life when no RetryDelay took them: under
+// retry.AddWithMaxBackoffDelay, which replaces RetryDelay, 1,142 requests'
+// contexts (helper-68: 408 MB with 1 MB values), and of retries refused on
+// an empty bucket, 1,153 (helper-70). It now keeps the errors' identity
+// alone; under such a wrapper each slot still keeps its last entry's
+// context (256 at most), and the classification cache the last attempt's
+// error of up to 64 operations that ran out of attempts.
 func TestFinishedRequestsAreNotKept(t *testing.T) {
 	type payloadKey struct{}
 	cases := []struct {
 		name   string
 		wrap   func(aws.Retryer) aws.Retryer
 		script []reply
+		bucket uint
 		bound  int
 	}{
-		{"the SDK's middleware", func(r aws.Retryer) aws.Retryer { return r }, []reply{serverErr, ok}, 0},
+		{"the SDK's middleware", func(r aws.Retryer) aws.Retryer { return r }, []reply{serverErr, ok}, 1 << 30, 0},
 		{"under retry.AddWithMaxBackoffDelay", func(r aws.Retryer) aws.Retryer {
 			return retry.AddWithMaxBackoffDelay(r, time.Microsecond)
-		}, []reply{serverErr, ok}, 0},
-		// The last attempt's error, which no GetRetryToken asks for, stays
-		// in the classification cache until another error takes its slot.
-		{"every attempt failing", func(r aws.Retryer) aws.Retryer { return r }, []reply{serverErr}, 64},
+		}, []reply{serverErr, ok}, 1 << 30, 256},
+		{"retries refused on an empty bucket", func(r aws.Retryer) aws.Retryer { return r }, []reply{serverErr}, 14, 0},
+		{"every attempt failing", func(r aws.Retryer) aws.Retryer { return r }, []reply{serverErr}, 1 << 30, 64},
 	}
 	for _, c := range cases {
 		t.Run(c.name, func(t *testing.T) {
@@ -46,7 +51,7 @@ func TestFinishedRequestsAreNotKept(t *testing.T) {
 			srv.cycle = true
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				o.BaseDelay, o.MaxBackoff = time.Microsecond, time.Microsecond
-				o.BucketCapacity = 1 << 30 // every retry paid, whatever fails
+				o.BucketCapacity = c.bucket
 			})
 			client := newClient(srv.URL, c.wrap(r))
 			const operations = 1500
@@ -59,6 +64,9 @@ func TestFinishedRequestsAreNotKept(t *testing.T) {
 				cancel()
 				if len(c.script) > 1 {
 					require.NoError(t, err)
+				}
+				if c.bucket == 14 {
+					require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
 				}
 			}
 			runtime.GC()
