@@ -111,6 +111,27 @@ func TestAttemptTimeoutIsNotTheMarginAfterACut(t *testing.T) {
 	}
 }
 
+// TestAttemptTimeoutLeavesTheNextCutItsReserve: a retry after a stall cut
+// at its limit leaves the usual attempt time and AttemptTimeout's 5 ms
+// reserve, so that if it stalls too it is cut before the deadline and the
+// call ends in a GiveUpDeadline wrapping the cut. With no margin learnt
+// yet, a retry started with 5 ms or less left had no cut at all and ran
+// into the deadline: the SDK's bare "context deadline exceeded", the cause
+// lost (helper-70).
+func TestAttemptTimeoutLeavesTheNextCutItsReserve(t *testing.T) {
+	for _, deadline := range []time.Duration{310 * time.Millisecond, 312 * time.Millisecond, 330 * time.Millisecond} {
+		r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(7 * time.Millisecond) })
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+			func(ctx context.Context, _ int) error { return stall(ctx) })
+		cancel()
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu, "deadline %v: expect the retryer's give-up, got %v", deadline, err)
+		assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "deadline %v", deadline)
+		assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "deadline %v: expect the cut inside the give-up", deadline)
+	}
+}
+
 // TestAttemptTimeoutAfterACutKeepsTheUsualMargin: the retry after a cut
 // still leaves the usual attempt time before the deadline: attempts that
 // take 200 ms are not retried with 100 ms left.

@@ -155,6 +155,9 @@ type errorInfo struct {
 	// retry; 0 if it was not cut there. A cut at the attempt's own limit
 	// (a stall) says nothing of the next attempt, and is not counted.
 	cut time.Duration
+	// stalled: AttemptTimeout cut the attempt at its own limit, so it
+	// bounds the next one too, which needs its reserve before the deadline.
+	stalled bool
 	// forDo: not retryable here, but Do's default retries it (a
 	// transaction cancelled for throttles; see doClass), as it does a
 	// conflict
@@ -187,7 +190,7 @@ func (c *classifier) inspect(err error) errorInfo {
 	if f.unreadable() {
 		return errorInfo{class: ClassNotRetryable} // see classOf
 	}
-	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, ended: f.contextEnded(), outOfAttempts: f.outOfAttempts}
+	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, stalled: f.stalled, ended: f.contextEnded(), outOfAttempts: f.outOfAttempts}
 	if info.class == ClassNotRetryable {
 		// Asked only where it tells: the caller's checks it consults
 		// were asked by classOf already.
@@ -390,6 +393,7 @@ type errorFacts struct {
 	nodes           int          // nodes visited so far
 	response        *http.Response
 	cut             time.Duration // the limit of an attempt AttemptTimeout cut at the operation's deadline
+	stalled         bool          // AttemptTimeout cut an attempt at its own limit
 }
 
 // httpResponse returns the response of the first smithy HTTP response error
@@ -640,6 +644,7 @@ func (f *errorFacts) visit(err error) {
 		if f.cut == 0 && e.byDeadline {
 			f.cut = e.timeout
 		}
+		f.stalled = f.stalled || !e.byDeadline
 		f.retryableErr = seenBool{true, true}
 		return
 	}

@@ -120,17 +120,19 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 }
 
 // marginAfter is the margin of a retry of the operation of ctx on lane l
-// after an attempt that AttemptTimeout cut at the operation's deadline
-// after cut (0 when it was not cut there): at least the cut, which is
-// about all the time the operation had left, so that no retry follows;
-// otherwise Options.DeadlineMargin when set, or the learnt margin. After a
-// stall cut at the attempt's own limit the retry needs only the usual
-// attempt time: if it stalls too, it is cut at the deadline.
-func (r *Retryer) marginAfter(ctx context.Context, l *lane, cut time.Duration) time.Duration {
-	if r.fixedMargin > 0 || cut == 0 {
-		return max(r.margin(ctx, l), cut)
+// after an attempt whose error inspect found info: Options.DeadlineMargin
+// when set, or the learnt margin; at least the attempt's limit after
+// AttemptTimeout cut it at the operation's deadline, which is about all the
+// time the operation had, so that no retry follows; and, after a stall cut
+// at the attempt's own limit, which says nothing of the next attempt's
+// time, with AttemptTimeout's reserve on top, so that the next attempt, if
+// it stalls too, is cut before the deadline and the refusal names the cut.
+func (r *Retryer) marginAfter(ctx context.Context, l *lane, info errorInfo) time.Duration {
+	m := max(r.margin(ctx, l), info.cut)
+	if info.stalled {
+		m += attemptReserve
 	}
-	return cut
+	return m
 }
 
 // deadline returns ctx's deadline when the deadline check is on.

@@ -152,8 +152,9 @@ type Options struct {
 	// measured attempt of an operation ends it is 0. An attempt during
 	// which the caller's context ended, or that AttemptTimeout cut (at
 	// that deadline or at its own limit), is not counted: after a stall
-	// cut at its limit the retry needs the usual attempt time, and one
-	// that stalls again is cut at the deadline. After an attempt cut at
+	// cut at its limit the retry needs the usual attempt time and
+	// AttemptTimeout's 5 ms reserve, and one that stalls again is cut
+	// before the deadline. After an attempt cut at
 	// the deadline no retry is made, DeadlineMargin or not (Do keeps its
 	// own margin, which counts fn's whole time). Negative is invalid.
 	DeadlineMargin time.Duration

@@ -295,7 +295,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
-		p.margin = r.marginAfter(ctx, l, info.cut)
+		p.margin = r.marginAfter(ctx, l, info)
 	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
@@ -352,7 +352,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = r.classes.retryClass(opErr, info.class), info.hint, r.marginAfter(nil, nil, info.cut)
+		p.class, p.hint, p.margin = r.classes.retryClass(opErr, info.class), info.hint, r.marginAfter(nil, nil, info)
 	}
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)
