@@ -78,9 +78,11 @@ const defaultMaxConflicts = 100
 // exception for throttles, see Options.SendRate: such a retry of fn waits
 // its turn only if fn's calls go through this Retryer), the
 // x-amz-retry-after hint, the empty-budget backoff. For every retry, a backoff that would end past ctx's
-// deadline, with a margin of twice the Retryer's learnt attempt time (over
-// every operation of the partition, since fn may call several) or of fn's
-// own last duration, whichever is larger, ends the loop at once.
+// deadline, with a margin of Options.DeadlineMargin when set, otherwise of
+// twice the Retryer's learnt attempt time (over every operation of the
+// partition, since fn may call several) or of fn's own last duration,
+// bounded as for the conflict backoff, whichever is larger, ends the loop
+// at once.
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
@@ -217,7 +219,14 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorClass, at time.Time, took time.Duration) (time.Duration, error) {
 	r, l := d.r, d.lane
 	info := r.classes.inspect(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(nil, l), took, info.cut)}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: r.marginAfter(nil, l, info)}
+	if r.fixedMargin == 0 {
+		// fn's call may make several attempts; its time also holds the
+		// sleeps of the SDK's own retries, which the next call need not
+		// make (a throttled call's 858 ms refused a retry that fit:
+		// helper-72), so it counts as the conflict backoff counts it.
+		p.margin = max(p.margin, d.attemptSpan(took))
+	}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {

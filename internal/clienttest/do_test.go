@@ -1016,3 +1016,37 @@ func TestDoInDoAroundAClientWithAnotherRetryerReportsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestDoMarginIsNotTheSDKsSleeps: fn's call of an SDK operation that was
+// throttled includes the SDK's backoff sleep. Do kept all of fn's time for
+// the next call, so a retry that fits was refused, and DeadlineMargin did
+// not fix it though the README says it does (helper-72: "858ms kept for
+// the attempt after it" with a 10 ms DeadlineMargin). Now DeadlineMargin
+// fixes Do's margin, and the learnt one counts fn's time no further than
+// the conflict backoff does (twice the lane's attempt time).
+func TestDoMarginIsNotTheSDKsSleeps(t *testing.T) {
+	for _, margin := range []time.Duration{10 * time.Millisecond, 0} {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = constBackoff(300 * time.Millisecond)
+			o.DeadlineMargin = margin
+		})
+		// The SDK retries the throttle inside fn's first call after 300 ms,
+		// and that call ends in a conflict; Do waits the Retryer's throttle
+		// backoff, 300 ms, and its second call succeeds.
+		srv := newScriptServer(t, throttle, ccf, ok)
+		client := newClient(srv.URL, r)
+		ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+		calls := 0
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			calls++
+			return conditionalPut(ctx, client)
+		})
+		cancel()
+		require.NoError(t, err, "DeadlineMargin %v: expect the retry to fit: 300 ms backoff and the attempt's time in 500 ms", margin)
+		assert.Equal(t, 2, calls)
+	}
+}
+
+type constBackoff time.Duration
+
+func (d constBackoff) BackoffDelay(int, error) (time.Duration, error) { return time.Duration(d), nil }
