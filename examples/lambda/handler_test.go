@@ -350,12 +350,23 @@ func TestHandlerRetriesATransactionCancelledForAConflictOrAThrottle(t *testing.T
 			h := newTestHandler(t, b, table, endpoint, func(o *jitterretry.Options) {
 				o.OnGiveUp = func(*jitterretry.GiveUpError) { gaveUp.Add(1) }
 			})
+			var buf bytes.Buffer
+			h.Log = slog.New(slog.NewJSONHandler(&buf, nil))
 
 			// Two throttles' backoffs (up to 1 s, then 2 s) fit 10 s.
 			res, err := invoke(invocation(t, 10*time.Second), h, "req-1", `{"key":"page"}`)
 
 			require.NoError(t, err, "expect the cancelled transactions retried")
 			assert.Equal(t, Result{Key: "page", Count: 1}, res)
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal(buf.Bytes(), &rec), buf.String())
+			want := map[string]any{"attempts": 4.0, "throttled": 0.0}
+			if reasons[1] == "ThrottlingError" {
+				// A transaction cancelled for a throttle was throttled: the
+				// record said 0 (helper-70).
+				want["throttled"] = 2.0
+			}
+			assert.Subset(t, rec, want, "expect the record to count the cancelled transactions' throttles")
 			assert.Equal(t, int64(2), cancelled.Load())
 			assert.Equal(t, int64(3), writes.Load(), "expect two cancelled transactions and the one that landed")
 
