@@ -5,6 +5,7 @@ package jitterretry
 
 import (
 	"context"
+	"github.com/aws/smithy-go"
 	"time"
 
 	"github.com/jitterretry/jitterretry/delayers"
@@ -153,6 +154,7 @@ type doLoop struct {
 	seenThrottles uint64
 	throttled     bool    // the loop, or its named partition, met a throttle since the previous call of fn ended
 	capped        int     // conflicts in a row after such a throttle
+	lastThrottle  error   // fn's last error classed a throttle; nil until one
 	paid          *ticket // the tokens of the retry in flight, if any
 }
 
@@ -181,6 +183,9 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		var class ErrorClass
 		if err != nil {
 			class = d.o.Classify(err) // once: the caller's Classify may count or log
+		}
+		if class == ClassThrottle {
+			d.lastThrottle = err
 		}
 		if d.paid != nil {
 			if err == nil || class == ClassConflict {
@@ -253,7 +258,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			d.capped = 0
 		} else {
 			d.capped++
-			if floor, ferr := r.backoffFor(d.capped, err, ClassThrottle, nil); ferr == nil {
+			// A Backoff of the caller's own tells a throttle by its
+			// error: it is asked with one, not with the conflict.
+			if floor, ferr := r.backoffFor(d.capped, d.throttleErr(), ClassThrottle, nil); ferr == nil {
 				backoff = max(backoff, floor)
 			}
 		}
@@ -339,6 +346,16 @@ func (d *doLoop) attemptSpan(took time.Duration) time.Duration {
 		return min(took, 2*est)
 	}
 	return took
+}
+
+// throttleErr returns an error that stands for the throttles the loop met:
+// fn's last throttle, or, when the SDK's middleware retried them inside
+// fn, a ThrottlingException, a throttle under the SDK's rules.
+func (d *doLoop) throttleErr() error {
+	if d.lastThrottle != nil {
+		return d.lastThrottle
+	}
+	return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "jitterretry: a throttle the Do loop met inside fn", Fault: smithy.FaultClient}
 }
 
 // refund gives back the tokens of a retry that will not be sent.
