@@ -5,8 +5,9 @@ package jitterretry
 
 import (
 	"context"
-	"github.com/aws/smithy-go"
 	"time"
+
+	"github.com/aws/smithy-go"
 
 	"github.com/jitterretry/jitterretry/delayers"
 )
