@@ -82,9 +82,9 @@ type handoff struct {
 type handoffSlot struct {
 	mu        sync.Mutex
 	key       errorKey // the pending entries' error
-	pending   int   // hand-offs of key not yet taken
-	ambiguous bool  // more than one operation handed key off at once
-	deadlines bool  // one of the pending hand-offs had a deadline to check
+	pending   int      // hand-offs of key not yet taken
+	ambiguous bool     // more than one operation handed key off at once
+	deadlines bool     // one of the pending hand-offs had a deadline to check
 	// absent counts, by value, the operations whose entry was evicted and
 	// whose RetryDelay may still come.
 	absent [4]absentOps
