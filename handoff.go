@@ -89,6 +89,7 @@ type handoffSlot struct {
 	// whose RetryDelay may still come.
 	absent [4]absentOps
 	entry  pendingRetry
+	lane   *lane    // the lane of every pending entry, kept when they are ambiguous; nil when they differ
 	puts   putTimes // when the pending entries of key were put
 }
 
@@ -98,6 +99,7 @@ type absentOps struct {
 	key      errorKey
 	n        int
 	deadline bool
+	lane     *lane // the lane of every one of them; nil when they differ
 	at       time.Time
 }
 
@@ -245,27 +247,33 @@ func (h *handoff) put(key errorKey, e *pendingRetry, clock func() time.Time) (ev
 		s.ambiguous = true
 		s.deadlines = s.deadlines || e.checksDeadline()
 		s.entry = pendingRetry{}
+		if s.lane != e.lane {
+			s.lane = nil
+		}
 		return false, ""
 	}
 	// The absent operations of this value, if recent, may still ask: their
 	// RetryDelay must not take this entry. (Taken first, so that their
 	// record does not count against the four a slot keeps.)
-	lost, lostDeadline := s.forgetAbsent(key, reading)
+	lost, lostDeadline, lostLane := s.forgetAbsent(key, reading)
 	if s.pending > 0 {
 		// Another value's entries: evicted. Their operations may still
 		// ask, unless the entries are stale.
 		evicted = s.deadlines
-		if s.entry.lane != nil {
-			partition = s.entry.lane.key
+		if s.lane != nil {
+			partition = s.lane.key
 		}
 		if !s.puts.allStale(reading()) {
-			s.addAbsent(s.key, s.pending, s.deadlines, reading())
+			s.addAbsent(s.key, s.pending, s.deadlines, s.lane, reading())
 		}
 	}
 	s.replace(key, e, at)
 	if lost > 0 {
 		s.pending += lost
 		s.ambiguous, s.deadlines, s.entry = true, s.deadlines || lostDeadline, pendingRetry{}
+		if lostLane != e.lane {
+			s.lane = nil
+		}
 		for range min(lost, len(s.puts.at)) {
 			s.puts.push(at)
 		}
@@ -275,14 +283,14 @@ func (h *handoff) put(key errorKey, e *pendingRetry, clock func() time.Time) (ev
 
 // replace makes e, put at at, the slot's only entry, under key.
 func (s *handoffSlot) replace(key errorKey, e *pendingRetry, at time.Time) {
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = key, 1, false, e.checksDeadline(), *e
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry, s.lane = key, 1, false, e.checksDeadline(), *e, e.lane
 	s.puts.reset(at)
 }
 
 // addAbsent counts n operations of key whose entries were evicted, the
 // newest put at now; with four other values' absent operations that may
 // still ask, it forgets the oldest.
-func (s *handoffSlot) addAbsent(key errorKey, n int, deadline bool, now time.Time) {
+func (s *handoffSlot) addAbsent(key errorKey, n int, deadline bool, l *lane, now time.Time) {
 	free := -1
 	for i := range s.absent {
 		a := &s.absent[i]
@@ -293,6 +301,9 @@ func (s *handoffSlot) addAbsent(key errorKey, n int, deadline bool, now time.Tim
 			}
 		case a.key == key:
 			a.n, a.deadline, a.at = a.n+n, a.deadline || deadline, now
+			if a.lane != l {
+				a.lane = nil
+			}
 			return
 		}
 	}
@@ -305,23 +316,23 @@ func (s *handoffSlot) addAbsent(key errorKey, n int, deadline bool, now time.Tim
 		}
 		free = oldest
 	}
-	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, at: now}
+	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, lane: l, at: now}
 }
 
 // forgetAbsent removes the record of key's absent operations, whose value a
 // put hands off again, and returns how many of them may still ask (none
-// when the record is stale, read with reading) and whether one had a
-// deadline to check.
-func (s *handoffSlot) forgetAbsent(key errorKey, reading func() time.Time) (n int, deadline bool) {
+// when the record is stale, read with reading), whether one had a deadline
+// to check, and their lane (nil when they differ).
+func (s *handoffSlot) forgetAbsent(key errorKey, reading func() time.Time) (n int, deadline bool, l *lane) {
 	a := s.absentOf(key)
 	if a == nil {
-		return 0, false
+		return 0, false, nil
 	}
 	if !stale(&a.at, reading()) {
-		n, deadline = a.n, a.deadline
+		n, deadline, l = a.n, a.deadline, a.lane
 	}
 	*a = absentOps{}
-	return n, deadline
+	return n, deadline, l
 }
 
 // absentAsked counts one of key's absent operations as asked, its
@@ -364,7 +375,7 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 			status, e = handoffAmbiguous, pendingRetry{}
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.entry = errorKey{}, false, false, pendingRetry{}
+			s.key, s.ambiguous, s.deadlines, s.entry, s.lane = errorKey{}, false, false, pendingRetry{}, nil
 			s.puts = putTimes{}
 		}
 		return e, status, hadDeadline
@@ -387,6 +398,11 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 // collected, so a new error can have the key of one the slot still counts:
 // within handoffStale the two are then ambiguous, and the new one's
 // deadline check is skipped (reported Unchecked), as for a shared value.
+// That is common for the entries no RetryDelay takes (in a tight loop under
+// a wrapper that replaces RetryDelay, the allocator hands the same address
+// to the next error at once), so an ambiguous slot keeps the partition of
+// its entries for the count of evicted checks; under the SDK's middleware
+// an entry is taken before its error can be collected.
 type errorKey struct {
 	typ  reflect.Type // nil for a nil error
 	addr uintptr      // the pointer; 0 for an error that is not one
