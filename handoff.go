@@ -81,25 +81,23 @@ type handoff struct {
 
 type handoffSlot struct {
 	mu        sync.Mutex
-	key       errorKey // the pending entries' error
-	pending   int      // hand-offs of key not yet taken
-	ambiguous bool     // more than one operation handed key off at once
-	deadlines bool     // one of the pending hand-offs had a deadline to check
+	key       error // the pending entry's error; kept alive while pending
+	pending   int   // hand-offs of key not yet taken
+	ambiguous bool  // more than one operation handed key off at once
+	deadlines bool  // one of the pending hand-offs had a deadline to check
 	// absent counts, by value, the operations whose entry was evicted and
 	// whose RetryDelay may still come.
 	absent [4]absentOps
 	entry  pendingRetry
-	lane   *lane    // the lane of every pending entry, kept when they are ambiguous; nil when they differ
 	puts   putTimes // when the pending entries of key were put
 }
 
 // absentOps are n operations of key whose entries were evicted, the newest
 // put at at; deadline: one of them had a deadline to check.
 type absentOps struct {
-	key      errorKey
+	key      error
 	n        int
 	deadline bool
-	lane     *lane // the lane of every one of them; nil when they differ
 	at       time.Time
 }
 
@@ -217,14 +215,14 @@ func (s handoffStatus) check(hadDeadline bool) skippedCheck {
 	}
 }
 
-// put hands e off under key, reading clock only when
+// put hands e off under err, whose keyHash is hash, reading clock only when
 // e has no reading and the slot needs one (a pending entry of the same
 // value to date, another value's entries to age, evicted operations of the
 // value to tell). It reports whether it evicted entries of another error
 // with a deadline to check, and their partition ("" when several operations
 // had handed that error off at once).
-func (h *handoff) put(key errorKey, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
-	s := &h.slots[key.hash()%handoffSlots]
+func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
+	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	at := e.at
@@ -234,12 +232,12 @@ func (h *handoff) put(key errorKey, e *pendingRetry, clock func() time.Time) (ev
 		}
 		return at
 	}
-	if s.pending > 0 && s.key == key {
+	if s.pending > 0 && sameKey(s.key, err) {
 		// Every pending entry of the value gets a reading, so that its age
 		// is known: a put that made none reads the clock here, on this
 		// rare path.
 		if s.puts.allStale(reading()) {
-			s.replace(key, e, at)
+			s.replace(err, e, at)
 			return false, ""
 		}
 		s.puts.push(at)
@@ -247,33 +245,27 @@ func (h *handoff) put(key errorKey, e *pendingRetry, clock func() time.Time) (ev
 		s.ambiguous = true
 		s.deadlines = s.deadlines || e.checksDeadline()
 		s.entry = pendingRetry{}
-		if s.lane != e.lane {
-			s.lane = nil
-		}
 		return false, ""
 	}
 	// The absent operations of this value, if recent, may still ask: their
 	// RetryDelay must not take this entry. (Taken first, so that their
 	// record does not count against the four a slot keeps.)
-	lost, lostDeadline, lostLane := s.forgetAbsent(key, reading)
+	lost, lostDeadline := s.forgetAbsent(err, reading)
 	if s.pending > 0 {
 		// Another value's entries: evicted. Their operations may still
 		// ask, unless the entries are stale.
 		evicted = s.deadlines
-		if s.lane != nil {
-			partition = s.lane.key
+		if s.entry.lane != nil {
+			partition = s.entry.lane.key
 		}
 		if !s.puts.allStale(reading()) {
-			s.addAbsent(s.key, s.pending, s.deadlines, s.lane, reading())
+			s.addAbsent(s.key, s.pending, s.deadlines, reading())
 		}
 	}
-	s.replace(key, e, at)
+	s.replace(err, e, at)
 	if lost > 0 {
 		s.pending += lost
 		s.ambiguous, s.deadlines, s.entry = true, s.deadlines || lostDeadline, pendingRetry{}
-		if lostLane != e.lane {
-			s.lane = nil
-		}
 		for range min(lost, len(s.puts.at)) {
 			s.puts.push(at)
 		}
@@ -281,29 +273,26 @@ func (h *handoff) put(key errorKey, e *pendingRetry, clock func() time.Time) (ev
 	return evicted, partition
 }
 
-// replace makes e, put at at, the slot's only entry, under key.
-func (s *handoffSlot) replace(key errorKey, e *pendingRetry, at time.Time) {
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry, s.lane = key, 1, false, e.checksDeadline(), *e, e.lane
+// replace makes e, put at at, the slot's only entry, under err.
+func (s *handoffSlot) replace(err error, e *pendingRetry, at time.Time) {
+	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
 	s.puts.reset(at)
 }
 
 // addAbsent counts n operations of key whose entries were evicted, the
 // newest put at now; with four other values' absent operations that may
 // still ask, it forgets the oldest.
-func (s *handoffSlot) addAbsent(key errorKey, n int, deadline bool, l *lane, now time.Time) {
+func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) {
 	free := -1
 	for i := range s.absent {
 		a := &s.absent[i]
 		switch {
-		case a.n == 0 || stale(&a.at, now):
-			if free < 0 || s.absent[free].n > 0 {
+		case a.key == nil || stale(&a.at, now):
+			if free < 0 || s.absent[free].key != nil {
 				free = i
 			}
-		case a.key == key:
+		case sameKey(a.key, key):
 			a.n, a.deadline, a.at = a.n+n, a.deadline || deadline, now
-			if a.lane != l {
-				a.lane = nil
-			}
 			return
 		}
 	}
@@ -316,29 +305,29 @@ func (s *handoffSlot) addAbsent(key errorKey, n int, deadline bool, l *lane, now
 		}
 		free = oldest
 	}
-	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, lane: l, at: now}
+	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, at: now}
 }
 
 // forgetAbsent removes the record of key's absent operations, whose value a
 // put hands off again, and returns how many of them may still ask (none
-// when the record is stale, read with reading), whether one had a deadline
-// to check, and their lane (nil when they differ).
-func (s *handoffSlot) forgetAbsent(key errorKey, reading func() time.Time) (n int, deadline bool, l *lane) {
+// when the record is stale, read with reading) and whether one had a
+// deadline to check.
+func (s *handoffSlot) forgetAbsent(key error, reading func() time.Time) (n int, deadline bool) {
 	a := s.absentOf(key)
 	if a == nil {
-		return 0, false, nil
+		return 0, false
 	}
 	if !stale(&a.at, reading()) {
-		n, deadline, l = a.n, a.deadline, a.lane
+		n, deadline = a.n, a.deadline
 	}
 	*a = absentOps{}
-	return n, deadline, l
+	return n, deadline
 }
 
 // absentAsked counts one of key's absent operations as asked, its
 // RetryDelay come, and reports whether there was one and whether the
 // record had a deadline to check.
-func (s *handoffSlot) absentAsked(key errorKey) (found, deadline bool) {
+func (s *handoffSlot) absentAsked(key error) (found, deadline bool) {
 	a := s.absentOf(key)
 	if a == nil {
 		return false, false
@@ -351,9 +340,9 @@ func (s *handoffSlot) absentAsked(key errorKey) (found, deadline bool) {
 }
 
 // absentOf returns the record of key's absent operations, or nil.
-func (s *handoffSlot) absentOf(key errorKey) *absentOps {
+func (s *handoffSlot) absentOf(key error) *absentOps {
 	for i := range s.absent {
-		if a := &s.absent[i]; a.n > 0 && a.key == key {
+		if a := &s.absent[i]; a.key != nil && sameKey(a.key, key) {
 			return a
 		}
 	}
@@ -363,11 +352,10 @@ func (s *handoffSlot) absentOf(key errorKey) *absentOps {
 // take takes the entry handed off under err. For an ambiguous or lost
 // entry, hadDeadline reports whether a deadline check was due.
 func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
-	key := keyOf(err)
-	s := &h.slots[key.hash()%handoffSlots]
+	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	if s.pending > 0 && s.key == key {
+	if s.pending > 0 && sameKey(s.key, err) {
 		s.pending--
 		s.puts.pop() // under the SDK's middleware, the last to put takes first
 		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
@@ -375,65 +363,48 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 			status, e = handoffAmbiguous, pendingRetry{}
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.entry, s.lane = errorKey{}, false, false, pendingRetry{}, nil
+			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
 			s.puts = putTimes{}
 		}
 		return e, status, hadDeadline
 	}
-	if found, deadline := s.absentAsked(key); found {
+	if found, deadline := s.absentAsked(err); found {
 		return pendingRetry{}, handoffLost, deadline
 	}
 	return pendingRetry{}, handoffMissing, false
 }
 
-// errorKey is what the hand-off pairs by, without keeping the error: its
-// dynamic type, and for a pointer its address (errors that are not
-// pointers share their type's key). An SDK error holds its response, its
-// request and the request's context: a slot that kept the error kept
-// whatever its caller stored in that context, for as long as no other error
-// needed the slot, which for entries no RetryDelay takes (a wrapper that
-// replaces it, retries refused on an empty bucket) and the operations they
-// evicted was for the retryer's life: some 1,150-1,300 finished requests'
-// contexts (helper-68, helper-70). An address is reused once its error is
-// collected, so a new error can have the key of one the slot still counts:
-// within handoffStale the two are then ambiguous, and the new one's
-// deadline check is skipped (reported Unchecked), as for a shared value.
-// That is common for the entries no RetryDelay takes (in a tight loop under
-// a wrapper that replaces RetryDelay, the allocator hands the same address
-// to the next error at once), so an ambiguous slot keeps the partition of
-// its entries for the count of evicted checks; under the SDK's middleware
-// an entry is taken before its error can be collected.
-type errorKey struct {
-	typ  reflect.Type // nil for a nil error
-	addr uintptr      // the pointer; 0 for an error that is not one
-}
-
-// keyOf returns err's key. It never compares two values of a type that may
-// not be comparable.
-func keyOf(err error) errorKey {
+// keyHash spreads pointers (by address) and other errors (by dynamic type)
+// over the slots of a table. A nil error has slot 0.
+func keyHash(err error) uintptr {
 	if err == nil {
-		return errorKey{}
+		return 0
 	}
 	v := reflect.ValueOf(err)
-	k := errorKey{typ: v.Type()}
+	var p uintptr
 	if v.Kind() == reflect.Pointer {
-		k.addr = v.Pointer()
-	}
-	return k
-}
-
-// hash spreads pointers (by address) and other errors (by dynamic type)
-// over the slots of a table. A nil error has slot 0.
-func (k errorKey) hash() uintptr {
-	p := k.addr
-	if p == 0 && k.typ != nil {
-		p = reflect.ValueOf(k.typ).Pointer()
+		p = v.Pointer()
+	} else {
+		p = reflect.ValueOf(v.Type()).Pointer()
 	}
 	// Allocations are aligned: drop the low bits, then mix.
 	p >>= 4
 	return p ^ p>>8 ^ p>>16
 }
 
-// keyHash is keyOf(err).hash(): the slot of err in the tables keyed by
-// error value.
-func keyHash(err error) uintptr { return keyOf(err).hash() }
+// sameKey reports whether a and b are the same pointer, or, for errors that
+// are not pointers, of the same dynamic type. It never compares two values
+// of a type that may not be comparable.
+func sameKey(a, b error) bool {
+	if a == nil || b == nil {
+		return a == nil && b == nil
+	}
+	ta, tb := reflect.TypeOf(a), reflect.TypeOf(b)
+	if ta != tb {
+		return false
+	}
+	if ta.Kind() == reflect.Pointer {
+		return a == b
+	}
+	return true
+}

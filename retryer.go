@@ -282,8 +282,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		ctx = context.Background()
 	}
 	l := r.lanes.get(ctx)
-	key := keyOf(opErr)
-	hash := key.hash()
+	hash := keyHash(opErr)
 	info, cached := r.classCache.load(opErr, hash)
 	if !cached {
 		info = r.classes.inspect(opErr)
@@ -302,7 +301,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already, unless the
 			// deadline was too close.
-			r.put(key, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
+			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
 	}
@@ -319,14 +318,14 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 			p.ticket, p.paid, release = ref, ticket{}, tracked
 		}
 	}
-	r.put(key, &p)
+	r.put(opErr, hash, &p)
 	return release, nil
 }
 
 // put hands p off to the RetryDelay that follows, and counts an entry with
 // a deadline check it evicted (see handoff.put).
-func (r *Retryer) put(key errorKey, p *pendingRetry) {
-	if evicted, partition := r.handoff.put(key, p, r.now); evicted && r.hooks.meter != nil {
+func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
+	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted && r.hooks.meter != nil {
 		r.hooks.meter.uncheckedEviction(partition)
 	}
 }
