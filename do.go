@@ -82,9 +82,9 @@ const defaultMaxConflicts = 100
 // x-amz-retry-after hint, the empty-budget backoff. For every retry, a backoff that would end past ctx's
 // deadline, with a margin of Options.DeadlineMargin when set, otherwise of
 // twice the Retryer's learnt attempt time (over every operation of the
-// partition, since fn may call several) or of fn's own last duration,
-// bounded as for the conflict backoff, whichever is larger, ends the loop
-// at once.
+// partition, since fn may call several) or of fn's own last duration (the
+// SDK's backoff sleeps inside it included), whichever is larger, ends the
+// loop at once.
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
@@ -227,11 +227,13 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	info := r.classes.inspect(err)
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: r.marginAfter(nil, l, info)}
 	if r.fixedMargin == 0 {
-		// fn's call may make several attempts; its time also holds the
-		// sleeps of the SDK's own retries, which the next call need not
-		// make (a throttled call's 858 ms refused a retry that fit:
-		// helper-72), so it counts as the conflict backoff counts it.
-		p.margin = max(p.margin, d.attemptSpan(took))
+		// fn's call may make several attempts, each of them needed again:
+		// its whole time counts. (It also holds the sleeps of the SDK's own
+		// retries inside fn, which the next call may not need; bounded as
+		// the conflict backoff bounds it, fn's time never counted, and fn
+		// that makes several slow calls was started without time to end:
+		// helper-73. DeadlineMargin, when set, decides alone.)
+		p.margin = max(p.margin, took)
 	}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
