@@ -29,7 +29,8 @@ const attemptReserve = 5 * time.Millisecond
 
 // AttemptTimeout returns an SDK API option that gives every attempt of an
 // operation at most d: the smaller of d and what is left of the operation's
-// context deadline less a 5 ms reserve for the retry decision. An attempt
+// context deadline less a 5 ms reserve for the retry decision (half of what
+// is left, when that is less than twice the reserve). An attempt
 // still running then is cut, and fails with an error that matches
 // ErrAttemptTimeout and context.DeadlineExceeded, is retryable under the
 // SDK's rules for timeouts (and the retryer's), and says which timeout it
@@ -72,12 +73,16 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 ) {
 	limit, byDeadline := m.d, false
 	if deadline, ok := ctx.Deadline(); ok {
-		if left := time.Until(deadline) - attemptReserve; left < limit {
-			limit, byDeadline = left, true
+		left := time.Until(deadline)
+		if left-attemptReserve < limit {
+			// Less than the reserve left (a retry whose backoff's sleep ran
+			// late): half of what is left, so that the cut still comes
+			// first and names the cause.
+			limit, byDeadline = max(left-attemptReserve, left/2), true
 		}
 	}
 	if limit <= 0 {
-		return next.HandleFinalize(ctx, in) // no room to cut: the caller's deadline decides
+		return next.HandleFinalize(ctx, in) // the deadline has passed: the caller's context decides
 	}
 	attemptCtx, cancel := context.WithCancel(ctx)
 	var cut atomic.Bool

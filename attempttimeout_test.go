@@ -132,6 +132,21 @@ func TestAttemptTimeoutLeavesTheNextCutItsReserve(t *testing.T) {
 	}
 }
 
+// TestAttemptTimeoutCutsWithLessThanItsReserveLeft: an attempt that starts
+// with less than the 5 ms reserve before the deadline (a retry whose
+// backoff's sleep ran late) is still cut, at half of what is left, so that
+// the cause reaches the caller. It was left to the deadline, and the call
+// ended in the SDK's bare "context deadline exceeded" (helper-73: deadlines
+// in a 1 ms band after a stall).
+func TestAttemptTimeoutCutsWithLessThanItsReserveLeft(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+		func(ctx context.Context, _ int) error { return stall(ctx) })
+	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the attempt cut before the deadline, got %v", err)
+}
+
 // TestAttemptTimeoutAfterACutKeepsTheUsualMargin: the retry after a cut
 // still leaves the usual attempt time before the deadline: attempts that
 // take 200 ms are not retried with 100 ms left.
