@@ -71,14 +71,14 @@ func (attemptTimeout) ID() string { return "jitterretry.AttemptTimeout" }
 func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
 	middleware.FinalizeOutput, middleware.Metadata, error,
 ) {
-	limit, byDeadline := m.d, false
+	limit, byDeadline, reserve := m.d, false, time.Duration(0)
 	if deadline, ok := ctx.Deadline(); ok {
+		// With less than twice the reserve left (a retry whose backoff's
+		// sleep ran late), half of what is left, so that the cut still
+		// comes first and names the cause.
 		left := time.Until(deadline)
-		if left-attemptReserve < limit {
-			// Less than the reserve left (a retry whose backoff's sleep ran
-			// late): half of what is left, so that the cut still comes
-			// first and names the cause.
-			limit, byDeadline = max(left-attemptReserve, left/2), true
+		if byLeft := max(left-attemptReserve, left/2); byLeft < limit {
+			limit, byDeadline, reserve = byLeft, true, left-byLeft
 		}
 	}
 	if limit <= 0 {
@@ -105,7 +105,7 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	// deadline. An answer the attempt had when the timer fired is the
 	// attempt's outcome, though: the cut interrupted nothing.
 	if cut.Load() && !answered(err) {
-		err = &attemptTimeoutError{timeout: limit, byDeadline: byDeadline, cause: err}
+		err = &attemptTimeoutError{timeout: limit, byDeadline: byDeadline, reserve: reserve, cause: err}
 	}
 	return out, md, err
 }
@@ -115,14 +115,15 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 // and keeps it only in the message.
 type attemptTimeoutError struct {
 	timeout    time.Duration
-	byDeadline bool // the operation's deadline, less the reserve, set the limit
+	byDeadline bool          // the operation's deadline, less reserve, set the limit
+	reserve    time.Duration // what the limit left of the operation's deadline
 	cause      error
 }
 
 func (e *attemptTimeoutError) Error() string {
 	which := "the attempt timeout"
 	if e.byDeadline {
-		which = fmt.Sprintf("the operation's deadline less %v for the retry decision", attemptReserve)
+		which = fmt.Sprintf("the operation's deadline less %v for the retry decision", readable(e.reserve))
 	}
 	return fmt.Sprintf("jitterretry: attempt cut after %v, at %s: %v", e.timeout.Round(time.Millisecond), which, e.cause)
 }
