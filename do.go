@@ -155,7 +155,7 @@ type doLoop struct {
 	seenThrottles uint64
 	throttled     bool    // the loop, or its named partition, met a throttle since the previous call of fn ended
 	capped        int     // conflicts in a row after such a throttle
-	lastThrottle  error   // fn's last error classed a throttle; nil until one
+	lastThrottle  error   // fn's last error, when a throttle under the SDK's rules
 	paid          *ticket // the tokens of the retry in flight, if any
 }
 
@@ -185,7 +185,11 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		if err != nil {
 			class = d.o.Classify(err) // once: the caller's Classify may count or log
 		}
-		if class == ClassThrottle {
+		// Kept only what the SDK's rules call a throttle (not a
+		// transaction cancelled for one), for a Backoff of the caller's
+		// own that tells a throttle by its error.
+		d.lastThrottle = nil
+		if class == ClassThrottle && d.r.classes.classify(err) == ClassThrottle {
 			d.lastThrottle = err
 		}
 		if d.paid != nil {
@@ -352,8 +356,9 @@ func (d *doLoop) attemptSpan(took time.Duration) time.Duration {
 }
 
 // throttleErr returns an error that stands for the throttles the loop met:
-// fn's last throttle, or, when the SDK's middleware retried them inside
-// fn, a ThrottlingException, a throttle under the SDK's rules.
+// fn's last error when it was a throttle under the SDK's rules, and
+// otherwise (the SDK's middleware retried them inside fn, or fn's was a
+// transaction cancelled for one) a ThrottlingException, which is.
 func (d *doLoop) throttleErr() error {
 	if d.lastThrottle != nil {
 		return d.lastThrottle

@@ -1049,3 +1049,28 @@ func TestDoMarginIsNotTheSDKsSleeps(t *testing.T) {
 type constBackoff time.Duration
 
 func (d constBackoff) BackoffDelay(int, error) (time.Duration, error) { return time.Duration(d), nil }
+
+// TestDoThrottleFloorForAThrottledTransaction: after a transaction DynamoDB
+// cancelled for a throttle, which the SDK's rules do not call a throttle,
+// a conflict's floor asks a Backoff of the caller's own with an error that
+// is one (helper-74: it was asked with the cancellation, and answered with
+// a conflict's delay).
+func TestDoThrottleFloorForAThrottledTransaction(t *testing.T) {
+	var asked []error
+	isThrottle := retry.IsErrorThrottles(retry.DefaultThrottles)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(_ int, err error) (time.Duration, error) {
+			asked = append(asked, err)
+			return time.Millisecond, nil
+		})
+	})
+	srv := newScriptServer(t, reply{cancelled: "None,ThrottlingError"}, reply{cancelled: "None,TransactionConflict"}, ok)
+	client := newClient(srv.URL, r)
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		return transactWrite(ctx, client, 2)
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, asked)
+	floor := asked[len(asked)-1]
+	assert.True(t, isThrottle.IsErrorThrottle(floor).Bool(), "expect the conflict's floor asked with a throttle, got %v", floor)
+}
