@@ -159,10 +159,14 @@ func (e *GiveUpError) Error() string {
 			msg = "jitterretry: failed to get rate limit token, " + e.limiterErr.Error()
 		}
 	case GiveUpDeadline:
+		left := "no time left"
+		if e.remaining > 0 {
+			left = fmt.Sprintf("%v left", readable(e.remaining))
+		}
 		if what := e.deadlineWhat(); what != "" {
-			msg = "jitterretry: gave up: " + what + fmt.Sprintf(" would end past the context deadline (%v left)", readable(e.remaining))
+			msg = fmt.Sprintf("jitterretry: gave up: %s would end past the context deadline (%s)", what, left)
 		} else {
-			msg = fmt.Sprintf("jitterretry: gave up: no time left before the context deadline for a retry (%v left)", readable(e.remaining))
+			msg = "jitterretry: gave up: no time left before the context deadline for a retry"
 		}
 	case GiveUpCanceled:
 		msg = fmt.Sprintf("jitterretry: gave up: context done (%v)", e.ctxErr)

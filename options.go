@@ -154,9 +154,11 @@ type Options struct {
 	// that deadline or at its own limit), is not counted: after a stall
 	// cut at its limit the retry needs the usual attempt time and
 	// AttemptTimeout's 5 ms reserve, and one that stalls again is cut
-	// before the deadline. After an attempt cut at
-	// the deadline no retry is made, DeadlineMargin or not (Do keeps its
-	// own margin, which counts fn's whole time). Negative is invalid.
+	// before the deadline. After an attempt cut at the deadline no retry is
+	// made, DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
+	// is the partition's over all its operations, or fn's whole last time
+	// when longer (the SDK's sleeps inside fn included). Negative is
+	// invalid.
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after
