@@ -106,10 +106,10 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 		// A second release of the same attempt (a caller's bug) finds
 		// no context, or another attempt's: it must not panic. An
 		// attempt during which the caller's context ended, or that
-		// AttemptTimeout cut at that deadline (less its reserve, so the
-		// context had not ended yet), took what the caller allowed, not
-		// what the service takes: it is no sample.
-		if ctx := p.ctx; ctx != nil && ctx.Err() == nil && !cutAtDeadline(err) {
+		// AttemptTimeout cut (at that deadline, less its reserve, so the
+		// context had not ended yet, or at its own limit), took what the
+		// caller allowed, not what the service takes: it is no sample.
+		if ctx := p.ctx; ctx != nil && ctx.Err() == nil && !wasCut(err) {
 			a.record(p.op, a.since()-time.Duration(p.start.Load()))
 		}
 		p.ctx, p.op = nil, nil

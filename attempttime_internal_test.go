@@ -7,7 +7,9 @@ import (
 	"time"
 
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestOperationEstimatesAreBounded: a partition keeps the estimates of
@@ -43,4 +45,27 @@ func TestOperationEstimatesAreBounded(t *testing.T) {
 	}
 	assert.Equal(t, maxOperationTimes, estimated)
 	assert.Equal(t, time.Millisecond, a.estimate())
+}
+
+// TestAttemptTimeoutNeverGivesMoreThanItsLimit: with less than twice the
+// reserve left before the deadline, the attempt gets half of what is left,
+// but never more than its own limit (helper-74: a 3.5 ms limit ran 4.3 ms
+// with 8 ms left, and its error named the deadline's rule).
+func TestAttemptTimeoutNeverGivesMoreThanItsLimit(t *testing.T) {
+	const d = 3500 * time.Microsecond
+	stall := middleware.FinalizeHandlerFunc(func(ctx context.Context, _ middleware.FinalizeInput) (middleware.FinalizeOutput, middleware.Metadata, error) {
+		<-ctx.Done()
+		return middleware.FinalizeOutput{}, middleware.Metadata{}, ctx.Err()
+	})
+	for left := 7 * time.Millisecond; left <= 9*time.Millisecond; left += 250 * time.Microsecond {
+		ctx, cancel := context.WithTimeout(context.Background(), left)
+		_, _, err := attemptTimeout{d: d}.HandleFinalize(ctx, middleware.FinalizeInput{}, stall)
+		cancel()
+		var cut *attemptTimeoutError
+		require.ErrorAs(t, err, &cut, "left %v", left)
+		assert.LessOrEqual(t, cut.timeout, d, "left %v: expect the attempt limited to its %v", left, d)
+		if cut.timeout == d {
+			assert.False(t, cut.byDeadline, "left %v: expect the error to name the attempt timeout", left)
+		}
+	}
 }

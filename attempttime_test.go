@@ -140,19 +140,42 @@ func TestMarginLeavesOutAttemptsTheCallerEnded(t *testing.T) {
 	}))
 }
 
-// TestMarginRefusalSaysSo: a refusal that the margin decides, the wait alone
-// fitting, says how much it kept for the attempt.
+// TestMarginRefusalSaysSo: a refusal says what would not fit: the margin
+// kept for the attempt when the wait alone fits, the backoff, and the
+// service's x-amz-retry-after when it set the wait. Refused before a
+// backoff was drawn (in GetRetryToken), it names no backoff: the message
+// said "backoff 0s" there (helper-66), and called a wait the hint set a
+// backoff (helper-67).
 func TestMarginRefusalSaysSo(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Backoff = fixedBackoff(0)
-		o.DeadlineMargin = time.Hour
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
-	defer cancel()
-	err := stackOperation(ctx, r, nil, answerAfter(0, throttle))
-	require.Error(t, err)
-	assert.Contains(t, err.Error(), "backoff 0s, and 1h0m0s kept for the attempt after it, would end past the context deadline")
+	refusal := func(backoff, margin time.Duration, deadline time.Duration, answer error) string {
+		t.Helper()
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = fixedBackoff(backoff)
+			o.DeadlineMargin = margin
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		defer cancel()
+		err := stackOperation(ctx, r, nil, answerAfter(0, answer))
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		require.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+		return err.Error()
+	}
+	msg := refusal(0, time.Hour, time.Minute, throttle)
+	assert.Contains(t, msg, "gave up: 1h0m0s kept for the attempt after the backoff would end past the context deadline")
+	assert.NotContains(t, msg, "backoff 0s")
+
+	msg = refusal(time.Hour, time.Millisecond, time.Minute, throttle)
+	assert.Contains(t, msg, "gave up: backoff 1h0m0s would end past the context deadline")
+
+	// The hint makes any wait 5 s at least (less when it says less).
+	msg = refusal(0, time.Millisecond, 3*time.Second, asResponse(400, &modeled{"ThrottlingException"}, "X-Amz-Retry-After", "3600000"))
+	assert.Contains(t, msg, "gave up: the service's x-amz-retry-after (a wait of 5s at least) would end past the context deadline")
+
+	// A drawn backoff of 10 min that the hint stretches to 10 min 5 s.
+	msg = refusal(10*time.Minute, time.Millisecond, 10*time.Minute+3*time.Second, asResponse(400, &modeled{"ThrottlingException"}, "X-Amz-Retry-After", "1200000"))
+	assert.Contains(t, msg, "gave up: backoff 10m0s, 10m5s after the service's x-amz-retry-after, would end past the context deadline")
 }
 
 // TestAttemptReleaseTwiceDoesNotPanic: releasing an attempt twice is the

@@ -29,7 +29,8 @@ const attemptReserve = 5 * time.Millisecond
 
 // AttemptTimeout returns an SDK API option that gives every attempt of an
 // operation at most d: the smaller of d and what is left of the operation's
-// context deadline less a 5 ms reserve for the retry decision. An attempt
+// context deadline less a 5 ms reserve for the retry decision (half of what
+// is left, when that is less than twice the reserve). An attempt
 // still running then is cut, and fails with an error that matches
 // ErrAttemptTimeout and context.DeadlineExceeded, is retryable under the
 // SDK's rules for timeouts (and the retryer's), and says which timeout it
@@ -70,14 +71,18 @@ func (attemptTimeout) ID() string { return "jitterretry.AttemptTimeout" }
 func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (
 	middleware.FinalizeOutput, middleware.Metadata, error,
 ) {
-	limit, byDeadline := m.d, false
+	limit, byDeadline, reserve := m.d, false, time.Duration(0)
 	if deadline, ok := ctx.Deadline(); ok {
-		if left := time.Until(deadline) - attemptReserve; left < limit {
-			limit, byDeadline = left, true
+		// With less than twice the reserve left (a retry whose backoff's
+		// sleep ran late), half of what is left, so that the cut still
+		// comes first and names the cause.
+		left := time.Until(deadline)
+		if byLeft := max(left-attemptReserve, left/2); byLeft < limit {
+			limit, byDeadline, reserve = byLeft, true, left-byLeft
 		}
 	}
 	if limit <= 0 {
-		return next.HandleFinalize(ctx, in) // no room to cut: the caller's deadline decides
+		return next.HandleFinalize(ctx, in) // the deadline has passed: the caller's context decides
 	}
 	attemptCtx, cancel := context.WithCancel(ctx)
 	var cut atomic.Bool
@@ -100,7 +105,7 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	// deadline. An answer the attempt had when the timer fired is the
 	// attempt's outcome, though: the cut interrupted nothing.
 	if cut.Load() && !answered(err) {
-		err = &attemptTimeoutError{timeout: limit, byDeadline: byDeadline, cause: err}
+		err = &attemptTimeoutError{timeout: limit, byDeadline: byDeadline, reserve: reserve, cause: err}
 	}
 	return out, md, err
 }
@@ -110,14 +115,15 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 // and keeps it only in the message.
 type attemptTimeoutError struct {
 	timeout    time.Duration
-	byDeadline bool // the operation's deadline, less the reserve, set the limit
+	byDeadline bool          // the operation's deadline, less reserve, set the limit
+	reserve    time.Duration // what the limit left of the operation's deadline
 	cause      error
 }
 
 func (e *attemptTimeoutError) Error() string {
 	which := "the attempt timeout"
 	if e.byDeadline {
-		which = fmt.Sprintf("the operation's deadline less %v for the retry decision", attemptReserve)
+		which = fmt.Sprintf("the operation's deadline less %v for the retry decision", readable(e.reserve))
 	}
 	return fmt.Sprintf("jitterretry: attempt cut after %v, at %s: %v", e.timeout.Round(time.Millisecond), which, e.cause)
 }
@@ -134,14 +140,14 @@ func (e *attemptTimeoutError) Is(target error) bool { return target == ErrAttemp
 func (e *attemptTimeoutError) Timeout() bool        { return true }
 func (e *attemptTimeoutError) RetryableError() bool { return true }
 
-// cutAtDeadline reports whether err is an attempt AttemptTimeout cut at the
-// operation's deadline, less attemptReserve, rather than at its own limit.
-// It walks the chain with inChain rather than call errors.As, whose As
-// calls could dereference a nil pointer.
-func cutAtDeadline(err error) bool {
+// wasCut reports whether err is an attempt AttemptTimeout cut, at its own
+// limit or at the operation's deadline less attemptReserve. It walks the
+// chain with inChain rather than call errors.As, whose As calls could
+// dereference a nil pointer.
+func wasCut(err error) bool {
 	return inChain(err, func(e error) bool {
-		cut, ok := e.(*attemptTimeoutError)
-		return ok && cut.byDeadline
+		_, ok := e.(*attemptTimeoutError)
+		return ok
 	})
 }
 

@@ -75,22 +75,98 @@ func TestAttemptTimeoutPerCallReplacesTheClients(t *testing.T) {
 	assert.Equal(t, []string{"Retry", "jitterretry.AttemptTimeout"}, stack.Finalize.List())
 }
 
-// TestAttemptTimeoutIsTheMarginAfterACut: the attempt after a cut is cut
-// at the same limit, so the retry needs that much before the deadline, not
-// the learnt margin's twice the attempt time (twice the cut: an outside
-// review saw a zero backoff refused with 377 ms left and a 300 ms limit).
-func TestAttemptTimeoutIsTheMarginAfterACut(t *testing.T) {
-	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
-	ctx, cancel := context.WithTimeout(context.Background(), 550*time.Millisecond)
-	defer cancel()
-	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(200 * time.Millisecond)},
-		func(ctx context.Context, attempt int) error {
-			if attempt == 1 {
-				return stall(ctx) // cut at 200 ms, with some 350 ms left
+// TestAttemptTimeoutIsNotTheMarginAfterACut: a stall cut at the attempt's
+// own limit says nothing of how long the next attempt takes. The retry is
+// refused only when the usual attempt time does not fit: the next attempt,
+// if it stalls too, is cut at the deadline. Before, the margin after a cut
+// was the cut itself (and twice the cut before that: an outside review saw a
+// zero backoff refused with 377 ms left and a 300 ms limit), so a limit over
+// half the deadline never rescued a stall (helper-67: a 1 s limit, a 1.5 s
+// deadline, refused with 495 ms left where the SDK's retryer succeeded).
+func TestAttemptTimeoutIsNotTheMarginAfterACut(t *testing.T) {
+	for _, warm := range []bool{false, true} {
+		r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+		if warm {
+			// Attempts of 1 ms learnt first: a margin of some 2 ms.
+			for range 40 {
+				require.NoError(t, stackOperation(context.Background(), r, nil, func(context.Context, int) error {
+					time.Sleep(time.Millisecond)
+					return nil
+				}))
 			}
-			return nil
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
+		attempts := 0
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+			func(ctx context.Context, attempt int) error {
+				attempts = attempt
+				if attempt == 1 {
+					return stall(ctx) // cut at 300 ms, with some 150 ms left
+				}
+				return nil
+			})
+		cancel()
+		assert.NoError(t, err, "expect the retry after the cut made with 150 ms left (learnt attempts first: %v)", warm)
+		assert.Equal(t, 2, attempts)
+	}
+}
+
+// TestAttemptTimeoutLeavesTheNextCutItsReserve: a retry after a stall cut
+// at its limit leaves the usual attempt time and AttemptTimeout's 5 ms
+// reserve, so that if it stalls too it is cut before the deadline and the
+// call ends in a GiveUpDeadline wrapping the cut. With no margin learnt
+// yet, a retry started with 5 ms or less left had no cut at all and ran
+// into the deadline: the SDK's bare "context deadline exceeded", the cause
+// lost (helper-70).
+func TestAttemptTimeoutLeavesTheNextCutItsReserve(t *testing.T) {
+	for _, deadline := range []time.Duration{310 * time.Millisecond, 312 * time.Millisecond, 330 * time.Millisecond} {
+		r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(7 * time.Millisecond) })
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+			func(ctx context.Context, _ int) error { return stall(ctx) })
+		cancel()
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu, "deadline %v: expect the retryer's give-up, got %v", deadline, err)
+		assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "deadline %v", deadline)
+		assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "deadline %v: expect the cut inside the give-up", deadline)
+	}
+}
+
+// TestAttemptTimeoutCutsWithLessThanItsReserveLeft: an attempt that starts
+// with less than the 5 ms reserve before the deadline (a retry whose
+// backoff's sleep ran late) is still cut, at half of what is left, so that
+// the cause reaches the caller. It was left to the deadline, and the call
+// ended in the SDK's bare "context deadline exceeded" (helper-73: deadlines
+// in a 1 ms band after a stall).
+func TestAttemptTimeoutCutsWithLessThanItsReserveLeft(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 1 })
+	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+		func(ctx context.Context, _ int) error { return stall(ctx) })
+	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the attempt cut before the deadline, got %v", err)
+}
+
+// TestAttemptTimeoutAfterACutKeepsTheUsualMargin: the retry after a cut
+// still leaves the usual attempt time before the deadline: attempts that
+// take 200 ms are not retried with 100 ms left.
+func TestAttemptTimeoutAfterACutKeepsTheUsualMargin(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = fixedBackoff(0)
+		o.DeadlineMargin = 200 * time.Millisecond
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	defer cancel()
+	attempts := 0
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+		func(ctx context.Context, attempt int) error {
+			attempts = attempt
+			return stall(ctx) // cut at 300 ms, 100 ms left
 		})
-	assert.NoError(t, err, "expect the retry after the cut to fit its 200 ms before the deadline")
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+	assert.Equal(t, 1, attempts, "expect no retry: 100 ms left, the attempt needs 200")
 }
 
 // TestAttemptTimeoutCutsAStalledAttempt: the stalled first attempt is cut at

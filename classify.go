@@ -149,8 +149,15 @@ func (c *classifier) classify(err error) ErrorClass {
 // error, found in one walk of its chain.
 type errorInfo struct {
 	class ErrorClass
-	hint  retryAfter    // the response's x-amz-retry-after
-	cut   time.Duration // how long the attempt ran before AttemptTimeout cut it; 0 if it did not
+	hint  retryAfter // the response's x-amz-retry-after
+	// cut: how long the attempt ran before AttemptTimeout cut it at the
+	// operation's deadline (less its reserve), which leaves no time for a
+	// retry; 0 if it was not cut there. A cut at the attempt's own limit
+	// (a stall) says nothing of the next attempt, and is not counted.
+	cut time.Duration
+	// stalled: AttemptTimeout cut the attempt at its own limit, so it
+	// bounds the next one too, which needs its reserve before the deadline.
+	stalled bool
 	// forDo: not retryable here, but Do's default retries it (a
 	// transaction cancelled for throttles; see doClass), as it does a
 	// conflict
@@ -183,7 +190,7 @@ func (c *classifier) inspect(err error) errorInfo {
 	if f.unreadable() {
 		return errorInfo{class: ClassNotRetryable} // see classOf
 	}
-	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, ended: f.contextEnded(), outOfAttempts: f.outOfAttempts}
+	info := errorInfo{class: c.classOf(err, &f), hint: retryAfterOf(f.httpResponse(err)), cut: f.cut, stalled: f.stalled, ended: f.contextEnded(), outOfAttempts: f.outOfAttempts}
 	if info.class == ClassNotRetryable {
 		// Asked only where it tells: the caller's checks it consults
 		// were asked by classOf already.
@@ -385,7 +392,8 @@ type errorFacts struct {
 	foreignAs       bool         // a node has an As method
 	nodes           int          // nodes visited so far
 	response        *http.Response
-	cut             time.Duration // the timeout of an attempt AttemptTimeout cut
+	cut             time.Duration // the limit of an attempt AttemptTimeout cut at the operation's deadline
+	stalled         bool          // AttemptTimeout cut an attempt at its own limit
 }
 
 // httpResponse returns the response of the first smithy HTTP response error
@@ -633,9 +641,10 @@ func (f *errorFacts) visit(err error) {
 		}
 		return
 	case *attemptTimeoutError:
-		if f.cut == 0 {
+		if f.cut == 0 && e.byDeadline {
 			f.cut = e.timeout
 		}
+		f.stalled = f.stalled || !e.byDeadline
 		f.retryableErr = seenBool{true, true}
 		return
 	}

@@ -111,7 +111,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr})
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -120,15 +120,19 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 }
 
 // marginAfter is the margin of a retry of the operation of ctx on lane l
-// after an attempt that AttemptTimeout cut at cut (0 when it was not cut):
-// Options.DeadlineMargin when set, and at least the cut; otherwise the
-// cut, since the next attempt is cut at the same limit, or, after any
-// other failure, the learnt margin.
-func (r *Retryer) marginAfter(ctx context.Context, l *lane, cut time.Duration) time.Duration {
-	if r.fixedMargin > 0 || cut == 0 {
-		return max(r.margin(ctx, l), cut)
+// after an attempt whose error inspect found info: Options.DeadlineMargin
+// when set, or the learnt margin; at least the attempt's limit after
+// AttemptTimeout cut it at the operation's deadline, which is about all the
+// time the operation had, so that no retry follows; and, after a stall cut
+// at the attempt's own limit, which says nothing of the next attempt's
+// time, with AttemptTimeout's reserve on top, so that the next attempt, if
+// it stalls too, is cut before the deadline and the refusal names the cut.
+func (r *Retryer) marginAfter(ctx context.Context, l *lane, info errorInfo) time.Duration {
+	m := max(r.margin(ctx, l), info.cut)
+	if info.stalled {
+		m += attemptReserve
 	}
-	return cut
+	return m
 }
 
 // deadline returns ctx's deadline when the deadline check is on.

@@ -7,6 +7,8 @@ import (
 	"context"
 	"time"
 
+	"github.com/aws/smithy-go"
+
 	"github.com/jitterretry/jitterretry/delayers"
 )
 
@@ -78,9 +80,11 @@ const defaultMaxConflicts = 100
 // exception for throttles, see Options.SendRate: such a retry of fn waits
 // its turn only if fn's calls go through this Retryer), the
 // x-amz-retry-after hint, the empty-budget backoff. For every retry, a backoff that would end past ctx's
-// deadline, with a margin of twice the Retryer's learnt attempt time (over
-// every operation of the partition, since fn may call several) or of fn's
-// own last duration, whichever is larger, ends the loop at once.
+// deadline, with a margin of Options.DeadlineMargin when set, otherwise of
+// twice the Retryer's learnt attempt time (over every operation of the
+// partition, since fn may call several) or of fn's own last duration (the
+// SDK's backoff sleeps inside it included), whichever is larger, ends the
+// loop at once.
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
@@ -151,6 +155,7 @@ type doLoop struct {
 	seenThrottles uint64
 	throttled     bool    // the loop, or its named partition, met a throttle since the previous call of fn ended
 	capped        int     // conflicts in a row after such a throttle
+	lastThrottle  error   // fn's last error, when a throttle under the SDK's rules
 	paid          *ticket // the tokens of the retry in flight, if any
 }
 
@@ -179,6 +184,13 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		var class ErrorClass
 		if err != nil {
 			class = d.o.Classify(err) // once: the caller's Classify may count or log
+		}
+		// Kept only what the SDK's rules call a throttle (not a
+		// transaction cancelled for one), for a Backoff of the caller's
+		// own that tells a throttle by its error.
+		d.lastThrottle = nil
+		if class == ClassThrottle && d.r.classes.classify(err) == ClassThrottle {
+			d.lastThrottle = err
 		}
 		if d.paid != nil {
 			if err == nil || class == ClassConflict {
@@ -217,7 +229,16 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorClass, at time.Time, took time.Duration) (time.Duration, error) {
 	r, l := d.r, d.lane
 	info := r.classes.inspect(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: max(r.margin(nil, l), took, info.cut)}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: r.marginAfter(nil, l, info)}
+	if r.fixedMargin == 0 {
+		// fn's call may make several attempts, each of them needed again:
+		// its whole time counts. (It also holds the sleeps of the SDK's own
+		// retries inside fn, which the next call may not need; bounded as
+		// the conflict backoff bounds it, fn's time never counted, and fn
+		// that makes several slow calls was started without time to end:
+		// helper-73. DeadlineMargin, when set, decides alone.)
+		p.margin = max(p.margin, took)
+	}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration
 	switch class {
@@ -244,7 +265,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			d.capped = 0
 		} else {
 			d.capped++
-			if floor, ferr := r.backoffFor(d.capped, err, ClassThrottle, nil); ferr == nil {
+			// A Backoff of the caller's own tells a throttle by its
+			// error: it is asked with one, not with the conflict.
+			if floor, ferr := r.backoffFor(d.capped, d.throttleErr(), ClassThrottle, nil); ferr == nil {
 				backoff = max(backoff, floor)
 			}
 		}
@@ -330,6 +353,17 @@ func (d *doLoop) attemptSpan(took time.Duration) time.Duration {
 		return min(took, 2*est)
 	}
 	return took
+}
+
+// throttleErr returns an error that stands for the throttles the loop met:
+// fn's last error when it was a throttle under the SDK's rules, and
+// otherwise (the SDK's middleware retried them inside fn, or fn's was a
+// transaction cancelled for one) a ThrottlingException, which is.
+func (d *doLoop) throttleErr() error {
+	if d.lastThrottle != nil {
+		return d.lastThrottle
+	}
+	return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "jitterretry: a throttle the Do loop met inside fn", Fault: smithy.FaultClient}
 }
 
 // refund gives back the tokens of a retry that will not be sent.

@@ -885,3 +885,36 @@ func TestDoLeavesAnInnerLoopsDeadlineAlone(t *testing.T) {
 		})
 	}
 }
+
+// TestDoThrottleFloorAsksACustomBackoffForAThrottle: a conflict after a
+// throttle waits at least the Retryer's backoff after a throttle. With a
+// Backoff of the caller's own, which tells throttles by the error it is
+// given, the floor asked it with the conflict's error, and got the
+// backoff of a conflict (helper-71: 1 ms for a 40 ms throttle backoff).
+func TestDoThrottleFloorAsksACustomBackoffForAThrottle(t *testing.T) {
+	var asked []error
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(attempt int, err error) (time.Duration, error) {
+			asked = append(asked, err)
+			if retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(err).Bool() {
+				return 40 * time.Millisecond, nil
+			}
+			return time.Millisecond, nil
+		})
+	})
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		calls++
+		switch calls {
+		case 1:
+			return throttleErr()
+		case 2:
+			return conflictErr()
+		}
+		return nil
+	}, func(o *jitterretry.DoOptions) { o.Classify = jitterretry.Classify })
+	require.NoError(t, err)
+	require.Len(t, asked, 2, "expect the throttle's backoff and the conflict's floor")
+	assert.True(t, retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(asked[1]).Bool(),
+		"expect the floor asked for with a throttle, got %v", asked[1])
+}

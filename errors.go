@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -115,8 +116,13 @@ type GiveUpError struct {
 	// limiter before an attempt.
 	Err error
 
-	remaining            time.Duration // GiveUpDeadline: time left until the deadline
-	margin               time.Duration // GiveUpDeadline: the time kept for the attempt after the wait
+	remaining time.Duration // GiveUpDeadline: time left until the deadline
+	margin    time.Duration // GiveUpDeadline: the time kept for the attempt after the wait
+	// GiveUpDeadline of a retry: drawn, the backoff was drawn (RetryDelay),
+	// and backoff is what it was before the service's x-amz-retry-after;
+	// not drawn (GetRetryToken), Delay is the shortest wait the hint allows.
+	drawn                bool
+	backoff              time.Duration
 	waited               time.Duration // GiveUpBudget: the backoff waited before refusing
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
@@ -153,16 +159,15 @@ func (e *GiveUpError) Error() string {
 			msg = "jitterretry: failed to get rate limit token, " + e.limiterErr.Error()
 		}
 	case GiveUpDeadline:
-		what := "backoff"
-		if e.Err == nil {
-			what = "send-rate wait"
+		left := "no time left"
+		if e.remaining > 0 {
+			left = fmt.Sprintf("%v left", readable(e.remaining))
 		}
-		msg = fmt.Sprintf("jitterretry: gave up: %s %v", what, readable(e.Delay))
-		if e.margin > 0 && e.Delay < e.remaining {
-			// The wait alone would fit: say what does not.
-			msg += fmt.Sprintf(", and %v kept for the attempt after it,", readable(e.margin))
+		if what := e.deadlineWhat(); what != "" {
+			msg = fmt.Sprintf("jitterretry: gave up: %s would end past the context deadline (%s)", what, left)
+		} else {
+			msg = "jitterretry: gave up: no time left before the context deadline for a retry"
 		}
-		msg += fmt.Sprintf(" would end past the context deadline (%v left)", readable(e.remaining))
 	case GiveUpCanceled:
 		msg = fmt.Sprintf("jitterretry: gave up: context done (%v)", e.ctxErr)
 	case GiveUpMaxAttempts:
@@ -184,6 +189,34 @@ func (e *GiveUpError) Error() string {
 		msg += ": " + e.Err.Error()
 	}
 	return msg
+}
+
+// deadlineWhat says what a GiveUpDeadline refused: the wait (the send-rate
+// limiter's, the backoff, after the service's x-amz-retry-after when that
+// changed it; before a backoff was drawn, only the hint's shortest wait),
+// and the margin kept for the attempt after it when the wait alone fits;
+// "" when there was neither.
+func (e *GiveUpError) deadlineWhat() string {
+	var what string
+	switch {
+	case e.Err == nil:
+		what = fmt.Sprintf("send-rate wait %v", readable(e.Delay))
+	case e.drawn && e.Delay != e.backoff:
+		what = fmt.Sprintf("backoff %v, %v after the service's x-amz-retry-after,", readable(e.backoff), readable(e.Delay))
+	case e.drawn:
+		what = fmt.Sprintf("backoff %v", readable(e.Delay))
+	case e.Delay > 0:
+		what = fmt.Sprintf("the service's x-amz-retry-after (a wait of %v at least)", readable(e.Delay))
+	case e.margin > 0:
+		return fmt.Sprintf("%v kept for the attempt after the backoff", readable(e.margin))
+	default:
+		return "" // no wait and no margin: the deadline is here
+	}
+	if e.margin > 0 && e.Delay < e.remaining {
+		// The wait alone would fit: say what does not.
+		what = strings.TrimSuffix(what, ",") + fmt.Sprintf(", and %v kept for the attempt after it,", readable(e.margin))
+	}
+	return what
 }
 
 // Unwrap returns the failed attempt's error; nil for a nil *GiveUpError.

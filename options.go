@@ -150,13 +150,15 @@ type Options struct {
 	// were taken, then twice the second largest of its last 32 (about their
 	// 95th percentile; one stall alone does not raise it). Until the first
 	// measured attempt of an operation ends it is 0. An attempt during
-	// which the caller's context ended, or that AttemptTimeout cut at that
-	// deadline, is not counted. Stalls that last are
-	// kept for 32 samples: AttemptTimeout bounds every attempt, and so the
-	// margin; under the SDK's middleware, after an attempt it cut, the
-	// margin is the cut itself, which bounds the next attempt too (with
-	// DeadlineMargin set, the larger of the two; Do keeps its own, which
-	// counts fn's whole time). Negative is invalid.
+	// which the caller's context ended, or that AttemptTimeout cut (at
+	// that deadline or at its own limit), is not counted: after a stall
+	// cut at its limit the retry needs the usual attempt time and
+	// AttemptTimeout's 5 ms reserve, and one that stalls again is cut
+	// before the deadline. After an attempt cut at the deadline no retry is
+	// made, DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
+	// is the partition's over all its operations, or fn's whole last time
+	// when longer (the SDK's sleeps inside fn included). Negative is
+	// invalid.
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after

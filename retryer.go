@@ -294,7 +294,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
-		p.margin = r.marginAfter(ctx, l, info.cut)
+		p.margin = r.marginAfter(ctx, l, info)
 	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
@@ -351,7 +351,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = r.classes.retryClass(opErr, info.class), info.hint, r.marginAfter(nil, nil, info.cut)
+		p.class, p.hint, p.margin = r.classes.retryClass(opErr, info.class), info.hint, r.marginAfter(nil, nil, info)
 	}
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)
@@ -386,7 +386,7 @@ func (r *Retryer) refusedDelay(attempt int, opErr error, p *pendingRetry) (time.
 	d = max(d-p.waited, 0)
 	if p.hasDeadline {
 		if wait, remaining := p.hint.wait(d), p.deadline.Sub(r.now()); exceeds(wait, 0, remaining) {
-			return 0, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: p.lane.key, Delay: wait, remaining: remaining, Err: opErr}
+			return 0, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: p.lane.key, Delay: wait, remaining: remaining, Err: opErr, drawn: true, backoff: d}
 		}
 	}
 	return d, nil

@@ -3,12 +3,18 @@ package delayers
 import "time"
 
 // maxDecorrelatedChain is the longest chain, in steps (one random draw each),
-// that Decorrelated.BackoffDelay draws: 64. Attempts beyond it reuse this
-// chain length: by then
-// the chain has long reached the cap's neighbourhood, where its distribution
-// no longer changes from one step to the next in any way a retry can notice,
-// and the cost of a call stays bounded for attempt numbers up to math.MaxInt.
-// A Sequence is not limited by it: it takes one step per Next.
+// that Decorrelated.BackoffDelay draws: 64, so that the cost of a call stays
+// bounded for attempt numbers up to math.MaxInt. Attempts beyond it reuse
+// this chain length. With a cap up to some 400 times the base (the
+// defaults: 50 ms and 20 s), the chain has reached the cap's neighbourhood
+// by then, where its distribution no longer changes from one step to the
+// next in any way a retry can notice. Far below the cap a step multiplies
+// the delay by 3U on average in the log (ln 3 - 1, some 0.1), and the chain
+// falls back toward the base often, so a larger ratio takes far more steps
+// (some 750 to 1,000 for 1 ms and an hour, or a day): there the delays after
+// attempt 64 are shorter than the chain's (a median of 28 s at attempt 200
+// against the chain's 4m50s for 1 ms and an hour, helper-71). A Sequence is
+// not limited by it: it takes one step per Next, as a Do loop does.
 const maxDecorrelatedChain = 64
 
 // Decorrelated is decorrelated jitter: sleep = min(cap, uniform[base,

@@ -85,7 +85,9 @@ type Options struct {
 	// the same list as retry.StandardOptions.Throttles to keep the two in step.
 	// An unknown or false answer counts as not a throttle. The SDK's
 	// classifiers use errors.As and cost about one small allocation per
-	// non-nil error; the delayers themselves allocate nothing.
+	// non-nil error; the delayers themselves allocate nothing. (A zero-value
+	// delayer, built by no constructor, takes its defaults on every call:
+	// a few allocations each, and the list as it is at that call.)
 	Throttle retry.IsErrorThrottle
 
 	// Source supplies the randomness and must be safe for concurrent use.

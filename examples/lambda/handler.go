@@ -120,9 +120,14 @@ func (e *CounterError) Unwrap() error { return e.Err }
 // Handler increments a counter in DynamoDB once per invocation request ID.
 // Safe for concurrent use by multiple goroutines.
 type Handler struct {
-	// Client is a DynamoDB client whose retryer is NewRetryer's and whose
-	// API options include APIOptions(AttemptTimeout).
+	// Client is a DynamoDB client whose retryer is Retryer and whose API
+	// options include APIOptions(AttemptTimeout).
 	Client *dynamodb.Client
+	// Retryer is the client's retryer, NewRetryer's: its Do loop retries a
+	// transaction that DynamoDB cancelled for a conflict or a throttle,
+	// which the SDK's middleware does not retry. Nil sends the transaction
+	// once, and fails the invocation on such a cancellation.
+	Retryer *jitterretry.Retryer
 	// Table has a string partition key "pk", and TTL on "expires".
 	Table string
 	// Reserve is kept free before the function's deadline. Zero means
@@ -176,11 +181,34 @@ func (h *Handler) handle(ctx context.Context, ev Event, st *attemptStats) (Resul
 	if requestID == "" {
 		return Result{}, errors.New("counter: no Lambda request ID in the context")
 	}
-	_, err = h.Client.TransactWriteItems(ctx, h.increment(ev, requestID), st.count)
-	if err == nil || replayed(err) {
-		return h.read(ctx, ev.Key, err != nil, st)
+	replay, err := h.transact(ctx, h.increment(ev, requestID), st)
+	if err == nil {
+		return h.read(ctx, ev.Key, replay, st)
 	}
 	return Result{}, &CounterError{Op: "increment", Key: ev.Key, Err: err}
+}
+
+// transact sends the transaction in a jitterretry.Do loop: DynamoDB cancels
+// a transaction throttled at an item, or colliding with another on the same
+// counter, with reasons such as [None, ThrottlingError] or [None,
+// TransactionConflict], which the SDK's middleware does not retry and Do's
+// default retries (as a throttle, as a conflict), until the deadline. A
+// transaction cancelled because the request's marker exists was applied
+// before: the loop ends, and transact reports it replayed.
+func (h *Handler) transact(ctx context.Context, in *dynamodb.TransactWriteItemsInput, st *attemptStats) (replay bool, err error) {
+	send := func(ctx context.Context) error {
+		_, err := h.Client.TransactWriteItems(ctx, in, st.count)
+		if replayed(err) {
+			replay = true
+			return nil
+		}
+		return err
+	}
+	if h.Retryer == nil {
+		return replay, send(ctx)
+	}
+	err = jitterretry.Do(ctx, h.Retryer, send)
+	return replay, err
 }
 
 // withReserve returns ctx with a deadline Reserve earlier than the

@@ -69,7 +69,7 @@ func newTestHandler(t *testing.T, b *ddbtest.Backend, table, endpoint string, op
 		o.Retryer = r
 		o.APIOptions = append(o.APIOptions, APIOptions(DefaultAttemptTimeout)...)
 	})
-	return &Handler{Client: client, Table: table}
+	return &Handler{Client: client, Retryer: r, Table: table}
 }
 
 // invoke calls the handler the way the Lambda runtime does: through
@@ -332,3 +332,79 @@ func loseFirstWrite(t *testing.T, upstream string) (string, *atomic.Int64) {
 }
 
 var errLost = errors.New("response lost by the test")
+
+// TestHandlerRetriesATransactionCancelledForAConflictOrAThrottle: DynamoDB
+// reports a transaction throttled at an item, or colliding with another on
+// the same counter, as a TransactionCanceledException with reasons such as
+// [None, ThrottlingError] or [None, TransactionConflict], which the SDK's
+// middleware does not retry. The handler made one attempt and failed the
+// invocation with seconds left, and no give-up said why (helper-69); it now
+// calls the transaction in a Do loop, which retries both, while the marker's
+// ConditionalCheckFailed (a replay) still ends the loop at once.
+func TestHandlerRetriesATransactionCancelledForAConflictOrAThrottle(t *testing.T) {
+	for _, reasons := range [][]string{{"None", "TransactionConflict"}, {"None", "ThrottlingError"}} {
+		t.Run(strings.Join(reasons, ","), func(t *testing.T) {
+			b, table := counterTable(t)
+			endpoint, cancelled, writes := cancelFirstWrites(t, b.URL, 2, reasons...)
+			var gaveUp atomic.Int64
+			h := newTestHandler(t, b, table, endpoint, func(o *jitterretry.Options) {
+				o.OnGiveUp = func(*jitterretry.GiveUpError) { gaveUp.Add(1) }
+			})
+			var buf bytes.Buffer
+			h.Log = slog.New(slog.NewJSONHandler(&buf, nil))
+
+			// Two throttles' backoffs (up to 1 s, then 2 s) fit 10 s.
+			res, err := invoke(invocation(t, 10*time.Second), h, "req-1", `{"key":"page"}`)
+
+			require.NoError(t, err, "expect the cancelled transactions retried")
+			assert.Equal(t, Result{Key: "page", Count: 1}, res)
+			var rec map[string]any
+			require.NoError(t, json.Unmarshal(buf.Bytes(), &rec), buf.String())
+			want := map[string]any{"attempts": 4.0, "throttled": 0.0}
+			if reasons[1] == "ThrottlingError" {
+				// A transaction cancelled for a throttle was throttled: the
+				// record said 0 (helper-70).
+				want["throttled"] = 2.0
+			}
+			assert.Subset(t, rec, want, "expect the record to count the cancelled transactions' throttles")
+			assert.Equal(t, int64(2), cancelled.Load())
+			assert.Equal(t, int64(3), writes.Load(), "expect two cancelled transactions and the one that landed")
+
+			res, err = invoke(invocation(t, 10*time.Second), h, "req-1", `{"key":"page"}`)
+			require.NoError(t, err)
+			assert.Equal(t, Result{Key: "page", Count: 1, Replayed: true}, res)
+			assert.Equal(t, int64(4), writes.Load(), "expect the replay's ConditionalCheckFailed not retried")
+			assert.Zero(t, gaveUp.Load(), "expect neither the retries nor the replay reported as a give-up")
+		})
+	}
+}
+
+// cancelFirstWrites is a loopback proxy in front of upstream that answers
+// the first n TransactWriteItems itself, cancelled with reasons, and
+// forwards everything else; it counts the cancelled and all the
+// TransactWriteItems.
+func cancelFirstWrites(t *testing.T, upstream string, n int64, reasons ...string) (string, *atomic.Int64, *atomic.Int64) {
+	t.Helper()
+	u, err := url.Parse(upstream)
+	require.NoError(t, err)
+	var cancelled, writes atomic.Int64
+	transport := http.DefaultTransport.(*http.Transport).Clone()
+	rp := httputil.NewSingleHostReverseProxy(u)
+	rp.Transport = transport
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".TransactWriteItems") {
+			writes.Add(1)
+			if cancelled.Add(1) <= n {
+				ddbwire.WriteTransactionCanceled(w, reasons...)
+				return
+			}
+			cancelled.Add(-1)
+		}
+		rp.ServeHTTP(w, r)
+	}))
+	t.Cleanup(func() {
+		srv.Close()
+		transport.CloseIdleConnections()
+	})
+	return srv.URL, &cancelled, &writes
+}

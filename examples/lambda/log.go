@@ -9,7 +9,9 @@ import (
 	"time"
 
 	"github.com/aws/aws-lambda-go/lambdacontext"
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/aws/smithy-go/middleware"
 
 	"github.com/jitterretry/jitterretry"
@@ -44,10 +46,28 @@ func (m attemptCounter) HandleFinalize(ctx context.Context, in middleware.Finali
 	case err == nil:
 	case errors.Is(err, jitterretry.ErrAttemptTimeout):
 		m.st.cut.Add(1)
-	case jitterretry.Classify(err) == jitterretry.ClassThrottle:
+	case jitterretry.Classify(err) == jitterretry.ClassThrottle, throttledTransaction(err):
 		m.st.throttles.Add(1)
 	}
 	return out, md, err
+}
+
+// throttledTransaction reports whether err is a transaction DynamoDB
+// cancelled because an item of it was throttled, which Classify, as the
+// SDK's middleware, does not call a throttle (the handler's Do loop retries
+// it as one).
+func throttledTransaction(err error) bool {
+	var tce *types.TransactionCanceledException
+	if !errors.As(err, &tce) {
+		return false
+	}
+	for _, r := range tce.CancellationReasons {
+		switch aws.ToString(r.Code) {
+		case "ThrottlingError", "ProvisionedThroughputExceeded":
+			return true
+		}
+	}
+	return false
 }
 
 // ErrorType is the errorType Lambda reports for err, a handler's error: the

@@ -68,8 +68,9 @@ func newHandler(ctx context.Context, getenv func(string) string) (*Handler, erro
 		}
 		reserve = time.Duration(ms) * time.Millisecond
 	}
+	retryer := NewRetryer()
 	cfg, err := config.LoadDefaultConfig(ctx,
-		config.WithRetryer(func() aws.Retryer { return NewRetryer() }),
+		config.WithRetryer(func() aws.Retryer { return retryer }),
 		config.WithAPIOptions(APIOptions(DefaultAttemptTimeout)),
 	)
 	if err != nil {
@@ -77,6 +78,7 @@ func newHandler(ctx context.Context, getenv func(string) string) (*Handler, erro
 	}
 	return &Handler{
 		Client:         dynamodb.NewFromConfig(cfg),
+		Retryer:        retryer,
 		Table:          table,
 		Reserve:        reserve,
 		AttemptTimeout: DefaultAttemptTimeout,

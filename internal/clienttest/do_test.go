@@ -1016,3 +1016,61 @@ func TestDoInDoAroundAClientWithAnotherRetryerReportsOnce(t *testing.T) {
 		})
 	}
 }
+
+// TestDoMarginIsNotTheSDKsSleeps: fn's call of an SDK operation that was
+// throttled includes the SDK's backoff sleep. Do kept all of fn's time for
+// the next call, so a retry that fits was refused, and DeadlineMargin did
+// not fix it though the README says it does (helper-72: "858ms kept for
+// the attempt after it" with a 10 ms DeadlineMargin). Now DeadlineMargin
+// fixes Do's margin. (The learnt margin still counts fn's whole time.)
+func TestDoMarginIsNotTheSDKsSleeps(t *testing.T) {
+	for _, margin := range []time.Duration{10 * time.Millisecond} {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = constBackoff(300 * time.Millisecond)
+			o.DeadlineMargin = margin
+		})
+		// The SDK retries the throttle inside fn's first call after 300 ms,
+		// and that call ends in a conflict; Do waits the Retryer's throttle
+		// backoff, 300 ms, and its second call succeeds.
+		srv := newScriptServer(t, throttle, ccf, ok)
+		client := newClient(srv.URL, r)
+		ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+		calls := 0
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			calls++
+			return conditionalPut(ctx, client)
+		})
+		cancel()
+		require.NoError(t, err, "DeadlineMargin %v: expect the retry to fit: 300 ms backoff and the attempt's time in 500 ms", margin)
+		assert.Equal(t, 2, calls)
+	}
+}
+
+type constBackoff time.Duration
+
+func (d constBackoff) BackoffDelay(int, error) (time.Duration, error) { return time.Duration(d), nil }
+
+// TestDoThrottleFloorForAThrottledTransaction: after a transaction DynamoDB
+// cancelled for a throttle, which the SDK's rules do not call a throttle,
+// a conflict's floor asks a Backoff of the caller's own with an error that
+// is one (helper-74: it was asked with the cancellation, and answered with
+// a conflict's delay).
+func TestDoThrottleFloorForAThrottledTransaction(t *testing.T) {
+	var asked []error
+	isThrottle := retry.IsErrorThrottles(retry.DefaultThrottles)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(_ int, err error) (time.Duration, error) {
+			asked = append(asked, err)
+			return time.Millisecond, nil
+		})
+	})
+	srv := newScriptServer(t, reply{cancelled: "None,ThrottlingError"}, reply{cancelled: "None,TransactionConflict"}, ok)
+	client := newClient(srv.URL, r)
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		return transactWrite(ctx, client, 2)
+	})
+	require.NoError(t, err)
+	require.NotEmpty(t, asked)
+	floor := asked[len(asked)-1]
+	assert.True(t, isThrottle.IsErrorThrottle(floor).Bool(), "expect the conflict's floor asked with a throttle, got %v", floor)
+}

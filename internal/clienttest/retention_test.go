@@ -1,0 +1,88 @@
+package clienttest_test
+
+import (
+	"context"
+	"runtime"
+	"testing"
+	"time"
+	"weak"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+)
+
+// TestWhatFinishedRequestsLeaveIsBounded: once an operation of a real
+// client is over, what the retryer keeps that reaches its request's context
+// is bounded by count. The SDK's errors hold their response, its request and
+// the request's context, so an error kept is a context kept. Under the SDK's
+// middleware nothing is. The hand-off from GetRetryToken to RetryDelay keys
+// its 256 slots on error values, and keeps, in each, its last entry's error
+// (and context) and the errors of up to four operations it evicted, until
+// other errors need the slot: for the retryer's life when no RetryDelay
+// takes them, under a wrapper that replaces it or for retries refused on an
+// empty bucket (helper-68: 408 MB with 1 MB context values; helper-70). The
+// classification cache keeps the last attempt's error of up to 64
+// operations that ran out of attempts. Keying on the error's type and
+// address instead kept none, and let an address reused after its error was
+// collected make other operations' hand-offs ambiguous: most deadline
+// checks were skipped after refusals (helper-73), so the slots keep the
+// errors.
+func TestWhatFinishedRequestsLeaveIsBounded(t *testing.T) {
+	type payloadKey struct{}
+	cases := []struct {
+		name   string
+		wrap   func(aws.Retryer) aws.Retryer
+		script []reply
+		bucket uint
+		bound  int
+	}{
+		{"the SDK's middleware", func(r aws.Retryer) aws.Retryer { return r }, []reply{serverErr, ok}, 1 << 30, 0},
+		{"under retry.AddWithMaxBackoffDelay", func(r aws.Retryer) aws.Retryer {
+			return retry.AddWithMaxBackoffDelay(r, time.Microsecond)
+		}, []reply{serverErr, ok}, 1 << 30, 5 * 256},
+		{"retries refused on an empty bucket", func(r aws.Retryer) aws.Retryer { return r }, []reply{serverErr}, 14, 5 * 256},
+		{"every attempt failing", func(r aws.Retryer) aws.Retryer { return r }, []reply{serverErr}, 1 << 30, 64},
+	}
+	for _, c := range cases {
+		t.Run(c.name, func(t *testing.T) {
+			srv := newScriptServer(t, c.script...)
+			srv.cycle = true
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.BaseDelay, o.MaxBackoff = time.Microsecond, time.Microsecond
+				o.BucketCapacity = c.bucket
+			})
+			client := newClient(srv.URL, c.wrap(r))
+			const operations = 1500
+			payloads := make([]weak.Pointer[[1024]byte], 0, operations)
+			for range operations {
+				payload := new([1024]byte)
+				payloads = append(payloads, weak.Make(payload))
+				ctx, cancel := context.WithTimeout(context.WithValue(context.Background(), payloadKey{}, payload), time.Hour)
+				err := putItem(ctx, client)
+				cancel()
+				if len(c.script) > 1 {
+					require.NoError(t, err)
+				}
+				if c.bucket == 14 {
+					require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+				}
+			}
+			runtime.GC()
+			runtime.GC()
+			alive := 0
+			for _, p := range payloads {
+				if p.Value() != nil {
+					alive++
+				}
+			}
+			// The runtime and the HTTP client may still hold a few requests
+			// (idle connections, stopped timers).
+			assert.LessOrEqual(t, alive, c.bound+8, "expect at most %d contexts of finished requests kept", c.bound+8)
+			runtime.KeepAlive(r)
+		})
+	}
+}
