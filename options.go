@@ -5,10 +5,9 @@ package jitterretry
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"math"
-	mathrand "math/rand"
-	"math/rand/v2"
 	"reflect"
 	"slices"
 	"time"
@@ -76,7 +75,8 @@ type Options struct {
 	Backoff retry.BackoffDelayer
 
 	// Source supplies the jitter's randomness and must be safe for
-	// concurrent use. Nil (the default) means the Go runtime's generator;
+	// concurrent use (math/rand's generators are not, and are refused).
+	// Nil (the default) means the Go runtime's generator;
 	// use delayers.NewSource(seed) for deterministic tests. Do's backoff
 	// after a conflict also reads the measured time of fn's calls, so its
 	// delays repeat only as far as those times do.
@@ -312,13 +312,22 @@ func (o *Options) validate() error {
 // error (or, for MeterProvider, in New) rather than here. Nil entries of
 // Retryables and Throttles likewise.
 func (o *Options) validateCallees() error {
+	if o.Source != nil {
+		// The delayers' own check: the Source is theirs.
+		if _, err := delayers.NewFull(func(d *delayers.Options) { d.Source = o.Source }); err != nil {
+			var oe *delayers.OptionError
+			if errors.As(err, &oe) {
+				return &OptionsError{Option: "Source", Reason: oe.Reason}
+			}
+			return &OptionsError{Option: "Source", Reason: err.Error()}
+		}
+	}
 	for _, c := range []struct {
 		name  string
 		v     any
 		iface reflect.Type
 	}{
 		{"Backoff", o.Backoff, reflect.TypeFor[retry.BackoffDelayer]()},
-		{"Source", o.Source, reflect.TypeFor[delayers.Source]()},
 		{"RateLimiter", o.RateLimiter, reflect.TypeFor[retry.RateLimiter]()},
 		{"MeterProvider", o.MeterProvider, reflect.TypeFor[metrics.MeterProvider]()},
 	} {
@@ -342,8 +351,8 @@ func (o *Options) validateCallees() error {
 // a type whose methods for iface take the value, which Go's wrapper
 // dereferences (the SDK's checks, such as *retry.RetryableErrorCode, and
 // smithy-go's *metrics.NopMeterProvider); or a nil pointer of a type whose
-// pointer methods dereference it: this module's, and the SDK's and
-// math/rand's that these options take. A nil pointer of another type is
+// pointer methods dereference it: this module's, and the SDK's that these
+// options take. A nil pointer of another type is
 // left alone, as the SDK leaves it: its methods may work on a nil receiver.
 func needsValue(v any, iface reflect.Type) bool {
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Func {
@@ -360,19 +369,18 @@ func needsValue(v any, iface reflect.Type) bool {
 	}
 	switch v.(type) {
 	case *TokenBucket, *delayers.Exponential, *delayers.Full, *delayers.Equal, *delayers.Decorrelated,
-		*ratelimit.TokenRateLimit, *retry.ExponentialJitterBackoff,
-		*rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+		*ratelimit.TokenRateLimit, *retry.ExponentialJitterBackoff:
 		return true
 	}
 	return false
 }
 
 // unusableZero reports whether v points to the zero value of a type whose
-// zero value holds a nil its methods dereference: the SDK's token bucket
-// and math/rand's generators, built only by their constructors.
+// zero value holds a nil its methods dereference: the SDK's token bucket,
+// built only by its constructor. (The Source's checks are the delayers'.)
 func unusableZero(v any) bool {
 	switch v.(type) {
-	case *ratelimit.TokenRateLimit, *rand.Rand, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+	case *ratelimit.TokenRateLimit:
 		rv := reflect.ValueOf(v)
 		return !rv.IsNil() && rv.Elem().IsZero()
 	}

@@ -757,9 +757,10 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 			f := retry.IsErrorRetryableFunc(nil)
 			o.Retryables = []retry.IsErrorRetryable{&f}
 		}, "Retryables[0]"},
-		"a zero rand.Rand as source":              {func(o *jitterretry.Options) { o.Source = &rand.Rand{} }, "Source"},
-		"a zero token rate limit as rate limiter": {func(o *jitterretry.Options) { o.RateLimiter = &ratelimit.TokenRateLimit{} }, "RateLimiter"},
-		"nil zipf as source":                      {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
+		"a zero rand.Rand as source":                               {func(o *jitterretry.Options) { o.Source = &rand.Rand{} }, "Source"},
+		"a zero token rate limit as rate limiter":                  {func(o *jitterretry.Options) { o.RateLimiter = &ratelimit.TokenRateLimit{} }, "RateLimiter"},
+		"nil zipf as source":                                       {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
+		"a built rand.Rand as source, not safe for concurrent use": {func(o *jitterretry.Options) { o.Source = rand.New(rand.NewPCG(1, 2)) }, "Source"},
 		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
 			o.MeterProvider = (*metrics.NopMeterProvider)(nil)
 		}, "MeterProvider"},

@@ -90,9 +90,10 @@ type Options struct {
 	// a few allocations each, and the list as it is at that call.)
 	Throttle retry.IsErrorThrottle
 
-	// Source supplies the randomness and must be safe for concurrent use.
-	// Nil means the Go runtime's generator, which scales across cores; use
-	// NewSource(seed) for deterministic results.
+	// Source supplies the randomness and must be safe for concurrent use:
+	// math/rand's generators (a *rand.Rand, *rand.PCG, *rand.ChaCha8) are
+	// not, and are refused. Nil means the Go runtime's generator, which
+	// scales across cores; use NewSource(seed) for deterministic results.
 	//
 	// Throttle and Source are called through: a nil func, a nil pointer to
 	// a type whose methods take a value (such as *retry.ThrottleErrorCode),
@@ -213,6 +214,12 @@ func (o Options) validateCallees() error {
 		t := reflect.TypeOf(o.Source).Elem()
 		return &OptionError{Option: "Source", Reason: fmt.Sprintf("holds a pointer to a zero %s.%s, whose methods need one its constructor built", t.PkgPath(), t.Name())}
 	}
+	if generator(o.Source) {
+		// Racing draws corrupt it (a data race under -race; ChaCha8's
+		// buffer index can run out of range), and one delayer serves
+		// every request of a client.
+		return &OptionError{Option: "Source", Reason: fmt.Sprintf("holds a %T, which is not safe for concurrent use; use NewSource(seed), or a Source of your own that locks", o.Source)}
+	}
 	if !callable(o.Throttle, reflect.TypeFor[retry.IsErrorThrottle]()) {
 		return refuse("Throttle", o.Throttle, "holds")
 	}
@@ -278,6 +285,16 @@ func zeroGenerator(s any) bool {
 	case *rand.Rand, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
 		rv := reflect.ValueOf(s)
 		return !rv.IsNil() && rv.Elem().IsZero()
+	}
+	return false
+}
+
+// generator reports whether s is one of math/rand's generators, which are
+// not safe for concurrent use.
+func generator(s any) bool {
+	switch s.(type) {
+	case *rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
+		return true
 	}
 	return false
 }

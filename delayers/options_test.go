@@ -344,6 +344,11 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 		}, option: "Throttle", held: "*retry.IsErrorThrottleFunc"},
 		"a zero *rand.Rand": {set: func(o *Options) { o.Source = &rand.Rand{} }, option: "Source", held: "zero math/rand/v2.Rand"},
 		"nil *rand.Zipf":    {set: func(o *Options) { o.Source = (*rand.Zipf)(nil) }, option: "Source", held: "*rand.Zipf"},
+		// Built, but not safe for concurrent use: one delayer serves every
+		// request of a client, and racing draws corrupt the generator
+		// (helper-71: data races under -race, accepted before).
+		"a built *rand.Rand": {set: func(o *Options) { o.Source = rand.New(rand.NewPCG(1, 2)) }, option: "Source", held: "not safe for concurrent use"},
+		"a built *rand.PCG":  {set: func(o *Options) { o.Source = rand.NewPCG(1, 2) }, option: "Source", held: "*rand.PCG"},
 	}
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
 	for name, c := range cases {
