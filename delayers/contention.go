@@ -59,7 +59,7 @@ import (
 // safe for concurrent use; it draws one value from its Source per Next. The
 // zero value is usable, with a 20 s cap and the runtime's generator.
 type Contention struct {
-	// Cap bounds every delay. Zero means DefaultCap (20 s).
+	// Cap bounds every delay. Zero or less means DefaultCap (20 s).
 	Cap time.Duration
 	// Source supplies the randomness. Nil means the runtime's generator,
 	// as does a Source a delayer's constructor refuses (see
