@@ -318,9 +318,8 @@ func callable(v any, iface reflect.Type) bool {
 	case rv.Kind() != reflect.Pointer || !rv.IsNil():
 		return true
 	}
-	switch v.(type) {
-	case *rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
-		return false
+	if generator(v) {
+		return false // a nil generator: its methods read it
 	}
 	return !rv.Type().Elem().Implements(iface)
 }
