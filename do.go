@@ -5,6 +5,7 @@ package jitterretry
 
 import (
 	"context"
+	"math/rand/v2"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -84,7 +85,10 @@ const defaultMaxConflicts = 100
 // twice the Retryer's learnt attempt time (over every operation of the
 // partition, since fn may call several) or of fn's own last duration (the
 // SDK's backoff sleeps inside it included), whichever is larger, ends the
-// loop at once.
+// loop at once; but a conflict's contention backoff, which only spaces the
+// loop's attempts, is drawn again uniformly within the time left before the
+// margin when that is shorter, so the loop gives up on conflicts only when
+// less than the margin is left (the throttle floor above is not shortened).
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
@@ -249,6 +253,10 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		d.conflicts++
 		seen, current := conflictReport(err)
 		backoff = d.conflictBackoff.Next(at, d.attemptSpan(took), seen, current)
+		if p.hasDeadline {
+			p.at = r.now()
+			backoff = d.fitConflict(backoff, p.deadline.Sub(p.at)-p.margin)
+		}
 		// A throttle since the previous call says that the table's
 		// capacity, not the item, is the limit, which the conflicts
 		// cannot show (a win rate held down by capacity looks like little
@@ -353,6 +361,26 @@ func (d *doLoop) attemptSpan(took time.Duration) time.Duration {
 		return min(took, 2*est)
 	}
 	return took
+}
+
+// fitConflict returns the conflict backoff, or, when it would end within
+// the margin of the deadline (room is the time left before the margin), a
+// wait drawn uniformly in [0, room): the backoff only spaces the loop's
+// attempts among its competitors, and one drawn longer than the time left
+// (a window sized for 64 writers, say) gave up calls with most of their
+// deadline unused, where an attempt sooner may still win. With no room the
+// backoff is left as drawn, and the deadline check refuses it.
+func (d *doLoop) fitConflict(backoff, room time.Duration) time.Duration {
+	if room <= 0 || backoff < room {
+		return backoff
+	}
+	var x uint64
+	if d.r.source != nil {
+		x = d.r.source.Uint64()
+	} else {
+		x = rand.Uint64()
+	}
+	return time.Duration(x % uint64(room))
 }
 
 // throttleErr returns an error that stands for the throttles the loop met:

@@ -918,3 +918,38 @@ func TestDoThrottleFloorAsksACustomBackoffForAThrottle(t *testing.T) {
 	assert.True(t, retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(asked[1]).Bool(),
 		"expect the floor asked for with a throttle, got %v", asked[1])
 }
+
+// TestDoFitsAConflictBackoffIntoTheTimeLeft: a conflict backoff only spaces
+// the loop's attempts among its competitors, so one drawn longer than the
+// time left before the deadline (less the margin) is drawn again within it,
+// and the loop gives up only when no attempt fits: an outside trial of 64
+// writers on one item with 1 s deadlines gave up 28-60 of 1,280 increments
+// with, at the median, half the deadline left ("backoff 1.084s would end
+// past the context deadline (736ms left)"). Here each call of fn takes 4 ms
+// of the retryer's clock (its sleeps take none), the deadline is 30 ms of it
+// away, and the blind window grows from 8 ms by half each conflict: the
+// draws outgrow the time left by the third call, and the loop still calls
+// fn until less than the 3 ms margin is left, the seventh call.
+func TestDoFitsAConflictBackoffIntoTheTimeLeft(t *testing.T) {
+	deadline := time.Now().Add(time.Hour)
+	var elapsed atomic.Int64 // of the retryer's clock, since 30 ms before the deadline
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Clock = func() time.Time { return deadline.Add(-30*time.Millisecond + time.Duration(elapsed.Load())) }
+		o.DeadlineMargin = 3 * time.Millisecond
+		o.Source = delayers.NewSource(1)
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	calls := 0
+	err := jitterretry.Do(ctx, r, func(context.Context) error {
+		calls++
+		elapsed.Add(int64(4 * time.Millisecond))
+		return conflictErr() // a bare conflict: blind full jitter, 4 round trips growing by half
+	})
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
+	assert.Equal(t, 7, calls, "expect fn called until less than the margin was left (28 ms of 30 gone): %v", err)
+	assert.Contains(t, err.Error(), "2ms left", "expect the give-up with 2 ms left")
+}
