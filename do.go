@@ -94,7 +94,9 @@ const defaultMaxConflicts = 100
 // otherwise a *GiveUpError wrapping fn's last error, with reason
 // GiveUpMaxAttempts, GiveUpConflicts, GiveUpBudget, GiveUpDeadline or
 // GiveUpCanceled. A nil fn, invalid options or a zero Retryer give an
-// *OptionsError; a nil ctx counts as context.Background(); nothing panics.
+// *OptionsError; a nil ctx counts as context.Background(); nothing panics
+// but fn and Classify, whose panics go through Do to its caller (the retry
+// in flight, if any, gets its tokens back).
 // Options.OnGiveUp and the metrics hear of each give-up once: not again
 // from Do when fn returns one the Retryer reported inside fn (its
 // middleware's refusal of an SDK call fn made, an inner Do's); where Do
@@ -170,6 +172,10 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 			d.r.hooks.refusals.reset(&d.r.hooks.loops)
 		}
 	}()
+	// Every return leaves no retry in flight; a panic in fn or in the
+	// caller's Classify may: it says nothing of the service, so the
+	// retry's tokens go back.
+	defer d.refund()
 	d.mark.owner = &d.r.hooks
 	fnCtx := withLoopMark(ctx, &d.mark)
 	var lastErr error
