@@ -40,7 +40,9 @@ const attemptReserve = 5 * time.Millisecond
 //
 // Add it to a client with config.WithAPIOptions or the client's
 // Options.APIOptions: it is a middleware in the Finalize step, right after
-// the SDK's retry middleware, so it works with any retryer. Added again,
+// the SDK's retry middleware (every SDK client's stack has it; on a stack
+// without one the option returns the stack's error and adds nothing), so
+// it works with any retryer. Added again,
 // for one call (dynamodb.WithAPIOptions, after the client's), it replaces
 // the earlier one, so a call can have longer or shorter than the client's
 // default. A d of zero or less adds nothing (and leaves an earlier one).

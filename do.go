@@ -5,6 +5,8 @@ package jitterretry
 
 import (
 	"context"
+	"math/bits"
+	"math/rand/v2"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -84,13 +86,22 @@ const defaultMaxConflicts = 100
 // twice the Retryer's learnt attempt time (over every operation of the
 // partition, since fn may call several) or of fn's own last duration (the
 // SDK's backoff sleeps inside it included), whichever is larger, ends the
-// loop at once.
+// loop at once; but a conflict's contention backoff, which only spaces the
+// loop's attempts, is drawn again uniformly within the time left before the
+// margin when that is shorter, so the loop gives up on conflicts only when
+// less than the margin is left, or the throttle floor above (not shortened)
+// or the service's x-amz-retry-after asks for longer. (Loops that share one
+// deadline so crowd their last attempts toward its end; with
+// Options.DisableDeadlineGiveUp nothing is fitted, as nothing is checked.)
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
 // GiveUpMaxAttempts, GiveUpConflicts, GiveUpBudget, GiveUpDeadline or
 // GiveUpCanceled. A nil fn, invalid options or a zero Retryer give an
-// *OptionsError; a nil ctx counts as context.Background(); nothing panics.
+// *OptionsError; a nil ctx counts as context.Background(); nothing panics
+// but the caller's own code (fn, Classify, the hooks, a custom Backoff,
+// PartitionKey, Clock), whose panics go through Do to its caller; after a
+// panic in fn the retry in flight, if any, gets its tokens back.
 // Options.OnGiveUp and the metrics hear of each give-up once: not again
 // from Do when fn returns one the Retryer reported inside fn (its
 // middleware's refusal of an SDK call fn made, an inner Do's); where Do
@@ -166,6 +177,9 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 			d.r.hooks.refusals.reset(&d.r.hooks.loops)
 		}
 	}()
+	// Every return leaves no retry in flight; a panic in fn may: it says
+	// nothing of the service, so the retry's tokens go back.
+	defer d.refund()
 	d.mark.owner = &d.r.hooks
 	fnCtx := withLoopMark(ctx, &d.mark)
 	var lastErr error
@@ -178,6 +192,11 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		start := d.r.now()
 		err := fn(fnCtx)
 		end := d.r.now()
+		// fn returned: the retry in flight has its answer, settled below
+		// (left spent, as a failed retry's, if the caller's Classify
+		// panics first).
+		paid := d.paid
+		d.paid = nil
 		own := d.mark.takeThrottle()
 		d.throttled = d.partitionNews() || own
 		took := end.Sub(start)
@@ -192,17 +211,13 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		if class == ClassThrottle && d.r.classes.classify(err) == ClassThrottle {
 			d.lastThrottle = err
 		}
-		if d.paid != nil {
-			if err == nil || class == ClassConflict {
-				// A successful retry gets its cost back, and one answered
-				// by a conflict too, as under the SDK's middleware (see
-				// lane.retryRelease). Not through its SDK-style release,
-				// which leaves the increment of the attempt release that
-				// follows it under the SDK's middleware to be skipped: Do
-				// has none.
-				d.paid.refund()
-			}
-			d.paid = nil
+		if paid != nil && (err == nil || class == ClassConflict) {
+			// A successful retry gets its cost back, and one answered by a
+			// conflict too, as under the SDK's middleware (see
+			// lane.retryRelease). Not through its SDK-style release, which
+			// leaves the increment of the attempt release that follows it
+			// under the SDK's middleware to be skipped: Do has none.
+			paid.refund()
 		}
 		if err == nil {
 			return nil
@@ -249,6 +264,10 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		d.conflicts++
 		seen, current := conflictReport(err)
 		backoff = d.conflictBackoff.Next(at, d.attemptSpan(took), seen, current)
+		if p.hasDeadline {
+			p.at = r.now()
+			backoff = d.fitConflict(backoff, p.deadline.Sub(p.at)-p.margin)
+		}
 		// A throttle since the previous call says that the table's
 		// capacity, not the item, is the limit, which the conflicts
 		// cannot show (a win rate held down by capacity looks like little
@@ -314,11 +333,16 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		}
 		return 0, r.hooks.giveUp(ctx, g)
 	}
+	// schedule refunds a retry it refuses before the hooks hear of it: the
+	// loop no longer holds it then, so a hook that panics cannot make the
+	// deferred refund give it back twice.
+	paid := d.paid
+	d.paid = nil
 	wait, gerr := r.schedule(&p, attempt, err, backoff, skippedCheck{})
 	if gerr != nil {
-		d.paid = nil // schedule refunded it
 		return 0, gerr
 	}
+	d.paid = paid
 	return wait, nil
 }
 
@@ -353,6 +377,28 @@ func (d *doLoop) attemptSpan(took time.Duration) time.Duration {
 		return min(took, 2*est)
 	}
 	return took
+}
+
+// fitConflict returns the conflict backoff, or, when it would end within
+// the margin of the deadline (room is the time left before the margin), a
+// wait drawn uniformly in [0, room): the backoff only spaces the loop's
+// attempts among its competitors, and one drawn longer than the time left
+// (a window sized for 64 writers, say) gave up calls with most of their
+// deadline unused, where an attempt sooner may still win. With no room the
+// backoff is left as drawn, and the deadline check refuses it.
+func (d *doLoop) fitConflict(backoff, room time.Duration) time.Duration {
+	if room <= 0 || backoff < room {
+		return backoff
+	}
+	var x uint64
+	if d.r.source != nil {
+		x = d.r.source.Uint64()
+	} else {
+		x = rand.Uint64()
+	}
+	// The high half of the product, as the delayers map a draw.
+	wait, _ := bits.Mul64(x, uint64(room))
+	return time.Duration(wait)
 }
 
 // throttleErr returns an error that stands for the throttles the loop met:

@@ -918,3 +918,97 @@ func TestDoThrottleFloorAsksACustomBackoffForAThrottle(t *testing.T) {
 	assert.True(t, retry.IsErrorThrottles(retry.DefaultThrottles).IsErrorThrottle(asked[1]).Bool(),
 		"expect the floor asked for with a throttle, got %v", asked[1])
 }
+
+// TestDoFitsAConflictBackoffIntoTheTimeLeft: a conflict backoff only spaces
+// the loop's attempts among its competitors, so one drawn longer than the
+// time left before the deadline (less the margin) is drawn again within it,
+// and the loop gives up only when no attempt fits: an outside trial of 64
+// writers on one item with 1 s deadlines gave up 28-60 of 1,280 increments
+// with, at the median, half the deadline left ("backoff 1.084s would end
+// past the context deadline (736ms left)"). Here each call of fn takes 4 ms
+// of the retryer's clock (its sleeps take none), the deadline is 30 ms of it
+// away, and the blind window grows from 8 ms by half each conflict: the
+// draws outgrow the time left by the third call, and the loop still calls
+// fn until less than the 3 ms margin is left, the seventh call.
+func TestDoFitsAConflictBackoffIntoTheTimeLeft(t *testing.T) {
+	deadline := time.Now().Add(time.Hour)
+	var elapsed atomic.Int64 // of the retryer's clock, since 30 ms before the deadline
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Clock = func() time.Time { return deadline.Add(-30*time.Millisecond + time.Duration(elapsed.Load())) }
+		o.DeadlineMargin = 3 * time.Millisecond
+		o.Source = delayers.NewSource(1)
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	calls := 0
+	err := jitterretry.Do(ctx, r, func(context.Context) error {
+		calls++
+		elapsed.Add(int64(4 * time.Millisecond))
+		return conflictErr() // a bare conflict: blind full jitter, 4 round trips growing by half
+	})
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
+	assert.Equal(t, 7, calls, "expect fn called until less than the margin was left (28 ms of 30 gone): %v", err)
+	assert.Contains(t, err.Error(), "2ms left", "expect the give-up with 2 ms left")
+}
+
+// TestDoPanicInFnGivesTheRetrysTokensBack: a panic in fn goes through Do to
+// its caller, as any panic of the caller's code; the retry in flight then
+// says nothing of the service, so its tokens go back to the bucket. They
+// were lost before (an outside review: 14 each, so some 36 such panics,
+// recovered by net/http in a handler, emptied the shared bucket of a client
+// with no refill). A panic in the caller's Classify comes after fn returned
+// the retry's answer, a 5xx here: spent, as any failed retry's cost. And a
+// hook that panics after a refusal refunded the retry must not have it
+// refunded twice (a review of the first form of this fix: 14 tokens made).
+func TestDoPanicInFnGivesTheRetrysTokensBack(t *testing.T) {
+	panics := func(t *testing.T, r *jitterretry.Retryer, ctx context.Context, fn func(context.Context) error, optFns ...func(*jitterretry.DoOptions)) {
+		t.Helper()
+		assert.Panics(t, func() { _ = jitterretry.Do(ctx, r, fn, optFns...) })
+	}
+	fails := func(context.Context) error { return serverErr() }
+	t.Run("fn", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) { o.BaseDelay = time.Millisecond })
+		calls := 0
+		panics(t, r, context.Background(), func(context.Context) error {
+			if calls++; calls == 1 {
+				return serverErr() // the retry after it pays 14 tokens
+			}
+			panic("fn")
+		})
+		assert.Equal(t, uint(500), r.Remaining(), "expect the retry's tokens back after a panic in fn")
+	})
+	t.Run("Classify", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) { o.BaseDelay = time.Millisecond })
+		classified := 0
+		panics(t, r, context.Background(), fails, func(o *jitterretry.DoOptions) {
+			def := o.Classify
+			o.Classify = func(err error) jitterretry.ErrorClass {
+				if classified++; classified == 2 {
+					panic("Classify")
+				}
+				return def(err)
+			}
+		})
+		assert.Equal(t, uint(486), r.Remaining(), "expect the failed retry's cost spent")
+	})
+	t.Run("OnGiveUp", func(t *testing.T) {
+		now := time.Now()
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Clock = func() time.Time { return now }
+			o.Jitter, o.BaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Second, time.Second
+			o.DeadlineMargin = time.Millisecond
+			o.OnGiveUp = func(*jitterretry.GiveUpError) { panic("OnGiveUp") }
+		})
+		for range 10 {
+			_, err := r.GetRetryToken(context.Background(), serverErr())
+			require.NoError(t, err)
+		}
+		ctx, cancel := context.WithDeadline(context.Background(), now.Add(100*time.Millisecond))
+		defer cancel()
+		panics(t, r, ctx, fails) // the retry pays 14, its 1 s backoff is refused and refunded
+		assert.Equal(t, uint(360), r.Remaining(), "expect the refused retry refunded once")
+	})
+}

@@ -86,7 +86,10 @@ func (r GiveUpReason) String() string {
 //     the latter);
 //   - GiveUpDeadline: errors.Is(err, context.DeadlineExceeded), so code that
 //     handles timeouts keeps working;
-//   - GiveUpCanceled: errors.Is with the context's own error;
+//   - GiveUpCanceled: errors.Is with the context's own error (and, as every
+//     reason, with what the failed attempt's error matches: after an
+//     attempt AttemptTimeout cut, context.DeadlineExceeded too, whatever
+//     ended the context; test for context.Canceled first, or read Reason);
 //   - GiveUpMaxAttempts: errors.As to the SDK's *retry.MaxAttemptsError.
 type GiveUpError struct {
 	// Reason says why the retry was refused.
@@ -317,6 +320,9 @@ type OptionsError struct {
 func (e *OptionsError) Error() string {
 	if e == nil {
 		return "jitterretry: <nil *OptionsError>"
+	}
+	if e.Option == "" {
+		return "jitterretry: invalid options: " + e.Reason
 	}
 	return "jitterretry: invalid " + e.Option + ": " + e.Reason
 }

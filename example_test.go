@@ -160,10 +160,13 @@ func ExampleOptions_sendRate() {
 
 // AttemptTimeout is an SDK API option: add it where the client's other API
 // options go, config.WithAPIOptions or the client's Options.APIOptions. It
-// adds one middleware, right after the SDK's retry middleware.
+// adds one middleware, right after the SDK's retry middleware. An attempt
+// that stalls (a connection that never answers) is cut at its limit, with
+// an error that matches ErrAttemptTimeout, and retried as a timeout.
 func ExampleAttemptTimeout() {
 	// A client's stack has the SDK's signing and retry middlewares; a
-	// stand-in signs here.
+	// stand-in signs here, and the handler below stands in for the
+	// connection.
 	stack := middleware.NewStack("PutItem", smithyhttp.NewStackRequest)
 	signing := middleware.FinalizeMiddlewareFunc("Signing", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 		return next.HandleFinalize(ctx, in)
@@ -171,14 +174,54 @@ func ExampleAttemptTimeout() {
 	if err := stack.Finalize.Add(signing, middleware.After); err != nil {
 		panic(err)
 	}
-	if err := retry.AddRetryMiddlewares(stack, retry.AddRetryMiddlewaresOptions{Retryer: jitterretry.New()}); err != nil {
+	var cut error
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BaseDelay = time.Millisecond
+		o.OnRetry = func(e jitterretry.RetryEvent) { cut = e.Err }
+	})
+	if err := retry.AddRetryMiddlewares(stack, retry.AddRetryMiddlewaresOptions{Retryer: r}); err != nil {
 		panic(err)
 	}
-	if err := jitterretry.AttemptTimeout(300 * time.Millisecond)(stack); err != nil {
+	if err := jitterretry.AttemptTimeout(20 * time.Millisecond)(stack); err != nil {
 		panic(err)
 	}
 	fmt.Println(stack.Finalize.List())
-	// Output: [Retry jitterretry.AttemptTimeout Signing]
+
+	attempts := 0
+	send := middleware.HandlerFunc(func(ctx context.Context, _ any) (any, middleware.Metadata, error) {
+		if attempts++; attempts == 1 {
+			<-ctx.Done() // the first attempt stalls until its limit
+			return nil, middleware.Metadata{}, ctx.Err()
+		}
+		return "ok", middleware.Metadata{}, nil
+	})
+	_, _, err := middleware.DecorateHandler(send, stack).Handle(context.Background(), nil)
+	fmt.Println(err, attempts, errors.Is(cut, jitterretry.ErrAttemptTimeout))
+	// Output:
+	// [Retry jitterretry.AttemptTimeout Signing]
+	// <nil> 2 true
+}
+
+// BucketRefill earns tokens back with time, so that workers that are all
+// retrying cannot empty the bucket for good. The Clock stands in for time.
+func ExampleOptions_bucketRefill() {
+	now := time.Unix(0, 0)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.BucketRefill = 20, 2 // 2 tokens a second, up to 20
+		o.Clock = func() time.Time { return now }
+	})
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"} // 5 tokens a retry
+	for range 4 {
+		if _, err := r.GetRetryToken(context.Background(), throttle); err != nil {
+			panic(err)
+		}
+	}
+	fmt.Println(r.Remaining())
+	now = now.Add(5 * time.Second)
+	fmt.Println(r.Remaining())
+	// Output:
+	// 0
+	// 10
 }
 
 // DynamoDB gives back the SDK's DynamoDB client defaults, which a client

@@ -28,7 +28,7 @@ const UnlimitedAttempts = -1
 // fills in the defaults before it runs the option functions, so they see
 // them and what they leave is used as it is: a zero means zero where zero has
 // a meaning (a cost, a margin, a refill), and is invalid where it has none
-// (MaxAttempts, Jitter, the delays). The defaults are the SDK's retry
+// (MaxAttempts, Jitter, the delays, BackoffGrowth). The defaults are the SDK's retry
 // behaviour 2.1 numbers, so a Retryer built with no options behaves like
 // retry.NewStandard(), apart from the differences the README lists.
 type Options struct {
@@ -64,7 +64,8 @@ type Options struct {
 	// BackoffGrowth is the factor the backoff window grows by per attempt.
 	// Default 2 (doubling); otherwise within [delayers.MinGrowth,
 	// delayers.MaxGrowth] = [1.01, 8] for the exponential, full and equal
-	// strategies. Decorrelated jitter grows from its previous delay and
+	// strategies; 0 is invalid here (unlike delayers.Options.Growth, whose
+	// zero means the default: New has filled the default in already). Decorrelated jitter grows from its previous delay and
 	// takes only the default. In the blog's contention experiment full
 	// jitter with 1.5 made 16% fewer calls in 5% less time than with 2
 	// (BENCHMARKS.md). Ignored when Backoff is set.

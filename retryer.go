@@ -49,7 +49,7 @@ type Retryer struct {
 
 // errZeroRetryer is the error of every operation of a Retryer not built
 // with New.
-var errZeroRetryer = &OptionsError{Option: "Retryer", Reason: "the zero value is not usable; build one with jitterretry.New"}
+var errZeroRetryer = &OptionsError{Option: "Retryer", Reason: "a nil or zero Retryer is not usable; build one with jitterretry.New"}
 
 // New returns a Retryer configured by optFns over the SDK's standard
 // defaults (see Options). It never fails: invalid options give a Retryer

@@ -341,7 +341,11 @@ type sdkcScenario struct {
 	maxBackoff   time.Duration
 	dynamoDB     bool
 	longPolling  bool
-	steps        []sdkcStep
+	// sdkBucket gives the retryer the SDK's ratelimit.NewTokenRateLimit,
+	// of tokens or 500, as the SDK's tests give retry.NewStandard; false,
+	// its own bucket (a TokenBucket when tokens is set).
+	sdkBucket bool
+	steps     []sdkcStep
 }
 
 func sdkcTokens(n uint) *uint { return &n }
@@ -350,8 +354,16 @@ func sdkcTokens(n uint) *uint { return &n }
 // bucket, and the retries it reports.
 func (sc sdkcScenario) build(t *testing.T, failFast bool) (aws.RetryerV2, func() uint, *[]jitterretry.RetryEvent) {
 	events := &[]jitterretry.RetryEvent{}
-	var bucket *jitterretry.TokenBucket
-	if sc.tokens != nil {
+	var bucket interface {
+		retry.RateLimiter
+		Remaining() uint
+	}
+	switch {
+	case sc.sdkBucket && sc.tokens != nil:
+		bucket = ratelimit.NewTokenRateLimit(*sc.tokens)
+	case sc.sdkBucket:
+		bucket = ratelimit.NewTokenRateLimit(500)
+	case sc.tokens != nil:
 		bucket = jitterretry.NewTokenBucket(*sc.tokens, 0)
 	}
 	r := jitterretry.New(func(o *jitterretry.Options) {
@@ -376,7 +388,7 @@ func (sc sdkcScenario) build(t *testing.T, failFast bool) (aws.RetryerV2, func()
 	require.NoError(t, r.Err())
 	remaining := func() uint {
 		if bucket != nil {
-			require.Equal(t, bucket.Remaining(), r.Remaining(), "expect the retryer to report its TokenBucket's tokens")
+			require.Equal(t, bucket.Remaining(), r.Remaining(), "expect the retryer to report its bucket's tokens")
 		}
 		return r.Remaining()
 	}
@@ -538,20 +550,27 @@ func TestSDKContract_Retry2026StandardMode(t *testing.T) {
 		if failFast {
 			mode = "FailFastOnEmptyBudget"
 		}
-		t.Run(mode, func(t *testing.T) {
-			for name, sc := range cases {
-				t.Run(name, func(t *testing.T) {
-					t.Parallel()
-					sc.play(t, failFast)
-				})
+		for _, sdkBucket := range []bool{false, true} {
+			if sdkBucket {
+				mode += "/ratelimit.NewTokenRateLimit"
 			}
-			for name, sc := range derived {
-				t.Run("derived/"+name, func(t *testing.T) {
-					t.Parallel()
-					sc.play(t, failFast)
-				})
-			}
-		})
+			t.Run(mode, func(t *testing.T) {
+				for name, sc := range cases {
+					t.Run(name, func(t *testing.T) {
+						t.Parallel()
+						sc.sdkBucket = sdkBucket
+						sc.play(t, failFast)
+					})
+				}
+				for name, sc := range derived {
+					t.Run("derived/"+name, func(t *testing.T) {
+						t.Parallel()
+						sc.sdkBucket = sdkBucket
+						sc.play(t, failFast)
+					})
+				}
+			})
+		}
 	}
 
 	// By default an empty budget waits the first retry's backoff before it
@@ -1053,9 +1072,27 @@ func TestSDKContract_Standard_RetryDelay(t *testing.T) {
 // TestSDKContract_Standard_retryEventuallySucceeds: the default backoff with
 // the jitter fixed at half the window, and the bucket through two retried
 // operations and a first-attempt success.
+// sdkcBuckets are the buckets of 500 tokens a port runs with: the
+// retryer's own, and the SDK's ratelimit.NewTokenRateLimit(500), which the
+// SDK's tests give retry.NewStandard.
+func sdkcBuckets() map[string]func(o *jitterretry.Options) {
+	return map[string]func(o *jitterretry.Options){
+		"own bucket":                       func(*jitterretry.Options) {},
+		"ratelimit.NewTokenRateLimit(500)": func(o *jitterretry.Options) { o.RateLimiter = ratelimit.NewTokenRateLimit(500) },
+	}
+}
+
 func TestSDKContract_Standard_retryEventuallySucceeds(t *testing.T) {
-	r := jitterretry.New(sdkcJitter(0.5), func(o *jitterretry.Options) { o.MaxAttempts = 3 })
-	require.NoError(t, r.Err())
+	for name, bucket := range sdkcBuckets() {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(sdkcJitter(0.5), bucket, func(o *jitterretry.Options) { o.MaxAttempts = 3 })
+			require.NoError(t, r.Err())
+			retryEventuallySucceeds(t, r)
+		})
+	}
+}
+
+func retryEventuallySucceeds(t *testing.T, r *jitterretry.Retryer) {
 	status500 := sdkcReply{status: 500}
 	steps := []struct {
 		attempt   int
@@ -1126,14 +1163,16 @@ func TestSDKContract_Standard_defaultRetryCosts(t *testing.T) {
 		"throttle2": {opErr: &sdkcCoded{code: "SlowDown"}, cost: 5},
 	}
 	for name, c := range cases {
-		t.Run(name, func(t *testing.T) {
-			r := jitterretry.New()
-			release, err := r.GetRetryToken(context.Background(), c.opErr)
-			require.NoError(t, err, "expect a retry token, got %v", err)
-			assert.Equal(t, 500-c.cost, r.Remaining(), "expect %d tokens left, got %d", 500-c.cost, r.Remaining())
-			require.NoError(t, release(nil))
-			assert.Equal(t, uint(500), r.Remaining(), "expect the cost refunded, 500 tokens, got %d", r.Remaining())
-		})
+		for bucketName, bucket := range sdkcBuckets() {
+			t.Run(name+"/"+bucketName, func(t *testing.T) {
+				r := jitterretry.New(bucket)
+				release, err := r.GetRetryToken(context.Background(), c.opErr)
+				require.NoError(t, err, "expect a retry token, got %v", err)
+				assert.Equal(t, 500-c.cost, r.Remaining(), "expect %d tokens left, got %d", 500-c.cost, r.Remaining())
+				require.NoError(t, release(nil))
+				assert.Equal(t, uint(500), r.Remaining(), "expect the cost refunded, 500 tokens, got %d", r.Remaining())
+			})
+		}
 	}
 }
 

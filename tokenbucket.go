@@ -23,7 +23,7 @@ import (
 // where it adds a refill over time to the SDK's own retryer. Tokens never go
 // below 0 or above the capacity. It is safe for concurrent use by multiple
 // goroutines. The zero value is an empty bucket of capacity 0, which refuses
-// every retry; use NewTokenBucket.
+// every retry that costs tokens; use NewTokenBucket.
 type TokenBucket struct {
 	capacity uint
 	refill   float64 // tokens per second; 0 when off
@@ -41,8 +41,8 @@ type TokenBucket struct {
 }
 
 // NewTokenBucket returns a full bucket of capacity tokens (the SDK's default
-// is 500; 0 refuses every retry, as the SDK's ratelimit.NewTokenRateLimit(0)
-// does) that refills refillPerSecond tokens per second, continuously, up to
+// is 500; 0 refuses every retry that costs tokens, as the SDK's
+// ratelimit.NewTokenRateLimit(0) does; a cost of 0 always passes) that refills refillPerSecond tokens per second, continuously, up to
 // the capacity. A refillPerSecond of zero means no refill, the SDK's
 // behaviour, where only successes add tokens; +Inf keeps the bucket full;
 // negative values and NaN count as zero.
