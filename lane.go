@@ -99,7 +99,9 @@ func newLane(key string, cfg *laneConfig) *lane {
 		// say nothing about the rate.
 		l.sendRelease = func(err error) error {
 			switch {
-			case err == nil:
+			case err == nil || cfg.isConflict(err):
+				// A conflict is the service's answer at its usual load: the
+				// request was taken (and, on DynamoDB, its capacity spent).
 				l.sender.observe(false, l.attempts.estimate())
 			case cfg.isThrottle(err):
 				l.sender.observe(true, l.attempts.estimate())
