@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/smithy-go"
 )
@@ -32,7 +33,8 @@ type loopMark struct {
 	// are the table's, whichever Retryer met them.)
 	owner     *hooks
 	throttled atomic.Bool
-	outer     *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
+	queued    atomic.Int64 // nanoseconds the SDK calls of the current call of fn waited in the send-rate limiter's queue
+	outer     *loopMark    // the mark of the Do loop whose fn runs this one; nil at the top
 
 	mu sync.Mutex
 	// failed holds the errors of the latest attempts that failed inside
@@ -79,6 +81,18 @@ func (m *loopMark) noteThrottle() {
 		m.throttled.Store(true)
 	}
 }
+
+// markQueued adds d, an attempt's wait in the send-rate limiter's queue,
+// to the mark ctx carries, if any, and those around it.
+func markQueued(ctx context.Context, d time.Duration) {
+	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		m.queued.Add(int64(d))
+	}
+}
+
+// takeQueued returns the waits in the queue noted since the last take, and
+// clears them.
+func (m *loopMark) takeQueued() time.Duration { return time.Duration(m.queued.Swap(0)) }
 
 // takeThrottle reports whether a throttle was noted since the last take,
 // and clears the mark.

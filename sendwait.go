@@ -34,6 +34,9 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		if wait <= 0 {
 			due = true
 			ended("queued")
+			if waited > 0 {
+				markQueued(ctx, waited) // for the Do loop whose fn made this call, if any
+			}
 			return nil
 		}
 		// Read after the limiter's own reading, which wait counts from,
