@@ -188,8 +188,8 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 			d.refund()
 			return d.r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt - 1, Partition: d.lane.key, Err: lastErr, ctxErr: cerr})
 		}
-		d.mark.startCall()
 		start := d.r.now()
+		d.mark.startCall(start)
 		err := fn(fnCtx)
 		end := d.r.now()
 		// fn returned: the retry in flight has its answer, settled below
@@ -197,7 +197,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		// panics first).
 		paid := d.paid
 		d.paid = nil
-		queued := d.mark.takeQueued()
+		queued := d.mark.queuedInCall()
 		own := d.mark.takeThrottle()
 		d.throttled = d.partitionNews() || own
 		took := end.Sub(start)

@@ -1019,7 +1019,7 @@ func TestDoPanicInFnGivesTheRetrysTokensBack(t *testing.T) {
 // backoff is sized on it. Timed apart, the few-millisecond round trips sized
 // the windows of 32 writers whose writes waited hundreds of milliseconds in
 // the queue, and the loops spun through it (an outside review: 23.4
-// requests per increment against 3.9 without the limiter, on a table of 50
+// requests per increment against 3.9-4.1 without the limiter, on a table of 50
 // writes a second). Here fn reads and writes through the SDK's middleware at
 // a rate of 10 a second, so its write waits 100 ms; the first conflict's
 // window (28 round trips, capped at MaxBackoff 400 ms) is drawn at its middle.
