@@ -296,6 +296,32 @@ func (c *classifier) isThrottle(err error) aws.Ternary {
 	return aws.BoolTernary(!f.unreadable() && c.throttle(err, &f))
 }
 
+// rateSignal returns what a failed attempt's error err tells the send-rate
+// limiter: throttled, under the throttle checks alone, as the SDK's
+// adaptive mode (a throttle that only a decorator retries is one all the
+// same), or a transaction cancelled for throttles only (which the SDK's
+// middleware does not retry, but a table at capacity answers); otherwise a
+// conflict, the service's answer at its usual load (the request was taken,
+// and DynamoDB spent its capacity), is counted as not throttled (left out,
+// a hot item's conditional writes were no answers at all, and the rate
+// could not grow past twice the few accepted: 32 writers on an item of a
+// table of 100 writes a second ran at 78 requests a second, unthrottled).
+// Anything else (a 5xx, a transaction cancelled for races and throttles at
+// once, a timeout) is not counted: it says nothing of the rate. The
+// caller's throttle checks come first, also for a conflict's code.
+func (c *classifier) rateSignal(err error) (throttled, counted bool) {
+	f := c.facts(err)
+	switch {
+	case f.unreadable():
+		return false, false
+	case c.throttle(err, &f) || f.throttledTransaction():
+		return true, true
+	case f.isConflict():
+		return false, true
+	}
+	return false, false
+}
+
 // builtinRetryable applies the SDK's default retryable checks, in their
 // order, to what the walk found.
 func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {

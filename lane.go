@@ -95,14 +95,13 @@ func newLane(key string, cfg *laneConfig) *lane {
 	l.pacedRetryRelease = l.refundOnSuccess(0)
 	release := l.attemptRelease
 	if l.sender != nil {
-		// The limiter learns from successes and throttles; other failures
-		// say nothing about the rate.
+		// The limiter learns from successes, conflicts and throttles (see
+		// classifier.rateSignal); other failures say nothing of the rate.
 		l.sendRelease = func(err error) error {
-			switch {
-			case err == nil:
+			if err == nil {
 				l.sender.observe(false, l.attempts.estimate())
-			case cfg.isThrottle(err):
-				l.sender.observe(true, l.attempts.estimate())
+			} else if throttled, counted := cfg.rateSignal(err); counted {
+				l.sender.observe(throttled, l.attempts.estimate())
 			}
 			return l.attemptRelease(err)
 		}
@@ -124,9 +123,10 @@ type laneConfig struct {
 	// set, nil (the monotonic clock alone) when it was left to time.Now.
 	limiterClock func() time.Time
 	partition    func(context.Context) string
-	// isThrottle classifies a failed attempt's error for the limiter;
+	// rateSignal classifies a failed attempt's error for the limiter;
 	// isConflict a retry's answer for its release (see retryRelease).
-	isThrottle, isConflict func(error) bool
+	rateSignal func(error) (throttled, counted bool)
+	isConflict func(error) bool
 }
 
 // initialRelease is the release of the deprecated GetInitialToken: as the

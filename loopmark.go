@@ -11,6 +11,7 @@ import (
 	"slices"
 	"sync"
 	"sync/atomic"
+	"time"
 
 	"github.com/aws/smithy-go"
 )
@@ -49,6 +50,11 @@ type loopMark struct {
 	// which may be fn's own sentinel that stands for many, or wrap one);
 	// what an inner loop found reported and passed on.
 	reported recentErrors
+	// queued is how long, since callStart, at least one SDK call of fn
+	// waited in the send-rate limiter's queue: the union of the waits,
+	// noted as each ends, up to queuedTo.
+	queued              time.Duration
+	callStart, queuedTo time.Time
 }
 
 type loopMarkKey struct{}
@@ -78,6 +84,43 @@ func (m *loopMark) noteThrottle() {
 	for ; m != nil; m = m.outer {
 		m.throttled.Store(true)
 	}
+}
+
+// markQueued adds an attempt's wait in the send-rate limiter's queue, from
+// start to end, to the mark ctx carries, if any, and those around it: the
+// part of it within the current call of fn that no wait noted before
+// covers. So the waits of SDK calls made in parallel count once, and a
+// goroutine that outlived its call of fn adds to the next only what it
+// waited during it. (Waits are noted as they end, so in the order of their
+// ends, but for a goroutine that ran late: its wait then counts short.)
+func markQueued(ctx context.Context, start, end time.Time) {
+	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		m.mu.Lock()
+		if from := latest(start, m.callStart, m.queuedTo); end.After(from) {
+			m.queued += end.Sub(from)
+			m.queuedTo = end
+		}
+		m.mu.Unlock()
+	}
+}
+
+// latest returns the latest of times.
+func latest(times ...time.Time) time.Time {
+	var l time.Time
+	for _, t := range times {
+		if t.After(l) {
+			l = t
+		}
+	}
+	return l
+}
+
+// queuedInCall returns how long SDK calls of the current call of fn waited
+// in the queue (see markQueued).
+func (m *loopMark) queuedInCall() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.queued
 }
 
 // takeThrottle reports whether a throttle was noted since the last take,
@@ -146,10 +189,12 @@ func operationsWithin(err error) []error {
 	return operations
 }
 
-// startCall forgets what the previous call of fn left.
-func (m *loopMark) startCall() {
+// startCall forgets what the previous call of fn left; the call starts at
+// now.
+func (m *loopMark) startCall(now time.Time) {
 	m.mu.Lock()
 	m.failed, m.reported = recentErrors{}, recentErrors{}
+	m.queued, m.callStart, m.queuedTo = 0, now, time.Time{}
 	m.mu.Unlock()
 }
 

@@ -1,8 +1,10 @@
 package jitterretry
 
 import (
+	"context"
 	"errors"
 	"testing"
+	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -29,4 +31,29 @@ func TestResetSparesTheRefusalsOfALoopThatStarted(t *testing.T) {
 	h.refusals.add(errors.New("refused as B ended"), &h.loops) // no loop runs: not logged
 	logged = h.refusals.snapshot()
 	assert.Empty(t, logged.list())
+}
+
+// TestQueueWaitsCountOnceWithinTheCall: the waits fn's SDK calls make in the
+// send-rate limiter's queue are the conflict span's (see attemptSpan) as
+// time during which at least one of them waited: waits of calls made in
+// parallel count once (a review: summed, four parallel reads made a window
+// 75% too large), and a wait of a goroutine that outlived the previous call
+// counts only from this call's start (the same review: it tripled the
+// window). The loops around the call's own hear them too.
+func TestQueueWaitsCountOnceWithinTheCall(t *testing.T) {
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	var outer, inner loopMark
+	ctx := withLoopMark(withLoopMark(context.Background(), &outer), &inner)
+	outer.startCall(ms(0))
+	inner.startCall(ms(10))
+	markQueued(ctx, ms(-100), ms(30)) // left by the previous call: 20 ms in inner's, 30 in outer's
+	markQueued(ctx, ms(20), ms(80))   // four reads in parallel, noted as they end
+	markQueued(ctx, ms(20), ms(90))
+	markQueued(ctx, ms(20), ms(100))
+	markQueued(ctx, ms(40), ms(60))   // a late note, within what is counted
+	markQueued(ctx, ms(200), ms(250)) // the write, after them
+	assert.Equal(t, 140*time.Millisecond, inner.queuedInCall(), "expect [10, 100] and [200, 250]")
+	assert.Equal(t, 150*time.Millisecond, outer.queuedInCall(), "expect [0, 100] and [200, 250]")
+	inner.startCall(ms(300))
+	assert.Equal(t, time.Duration(0), inner.queuedInCall(), "expect a new call to start from nothing")
 }

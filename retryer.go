@@ -123,10 +123,8 @@ func New(optFns ...func(*Options)) *Retryer {
 		partition:    o.PartitionKey,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
-		// The throttle checks alone, as the SDK's adaptive mode: a
-		// throttle that only a decorator retries is one all the same.
-		isThrottle: func(err error) bool {
-			return classes.isThrottle(err) == aws.TrueTernary
+		rateSignal: func(err error) (throttled, counted bool) {
+			return classes.rateSignal(err)
 		},
 		isConflict: func(err error) bool {
 			return classes.classify(err) == ClassConflict

@@ -539,8 +539,9 @@ func (l *sendRate) cancel(p sendPlace) {
 	l.q.cancel(p, l.syncLocked())
 }
 
-// observe records an answer seen now: throttled, or a success.
-// Other failures carry no rate signal and need not be reported. rtt is the
+// observe records an answer seen now: throttled, or not (a success, or an
+// answer at the service's usual load: see classifier.rateSignal). Other
+// failures carry no rate signal and need not be reported. rtt is the
 // expected round trip of a request: answers within it of a change of rate
 // belong to requests sent before it.
 func (l *sendRate) observe(throttled bool, rtt time.Duration) {

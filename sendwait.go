@@ -22,6 +22,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		}
 	}()
 	waited := time.Duration(0)
+	var since time.Time // when the wait began
 	// ended records the wait of a caller that waited: sent ("queued"), or
 	// given up during it (the reason), so that the waits of an overloaded
 	// queue, whose callers give up, are not missing from the histogram.
@@ -34,11 +35,17 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		if wait <= 0 {
 			due = true
 			ended("queued")
+			if waited > 0 {
+				markQueued(ctx, since, since.Add(waited)) // for the Do loop whose fn made this call, if any
+			}
 			return nil
 		}
 		// Read after the limiter's own reading, which wait counts from,
 		// so that the deadline check errs on the early side.
 		now := r.now()
+		if waited == 0 {
+			since = now
+		}
 		if deadline, ok := r.deadline(ctx); ok {
 			margin := r.sendMargin(ctx, l)
 			if remaining := deadline.Sub(now); exceeds(wait, margin, remaining) {
