@@ -341,6 +341,33 @@ func TestAttemptTimeoutCutNearTheDeadlineKeepsTheDeadline(t *testing.T) {
 	assert.Contains(t, err.Error(), "deadline")
 }
 
+// TestAttemptCutAtTheDeadlineSaysWhatTheMarginIs: after a cut at the
+// deadline the retry is refused for a margin as long as the cut attempt
+// ran, not for a learnt attempt time, and the refusal says so (two outside
+// reviews read "195ms kept for the attempt after the backoff" as the
+// attempt time the README says a cut attempt does not teach).
+// (The retry decision has the cut's 5 ms reserve before the deadline; on a
+// machine that stalls longer the context ends first, GiveUpCanceled, and
+// the operation is tried again, five times at most.)
+func TestAttemptCutAtTheDeadlineSaysWhatTheMarginIs(t *testing.T) {
+	r := jitterretry.New(fast)
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(10 * time.Second)},
+			func(ctx context.Context, _ int) error { return stall(ctx) })
+		cancel()
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g)
+		if g.Reason == jitterretry.GiveUpCanceled {
+			continue
+		}
+		require.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
+		assert.Contains(t, err.Error(), "kept for the attempt after the backoff (as long as the attempt AttemptTimeout cut at the deadline ran)")
+		return
+	}
+	t.Fatal("expect a refusal for the deadline in one of five operations")
+}
+
 // TestAttemptTimeoutEndsASuccessfulAttemptsContext: after a success the
 // attempt's context is left to its timer, which ends it (so a body read
 // later is bounded, and the context is no longer attached to the caller's:

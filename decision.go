@@ -36,7 +36,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 	if p.hasDeadline {
 		p.at = r.now()
 		if wait, remaining := p.hint.wait(0), p.deadline.Sub(p.at); exceeds(wait, p.margin, remaining) {
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr, joined: joined})
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
 	release, foreign, refused, ok := l.take(ctx, cost)
@@ -111,7 +111,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff})
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -127,12 +127,15 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 // at the attempt's own limit, which says nothing of the next attempt's
 // time, with AttemptTimeout's reserve on top, so that the next attempt, if
 // it stalls too, is cut before the deadline and the refusal names the cut.
-func (r *Retryer) marginAfter(ctx context.Context, l *lane, info errorInfo) time.Duration {
-	m := max(r.margin(ctx, l), info.cut)
+//
+// cut reports that the cut at the deadline set it, which a refusal says.
+func (r *Retryer) marginAfter(ctx context.Context, l *lane, info errorInfo) (m time.Duration, cut bool) {
+	learnt := r.margin(ctx, l)
+	m = max(learnt, info.cut)
 	if info.stalled {
 		m += attemptReserve
 	}
-	return m
+	return m, info.cut > learnt
 }
 
 // deadline returns ctx's deadline when the deadline check is on.

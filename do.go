@@ -246,7 +246,8 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorClass, at time.Time, took, queued time.Duration) (time.Duration, error) {
 	r, l := d.r, d.lane
 	info := r.classes.inspect(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: r.marginAfter(nil, l, info)}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint}
+	p.margin, p.cutMargin = r.marginAfter(nil, l, info)
 	if r.fixedMargin == 0 {
 		// fn's call may make several attempts, each of them needed again:
 		// its whole time counts. (It also holds the sleeps of the SDK's own

@@ -121,6 +121,7 @@ type GiveUpError struct {
 
 	remaining time.Duration // GiveUpDeadline: time left until the deadline
 	margin    time.Duration // GiveUpDeadline: the time kept for the attempt after the wait
+	cutMargin bool          // GiveUpDeadline: margin is as long as the attempt AttemptTimeout cut at the deadline ran
 	// GiveUpDeadline of a retry: drawn, the backoff was drawn (RetryDelay),
 	// and backoff is what it was before the service's x-amz-retry-after;
 	// not drawn (GetRetryToken), Delay is the shortest wait the hint allows.
@@ -211,15 +212,23 @@ func (e *GiveUpError) deadlineWhat() string {
 	case e.Delay > 0:
 		what = fmt.Sprintf("the service's x-amz-retry-after (a wait of %v at least)", readable(e.Delay))
 	case e.margin > 0:
-		return fmt.Sprintf("%v kept for the attempt after the backoff", readable(e.margin))
+		return fmt.Sprintf("%v kept for the attempt after the backoff%s", readable(e.margin), e.marginSource())
 	default:
 		return "" // no wait and no margin: the deadline is here
 	}
 	if e.margin > 0 && e.Delay < e.remaining {
 		// The wait alone would fit: say what does not.
-		what = strings.TrimSuffix(what, ",") + fmt.Sprintf(", and %v kept for the attempt after it,", readable(e.margin))
+		what = strings.TrimSuffix(what, ",") + fmt.Sprintf(", and %v kept for the attempt after it%s,", readable(e.margin), e.marginSource())
 	}
 	return what
+}
+
+// marginSource says where a margin that is not the attempt time came from.
+func (e *GiveUpError) marginSource() string {
+	if e.cutMargin {
+		return " (as long as the attempt AttemptTimeout cut at the deadline ran)"
+	}
+	return ""
 }
 
 // Unwrap returns the failed attempt's error; nil for a nil *GiveUpError.

@@ -168,6 +168,7 @@ type pendingRetry struct {
 	deadline    time.Time
 	hasDeadline bool
 	margin      time.Duration // what the attempt after the backoff needs
+	cutMargin   bool          // margin is the time an attempt ran before AttemptTimeout cut it at the deadline
 	cost        uint          // the tokens the retry took
 	ticket      trackRef      // the paid retry, when tracked
 	paid        ticket        // the paid retry, when not tracked

@@ -292,7 +292,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	}
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
-		p.margin = r.marginAfter(ctx, l, info)
+		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
@@ -349,7 +349,8 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	p, status, hadDeadline := r.handoff.take(opErr)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
-		p.class, p.hint, p.margin = r.classes.retryClass(opErr, info.class), info.hint, r.marginAfter(nil, nil, info)
+		p.class, p.hint = r.classes.retryClass(opErr, info.class), info.hint
+		p.margin, p.cutMargin = r.marginAfter(nil, nil, info)
 	}
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)

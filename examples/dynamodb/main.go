@@ -108,6 +108,17 @@ func main() {
 	}
 }
 
+// isTerminal reports whether w is a terminal: a progress bar redrawn into a
+// file or a pipe is one long line of its redraws (a new user's log).
+func isTerminal(w io.Writer) bool {
+	f, ok := w.(*os.File)
+	if !ok {
+		return false
+	}
+	st, err := f.Stat()
+	return err == nil && st.Mode()&os.ModeCharDevice != 0
+}
+
 func parseFlags(args []string, stderr io.Writer) (options, error) {
 	var o options
 	fs := flag.NewFlagSet("dynamodb", flag.ContinueOnError)
@@ -124,7 +135,7 @@ func parseFlags(args []string, stderr io.Writer) (options, error) {
 	fs.BoolVar(&o.transact, "transact", false, "increment with TransactWriteItems instead of UpdateItem (dynalite has no transactions)")
 	fs.DurationVar(&o.timeout, "timeout", defaultTimeout, "time limit of each strategy's run")
 	fs.DurationVar(&o.blindMaxBackoff, "blind-max-backoff", defaultBlindMaxBackoff, "cap of the blind strategies' backoff after a conflict (every strategy but contention)")
-	fs.BoolVar(&o.progress, "progress", true, "show a progress bar per strategy on stderr")
+	fs.BoolVar(&o.progress, "progress", isTerminal(stderr), "show a progress bar per strategy on stderr; default on when stderr is a terminal")
 	fs.BoolVar(&o.metrics, "metrics", false, "print the retryer's and the SDK's metrics after each strategy")
 	fs.StringVar(&o.prometheus, "prometheus", "", "serve the metrics at http://`ADDR`/metrics while running (such as 127.0.0.1:9464)")
 	if err := fs.Parse(args); err != nil {
