@@ -389,3 +389,34 @@ func TestAttemptTimeoutEndsASuccessfulAttemptsContext(t *testing.T) {
 	}
 	assert.NoError(t, ctx.Err(), "expect the caller's context untouched")
 }
+
+// TestDoMarginOfFnsTimeIsNotNamedTheCuts: in Do, fn's whole time is the
+// margin when it is longer than the cut attempt's, and the refusal must not
+// call it the cut's (a review: "296ms kept ... (as long as the attempt
+// AttemptTimeout cut at the deadline ran)" after a cut of 144 ms). fn
+// works 150 ms, then its SDK call stalls until AttemptTimeout cuts it at
+// the deadline; Classify retries the cut call as transient.
+func TestDoMarginOfFnsTimeIsNotNamedTheCuts(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.MaxAttempts = 1 })
+	for range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			time.Sleep(150 * time.Millisecond)
+			return stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(10 * time.Second)},
+				func(ctx context.Context, _ int) error { return stall(ctx) })
+		}, func(o *jitterretry.DoOptions) {
+			o.Classify = func(error) jitterretry.ErrorClass { return jitterretry.ClassTransient }
+			o.MaxAttempts = 3 // Do's own; the SDK call inside makes one attempt
+		})
+		cancel()
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g)
+		if g.Reason != jitterretry.GiveUpDeadline {
+			continue // the machine stalled past the cut's reserve: try again
+		}
+		assert.NotContains(t, err.Error(), "as long as the attempt AttemptTimeout cut", "expect fn's time, not named the cut's")
+		assert.Contains(t, err.Error(), "kept for the attempt after", "%v", err)
+		return
+	}
+	t.Fatal("expect a refusal for the deadline in one of five calls")
+}

@@ -308,14 +308,19 @@ func (c *classifier) isThrottle(err error) aws.Ternary {
 // table of 100 writes a second ran at 78 requests a second, unthrottled).
 // Anything else (a 5xx, a transaction cancelled for races and throttles at
 // once, a timeout) is not counted: it says nothing of the rate. The
-// caller's throttle checks come first, also for a conflict's code.
+// caller's throttle checks come first, also for a conflict's code, and a
+// transaction they say is no throttle is not counted.
 func (c *classifier) rateSignal(err error) (throttled, counted bool) {
 	f := c.facts(err)
 	switch {
 	case f.unreadable():
 		return false, false
-	case c.throttle(err, &f) || f.throttledTransaction():
+	case c.throttle(err, &f):
 		return true, true
+	case f.throttledTransaction():
+		// As Do classes it: a throttle, unless the caller's checks say no.
+		class, _ := c.throttledTransactionClass(err, &f)
+		return class == ClassThrottle, class == ClassThrottle
 	case f.isConflict():
 		return false, true
 	}

@@ -255,7 +255,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// the conflict backoff bounds it, fn's time never counted, and fn
 		// that makes several slow calls was started without time to end:
 		// helper-73. DeadlineMargin, when set, decides alone.)
-		p.margin = max(p.margin, took)
+		if took > p.margin {
+			p.margin, p.cutMargin = took, false // fn's time, not the cut's
+		}
 	}
 	p.deadline, p.hasDeadline = r.deadline(ctx)
 	var backoff time.Duration

@@ -7,6 +7,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
@@ -160,6 +161,19 @@ func TestLimiterHearsAConflictAsAnAnswerNotThrottled(t *testing.T) {
 			assert.Equal(t, c.thr, w.thr, "expect the throttles counted after %s", c.describe)
 		})
 	}
+	t.Run("the caller's check that a throttled transaction is no throttle", func(t *testing.T) {
+		r := New(func(o *Options) {
+			o.Clock = func() time.Time { return t0 }
+			o.SendRate = &SendRateOptions{}
+			o.Throttles = append([]retry.IsErrorThrottle{retry.IsErrorThrottleFunc(func(error) aws.Ternary { return aws.FalseTernary })}, o.Throttles...)
+		})
+		require.NoError(t, r.Err())
+		release, err := r.GetAttemptToken(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, release(transaction("ThrottlingError", "None")))
+		w := r.lanes.main.sender.win
+		assert.Equal(t, 0, w.ok+w.thr, "expect it not counted, as Do classes it transient (a review)")
+	})
 	t.Run("the caller's throttle check on a conflict's code", func(t *testing.T) {
 		r := New(func(o *Options) {
 			o.Clock = func() time.Time { return t0 }

@@ -91,8 +91,11 @@ func (m *loopMark) noteThrottle() {
 // part of it within the current call of fn that no wait noted before
 // covers. So the waits of SDK calls made in parallel count once, and a
 // goroutine that outlived its call of fn adds to the next only what it
-// waited during it. (Waits are noted as they end, so in the order of their
-// ends, but for a goroutine that ran late: its wait then counts short.)
+// waited during it. Only the end of the waits noted is kept, not their
+// union: a wait that began before one noted earlier, and ends after it,
+// counts from that one's end, short (the queue serves its places in
+// order, so the first in line is the first out; and a goroutine that notes
+// its wait late counts short too).
 func markQueued(ctx context.Context, start, end time.Time) {
 	for m := loopMarkOf(ctx); m != nil; m = m.outer {
 		m.mu.Lock()

@@ -1069,9 +1069,6 @@ func TestSDKContract_Standard_RetryDelay(t *testing.T) {
 	}
 }
 
-// TestSDKContract_Standard_retryEventuallySucceeds: the default backoff with
-// the jitter fixed at half the window, and the bucket through two retried
-// operations and a first-attempt success.
 // sdkcBuckets are the buckets of 500 tokens a port runs with: the
 // retryer's own, and the SDK's ratelimit.NewTokenRateLimit(500), which the
 // SDK's tests give retry.NewStandard.
@@ -1082,6 +1079,9 @@ func sdkcBuckets() map[string]func(o *jitterretry.Options) {
 	}
 }
 
+// TestSDKContract_Standard_retryEventuallySucceeds: the default backoff with
+// the jitter fixed at half the window, and the bucket through two retried
+// operations and a first-attempt success, with each bucket.
 func TestSDKContract_Standard_retryEventuallySucceeds(t *testing.T) {
 	for name, bucket := range sdkcBuckets() {
 		t.Run(name, func(t *testing.T) {
