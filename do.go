@@ -308,8 +308,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		if gerr := r.admit(&p, attempt, err, cost, false); gerr != nil {
 			return 0, gerr
 		}
-		paid := p.paid
-		d.paid = &paid
+		d.paid = &p.paid // schedule forgets it when it refunds a refusal
 		if d.seq != nil {
 			backoff = d.seq.NextFor(r.throttleBackoff(class, nil))
 		} else {
@@ -338,16 +337,15 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		}
 		return 0, r.hooks.giveUp(ctx, g)
 	}
-	// schedule refunds a retry it refuses before the hooks hear of it: the
-	// loop no longer holds it then, so a hook that panics cannot make the
-	// deferred refund give it back twice.
-	paid := d.paid
-	d.paid = nil
+	// schedule refunds a retry it refuses, and forgets its tokens, before the
+	// hooks hear of it: a hook that panics then leaves the deferred refund
+	// nothing to give back twice, and one that panics on a retry scheduled
+	// (OnRetry) leaves it the retry, never sent.
 	wait, gerr := r.schedule(&p, attempt, err, backoff, skippedCheck{})
 	if gerr != nil {
+		d.paid = nil
 		return 0, gerr
 	}
-	d.paid = paid
 	return wait, nil
 }
 
@@ -424,10 +422,10 @@ func (d *doLoop) throttleErr() error {
 
 // refund gives back the tokens of a retry that will not be sent.
 func (d *doLoop) refund() {
-	if d.paid != nil {
+	if d.paid != nil && d.paid.lane != nil {
 		d.paid.refund()
-		d.paid = nil
 	}
+	d.paid = nil
 }
 
 // cap is the longest conflict backoff: the Retryer's MaxBackoff when it has

@@ -994,6 +994,14 @@ func TestDoPanicInFnGivesTheRetrysTokensBack(t *testing.T) {
 		})
 		assert.Equal(t, uint(486), r.Remaining(), "expect the failed retry's cost spent")
 	})
+	t.Run("OnRetry", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.BaseDelay = time.Millisecond
+			o.OnRetry = func(jitterretry.RetryEvent) { panic("OnRetry") }
+		})
+		panics(t, r, context.Background(), fails) // the retry pays 14, is scheduled, never sent
+		assert.Equal(t, uint(500), r.Remaining(), "expect the unsent retry's tokens back (a review: 486)")
+	})
 	t.Run("OnGiveUp", func(t *testing.T) {
 		now := time.Now()
 		r := jitterretry.New(func(o *jitterretry.Options) {

@@ -182,7 +182,9 @@ type pendingRetry struct {
 // refused operations never ask for it.
 func (p *pendingRetry) checksDeadline() bool { return p.hasDeadline && !p.refused }
 
-// refund gives the tokens of the retry back, unless they were claimed.
+// refund gives the tokens of the retry back, unless they were claimed, and
+// forgets them: a second refund (a Do loop's, after a hook that panicked)
+// gives nothing.
 func (p *pendingRetry) refund(tr *tracked) {
 	switch {
 	case p.ticket.slot != nil:
@@ -190,6 +192,7 @@ func (p *pendingRetry) refund(tr *tracked) {
 	case p.paid.lane != nil:
 		p.paid.refund()
 	}
+	p.ticket, p.paid = trackRef{}, ticket{}
 }
 
 // handoffStatus is what take found.
