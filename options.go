@@ -215,7 +215,7 @@ type Options struct {
 	Clock func() time.Time
 
 	// MeterProvider, when set, receives the retryer's metrics (see the
-	// README's Observability section); pass the same provider as the
+	// README's "Hooks and observability" section); pass the same provider as the
 	// service client's Options.MeterProvider. Default nil: nothing is
 	// recorded and nothing allocated.
 	MeterProvider metrics.MeterProvider

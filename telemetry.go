@@ -16,7 +16,7 @@ import (
 )
 
 // The instruments, in the style of the SDK's own client.call.* metrics. The
-// README's Observability section lists them with their attributes.
+// README's "Hooks and observability" section lists them with their attributes.
 const (
 	meterScope = "github.com/jitterretry/jitterretry"
 
