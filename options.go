@@ -183,7 +183,9 @@ type Options struct {
 	// SendRate, when set, turns on the adaptive client-side send-rate
 	// limiter: every attempt waits in GetAttemptToken for its turn to send,
 	// at a rate learnt from the service's throttles, one limiter per
-	// partition. While a partition's limiter holds its callers back (at a
+	// partition: without a PartitionKey one for the whole client, so for a
+	// client that serves several tables, partition by table, or a hot
+	// table's throttles set the rate every table's calls wait for. While a partition's limiter holds its callers back (at a
 	// finite rate, one had 1 ms or more to wait for its turn in the last
 	// second, in a queue that sent at half its rate or more: not a few
 	// callers arriving together at a rate far above what they send), a
