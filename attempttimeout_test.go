@@ -3,6 +3,7 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -419,4 +420,44 @@ func TestDoMarginOfFnsTimeIsNotNamedTheCuts(t *testing.T) {
 		return
 	}
 	t.Fatal("expect a refusal for the deadline in one of five calls")
+}
+
+// TestAHugeMarginAfterAStallNeverOverflows: after a stall cut at its own
+// limit the margin gains AttemptTimeout's reserve; with a DeadlineMargin
+// near math.MaxInt64 the sum wrapped to a negative margin, and with less
+// than the reserve left a 50 ms backoff passed the deadline check. The
+// retryer's clock reads the deadline 2 ms away when the cut attempt fails
+// (the context's own deadline is far, so a retry that slipped through
+// would succeed).
+func TestAHugeMarginAfterAStallNeverOverflows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	var cutAt atomic.Pointer[time.Time]
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.DeadlineMargin = math.MaxInt64
+		o.Backoff = fixedBackoff(50 * time.Millisecond)
+		o.Clock = func() time.Time {
+			if at := cutAt.Load(); at != nil {
+				return deadline.Add(-2 * time.Millisecond).Add(time.Since(*at))
+			}
+			return time.Now()
+		}
+	})
+	attempts := 0
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(5 * time.Millisecond)},
+		func(ctx context.Context, attempt int) error {
+			attempts = attempt
+			if attempt == 1 {
+				err := stall(ctx)
+				now := time.Now()
+				cutAt.Store(&now)
+				return err
+			}
+			return nil
+		})
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect the retry refused with 2 ms left, got %v after %d attempts", err, attempts)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+	assert.Equal(t, 1, attempts)
 }

@@ -271,7 +271,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		backoff = d.conflictBackoff.Next(at, d.attemptSpan(took, queued), seen, current)
 		if p.hasDeadline {
 			p.at = r.now()
-			backoff = d.fitConflict(backoff, p.deadline.Sub(p.at)-p.margin)
+			if left := p.deadline.Sub(p.at); left > p.margin { // no overflow below
+				backoff = d.fitConflict(backoff, left-p.margin)
+			}
 		}
 		// A throttle since the previous call says that the table's
 		// capacity, not the item, is the limit, which the conflicts
