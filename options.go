@@ -129,8 +129,12 @@ type Options struct {
 	// its bucket is full again (and its send-rate limiter, if any, has been
 	// idle for a minute, after which it starts over anyway), and a new key
 	// that finds 1024 makes the 64 least recently used be forgotten,
-	// whatever their buckets hold (each starts again with a full one).
-	// Retryer.Remaining reads the shared partition only. Default nil.
+	// whatever their buckets hold (each starts again with a full one). A
+	// key longer than 256 bytes is kept, and named in metrics, events and
+	// errors, as its first 64 bytes (whole characters), "…" and 32 hex
+	// digits of its SHA-256, so that the keys kept hold little memory
+	// whatever their length. Retryer.Remaining reads the shared partition
+	// only. Default nil.
 	PartitionKey func(ctx context.Context) string
 
 	// DisableDeadlineGiveUp turns the deadline check off: by default, when
