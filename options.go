@@ -223,7 +223,10 @@ type Options struct {
 	// MeterProvider, when set, receives the retryer's metrics (see the
 	// README's "Hooks and observability" section); pass the same provider as the
 	// service client's Options.MeterProvider. Default nil: nothing is
-	// recorded and nothing allocated.
+	// recorded and nothing allocated. With a PartitionKey, the counters and
+	// histograms have a series for every key they ever saw: for keys that
+	// come and go (tenants), drop the jitterretry.partition attribute with
+	// a view, as the README shows.
 	MeterProvider metrics.MeterProvider
 }
 

@@ -30,7 +30,9 @@ const (
 
 	// Attributes. The service and operation are named as in the SDK's
 	// metrics; every other attribute takes a value from a closed set, or
-	// a partition key, of which at most 1024 are kept.
+	// a partition key: the gauges report the 1024 partitions kept at most,
+	// the counters and histograms every key they ever saw (the README
+	// shows a view that drops the attribute).
 	attrService   = "rpc.service"
 	attrMethod    = "rpc.method"
 	attrPartition = "jitterretry.partition"
