@@ -116,7 +116,17 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
+	// OnRetry must not panic; one that does (a bug a server may recover
+	// from) must not keep the tokens of the retry it stopped: under a
+	// context that cannot end, no sweep would give them back.
+	reported := false
+	defer func() {
+		if !reported {
+			p.refund(r.tracked)
+		}
+	}()
 	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: check.skipped}, p.cost, p.lane, check.counted)
+	reported = true
 	return wait, nil
 }
 

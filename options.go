@@ -170,9 +170,9 @@ type Options struct {
 	// its delay is known: in RetryDelay, so not under a wrapper that
 	// replaces it (retry.AddWithMaxBackoffDelay), and also for a retry
 	// whose caller then gives up during the backoff. It must be safe for
-	// concurrent use and quick, and must not panic: it runs after the
-	// retry is paid for, and a panic keeps the tokens of a retry whose
-	// context cannot end.
+	// concurrent use and quick, and must not panic: a panic reaches the
+	// operation's caller, and the retry it stopped, already paid for,
+	// gives its tokens back.
 	OnRetry func(RetryEvent)
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
