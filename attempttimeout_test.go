@@ -132,19 +132,47 @@ func TestAttemptTimeoutLeavesTheNextCutItsReserve(t *testing.T) {
 	}
 }
 
+// earlyDeadline is a context whose Deadline reports an earlier time than the
+// one at which it ends, so that AttemptTimeout sizes its cut by the reported
+// deadline while the cut is the only timer that can end the attempt.
+type earlyDeadline struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c earlyDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+
 // TestAttemptTimeoutCutsWithLessThanItsReserveLeft: an attempt that starts
 // with less than the 5 ms reserve before the deadline (a retry whose
 // backoff's sleep ran late) is still cut, at half of what is left, so that
 // the cause reaches the caller. It was left to the deadline, and the call
 // ended in the SDK's bare "context deadline exceeded" (helper-73: deadlines
 // in a 1 ms band after a stall).
+// The deadline reported is 4 ms away, under the reserve, but the context
+// ends a second later: with a real 3 ms deadline a busy machine let the
+// deadline pass before the middleware read it, or the context's timer fire
+// before the cut's. An attempt uncut runs into the late end and fails the
+// assertion. An attempt that starts after the reported deadline had nothing
+// to cut, and the operation is tried again, five times at most.
 func TestAttemptTimeoutCutsWithLessThanItsReserveLeft(t *testing.T) {
 	r := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
-	defer cancel()
-	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
-		func(ctx context.Context, _ int) error { return stall(ctx) })
-	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the attempt cut before the deadline, got %v", err)
+	for range 5 {
+		ends, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx := earlyDeadline{Context: ends, deadline: time.Now().Add(4 * time.Millisecond)}
+		var started time.Time
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+			func(ctx context.Context, _ int) error {
+				started = time.Now()
+				return stall(ctx)
+			})
+		cancel()
+		if !started.Before(ctx.deadline) {
+			continue // the middleware read the deadline after it passed
+		}
+		assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the attempt cut before the deadline, got %v", err)
+		return
+	}
+	t.Fatal("expect an attempt started before the reported deadline in one of five operations")
 }
 
 // TestAttemptTimeoutAfterACutKeepsTheUsualMargin: the retry after a cut
