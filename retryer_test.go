@@ -214,12 +214,21 @@ func (s *sharedErrorRetryer) GetRetryToken(ctx context.Context, err error) (func
 // TestSharedErrorValueNoCrossTalk: two operations that fail with the same
 // error value at once never see each other's deadline or tokens. Their
 // retries are reported Unchecked and go ahead as retry.Standard's would.
+// The deadlines are on the retryer's clock, an hour ahead of the wall
+// clock, which only the test advances, so that neither passes during the
+// operations, and the short operation's context ends when both retries are
+// handed off: with a real 50 ms deadline, a machine that delayed either
+// operation's first attempt that long had the short one refused.
 func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 	var mu sync.Mutex
 	var events []jitterretry.RetryEvent
 	var gaveUp []*jitterretry.GiveUpError
+	base := time.Now().Add(time.Hour)
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 100 * time.Millisecond, nil })
+		o.Clock = clock
 		o.OnRetry = func(e jitterretry.RetryEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
 		o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, e); mu.Unlock() }
 	})
@@ -227,15 +236,18 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 	shared.arrived.Add(2)
 	sentinel := serverErr() // one value, returned by both operations
 
-	long, cancelLong := context.WithTimeout(context.Background(), time.Hour)
+	long, cancelLong := context.WithDeadline(context.Background(), clock().Add(time.Hour))
 	defer cancelLong()
-	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	short, cancelShort := context.WithDeadline(context.Background(), clock().Add(50*time.Millisecond))
 	defer cancelShort()
+	// The short operation's caller leaves once both retries are handed
+	// off, before its 100 ms backoff ends, as its deadline would.
+	leaves := cancelOnRetryToken{RetryerV2: shared, cancel: cancelShort}
 	var longErr, shortErr error
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _, longErr = operation(long, shared, script(fail(sentinel), ok)) }()
-	go func() { defer wg.Done(); _, shortErr = operation(short, shared, script(fail(sentinel), ok)) }()
+	go func() { defer wg.Done(); _, shortErr = operation(short, leaves, script(fail(sentinel), ok)) }()
 	wg.Wait()
 
 	assert.NoError(t, longErr, "expect the hour-long operation to retry, not to give up with the other's deadline")
@@ -248,10 +260,12 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 		assert.True(t, e.Unchecked, "expect the ambiguous hand-off reported")
 	}
 	// The short operation's retry was cut by its context during the
-	// backoff: its 14 tokens come back; the long one's were refunded by its
-	// success.
-	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, 3*time.Second, 10*time.Millisecond,
-		"expect every token back, got %d", r.Remaining())
+	// backoff: its 14 tokens come back, reclaimGrace (50 ms) after a sweep
+	// first sees it (the ambiguous hand-off recorded no backoff's end); the
+	// long one's were refunded by its success.
+	_ = r.Remaining() // the first sweep to see the short operation's context ended
+	offset.Add(int64(time.Second))
+	assert.Equal(t, uint(500), r.Remaining(), "expect every token back")
 }
 
 // TestRefusalLeavesLaterOperationsChecked: a retry the empty budget refused
@@ -621,15 +635,18 @@ func (foreverBackoff) BackoffDelay(int, error) (time.Duration, error) {
 
 // TestSentRetryKeepsItsCost: once the backoff is over and the retry is sent,
 // its tokens are spent, as in the SDK, even if its context then ends.
+// The retry ends its context itself: a 100 ms deadline could also end
+// during the backoff on a busy machine, and the retry, never sent, was
+// rightly refunded.
 func TestSentRetryKeepsItsCost(t *testing.T) {
 	r := jitterretry.New(fast)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, err := operation(ctx, r, func(n int) error {
 		if n == 1 {
 			return serverErr()
 		}
-		<-ctx.Done() // the retry hangs until the caller gives up
+		cancel() // the retry is on the wire; its caller gives up
 		return &aws.RequestCanceledError{Err: ctx.Err()}
 	})
 	require.Error(t, err)
