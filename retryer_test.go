@@ -1161,31 +1161,53 @@ func TestEmptyBudgetWaitFindsAbandonedTokens(t *testing.T) {
 // TestEmptyBudgetWaitCountsTowardTheDeadline: a retry admitted after the
 // empty-budget wait has that much less time before its deadline; the
 // deadline check of its backoff counts from after the wait.
+// The deadline is on the retryer's clock, an hour ahead of the wall clock,
+// so the context's own timer never ends the wait: with a real 300 ms
+// deadline, a wait woken 85 ms late was cut by it, and the budget refused.
+// A stall of as long before the wait starts still leaves too little time
+// for it (the wait is cut short, and the budget refuses at the deadline
+// less the margin and the 5 ms reserve): such a run says nothing of the
+// check after the wait, and is tried again, five times at most. A retryer
+// that checked from before the wait admits the retry and fails every run.
 func TestEmptyBudgetWaitCountsTowardTheDeadline(t *testing.T) {
-	r := emptyBucketRetryer(func(o *jitterretry.Options) {
-		o.MaxBackoff, o.DeadlineMargin = 400*time.Millisecond, 10*time.Millisecond
-	})
-	abandoned, cancelAbandoned := context.WithCancel(context.Background())
-	first := throttleErr()
-	_, err := r.GetRetryToken(abandoned, first)
-	require.NoError(t, err)
-	_, err = r.RetryDelay(1, first)
-	require.NoError(t, err)
-	time.Sleep(10 * time.Millisecond)
-	cancelAbandoned()
-	time.Sleep(400 * time.Millisecond)
+	const margin, refusalReserve = 10 * time.Millisecond, 5 * time.Millisecond
+	for range 5 {
+		var ahead atomic.Int64
+		ahead.Store(int64(time.Hour))
+		clock := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+		r := emptyBucketRetryer(func(o *jitterretry.Options) {
+			o.MaxBackoff, o.DeadlineMargin, o.Clock = 400*time.Millisecond, margin, clock
+		})
+		abandoned, cancelAbandoned := context.WithCancel(context.Background())
+		first := throttleErr()
+		_, err := r.GetRetryToken(abandoned, first)
+		require.NoError(t, err)
+		_, err = r.RetryDelay(1, first)
+		require.NoError(t, err)
+		cancelAbandoned()
+		// Nobody looks until well after its 200 ms backoff would have
+		// ended: its tokens come back reclaimGrace after a sweep sees it.
+		ahead.Add(int64(400 * time.Millisecond))
 
-	// 300 ms left: the 200 ms wait for tokens fits, the 400 ms backoff of
-	// attempt 2 (200 ms once the wait is taken off) then does not.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	second := throttleErr()
-	_, err = r.GetRetryToken(ctx, second)
-	require.NoError(t, err, "expect the abandoned tokens found during the wait")
-	d, err := r.RetryDelay(2, second)
-	var g *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &g, "expect a give-up, not a backoff of %v past the deadline", d)
-	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+		// 300 ms left: the 200 ms wait for tokens fits, the 400 ms backoff of
+		// attempt 2 (200 ms once the wait is taken off) then does not.
+		deadline := clock().Add(300 * time.Millisecond)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		second := throttleErr()
+		_, err = r.GetRetryToken(ctx, second)
+		if err != nil && !clock().Before(deadline.Add(-margin-refusalReserve)) {
+			cancel()
+			continue // stalled before the wait: it was cut short
+		}
+		require.NoError(t, err, "expect the abandoned tokens found during the wait")
+		d, err := r.RetryDelay(2, second)
+		cancel()
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g, "expect a give-up, not a backoff of %v past the deadline", d)
+		assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+		return
+	}
+	t.Fatal("expect a run whose empty-budget wait started in time, got five stalled before it")
 }
 
 // TestAnEmptyBudgetHoldsACallerWhoseDeadlineTheBackoffPasses: when the
