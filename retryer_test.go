@@ -275,12 +275,18 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 // still pending, was paired ambiguously, and lost its deadline check: the
 // SDK slept its backoff into the deadline and returned a bare
 // RequestCanceledError.
+// The retryer's clock stands still, an hour ahead of the wall clock, and
+// only the test moves it: the operations' 100 ms, set on it, are always
+// left when GetRetryToken looks. On a clock that ran with the wall clock, a
+// machine that delayed an operation 100 ms before its GetRetryToken had it
+// refused there, before any hand-off: the operation right after the
+// refusal then had no retry to report unchecked.
 func TestRefusalLeavesLaterOperationsChecked(t *testing.T) {
 	bucket := jitterretry.NewTokenBucket(14, 0) // one retry of a 5xx
 	var unchecked atomic.Int32
-	base := time.Now()
+	base := time.Now().Add(time.Hour)
 	var offset atomic.Int64
-	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.RateLimiter = bucket
 		o.Clock = clock
@@ -326,8 +332,9 @@ func TestRefusalLeavesLaterOperationsChecked(t *testing.T) {
 	_, _ = soon()
 	assert.Positive(t, unchecked.Load(), "expect the ambiguous pairing reported")
 	offset.Add(int64(2 * time.Second))
-	// Its retry, unchecked, slept into the deadline: its tokens come back
-	// once the retryer sees the context done.
+	// Its retry, unchecked, was not checked against its deadline: it went
+	// ahead after its 1 s backoff (the context ends an hour later) and
+	// succeeded, which gave its tokens back.
 	require.Eventually(t, func() bool { return r.Remaining() == 14 }, 3*time.Second, 10*time.Millisecond)
 	before := unchecked.Load()
 	checked(3)
