@@ -209,6 +209,9 @@ func TestLongPartitionKeysAreKeptShort(t *testing.T) {
 	assert.LessOrEqual(t, len(a.key), maxKeyLen)
 	assert.True(t, utf8.ValidString(a.key), "expect whole characters in %.300q", a.key)
 	assert.True(t, strings.HasPrefix(a.key, strings.Repeat("é", 32)+"…"), "expect a readable prefix in %.300q", a.key)
+	ctxA := WithPartition(context.Background(), long("a"))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { r.lanes.get(ctxA) }), "expect a long key found again without a copy of it")
+	assert.Less(t, len(get(long(strings.Repeat("\xff", 99))).key), shortKeyLen+1, "expect invalid bytes dropped from the prefix")
 	short := strings.Repeat("k", maxKeyLen)
 	assert.Equal(t, short, get(short).key, "expect a key of maxKeyLen bytes kept as it is")
 
