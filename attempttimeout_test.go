@@ -541,3 +541,29 @@ func TestAHugeMarginAfterAStallNeverOverflows(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
 	assert.Equal(t, 1, attempts)
 }
+
+// TestAMarginLearntFromAClockLeapNeverOverflows: twice a learnt attempt
+// time saturates. A custom clock that leapt 200 years during an attempt
+// teaches an attempt time whose double wraps to a negative margin, which
+// let a retry through with 50 years left against the 200-year attempt.
+func TestAMarginLearntFromAClockLeapNeverOverflows(t *testing.T) {
+	var leap atomic.Int64
+	const years200 = time.Duration(200 * 365 * 24 * time.Hour)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = fixedBackoff(time.Millisecond)
+		o.Clock = func() time.Time { return time.Now().Add(time.Duration(leap.Load())) }
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(years200).Add(50*365*24*time.Hour))
+	defer cancel()
+	attempts := 0
+	err := stackOperation(ctx, r, nil, func(context.Context, int) error {
+		if attempts++; attempts == 1 {
+			leap.Store(int64(years200)) // the attempt took 200 years, on the retryer's clock
+		}
+		return serverErr()
+	})
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect the retry refused, got %v after %d attempts", err, attempts)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+	assert.Equal(t, 1, attempts)
+}

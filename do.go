@@ -384,7 +384,7 @@ func (d *doLoop) partitionNews() bool {
 // this Retryer's middleware) took is all there is.
 func (d *doLoop) attemptSpan(took, queued time.Duration) time.Duration {
 	if est := d.lane.attempts.estimate(); est > 0 {
-		return min(took, 2*est+queued)
+		return min(took, addSaturating(addSaturating(est, est), queued))
 	}
 	return took
 }
