@@ -133,7 +133,9 @@ type Options struct {
 	// key longer than 256 bytes is kept, and named in metrics, events and
 	// errors, as its first 64 bytes (whole characters), "…" and 32 hex
 	// digits of its SHA-256, so that the keys kept hold little memory
-	// whatever their length. Retryer.Remaining reads the shared partition
+	// whatever their length (hashed on every call that names it; a key
+	// spelled as another's short form shares its partition).
+	// Retryer.Remaining reads the shared partition
 	// only. Default nil.
 	PartitionKey func(ctx context.Context) string
 
@@ -172,7 +174,9 @@ type Options struct {
 	// whose caller then gives up during the backoff. It must be safe for
 	// concurrent use and quick, and must not panic: a panic reaches the
 	// operation's caller, and the retry it stopped, already paid for,
-	// gives its tokens back.
+	// gives its tokens back (twice, when a wrapper of RetryDelay recovers
+	// the panic and lets the retry go ahead under a context without a
+	// deadline or cancel: its release refunds a retry that then succeeds).
 	OnRetry func(RetryEvent)
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
@@ -189,11 +193,12 @@ type Options struct {
 	// at a rate learnt from the service's throttles, one limiter per
 	// partition: without a PartitionKey one for the whole client, so for a
 	// client that serves several tables, partition by table, or a hot
-	// table's throttles set the rate every table's calls wait for. While a partition's limiter holds its callers back (at a
-	// finite rate, one had 1 ms or more to wait for its turn in the last
-	// second, in a queue that sent at half its rate or more: not a few
-	// callers arriving together at a rate far above what they send), a
-	// throttle's retry on an empty bucket takes no tokens and
+	// table's throttles set the rate every table's calls wait for. While a
+	// partition's limiter holds its callers back (at a finite rate, one had
+	// 1 ms or more to wait for its turn in the last second, in a queue that
+	// sent at half its rate or more: not a few callers arriving together
+	// at a rate far above what they send), a throttle's retry on an empty
+	// bucket takes no tokens and
 	// waits its turn instead of failing, unless FailFastOnEmptyBudget or
 	// RateLimiter is set: what is sent is the limiter's rate however many
 	// of those waiting are retries. With UnlimitedAttempts and no

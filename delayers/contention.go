@@ -63,8 +63,10 @@ type Contention struct {
 	Cap time.Duration
 	// Source supplies the randomness. Nil means the runtime's generator,
 	// as does a Source that cannot be called (a nil func, a nil pointer to
-	// one of math/rand's generators) or one of math/rand's generators left
-	// at its zero value: Contention has no constructor to report it. A
+	// one of math/rand's generators) or a rand.Rand or rand.Zipf left at
+	// its zero value, which only their constructors make usable (a zero
+	// rand.PCG or rand.ChaCha8 works, and is used): Contention has no
+	// constructor to report it. A
 	// working math/rand generator (a *rand.Rand, say), which the delayers'
 	// constructors refuse because one delayer serves many goroutines, is
 	// used as given, since a Contention serves one loop: give each
