@@ -3,6 +3,7 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"math"
 	"net/http"
 	"sync/atomic"
 	"testing"
@@ -117,20 +118,71 @@ func TestAttemptTimeoutIsNotTheMarginAfterACut(t *testing.T) {
 // call ends in a GiveUpDeadline wrapping the cut. With no margin learnt
 // yet, a retry started with 5 ms or less left had no cut at all and ran
 // into the deadline: the SDK's bare "context deadline exceeded", the cause
-// lost (helper-70).
+// lost (helper-70). With 310 and 312 ms no retry fits after the cut at
+// 300 ms; with 330 ms one does, and it is cut at the deadline less 5 ms.
+// The retry decision has the 5 to 12 ms before the deadline; a run whose
+// decision or cut a busy machine delayed past what the run can tell apart
+// is tried again, five times at most (see lateRun).
 func TestAttemptTimeoutLeavesTheNextCutItsReserve(t *testing.T) {
-	for _, deadline := range []time.Duration{310 * time.Millisecond, 312 * time.Millisecond, 330 * time.Millisecond} {
-		r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(7 * time.Millisecond) })
-		ctx, cancel := context.WithTimeout(context.Background(), deadline)
-		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
-			func(ctx context.Context, _ int) error { return stall(ctx) })
-		cancel()
-		var gu *jitterretry.GiveUpError
-		require.ErrorAs(t, err, &gu, "deadline %v: expect the retryer's give-up, got %v", deadline, err)
-		assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "deadline %v", deadline)
-		assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "deadline %v: expect the cut inside the give-up", deadline)
+	for _, c := range []struct {
+		deadline time.Duration
+		attempts int
+	}{{310 * time.Millisecond, 1}, {312 * time.Millisecond, 1}, {330 * time.Millisecond, 2}} {
+		clean := false
+		for try := 0; try < 5 && !clean; try++ {
+			r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(7 * time.Millisecond) })
+			ctx, cancel := context.WithTimeout(context.Background(), c.deadline)
+			attempts, lastEnd := 0, time.Time{}
+			err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+				func(ctx context.Context, attempt int) error {
+					attempts = attempt
+					defer func() { lastEnd = time.Now() }()
+					return stall(ctx)
+				})
+			deadline, _ := ctx.Deadline()
+			left := time.Until(deadline)
+			cancel()
+			// Fewer attempts than expected, with less left than the 7 ms
+			// backoff and the 5 ms reserve when the call returned: the
+			// decision may have read the clock that late.
+			if lateRun(err, deadline, lastEnd) || (attempts < c.attempts && left < 12*time.Millisecond) {
+				continue
+			}
+			clean = true
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu, "deadline %v: expect the retryer's give-up, got %v", c.deadline, err)
+			assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "deadline %v", c.deadline)
+			assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "deadline %v: expect the cut inside the give-up", c.deadline)
+			assert.Equal(t, c.attempts, attempts, "deadline %v: expect a retry only when its backoff, the attempt and the reserve fit", c.deadline)
+		}
+		if !clean {
+			t.Fatalf("deadline %v: expect one of five operations not delayed past its deadline", c.deadline)
+		}
 	}
 }
+
+// lateRun reports whether an operation that ended in err, with its last
+// attempt's send returning at lastEnd, ran too late to tell what the
+// retryer chose: its retry decision ran after the deadline
+// (GiveUpCanceled), or the attempt returned after the deadline, which may
+// then have ended it before the cut's timer did. A defect that always
+// shows as one of these still fails the test that retries such runs: it
+// never has a clean run.
+func lateRun(err error, deadline, lastEnd time.Time) bool {
+	var gu *jitterretry.GiveUpError
+	canceled := errors.As(err, &gu) && gu.Reason == jitterretry.GiveUpCanceled
+	return canceled || !lastEnd.Before(deadline)
+}
+
+// earlyDeadline is a context whose Deadline reports an earlier time than the
+// one at which it ends, so that AttemptTimeout sizes its cut by the reported
+// deadline while the cut is the only timer that can end the attempt.
+type earlyDeadline struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c earlyDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
 
 // TestAttemptTimeoutCutsWithLessThanItsReserveLeft: an attempt that starts
 // with less than the 5 ms reserve before the deadline (a retry whose
@@ -138,35 +190,64 @@ func TestAttemptTimeoutLeavesTheNextCutItsReserve(t *testing.T) {
 // the cause reaches the caller. It was left to the deadline, and the call
 // ended in the SDK's bare "context deadline exceeded" (helper-73: deadlines
 // in a 1 ms band after a stall).
+// The deadline reported is 4 ms away, under the reserve, but the context
+// ends a second later: with a real 3 ms deadline a busy machine let the
+// deadline pass before the middleware read it, or the context's timer fire
+// before the cut's. An attempt uncut runs into the late end and fails the
+// assertion. An attempt that starts after the reported deadline had nothing
+// to cut, and the operation is tried again, five times at most.
 func TestAttemptTimeoutCutsWithLessThanItsReserveLeft(t *testing.T) {
 	r := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 1 })
-	ctx, cancel := context.WithTimeout(context.Background(), 3*time.Millisecond)
-	defer cancel()
-	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
-		func(ctx context.Context, _ int) error { return stall(ctx) })
-	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the attempt cut before the deadline, got %v", err)
+	for range 5 {
+		ends, cancel := context.WithTimeout(context.Background(), time.Second)
+		ctx := earlyDeadline{Context: ends, deadline: time.Now().Add(4 * time.Millisecond)}
+		var started time.Time
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+			func(ctx context.Context, _ int) error {
+				started = time.Now()
+				return stall(ctx)
+			})
+		cancel()
+		if !started.Before(ctx.deadline) {
+			continue // the middleware read the deadline after it passed
+		}
+		assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the attempt cut before the deadline, got %v", err)
+		return
+	}
+	t.Fatal("expect an attempt started before the reported deadline in one of five operations")
 }
 
 // TestAttemptTimeoutAfterACutKeepsTheUsualMargin: the retry after a cut
 // still leaves the usual attempt time before the deadline: attempts that
-// take 200 ms are not retried with 100 ms left.
+// take 200 ms are not retried with 100 ms left. A run that a busy machine
+// delayed past the deadline (see lateRun) is tried again, five times at
+// most.
 func TestAttemptTimeoutAfterACutKeepsTheUsualMargin(t *testing.T) {
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Backoff = fixedBackoff(0)
-		o.DeadlineMargin = 200 * time.Millisecond
-	})
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
-	defer cancel()
-	attempts := 0
-	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
-		func(ctx context.Context, attempt int) error {
-			attempts = attempt
-			return stall(ctx) // cut at 300 ms, 100 ms left
+	for range 5 {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = fixedBackoff(0)
+			o.DeadlineMargin = 200 * time.Millisecond
 		})
-	var gu *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &gu)
-	assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
-	assert.Equal(t, 1, attempts, "expect no retry: 100 ms left, the attempt needs 200")
+		ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+		attempts, lastEnd := 0, time.Time{}
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+			func(ctx context.Context, attempt int) error {
+				attempts = attempt
+				defer func() { lastEnd = time.Now() }()
+				return stall(ctx) // cut at 300 ms, 100 ms left
+			})
+		deadline, _ := ctx.Deadline()
+		cancel()
+		if lateRun(err, deadline, lastEnd) {
+			continue
+		}
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason)
+		assert.Equal(t, 1, attempts, "expect no retry: 100 ms left, the attempt needs 200")
+		return
+	}
+	t.Fatal("expect one of five operations not delayed past its deadline")
 }
 
 // TestAttemptTimeoutCutsAStalledAttempt: the stalled first attempt is cut at
@@ -419,4 +500,70 @@ func TestDoMarginOfFnsTimeIsNotNamedTheCuts(t *testing.T) {
 		return
 	}
 	t.Fatal("expect a refusal for the deadline in one of five calls")
+}
+
+// TestAHugeMarginAfterAStallNeverOverflows: after a stall cut at its own
+// limit the margin gains AttemptTimeout's reserve; with a DeadlineMargin
+// near math.MaxInt64 the sum wrapped to a negative margin, and with less
+// than the reserve left a 50 ms backoff passed the deadline check. The
+// retryer's clock reads the deadline 2 ms away when the cut attempt fails
+// (the context's own deadline is far, so a retry that slipped through
+// would succeed).
+func TestAHugeMarginAfterAStallNeverOverflows(t *testing.T) {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	deadline, _ := ctx.Deadline()
+	var cutAt atomic.Pointer[time.Time]
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.DeadlineMargin = math.MaxInt64
+		o.Backoff = fixedBackoff(50 * time.Millisecond)
+		o.Clock = func() time.Time {
+			if at := cutAt.Load(); at != nil {
+				return deadline.Add(-2 * time.Millisecond).Add(time.Since(*at))
+			}
+			return time.Now()
+		}
+	})
+	attempts := 0
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(5 * time.Millisecond)},
+		func(ctx context.Context, attempt int) error {
+			attempts = attempt
+			if attempt == 1 {
+				err := stall(ctx)
+				now := time.Now()
+				cutAt.Store(&now)
+				return err
+			}
+			return nil
+		})
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect the retry refused with 2 ms left, got %v after %d attempts", err, attempts)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+	assert.Equal(t, 1, attempts)
+}
+
+// TestAMarginLearntFromAClockLeapNeverOverflows: twice a learnt attempt
+// time saturates. A custom clock that leapt 200 years during an attempt
+// teaches an attempt time whose double wraps to a negative margin, which
+// let a retry through with 50 years left against the 200-year attempt.
+func TestAMarginLearntFromAClockLeapNeverOverflows(t *testing.T) {
+	var leap atomic.Int64
+	const years200 = time.Duration(200 * 365 * 24 * time.Hour)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = fixedBackoff(time.Millisecond)
+		o.Clock = func() time.Time { return time.Now().Add(time.Duration(leap.Load())) }
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), time.Now().Add(years200).Add(50*365*24*time.Hour))
+	defer cancel()
+	attempts := 0
+	err := stackOperation(ctx, r, nil, func(context.Context, int) error {
+		if attempts++; attempts == 1 {
+			leap.Store(int64(years200)) // the attempt took 200 years, on the retryer's clock
+		}
+		return serverErr()
+	})
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect the retry refused, got %v after %d attempts", err, attempts)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+	assert.Equal(t, 1, attempts)
 }

@@ -7,6 +7,7 @@ package jitterretry
 
 import (
 	"context"
+	"math"
 	"time"
 )
 
@@ -115,7 +116,17 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
+	// OnRetry must not panic; one that does (a bug a server may recover
+	// from) must not keep the tokens of the retry it stopped: under a
+	// context that cannot end, no sweep would give them back.
+	reported := false
+	defer func() {
+		if !reported {
+			p.refund(r.tracked)
+		}
+	}()
 	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: check.skipped}, p.cost, p.lane, check.counted)
+	reported = true
 	return wait, nil
 }
 
@@ -133,7 +144,7 @@ func (r *Retryer) marginAfter(ctx context.Context, l *lane, info errorInfo) (m t
 	learnt := r.margin(ctx, l)
 	m = max(learnt, info.cut)
 	if info.stalled {
-		m += attemptReserve
+		m = addSaturating(m, attemptReserve)
 	}
 	return m, info.cut > learnt
 }
@@ -144,6 +155,16 @@ func (r *Retryer) deadline(ctx context.Context) (time.Time, bool) {
 		return time.Time{}, false
 	}
 	return ctx.Deadline()
+}
+
+// addSaturating returns d+extra, extra >= 0, at most the longest duration:
+// a DeadlineMargin near it plus a reserve wrapped to a negative margin,
+// which let a retry with the reserve or less left pass the deadline check.
+func addSaturating(d, extra time.Duration) time.Duration {
+	if d > math.MaxInt64-extra {
+		return math.MaxInt64
+	}
+	return d + extra
 }
 
 // exceeds reports whether a wait plus margin would end past remaining,
@@ -167,10 +188,13 @@ func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin
 	}
+	var e time.Duration
 	if ctx == nil {
-		return 2 * l.attempts.estimate()
+		e = l.attempts.estimate()
+	} else {
+		e = l.attempts.estimateOf(operationOf(ctx))
 	}
-	return 2 * l.attempts.estimateOf(operationOf(ctx))
+	return addSaturating(e, e) // a clock that leapt forward made an attempt last ages
 }
 
 // sendMargin is the time a wait for the send-rate limiter's queue must

@@ -271,7 +271,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		backoff = d.conflictBackoff.Next(at, d.attemptSpan(took, queued), seen, current)
 		if p.hasDeadline {
 			p.at = r.now()
-			backoff = d.fitConflict(backoff, p.deadline.Sub(p.at)-p.margin)
+			if left := p.deadline.Sub(p.at); left > p.margin { // no overflow below
+				backoff = d.fitConflict(backoff, left-p.margin)
+			}
 		}
 		// A throttle since the previous call says that the table's
 		// capacity, not the item, is the limit, which the conflicts
@@ -382,7 +384,7 @@ func (d *doLoop) partitionNews() bool {
 // this Retryer's middleware) took is all there is.
 func (d *doLoop) attemptSpan(took, queued time.Duration) time.Duration {
 	if est := d.lane.attempts.estimate(); est > 0 {
-		return min(took, 2*est+queued)
+		return min(took, addSaturating(addSaturating(est, est), queued))
 	}
 	return took
 }

@@ -590,13 +590,26 @@ func TestDoBadInput(t *testing.T) {
 // together); a throttle of another caller of the client in the default
 // partition does not: counted, one goroutine throttled on another table
 // every 100 ms made 32 loops on one item 50 times slower.
+// The contention backoff is drawn from the attempts' learnt time: on the
+// wall clock one attempt descheduled for 7 ms or more drew it past the
+// throttle base. Time is the Retryer's injected clock, which only the
+// attempts advance, 1 ms each, so the contention backoff stays a few round
+// trips (30 ms at most here), well under the base, and the floor alone can
+// lift it over.
 func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 	const throttleBase = 200 * time.Millisecond
+	var mu sync.Mutex
+	now := time.Unix(1_000_000, 0)
+	clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+	advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+
 	var cancel context.CancelFunc
 	var conflicts []time.Duration
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential // a throttle's first backoff is exactly throttleBase
 		o.BaseDelay, o.ThrottleBaseDelay = time.Millisecond, throttleBase
+		o.Source = delayers.NewSource(1)
+		o.Clock = clock
 		o.PartitionKey = jitterretry.PartitionFromContext
 		o.OnRetry = func(e jitterretry.RetryEvent) {
 			if e.Class == jitterretry.ClassConflict {
@@ -606,13 +619,17 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 		}
 	})
 	throttledOnce := func(_ context.Context, attempt int) error {
+		advance(time.Millisecond) // the attempt's round trip
 		if attempt == 1 {
 			return throttleErr()
 		}
 		return conflictErr()
 	}
 	inConflict := func(ctx context.Context) error {
-		return stackOperation(ctx, r, nil, func(context.Context, int) error { return conflictErr() })
+		return stackOperation(ctx, r, nil, func(context.Context, int) error {
+			advance(time.Millisecond)
+			return conflictErr()
+		})
 	}
 	orders := jitterretry.WithPartition(context.Background(), "orders")
 	cases := []struct {

@@ -30,10 +30,19 @@ func drain(t *testing.T, r *Retryer, bucket *TokenBucket) {
 // operation of the same error value whose own entry another error evicted:
 // an outside review found the later operation, with no deadline, refused
 // for the refusal's deadline, and its 14 tokens lost.
+// The refusal's deadline is on the retryer's clock, an hour ahead of the
+// wall clock, which only the test advances: with a real 30 ms deadline, a
+// machine that delayed the first GetRetryToken that long had the retry
+// refused for its context (GiveUpCanceled), not the budget, and left no
+// refusal to hand on.
 func TestStaleRefusalIsNotAnotherOperationsEntry(t *testing.T) {
 	bucket := NewTokenBucket(100, 0)
+	base := time.Now().Add(time.Hour)
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
 	r := New(func(o *Options) {
 		o.RateLimiter = bucket
+		o.Clock = clock
 		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 10 * time.Millisecond, nil })
 	})
 	shared := errors.New("shared sentinel")
@@ -44,11 +53,11 @@ func TestStaleRefusalIsNotAnotherOperationsEntry(t *testing.T) {
 		}
 	}
 	drain(t, r, bucket)
-	soon, cancel := context.WithTimeout(context.Background(), 30*time.Millisecond)
+	soon, cancel := context.WithDeadline(context.Background(), clock().Add(30*time.Millisecond))
 	defer cancel()
-	_, err := r.GetRetryToken(soon, shared)
+	_, err := r.GetRetryToken(soon, shared) // refused after its 10 ms wait
 	require.ErrorIs(t, err, ErrRetryBudgetExhausted)
-	time.Sleep(150 * time.Millisecond) // the refusal is stale, its deadline past
+	offset.Add(int64(150 * time.Millisecond)) // the refusal is stale, its deadline past
 	bucket.AddTokens(100)
 
 	_, err = r.GetRetryToken(context.Background(), shared) // no deadline

@@ -4,8 +4,12 @@ import (
 	"context"
 	"fmt"
 	"math"
+	"runtime"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
+	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -186,4 +190,39 @@ func TestLimiterHearsAConflictAsAnAnswerNotThrottled(t *testing.T) {
 		require.NoError(t, release(coded("TransactionConflictException")))
 		assert.Equal(t, 1, r.lanes.main.sender.win.thr, "expect the caller's throttle check to decide")
 	})
+}
+
+// TestLongPartitionKeysAreKeptShort: a key longer than maxKeyLen is kept as
+// a short prefix and a hash of the whole, the same for the same key and
+// different for keys that differ only past the prefix, so that the 1024
+// keys kept hold little memory whatever their length (1024 keys of 256 KB
+// kept 266 MB before: an outside review).
+func TestLongPartitionKeysAreKeptShort(t *testing.T) {
+	r := New(func(o *Options) { o.PartitionKey = PartitionFromContext })
+	require.NoError(t, r.Err())
+	long := func(tail string) string { return strings.Repeat("é", 40_000) + tail } // 80 KB; a cut at 64 bytes would split an é
+	get := func(key string) *lane { return r.lanes.get(WithPartition(context.Background(), key)) }
+
+	a, b := get(long("a")), get(long("b"))
+	assert.Same(t, a, get(long("a")), "expect the same key to find the same partition")
+	assert.NotSame(t, a, b, "expect keys that differ past the prefix apart")
+	assert.LessOrEqual(t, len(a.key), maxKeyLen)
+	assert.True(t, utf8.ValidString(a.key), "expect whole characters in %.300q", a.key)
+	assert.True(t, strings.HasPrefix(a.key, strings.Repeat("é", 32)+"…"), "expect a readable prefix in %.300q", a.key)
+	ctxA := WithPartition(context.Background(), long("a"))
+	assert.Zero(t, testing.AllocsPerRun(100, func() { r.lanes.get(ctxA) }), "expect a long key found again without a copy of it")
+	assert.Less(t, len(get(long(strings.Repeat("\xff", 99))).key), shortKeyLen+1, "expect invalid bytes dropped from the prefix")
+	short := strings.Repeat("k", maxKeyLen)
+	assert.Equal(t, short, get(short).key, "expect a key of maxKeyLen bytes kept as it is")
+
+	var before, after runtime.MemStats
+	runtime.GC()
+	runtime.ReadMemStats(&before)
+	for i := range maxPartitions {
+		get(long(strconv.Itoa(i)))
+	}
+	runtime.GC()
+	runtime.ReadMemStats(&after)
+	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
+	assert.Less(t, grew, int64(16<<20), "expect 1024 keys of 80 KB to keep little of them (80 MB kept whole), grew %d bytes", grew)
 }

@@ -129,8 +129,14 @@ type Options struct {
 	// its bucket is full again (and its send-rate limiter, if any, has been
 	// idle for a minute, after which it starts over anyway), and a new key
 	// that finds 1024 makes the 64 least recently used be forgotten,
-	// whatever their buckets hold (each starts again with a full one).
-	// Retryer.Remaining reads the shared partition only. Default nil.
+	// whatever their buckets hold (each starts again with a full one). A
+	// key longer than 256 bytes is kept, and named in metrics, events and
+	// errors, as its first 64 bytes (whole characters), "…" and 32 hex
+	// digits of its SHA-256, so that the keys kept hold little memory
+	// whatever their length (hashed on every call that names it; a key
+	// spelled as another's short form shares its partition).
+	// Retryer.Remaining reads the shared partition
+	// only. Default nil.
 	PartitionKey func(ctx context.Context) string
 
 	// DisableDeadlineGiveUp turns the deadline check off: by default, when
@@ -166,9 +172,11 @@ type Options struct {
 	// its delay is known: in RetryDelay, so not under a wrapper that
 	// replaces it (retry.AddWithMaxBackoffDelay), and also for a retry
 	// whose caller then gives up during the backoff. It must be safe for
-	// concurrent use and quick, and must not panic: it runs after the
-	// retry is paid for, and a panic keeps the tokens of a retry whose
-	// context cannot end.
+	// concurrent use and quick, and must not panic: a panic reaches the
+	// operation's caller, and the retry it stopped, already paid for,
+	// gives its tokens back (twice, when a wrapper of RetryDelay recovers
+	// the panic and lets the retry go ahead under a context without a
+	// deadline or cancel: its release refunds a retry that then succeeds).
 	OnRetry func(RetryEvent)
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
@@ -183,11 +191,14 @@ type Options struct {
 	// SendRate, when set, turns on the adaptive client-side send-rate
 	// limiter: every attempt waits in GetAttemptToken for its turn to send,
 	// at a rate learnt from the service's throttles, one limiter per
-	// partition. While a partition's limiter holds its callers back (at a
-	// finite rate, one had 1 ms or more to wait for its turn in the last
-	// second, in a queue that sent at half its rate or more: not a few
-	// callers arriving together at a rate far above what they send), a
-	// throttle's retry on an empty bucket takes no tokens and
+	// partition: without a PartitionKey one for the whole client, so for a
+	// client that serves several tables, partition by table, or a hot
+	// table's throttles set the rate every table's calls wait for. While a
+	// partition's limiter holds its callers back (at a finite rate, one had
+	// 1 ms or more to wait for its turn in the last second, in a queue that
+	// sent at half its rate or more: not a few callers arriving together
+	// at a rate far above what they send), a throttle's retry on an empty
+	// bucket takes no tokens and
 	// waits its turn instead of failing, unless FailFastOnEmptyBudget or
 	// RateLimiter is set: what is sent is the limiter's rate however many
 	// of those waiting are retries. With UnlimitedAttempts and no
@@ -215,9 +226,12 @@ type Options struct {
 	Clock func() time.Time
 
 	// MeterProvider, when set, receives the retryer's metrics (see the
-	// README's Observability section); pass the same provider as the
+	// README's "Hooks and observability" section); pass the same provider as the
 	// service client's Options.MeterProvider. Default nil: nothing is
-	// recorded and nothing allocated.
+	// recorded and nothing allocated. With a PartitionKey, the counters and
+	// histograms have a series for every key they ever saw: for keys that
+	// come and go (tenants), drop the jitterretry.partition attribute with
+	// a view, as the README shows.
 	MeterProvider metrics.MeterProvider
 }
 

@@ -214,12 +214,21 @@ func (s *sharedErrorRetryer) GetRetryToken(ctx context.Context, err error) (func
 // TestSharedErrorValueNoCrossTalk: two operations that fail with the same
 // error value at once never see each other's deadline or tokens. Their
 // retries are reported Unchecked and go ahead as retry.Standard's would.
+// The deadlines are on the retryer's clock, an hour ahead of the wall
+// clock, which only the test advances, so that neither passes during the
+// operations, and the short operation's context ends when both retries are
+// handed off: with a real 50 ms deadline, a machine that delayed either
+// operation's first attempt that long had the short one refused.
 func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 	var mu sync.Mutex
 	var events []jitterretry.RetryEvent
 	var gaveUp []*jitterretry.GiveUpError
+	base := time.Now().Add(time.Hour)
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 100 * time.Millisecond, nil })
+		o.Clock = clock
 		o.OnRetry = func(e jitterretry.RetryEvent) { mu.Lock(); events = append(events, e); mu.Unlock() }
 		o.OnGiveUp = func(e *jitterretry.GiveUpError) { mu.Lock(); gaveUp = append(gaveUp, e); mu.Unlock() }
 	})
@@ -227,15 +236,18 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 	shared.arrived.Add(2)
 	sentinel := serverErr() // one value, returned by both operations
 
-	long, cancelLong := context.WithTimeout(context.Background(), time.Hour)
+	long, cancelLong := context.WithDeadline(context.Background(), clock().Add(time.Hour))
 	defer cancelLong()
-	short, cancelShort := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	short, cancelShort := context.WithDeadline(context.Background(), clock().Add(50*time.Millisecond))
 	defer cancelShort()
+	// The short operation's caller leaves once both retries are handed
+	// off, before its 100 ms backoff ends, as its deadline would.
+	leaves := cancelOnRetryToken{RetryerV2: shared, cancel: cancelShort}
 	var longErr, shortErr error
 	var wg sync.WaitGroup
 	wg.Add(2)
 	go func() { defer wg.Done(); _, longErr = operation(long, shared, script(fail(sentinel), ok)) }()
-	go func() { defer wg.Done(); _, shortErr = operation(short, shared, script(fail(sentinel), ok)) }()
+	go func() { defer wg.Done(); _, shortErr = operation(short, leaves, script(fail(sentinel), ok)) }()
 	wg.Wait()
 
 	assert.NoError(t, longErr, "expect the hour-long operation to retry, not to give up with the other's deadline")
@@ -248,10 +260,12 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 		assert.True(t, e.Unchecked, "expect the ambiguous hand-off reported")
 	}
 	// The short operation's retry was cut by its context during the
-	// backoff: its 14 tokens come back; the long one's were refunded by its
-	// success.
-	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, 3*time.Second, 10*time.Millisecond,
-		"expect every token back, got %d", r.Remaining())
+	// backoff: its 14 tokens come back, reclaimGrace (50 ms) after a sweep
+	// first sees it (the ambiguous hand-off recorded no backoff's end); the
+	// long one's were refunded by its success.
+	_ = r.Remaining() // the first sweep to see the short operation's context ended
+	offset.Add(int64(time.Second))
+	assert.Equal(t, uint(500), r.Remaining(), "expect every token back")
 }
 
 // TestRefusalLeavesLaterOperationsChecked: a retry the empty budget refused
@@ -261,12 +275,18 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 // still pending, was paired ambiguously, and lost its deadline check: the
 // SDK slept its backoff into the deadline and returned a bare
 // RequestCanceledError.
+// The retryer's clock stands still, an hour ahead of the wall clock, and
+// only the test moves it: the operations' 100 ms, set on it, are always
+// left when GetRetryToken looks. On a clock that ran with the wall clock, a
+// machine that delayed an operation 100 ms before its GetRetryToken had it
+// refused there, before any hand-off: the operation right after the
+// refusal then had no retry to report unchecked.
 func TestRefusalLeavesLaterOperationsChecked(t *testing.T) {
 	bucket := jitterretry.NewTokenBucket(14, 0) // one retry of a 5xx
 	var unchecked atomic.Int32
-	base := time.Now()
+	base := time.Now().Add(time.Hour)
 	var offset atomic.Int64
-	clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.RateLimiter = bucket
 		o.Clock = clock
@@ -312,8 +332,9 @@ func TestRefusalLeavesLaterOperationsChecked(t *testing.T) {
 	_, _ = soon()
 	assert.Positive(t, unchecked.Load(), "expect the ambiguous pairing reported")
 	offset.Add(int64(2 * time.Second))
-	// Its retry, unchecked, slept into the deadline: its tokens come back
-	// once the retryer sees the context done.
+	// Its retry, unchecked, was not checked against its deadline: it went
+	// ahead after its 1 s backoff (the context ends an hour later) and
+	// succeeded, which gave its tokens back.
 	require.Eventually(t, func() bool { return r.Remaining() == 14 }, 3*time.Second, 10*time.Millisecond)
 	before := unchecked.Load()
 	checked(3)
@@ -621,15 +642,18 @@ func (foreverBackoff) BackoffDelay(int, error) (time.Duration, error) {
 
 // TestSentRetryKeepsItsCost: once the backoff is over and the retry is sent,
 // its tokens are spent, as in the SDK, even if its context then ends.
+// The retry ends its context itself: a 100 ms deadline could also end
+// during the backoff on a busy machine, and the retry, never sent, was
+// rightly refunded.
 func TestSentRetryKeepsItsCost(t *testing.T) {
 	r := jitterretry.New(fast)
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	_, err := operation(ctx, r, func(n int) error {
 		if n == 1 {
 			return serverErr()
 		}
-		<-ctx.Done() // the retry hangs until the caller gives up
+		cancel() // the retry is on the wire; its caller gives up
 		return &aws.RequestCanceledError{Err: ctx.Err()}
 	})
 	require.Error(t, err)
@@ -1144,31 +1168,53 @@ func TestEmptyBudgetWaitFindsAbandonedTokens(t *testing.T) {
 // TestEmptyBudgetWaitCountsTowardTheDeadline: a retry admitted after the
 // empty-budget wait has that much less time before its deadline; the
 // deadline check of its backoff counts from after the wait.
+// The deadline is on the retryer's clock, an hour ahead of the wall clock,
+// so the context's own timer never ends the wait: with a real 300 ms
+// deadline, a wait woken 85 ms late was cut by it, and the budget refused.
+// A stall of as long before the wait starts still leaves too little time
+// for it (the wait is cut short, and the budget refuses at the deadline
+// less the margin and the 5 ms reserve): such a run says nothing of the
+// check after the wait, and is tried again, five times at most. A retryer
+// that checked from before the wait admits the retry and fails every run.
 func TestEmptyBudgetWaitCountsTowardTheDeadline(t *testing.T) {
-	r := emptyBucketRetryer(func(o *jitterretry.Options) {
-		o.MaxBackoff, o.DeadlineMargin = 400*time.Millisecond, 10*time.Millisecond
-	})
-	abandoned, cancelAbandoned := context.WithCancel(context.Background())
-	first := throttleErr()
-	_, err := r.GetRetryToken(abandoned, first)
-	require.NoError(t, err)
-	_, err = r.RetryDelay(1, first)
-	require.NoError(t, err)
-	time.Sleep(10 * time.Millisecond)
-	cancelAbandoned()
-	time.Sleep(400 * time.Millisecond)
+	const margin, refusalReserve = 10 * time.Millisecond, 5 * time.Millisecond
+	for range 5 {
+		var ahead atomic.Int64
+		ahead.Store(int64(time.Hour))
+		clock := func() time.Time { return time.Now().Add(time.Duration(ahead.Load())) }
+		r := emptyBucketRetryer(func(o *jitterretry.Options) {
+			o.MaxBackoff, o.DeadlineMargin, o.Clock = 400*time.Millisecond, margin, clock
+		})
+		abandoned, cancelAbandoned := context.WithCancel(context.Background())
+		first := throttleErr()
+		_, err := r.GetRetryToken(abandoned, first)
+		require.NoError(t, err)
+		_, err = r.RetryDelay(1, first)
+		require.NoError(t, err)
+		cancelAbandoned()
+		// Nobody looks until well after its 200 ms backoff would have
+		// ended: its tokens come back reclaimGrace after a sweep sees it.
+		ahead.Add(int64(400 * time.Millisecond))
 
-	// 300 ms left: the 200 ms wait for tokens fits, the 400 ms backoff of
-	// attempt 2 (200 ms once the wait is taken off) then does not.
-	ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
-	defer cancel()
-	second := throttleErr()
-	_, err = r.GetRetryToken(ctx, second)
-	require.NoError(t, err, "expect the abandoned tokens found during the wait")
-	d, err := r.RetryDelay(2, second)
-	var g *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &g, "expect a give-up, not a backoff of %v past the deadline", d)
-	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+		// 300 ms left: the 200 ms wait for tokens fits, the 400 ms backoff of
+		// attempt 2 (200 ms once the wait is taken off) then does not.
+		deadline := clock().Add(300 * time.Millisecond)
+		ctx, cancel := context.WithDeadline(context.Background(), deadline)
+		second := throttleErr()
+		_, err = r.GetRetryToken(ctx, second)
+		if err != nil && !clock().Before(deadline.Add(-margin-refusalReserve)) {
+			cancel()
+			continue // stalled before the wait: it was cut short
+		}
+		require.NoError(t, err, "expect the abandoned tokens found during the wait")
+		d, err := r.RetryDelay(2, second)
+		cancel()
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g, "expect a give-up, not a backoff of %v past the deadline", d)
+		assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+		return
+	}
+	t.Fatal("expect a run whose empty-budget wait started in time, got five stalled before it")
 }
 
 // TestAnEmptyBudgetHoldsACallerWhoseDeadlineTheBackoffPasses: when the
@@ -1557,3 +1603,23 @@ func (l ctxLimiter) GetToken(ctx context.Context, _ uint) (func() error, error) 
 	return nil, ctx.Err()
 }
 func (l ctxLimiter) AddTokens(uint) error { return nil }
+
+// TestAPanicInOnRetryGivesTheRetrysTokensBack: OnRetry must not panic, but
+// one that does, under the SDK's middleware with a context that never ends,
+// kept the 14 tokens of each retry it stopped for good (an outside review:
+// 10 recovered panics, 140 of 500 tokens gone). They come back at once now.
+func TestAPanicInOnRetryGivesTheRetrysTokensBack(t *testing.T) {
+	withDeadline, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for name, ctx := range map[string]context.Context{"no deadline": context.Background(), "a deadline": withDeadline} {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnRetry = func(jitterretry.RetryEvent) { panic("a hook's bug") }
+			})
+			for range 10 {
+				assert.PanicsWithValue(t, "a hook's bug", func() { _, _ = operation(ctx, r, script(serverErr)) })
+			}
+			assert.Equal(t, uint(500), r.Remaining(), "expect every stopped retry's tokens back")
+		})
+	}
+}

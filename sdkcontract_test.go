@@ -2230,14 +2230,22 @@ func TestSDKContract_DeadlineBackoff(t *testing.T) {
 // the deadline. A retry with between one and two attempt times left may
 // still win, and the SDK makes it; we refuse it, keeping the cause, and
 // DisableDeadlineGiveUp (or a small DeadlineMargin) makes it as the SDK.
+// The attempts take 200 ms of the retryers' clock, not of the wall clock:
+// with real sleeps, a first one 60 ms late taught a margin that refused the
+// first retry. The clock runs an hour ahead of the wall clock and the
+// deadline is set on it, so the context's real timer cannot end an
+// operation (the SDK, which reads no clock, runs against it too).
 func TestSDKContract_DifferenceLearntMargin(t *testing.T) {
 	t.Parallel()
 	const attempt, deadline = 200 * time.Millisecond, 750 * time.Millisecond
+	var elapsed atomic.Int64
+	start := time.Now().Add(time.Hour)
+	clock := func() time.Time { return start.Add(time.Duration(elapsed.Load())) }
 	zero := retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
 	cause := serverErr()
 	slow := func(answer func() error) func() error {
 		return func() error {
-			time.Sleep(attempt)
+			elapsed.Add(int64(attempt))
 			if answer == nil {
 				return nil
 			}
@@ -2246,7 +2254,7 @@ func TestSDKContract_DifferenceLearntMargin(t *testing.T) {
 	}
 	answers := func() func(int) error { return script(slow(fail(cause)), slow(fail(cause)), slow(ok)) }
 	run := func(r aws.Retryer) (int, error) {
-		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(deadline))
 		defer cancel()
 		return operation(ctx, r, answers())
 	}
@@ -2255,7 +2263,7 @@ func TestSDKContract_DifferenceLearntMargin(t *testing.T) {
 	require.NoError(t, err, "the SDK: expect its third attempt, 600 ms in, to win")
 	requireAttempts(t, 3, attempts, err)
 
-	attempts, err = run(jitterretry.New(func(o *jitterretry.Options) { o.Backoff = zero }))
+	attempts, err = run(jitterretry.New(func(o *jitterretry.Options) { o.Backoff, o.Clock = zero, clock }))
 	requireAttempts(t, 2, attempts, err)
 	var gu *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &gu, "expect a *GiveUpError, got %v", err)
@@ -2263,7 +2271,7 @@ func TestSDKContract_DifferenceLearntMargin(t *testing.T) {
 	assert.ErrorIs(t, err, cause)
 
 	attempts, err = run(jitterretry.New(func(o *jitterretry.Options) {
-		o.Backoff = zero
+		o.Backoff, o.Clock = zero, clock
 		o.DisableDeadlineGiveUp = true
 	}))
 	require.NoError(t, err, "expect DisableDeadlineGiveUp to retry as the SDK")

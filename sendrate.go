@@ -30,7 +30,8 @@ type SendRateOptions struct {
 	InitialRate float64
 
 	// MinRate is the floor the rate never drops below, in requests per
-	// second. Zero means 1.
+	// second. Zero means 1; below 0.001 (a request every 1000 s) is
+	// invalid.
 	MinRate float64
 
 	// MaxRate is the ceiling the rate never grows above, in requests per
@@ -48,6 +49,9 @@ const (
 	// the rate to follow a change of capacity within a second.
 	sendWindow     = 100 * time.Millisecond
 	defaultMinRate = 1.0
+	// minMinRate is the lowest MinRate accepted: below it, every attempt
+	// waits for ages (5e-324 held each for 2,562,047 hours).
+	minMinRate = 0.001
 	// A round trip shorter than minRTT (or not yet measured) is taken as
 	// minRTT when telling the answers to requests sent before a change of
 	// rate from those sent after.
@@ -413,6 +417,8 @@ func (o SendRateOptions) validate() error {
 		return &OptionsError{Option: "SendRate.InitialRate", Reason: "must be zero (unlimited) or positive"}
 	case o.MinRate < 0 || math.IsNaN(o.MinRate) || math.IsInf(o.MinRate, 1):
 		return &OptionsError{Option: "SendRate.MinRate", Reason: "must be zero (default 1) or a positive finite rate"}
+	case o.MinRate > 0 && o.MinRate < minMinRate:
+		return &OptionsError{Option: "SendRate.MinRate", Reason: fmt.Sprintf("must be zero (default 1) or at least %v (a request every %v)", minMinRate, time.Duration(float64(time.Second)/minMinRate))}
 	case o.MaxRate < 0 || math.IsNaN(o.MaxRate):
 		return &OptionsError{Option: "SendRate.MaxRate", Reason: "must be zero (none) or positive"}
 	case o.MaxRate > 0 && o.MaxRate < o.withDefaults().MinRate:

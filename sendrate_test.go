@@ -482,6 +482,10 @@ func TestSendRateOptionsValidated(t *testing.T) {
 		"NaN min":               {MinRate: math.NaN()},
 		"max below min":         {MinRate: 10, MaxRate: 5},
 		"max below default min": {MaxRate: 0.5},
+		// A floor of a request every 10^324 s: every attempt, the first
+		// included, waited 2,562,047 hours (an outside review).
+		"tiny min":                         {MinRate: 5e-324, InitialRate: 5e-324},
+		"min below a request every 1000 s": {MinRate: 0.0009},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var oe *OptionsError
@@ -489,6 +493,7 @@ func TestSendRateOptionsValidated(t *testing.T) {
 		})
 	}
 	assert.NoError(t, SendRateOptions{MinRate: 0.1, MaxRate: 0.5}.validate(), "expect a slow ceiling valid above a slower floor")
+	assert.NoError(t, SendRateOptions{MinRate: minMinRate, InitialRate: 5e-324}.validate(), "expect the slowest floor valid, and a tiny InitialRate clamped to it")
 }
 
 // TestTheLimiterReadsTheMonotonicClockByDefault: with Options.Clock left to

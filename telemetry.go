@@ -16,7 +16,7 @@ import (
 )
 
 // The instruments, in the style of the SDK's own client.call.* metrics. The
-// README's Observability section lists them with their attributes.
+// README's "Hooks and observability" section lists them with their attributes.
 const (
 	meterScope = "github.com/jitterretry/jitterretry"
 
@@ -30,7 +30,9 @@ const (
 
 	// Attributes. The service and operation are named as in the SDK's
 	// metrics; every other attribute takes a value from a closed set, or
-	// a partition key, of which at most 1024 are kept.
+	// a partition key: the gauges report the 1024 partitions kept at most,
+	// the counters and histograms every key they ever saw (the README
+	// shows a view that drops the attribute).
 	attrService   = "rpc.service"
 	attrMethod    = "rpc.method"
 	attrPartition = "jitterretry.partition"

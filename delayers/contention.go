@@ -62,8 +62,15 @@ type Contention struct {
 	// Cap bounds every delay. Zero or less means DefaultCap (20 s).
 	Cap time.Duration
 	// Source supplies the randomness. Nil means the runtime's generator,
-	// as does a Source a delayer's constructor refuses (see
-	// Options.Source): Contention has no constructor to report it.
+	// as does a Source that cannot be called (a nil func, a nil pointer to
+	// one of math/rand's generators) or a rand.Rand or rand.Zipf left at
+	// its zero value, which only their constructors make usable (a zero
+	// rand.PCG or rand.ChaCha8 works, and is used): Contention has no
+	// constructor to report it. A
+	// working math/rand generator (a *rand.Rand, say), which the delayers'
+	// constructors refuse because one delayer serves many goroutines, is
+	// used as given, since a Contention serves one loop: give each
+	// Contention its own, or a Source safe for concurrent use (NewSource).
 	Source Source
 
 	rtt         time.Duration // v, smoothed
