@@ -50,8 +50,10 @@ const attemptReserve = 5 * time.Millisecond
 // The attempt's context ends when the attempt fails; after a success it is
 // left to its timer, which ends it at the attempt's limit, so a response
 // body the caller streams afterwards is still bounded by d (and each
-// context lives at most d, however long the caller's context lives). It is for operations whose response is read in the
-// attempt (DynamoDB, SQS, most APIs), not for long downloads.
+// context lives at most d, however long the caller's context lives). It
+// is for operations whose response is read in the attempt (DynamoDB, SQS,
+// most APIs), not for long downloads; a long poll (SQS ReceiveMessage
+// with WaitTimeSeconds) needs a d of its own, longer than its wait.
 func AttemptTimeout(d time.Duration) func(*middleware.Stack) error {
 	return func(stack *middleware.Stack) error {
 		if d <= 0 {

@@ -246,3 +246,24 @@ func BenchmarkPartitionKeys(b *testing.B) {
 		}
 	}
 }
+
+// BenchmarkNew is what making a Retryer costs, beside retry.NewStandard:
+// ours makes fixed-size tables (the hand-off, the tracking of held
+// retries) that one per client pays once, and one per operation pays per
+// request.
+func BenchmarkNew(b *testing.B) {
+	var keep any
+	b.Run("sdk-standard", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			keep = retry.NewStandard()
+		}
+	})
+	b.Run("ours", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			keep = jitterretry.New()
+		}
+	})
+	_ = keep
+}
