@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"slices"
 	"strings"
@@ -1023,26 +1024,44 @@ func TestDoInDoAroundAClientWithAnotherRetryerReportsOnce(t *testing.T) {
 // not fix it though the README says it does (helper-72: "858ms kept for
 // the attempt after it" with a 10 ms DeadlineMargin). Now DeadlineMargin
 // fixes Do's margin. (The learnt margin still counts fn's whole time.)
+// The retryer's clock stands still but for the SDK's 300 ms sleep, which
+// the server adds when the SDK's retry arrives, and the 800 ms deadline is
+// on it: Do then sees exactly 500 ms left for its 300 ms backoff and the
+// margin. Against a real 800 ms deadline the real sleeps and round trips
+// left 190 ms of slack, which a sleep woken late or a stall before Do's
+// check used up. fn's time kept as the margin, 300 ms, still leaves the
+// backoff no room.
 func TestDoMarginIsNotTheSDKsSleeps(t *testing.T) {
+	const sdkSleep = 300 * time.Millisecond
 	for _, margin := range []time.Duration{10 * time.Millisecond} {
+		clk := newTestClock()
 		r := jitterretry.New(func(o *jitterretry.Options) {
-			o.Backoff = constBackoff(300 * time.Millisecond)
+			o.Backoff = constBackoff(sdkSleep)
 			o.DeadlineMargin = margin
+			o.Clock = clk.Now
 		})
 		// The SDK retries the throttle inside fn's first call after 300 ms,
 		// and that call ends in a conflict; Do waits the Retryer's throttle
 		// backoff, 300 ms, and its second call succeeds.
-		srv := newScriptServer(t, throttle, ccf, ok)
+		script := &scriptServer{script: []reply{throttle, ccf, ok}}
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+			if strings.HasPrefix(req.Header.Get("Amz-Sdk-Request"), "attempt=2;") {
+				clk.Advance(sdkSleep) // the SDK's sleep before its retry, on the retryer's clock
+			}
+			script.serve(w, req)
+		}))
 		client := newClient(srv.URL, r)
-		ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+		ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(800*time.Millisecond))
 		calls := 0
 		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
 			calls++
 			return conditionalPut(ctx, client)
 		})
 		cancel()
+		srv.Close()
 		require.NoError(t, err, "DeadlineMargin %v: expect the retry to fit: 300 ms backoff and the attempt's time in 500 ms", margin)
 		assert.Equal(t, 2, calls)
+		assert.Equal(t, 3, script.Calls(), "expect the SDK's retry of the throttle inside fn's first call")
 	}
 }
 

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/credentials"
@@ -149,4 +150,43 @@ func transactWrite(ctx context.Context, c *dynamodb.Client, items int) error {
 func requireNoErr(t *testing.T, err error) {
 	t.Helper()
 	require.NoError(t, err)
+}
+
+// testClock is a retryer's Options.Clock that the test moves. It starts an
+// hour ahead of the wall clock, so that a context whose deadline is set on
+// it has its own timer an hour away: only the retryer's checks, which read
+// this clock, see that deadline, and a busy machine's late wake-ups cannot
+// end the context first. It stands still, moving only when advanced, until
+// run, from when it moves with the wall clock from where it stood.
+type testClock struct {
+	mu      sync.Mutex
+	at      time.Time     // the reading while it stands still
+	running bool          // it moves with the wall clock...
+	offset  time.Duration // ...this far ahead of it
+}
+
+func newTestClock() *testClock { return &testClock{at: time.Now().Add(time.Hour)} }
+
+func (c *testClock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.running {
+		return time.Now().Add(c.offset)
+	}
+	return c.at
+}
+
+// Advance moves the clock d forward.
+func (c *testClock) Advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.at = c.at.Add(d)
+	c.offset += d
+}
+
+// Run sets the clock moving with the wall clock from its current reading.
+func (c *testClock) Run() {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.running, c.offset = true, time.Until(c.at)
 }

@@ -536,36 +536,58 @@ func TestRemainingAndPartitionOutsideAnOperation(t *testing.T) {
 }
 
 // TestALimiterWaitLeavesTheAttemptItsUsualTime: four callers arrive
-// together at a send-rate limiter whose MaxRate makes three of them wait
-// 10-30 ms; each has 400 ms for an operation whose attempts take about
-// 200 ms. A wait after which the attempt's usual time still fits is made:
-// it was refused for the retries' margin, twice the attempt time, so every
-// caller that had to wait at all failed at once while the one that had
-// none was sent and succeeded (helper-58).
+// together at a send-rate limiter whose MaxRate makes three of them wait,
+// up to 30 ms; each has twice the time the operation's attempts take. A wait
+// after which the attempt's usual time still fits is made: it was refused
+// for the retries' margin, twice the attempt time, so every caller that
+// had to wait at all failed at once while the one that had none was sent
+// and succeeded (helper-58: 400 ms for 200 ms attempts).
+// The attempt time is learnt on the retryer's clock, which stands still
+// while the server advances it 2 s an attempt: with real 200 ms attempts,
+// one slowed by 170 ms on a busy machine raised the learnt time past what
+// 400 ms leave after a wait, and the callers were refused. The callers'
+// 4 s deadlines are on that clock, which then moves with the wall clock,
+// so their contexts never end during the test and a caller delayed by
+// up to nearly 2 s before its wait is still sent; a margin of twice the
+// 2 s leaves no wait at all and still refuses every caller that waits.
 func TestALimiterWaitLeavesTheAttemptItsUsualTime(t *testing.T) {
+	const attemptTime, deadline = 2 * time.Second, 4 * time.Second
+	clk := newTestClock()
+	var learning atomic.Bool
+	learning.Store(true)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		time.Sleep(200 * time.Millisecond)
+		if learning.Load() {
+			clk.Advance(attemptTime)
+		}
 		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
 		_, _ = w.Write([]byte("{}"))
 	}))
 	defer srv.Close()
-	r := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MaxRate: 100} })
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{MaxRate: 100}
+		o.Clock = clk.Now
+	})
 	c := newClient(srv.URL, r)
 	for range 3 { // the attempt time, learnt one at a time
 		require.NoError(t, putItem(context.Background(), c))
-		time.Sleep(50 * time.Millisecond)
+		clk.Advance(50 * time.Millisecond)
 	}
+	learning.Store(false)
+	clk.Run() // the limiter paces the callers in real time
 	errs := make([]error, 4)
+	start := make(chan struct{}) // the callers arrive together: three wait
 	var wg sync.WaitGroup
 	for i := range errs {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+			<-start
+			ctx, cancel := context.WithDeadline(context.Background(), clk.Now().Add(deadline))
 			defer cancel()
 			errs[i] = putItem(ctx, c)
 		}()
 	}
+	close(start)
 	wg.Wait()
 	for i, err := range errs {
 		assert.NoError(t, err, "caller %d", i)

@@ -139,11 +139,19 @@ func TestDeadlineStallWithLessTimeThanTheAttemptTimeout(t *testing.T) {
 	// attempt is cut just before the operation's deadline, so that the
 	// retryer can still give up with a typed error that says what happened,
 	// and no retry is made.
+	// The context reports a deadline 500 ms away but ends only 5 s from now,
+	// so the cut, 5 ms before the deadline reported, is the only timer that
+	// can end the stalled attempt in time: with a context that ended at
+	// 500 ms, a cut whose timer's goroutine ran 10 ms late lost to the
+	// context's own timer, and the SDK returned its bare "canceled, context
+	// deadline exceeded". An attempt left uncut still runs into the late end
+	// and fails the same way.
 	var log retryLog
 	client, p, table := faultyTable(t, 10*time.Second, &log)
 	require.NoError(t, p.Add(fault.Toxic{Type: "timeout", Attributes: map[string]int64{"timeout": 0}}))
-	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+	ends, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
+	ctx := earlyDeadline{Context: ends, deadline: time.Now().Add(500 * time.Millisecond)}
 
 	log.start = time.Now()
 	err := putItem(ctx, client, table)
@@ -157,3 +165,14 @@ func TestDeadlineStallWithLessTimeThanTheAttemptTimeout(t *testing.T) {
 	assert.Empty(t, events, "expect no retry without time for one")
 	t.Logf("stall, 10 s attempt timeout, 500 ms deadline: %v after %v (reason %v)", err, took.Round(time.Millisecond), gu.Reason)
 }
+
+// earlyDeadline is a context whose Deadline reports an earlier time than the
+// one at which it ends, so that AttemptTimeout and the retryer size their
+// cut and their decision by the reported deadline while the cut is the only
+// timer that can end the attempt by then.
+type earlyDeadline struct {
+	context.Context
+	deadline time.Time
+}
+
+func (c earlyDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
