@@ -1629,7 +1629,7 @@ func TestAPanicInOnRetryGivesTheRetrysTokensBack(t *testing.T) {
 // held, its place kept, until the deadline less the margin and 5 ms, and
 // only then refused; refused at once, callers in closed loops sent again at
 // once and spun (an outside evaluation: 256 goroutines on 500/s, deadlines
-// of 200-500 ms, got 4-9% of the capacity). Kept, its place is served if
+// of 200-500 ms, got 4-19% of the capacity). Kept, its place is served if
 // the queue speeds up: here the callers ahead leave.
 func TestALimiterWaitTooLongForTheDeadlineHoldsTheCaller(t *testing.T) {
 	queueAhead := func(t *testing.T, r *jitterretry.Retryer, n int) (leave func()) {
@@ -1657,8 +1657,8 @@ func TestALimiterWaitTooLongForTheDeadlineHoldsTheCaller(t *testing.T) {
 		for try := 0; ; try++ {
 			r := newLimited()
 			leave := queueAhead(t, r, 20) // some 2 s of places ahead
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			start := time.Now()
+			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
 			_, err := r.GetAttemptToken(ctx)
 			took := time.Since(start)
 			cancel()
