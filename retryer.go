@@ -208,8 +208,10 @@ func (r *Retryer) IsErrorRetryable(err error) bool {
 // DisableDeadlineGiveUp): when the wait, plus the time the operation's
 // attempts take (Options.DeadlineMargin when set; not the retries' twice
 // that), would end past ctx's deadline, at first or after a cut lengthens
-// it, it fails with a *GiveUpError (GiveUpDeadline); when ctx is done
-// during the wait, with a *GiveUpError (GiveUpCanceled). A nil ctx counts
+// it, it holds its place until the deadline less that time and 5 ms, in
+// case the queue speeds up, and then fails with a *GiveUpError
+// (GiveUpDeadline) unless served; when ctx is done during the wait, with
+// a *GiveUpError (GiveUpCanceled). A nil ctx counts
 // as context.Background().
 func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error) {
 	if err := r.ready(); err != nil {
