@@ -48,8 +48,10 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			since = now
 		}
 		nap, held := min(wait, sendWindow), false
-		if deadline, ok := r.deadline(ctx); ok {
-			margin := r.sendMargin(ctx, l)
+		deadline, hasDeadline := r.deadline(ctx)
+		var margin time.Duration
+		if hasDeadline {
+			margin = r.sendMargin(ctx, l)
 			if remaining := deadline.Sub(now); exceeds(wait, margin, remaining) {
 				// The turn would come too late. The caller is held, its
 				// place kept (the queue may speed up, places ahead be
@@ -76,8 +78,6 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		if err != nil && held && ctx.Err() == context.DeadlineExceeded {
 			// The deadline ended a hold before its refusal, on a machine
 			// too busy to wake it in time: the deadline's refusal still.
-			deadline, _ := r.deadline(ctx)
-			margin := r.sendMargin(ctx, l)
 			ended(GiveUpDeadline.String())
 			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: deadline.Sub(r.now())})
 		}
