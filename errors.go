@@ -127,7 +127,7 @@ type GiveUpError struct {
 	// not drawn (GetRetryToken), Delay is the shortest wait the hint allows.
 	drawn                bool
 	backoff              time.Duration
-	waited               time.Duration // GiveUpBudget: the backoff waited before refusing
+	waited               time.Duration // GiveUpBudget: the backoff waited before refusing; a limiter's GiveUpDeadline: the time held in its queue
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
@@ -166,6 +166,9 @@ func (e *GiveUpError) Error() string {
 		left := "no time left"
 		if e.remaining > 0 {
 			left = fmt.Sprintf("%v left", readable(e.remaining))
+		}
+		if e.Err == nil && e.waited > 0 {
+			left += fmt.Sprintf(", after %v held in the send queue", readable(e.waited))
 		}
 		if what := e.deadlineWhat(); what != "" {
 			msg = fmt.Sprintf("jitterretry: gave up: %s would end past the context deadline (%s)", what, left)
