@@ -298,14 +298,12 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}
 	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
-		// A long-polling operation asks RetryDelay for its backoff after
-		// any refusal, and sleeps it: the hand-off tells RetryDelay the
-		// retry was refused (no OnRetry), what admit backed off already
-		// on an empty budget, and the deadline, which the backoff and the
-		// service's x-amz-retry-after must fit (a refusal for the
-		// deadline went on to a fresh, unchecked backoff, and slept a long
-		// hint into the deadline).
-		r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
+		if gerr.Reason == GiveUpBudget && !r.failFast {
+			// A long-polling operation asks RetryDelay for its backoff
+			// after a refusal; admit has backed off already, unless the
+			// deadline was too close.
+			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
+		}
 		return nil, gerr
 	}
 	// RetryDelay learns the class, the response and the lane from the
@@ -343,12 +341,10 @@ func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
 // The SDK gives GetRetryToken the context and RetryDelay the attempt number,
 // so the retryer pairs the two calls by their error value (see
 // RetryEvent.Unchecked for when it cannot). After GetRetryToken refused a
-// retry, for any reason (a long-polling operation asks for a delay then),
-// RetryDelay reports no retry (OnRetry is not called) and returns what is
-// left of the attempt's backoff after the wait GetRetryToken made on an
-// empty budget, or, when that would end past the deadline, a *GiveUpError
-// (GiveUpDeadline), so that the middleware returns the refusal at once
-// instead of sleeping.
+// retry and backed off (a long-polling operation asks for a delay then),
+// RetryDelay returns what is left of the attempt's backoff, or, when that
+// would end past the deadline, a *GiveUpError (GiveUpDeadline), so that the
+// middleware returns the refusal at once instead of sleeping.
 func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
@@ -375,10 +371,10 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 }
 
 // refusedDelay is the backoff the SDK's middleware asks a long-polling
-// operation's retryer for after GetRetryToken refused its retry p, and
-// sleeps before returning the refusal: what is left of the backoff of
-// failed attempt attempt, of p's class, after the wait GetRetryToken made
-// on an empty budget before refusing, if any (with jitter, the two are separate
+// operation's retryer for after GetRetryToken refused its retry p on an
+// empty budget, and sleeps before returning the refusal: what is left of the
+// backoff of failed attempt attempt, of p's class, after the wait
+// GetRetryToken made before refusing (with jitter, the two are separate
 // draws, so the operation waits the longer of them). When that wait, after
 // the x-amz-retry-after hint as the middleware applies it, would end past
 // the deadline, it returns a *GiveUpError (GiveUpDeadline) instead, so that

@@ -1474,44 +1474,6 @@ func TestLongPollingRefusalBacksOffAsTheSDK(t *testing.T) {
 		}
 		assert.Zero(t, d)
 	})
-	// A retry GetRetryToken refused for the deadline, not the budget: the
-	// middleware asks for a long-polling operation's backoff all the same.
-	// It used to get a fresh backoff, unchecked, and an OnRetry for a retry
-	// never made, and to sleep a long x-amz-retry-after into the deadline
-	// (an outside review: 4 s reported with 500 ms left).
-	refusedForTheDeadline := func(t *testing.T, margin time.Duration, opErr error) (time.Duration, error, time.Duration) {
-		t.Helper()
-		var retries atomic.Int32
-		r := jitterretry.New(func(o *jitterretry.Options) {
-			o.DeadlineMargin = margin
-			o.OnRetry = func(jitterretry.RetryEvent) { retries.Add(1) }
-		})
-		require.NoError(t, r.Err())
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
-		defer cancel()
-		_, err := r.GetRetryToken(ctx, opErr)
-		var giveUp *jitterretry.GiveUpError
-		require.ErrorAs(t, err, &giveUp)
-		require.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason, "%v", err)
-		d, err := r.RetryDelay(1, opErr)
-		assert.Zero(t, retries.Load(), "expect no retry reported: none is made")
-		dl, _ := ctx.Deadline()
-		return d, err, time.Until(dl)
-	}
-	t.Run("a hint past the deadline", func(t *testing.T) {
-		d, err, _ := refusedForTheDeadline(t, 0, retryAfter(4000))
-		var giveUp *jitterretry.GiveUpError
-		if assert.ErrorAs(t, err, &giveUp, "expect no delay to sleep into the deadline, got %v", d) {
-			assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
-		}
-		assert.Zero(t, d)
-	})
-	t.Run("a margin past the deadline", func(t *testing.T) {
-		d, err, left := refusedForTheDeadline(t, time.Second, serverErr())
-		if err == nil {
-			assert.Less(t, d, left, "expect a backoff that ends before the deadline")
-		}
-	})
 }
 
 // TestRetryAnsweredByAConflictGetsItsTokensBack: on a hot item the SDK's
