@@ -195,10 +195,10 @@ func TestStressDoUnderCancel(t *testing.T) {
 // TestStressSendRateUnderCancel races attempts through the send-rate
 // limiter, paced low enough that most of them wait, against contexts that
 // are cancelled or reach their deadline at any moment, from many goroutines,
-// with throttles and successes feeding the limiter as they go. Half the
-// deadlines are under 2 ms, refused at once; half under 50 ms, long enough
-// for a caller to be held in the queue until just before its deadline and
-// raced by the cancels there. Nothing may panic, every wait must return,
+// with throttles and successes feeding the limiter as they go. Four
+// deadlines in five are under 2 ms, refused at once; one in five under
+// 50 ms, long enough for a caller to be held in the queue until just
+// before its deadline and raced by the cancels there. Nothing may panic, every wait must return,
 // and a refused wait is a *GiveUpError or the context's own error.
 func TestStressSendRateUnderCancel(t *testing.T) {
 	if !runInChild(t) {
@@ -212,18 +212,18 @@ func TestStressSendRateUnderCancel(t *testing.T) {
 	throttle := throttleErr()
 	var wg sync.WaitGroup
 	var done, refused, held atomic.Int64
-	const perGoroutine = 400
+	const perGoroutine = 1000
 	for g := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
 			for i := range perGoroutine {
 				deadline := time.Duration((g*7+i*13)%2000) * time.Microsecond
-				if i%2 == 1 {
+				if i%5 == 1 {
 					deadline = time.Duration((g*7919+i*104729)%50_000) * time.Microsecond
 				}
 				ctx, cancel := context.WithTimeout(context.Background(), deadline)
-				if i%5 == 0 {
+				if i%5 == 0 || i%10 == 1 { // some refused at once, half the held ones
 					go cancel() // a cancel from elsewhere, at any moment
 				}
 				release, err := r.GetAttemptToken(ctx)
