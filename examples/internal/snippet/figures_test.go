@@ -36,6 +36,20 @@ func skipUnlessFigures(t *testing.T) {
 	}
 }
 
+// figuresSetup starts minidyn with a table, and returns them with a retryer
+// as the README's Quick start makes it and a client of it whose sends log
+// counts, late ones within lateWithin of their deadline.
+func figuresSetup(t *testing.T, lateWithin time.Duration) (*ddbtest.Backend, string, *jitterretry.Retryer, *dynamodb.Client, *sendLog) {
+	t.Helper()
+	b := ddbtest.Minidyn(t)
+	table := ddbtest.TableName("figures")
+	b.CreateTable(t, table, "pk")
+	retryer := jitterretry.New(jitterretry.DynamoDB)
+	log := &sendLog{lateWithin: lateWithin}
+	client := log.client(b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer }).Client)
+	return b, table, retryer, client, log
+}
+
 // sendLog counts the requests a client sends, and those sent with less
 // than lateWithin left before their context's deadline.
 type sendLog struct {
@@ -58,30 +72,36 @@ func (s *sendLog) client(c *dynamodb.Client) *dynamodb.Client {
 	})
 }
 
-// giveUps collects the time left at each GiveUpDeadline.
+// giveUps collects the time left at each GiveUpDeadline, and counts the
+// other errors.
 type giveUps struct {
-	mu   sync.Mutex
-	left []time.Duration
+	mu     sync.Mutex
+	left   []time.Duration
+	others int
 }
 
 func (g *giveUps) note(err error, deadline time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
 	var gu *jitterretry.GiveUpError
 	if errors.As(err, &gu) && gu.Reason == jitterretry.GiveUpDeadline {
-		g.mu.Lock()
 		g.left = append(g.left, time.Until(deadline))
-		g.mu.Unlock()
+	} else {
+		g.others++
 	}
 }
 
-func (g *giveUps) summary() (n int, least, median time.Duration) {
+// summary returns the give-ups for the deadline, the least and the median
+// time they left, and the other errors.
+func (g *giveUps) summary() (n int, least, median time.Duration, others int) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	if len(g.left) == 0 {
-		return 0, 0, 0
+		return 0, 0, 0, g.others
 	}
 	l := slices.Clone(g.left)
 	slices.Sort(l)
-	return len(l), l[0], l[len(l)/2]
+	return len(l), l[0], l[len(l)/2], g.others
 }
 
 // TestFiguresDeadlines: 64 writers make 20 increments each on one item,
@@ -90,15 +110,9 @@ func (g *giveUps) summary() (n int, least, median time.Duration) {
 func TestFiguresDeadlines(t *testing.T) {
 	skipUnlessFigures(t)
 	const writers, increments = 64, 20
-	b := ddbtest.Minidyn(t)
-	table := ddbtest.TableName("figures")
-	b.CreateTable(t, table, "pk")
-	retryer := jitterretry.New(jitterretry.DynamoDB)
-	log := &sendLog{lateWithin: 100 * time.Millisecond}
-	client := log.client(b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer }).Client)
+	b, table, retryer, client, log := figuresSetup(t, 100*time.Millisecond)
 
 	var gave giveUps
-	var others atomic.Int64
 	stop := time.Now().Add(2 * time.Minute)
 	start := time.Now()
 	var wg sync.WaitGroup
@@ -114,10 +128,6 @@ func TestFiguresDeadlines(t *testing.T) {
 					continue
 				}
 				gave.note(err, dl)
-				var gu *jitterretry.GiveUpError
-				if !errors.As(err, &gu) || gu.Reason != jitterretry.GiveUpDeadline {
-					others.Add(1)
-				}
 			}
 		})
 	}
@@ -126,10 +136,10 @@ func TestFiguresDeadlines(t *testing.T) {
 	require.NoError(t, b.Quiesce(context.Background()))
 	item := read(t, b, table)
 	assert.Equal(t, int64(writers*increments), number(item, "n"), "expect every increment applied exactly once")
-	n, least, median := gave.summary()
+	n, least, median, others := gave.summary()
 	t.Logf("%d increments in %v: %.2f requests per increment; %d give-ups for the deadline (time left: least %v, median %v), %d other errors; %d requests sent with less than %v left",
 		writers*increments, took.Round(time.Millisecond), float64(log.sent.Load())/float64(writers*increments),
-		n, least.Round(100*time.Microsecond), median.Round(100*time.Microsecond), others.Load(), log.late.Load(), log.lateWithin)
+		n, least.Round(100*time.Microsecond), median.Round(100*time.Microsecond), others, log.late.Load(), log.lateWithin)
 }
 
 // TestFiguresSharedDeadline: 128 loops, one Increment each on one item,
@@ -138,12 +148,7 @@ func TestFiguresDeadlines(t *testing.T) {
 func TestFiguresSharedDeadline(t *testing.T) {
 	skipUnlessFigures(t)
 	const loops = 128
-	b := ddbtest.Minidyn(t)
-	table := ddbtest.TableName("figures")
-	b.CreateTable(t, table, "pk")
-	retryer := jitterretry.New(jitterretry.DynamoDB)
-	log := &sendLog{lateWithin: 50 * time.Millisecond}
-	client := log.client(b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer }).Client)
+	b, table, retryer, client, log := figuresSetup(t, 50*time.Millisecond)
 	for i := range 64 {
 		require.NoError(t, Increment(context.Background(), client, retryer, table, "warm", writerName(i), 1))
 	}
@@ -152,7 +157,7 @@ func TestFiguresSharedDeadline(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
 	defer cancel()
 	dl, _ := ctx.Deadline()
-	var ok, others atomic.Int64
+	var ok atomic.Int64
 	var gave giveUps
 	var wg sync.WaitGroup
 	for w := range loops {
@@ -166,10 +171,6 @@ func TestFiguresSharedDeadline(t *testing.T) {
 					t.Logf("loop 0: %v", err) // why it gave up
 				}
 				gave.note(err, dl)
-				var gu *jitterretry.GiveUpError
-				if !errors.As(err, &gu) || gu.Reason != jitterretry.GiveUpDeadline {
-					others.Add(1)
-				}
 			}
 		})
 	}
@@ -178,7 +179,7 @@ func TestFiguresSharedDeadline(t *testing.T) {
 	n := number(read(t, b, table), "n")
 	assert.GreaterOrEqual(t, n, ok.Load(), "expect every acknowledged increment applied")
 	assert.LessOrEqual(t, n, int64(loops), "expect no increment applied twice")
-	gaveUp, least, median := gave.summary()
+	gaveUp, least, median, others := gave.summary()
 	t.Logf("%d of %d loops succeeded (%d applied); %d gave up for the deadline (time left: least %v, median %v), %d ended otherwise; %d requests sent, %d with less than %v left",
-		ok.Load(), loops, n, gaveUp, least.Round(100*time.Microsecond), median.Round(100*time.Microsecond), others.Load(), log.sent.Load(), log.late.Load(), log.lateWithin)
+		ok.Load(), loops, n, gaveUp, least.Round(100*time.Microsecond), median.Round(100*time.Microsecond), others, log.sent.Load(), log.late.Load(), log.lateWithin)
 }
