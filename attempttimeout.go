@@ -59,14 +59,25 @@ func AttemptTimeout(d time.Duration) func(*middleware.Stack) error {
 		if d <= 0 {
 			return nil
 		}
+		if stack == nil {
+			return errors.New("jitterretry.AttemptTimeout: nil stack")
+		}
 		m := attemptTimeout{d: d}
 		if _, ok := stack.Finalize.Get(m.ID()); ok {
 			_, err := stack.Finalize.Swap(m.ID(), m)
 			return err
 		}
-		return stack.Finalize.Insert(m, "Retry", middleware.After)
+		if _, ok := stack.Finalize.Get(retryMiddlewareID); !ok {
+			// Insert would say only that it found no place for this one.
+			return fmt.Errorf("jitterretry.AttemptTimeout: the stack has no %q middleware (the SDK's retry middleware) to run after", retryMiddlewareID)
+		}
+		return stack.Finalize.Insert(m, retryMiddlewareID, middleware.After)
 	}
 }
+
+// retryMiddlewareID is the ID of the SDK's retry middleware
+// (retry.Attempt), in the Finalize step of every service client's stack.
+const retryMiddlewareID = "Retry"
 
 type attemptTimeout struct{ d time.Duration }
 

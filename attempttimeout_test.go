@@ -49,6 +49,20 @@ func stall(ctx context.Context) error {
 	return &smithy.CanceledError{Err: ctx.Err()}
 }
 
+// TestAttemptTimeoutNeedsTheRetryMiddleware: on a stack without the SDK's
+// retry middleware, which it goes after, AttemptTimeout fails with an
+// error that says so (it used to say only "not found:
+// jitterretry.AttemptTimeout", its own name), and a nil stack is an error,
+// not a panic.
+func TestAttemptTimeoutNeedsTheRetryMiddleware(t *testing.T) {
+	err := jitterretry.AttemptTimeout(time.Second)(smithymiddle.NewStack("op", smithyhttp.NewStackRequest))
+	assert.ErrorContains(t, err, `no "Retry" middleware`)
+	assert.NotPanics(t, func() {
+		assert.ErrorContains(t, jitterretry.AttemptTimeout(time.Second)(nil), "nil stack")
+	})
+	assert.NoError(t, jitterretry.AttemptTimeout(0)(nil), "expect a timeout of 0, which adds nothing, to need no stack")
+}
+
 // TestAttemptTimeoutPerCallReplacesTheClients: a timeout given to one call
 // (dynamodb.WithAPIOptions) after the client's replaces it, so a slow Scan
 // can have longer than the client's default; before, both ran and the

@@ -28,7 +28,7 @@ type conflictError struct {
 	seen, current int64
 }
 
-func (e *conflictError) Error() string { return e.err.Error() }
+func (e *conflictError) Error() string { return errorText(e.err) }
 func (e *conflictError) Unwrap() error { return e.err }
 
 // conflictReport returns the versions reported with Conflict inside err;

@@ -217,6 +217,10 @@ func TestDoConflictReport(t *testing.T) {
 	assert.Equal(t, jitterretry.ClassConflict, jitterretry.Classify(marked))
 	assert.ErrorIs(t, marked, plain)
 	assert.Nil(t, jitterretry.Conflict(nil, 1, 2))
+	var typedNil *modeled // a nil pointer in an error: its Error would dereference it
+	assert.NotPanics(t, func() {
+		assert.Equal(t, "<nil *jitterretry_test.modeled>", jitterretry.Conflict(typedNil, 1, 2).Error())
+	}, "expect a conflict holding a nil pointer to print as such, as a *GiveUpError does")
 
 	var delays []time.Duration
 	r := jitterretry.New(func(o *jitterretry.Options) {

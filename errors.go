@@ -127,7 +127,7 @@ type GiveUpError struct {
 	// not drawn (GetRetryToken), Delay is the shortest wait the hint allows.
 	drawn                bool
 	backoff              time.Duration
-	waited               time.Duration // GiveUpBudget: the backoff waited before refusing
+	waited               time.Duration // GiveUpBudget: the backoff waited before refusing; a limiter's GiveUpDeadline: the time held in its queue
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
@@ -150,22 +150,22 @@ func (e *GiveUpError) Error() string {
 	var msg string
 	switch e.Reason {
 	case GiveUpBudget:
-		switch {
-		case e.limiterErr == nil:
-			msg = fmt.Sprintf("jitterretry: retry quota exceeded, %d available, %d requested", e.available, e.requested)
-			if e.Partition != "" {
-				msg += " in partition " + e.Partition
-			}
-			msg += " (client-side retry budget, not an AWS throttle)"
-		case holdsNil(e.limiterErr):
-			msg = fmt.Sprintf("jitterretry: failed to get rate limit token, <nil %T>", e.limiterErr) // its Error may panic
-		default:
-			msg = "jitterretry: failed to get rate limit token, " + e.limiterErr.Error()
+		if e.limiterErr != nil {
+			msg = "jitterretry: failed to get rate limit token, " + errorText(e.limiterErr)
+			break
 		}
+		msg = fmt.Sprintf("jitterretry: retry quota exceeded, %d available, %d requested", e.available, e.requested)
+		if e.Partition != "" {
+			msg += " in partition " + e.Partition
+		}
+		msg += " (client-side retry budget, not an AWS throttle)"
 	case GiveUpDeadline:
 		left := "no time left"
 		if e.remaining > 0 {
 			left = fmt.Sprintf("%v left", readable(e.remaining))
+		}
+		if e.Err == nil && e.waited > 0 {
+			left += fmt.Sprintf(", after %v held in the send queue", readable(e.waited))
 		}
 		if what := e.deadlineWhat(); what != "" {
 			msg = fmt.Sprintf("jitterretry: gave up: %s would end past the context deadline (%s)", what, left)
@@ -185,14 +185,19 @@ func (e *GiveUpError) Error() string {
 	default:
 		msg = "jitterretry: gave up: " + e.Reason.String()
 	}
-	switch {
-	case e.Err == nil || e.joined:
-	case holdsNil(e.Err):
-		msg += fmt.Sprintf(": <nil %T>", e.Err) // its Error may panic
-	default:
-		msg += ": " + e.Err.Error()
+	if e.Err != nil && !e.joined {
+		msg += ": " + errorText(e.Err)
 	}
 	return msg
+}
+
+// errorText returns err's message, or "<nil T>" for a nil pointer of type T
+// in the interface, whose Error may dereference it.
+func errorText(err error) string {
+	if holdsNil(err) {
+		return fmt.Sprintf("<nil %T>", err)
+	}
+	return err.Error()
 }
 
 // deadlineWhat says what a GiveUpDeadline refused: the wait (the send-rate

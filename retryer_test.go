@@ -1670,6 +1670,7 @@ func TestALimiterWaitTooLongForTheDeadlineHoldsTheCaller(t *testing.T) {
 			}
 			assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
 			assert.GreaterOrEqual(t, took, 250*time.Millisecond, "expect the caller held until about 5 ms before its deadline, not refused at once")
+			assert.Regexp(t, `left, after \d+(\.\d+)?ms held in the send queue\)$`, err.Error(), "expect the refusal to say how long the caller was held")
 			return
 		}
 	})

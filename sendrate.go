@@ -194,6 +194,19 @@ const (
 	jumpChainFail = 6
 	jumpRTTs      = 10
 
+	// A chain whose first trigger had cleanMin answers or more, at most
+	// cleanShare of them throttled, measured what the service took from
+	// this client, not its share of a flood (a client arriving in a crowd
+	// measured 60% throttled as the flood ended). When a later stand
+	// measures a third of that or less (see jumpRatio), the capacity fell:
+	// the measure, aged as the peak, becomes the peak without waiting for
+	// peakConfirm, so that the jumps probe for it. A capacity swinging
+	// 500/s-100/s every 0.5-1 s cut every stand within peakConfirm, and
+	// the peak was only what quiet windows accepted at the rate, at most
+	// jumpStep times the low phase's rate: 47-50% of the mean capacity.
+	cleanShare = 0.25
+	cleanMin   = 50
+
 	idleReset = time.Minute
 
 	// A limiter that made a caller wait within heldBackFor still holds
@@ -253,6 +266,10 @@ const (
 //     converges on the capacity. The first cut from unlimited caps the
 //     peak at what it measured: what an unlimited client got accepted
 //     before (a warm-up on an idle table) is not what the service takes.
+//     A stand that measures a third or less of what the last clean chain
+//     (few throttles in its first answers) measured makes that the peak
+//     at once: the capacity fell, and may swing back before a stand could
+//     count (see cleanShare).
 //   - After a minute with neither sends nor answers it starts over from
 //     InitialRate.
 //
@@ -307,6 +324,8 @@ type sendRate struct {
 	pending     float64 // the last stand's measure, not yet counted
 	pendingAt   time.Time
 	pendingCuts int
+	clean       float64 // the last capacity measured on a clean chain's first trigger (see cleanShare), at cleanAt
+	cleanAt     time.Time
 	// The rate rises from base, set at baseAt by the last change of rate
 	// that was not a rise.
 	base   float64
@@ -354,6 +373,7 @@ type cutTest struct {
 	from          float64   // the rate before the chain, or before its last cut that helped
 	rate          float64   // the rate this cut set
 	prevRate      float64   // the rate before this cut
+	sent          float64   // what the client sent, per second, when the cut was made: at most prevRate
 	links         int
 	decisive      bool    // this cut halved the rate after one that did not end the overload
 	bounded       bool    // the cut was too small to end the overload alone
@@ -645,7 +665,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	}
 	target = l.clamp(target)
 	t := cutTest{
-		at: now, countFrom: now.Add(l.rtt), from: l.q.rate, rate: target, prevRate: l.q.rate, links: 1,
+		at: now, countFrom: now.Add(l.rtt), from: l.q.rate, rate: target, prevRate: l.q.rate, sent: s, links: 1,
 		decisive: decisive, bounded: 1-accepted/target > l.background+minExcess,
 		capacity: accepted / (1 - b), trigger: trigger, first: trigger,
 	}
@@ -792,8 +812,20 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 		// A cut sized on a few answers, after which nothing was
 		// throttled at all: a burst of throttles (sends that bunched,
 		// a service's bucket run dry), not a fall of capacity. The rate
-		// before it was about right; regain it (see regrowTo).
-		l.known = max(l.known, cutTo*t.prevRate)
+		// before it was about right; regain it (see regrowTo): what was
+		// sent at it when that was unlimited, or the known capacity
+		// became +Inf and the rises twice whatever a window accepted.
+		before := t.prevRate
+		if math.IsInf(before, 1) {
+			before = t.sent
+		}
+		l.known = max(l.known, cutTo*before)
+	}
+	if t.first.total() >= cleanMin && t.first.throttled() <= cleanShare {
+		l.clean, l.cleanAt = t.firstCapacity, now
+	}
+	if c := aged(l.clean, l.cleanAt, now); c >= jumpRatio*t.capacity {
+		l.notePeakLocked(now, c) // the capacity fell: see cleanShare
 	}
 	if l.pending > 0 && t.capacity >= peakAgree*l.pending {
 		l.notePeakLocked(now, max(l.pending, t.capacity)) // two measures agree
@@ -976,10 +1008,16 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 // peakLocked returns the highest capacity measured, halved every
 // peakHalfLife.
 func (l *sendRate) peakLocked(now time.Time) float64 {
-	if l.peak == 0 {
+	return aged(l.peak, l.peakAt, now)
+}
+
+// aged returns a capacity c measured at at, halved every peakHalfLife
+// since.
+func aged(c float64, at, now time.Time) float64 {
+	if c == 0 {
 		return 0
 	}
-	return l.peak * math.Exp2(-now.Sub(l.peakAt).Seconds()/peakHalfLife.Seconds())
+	return c * math.Exp2(-now.Sub(at).Seconds()/peakHalfLife.Seconds())
 }
 
 // sendRateLocked returns the places sent per second over the current and
@@ -1046,6 +1084,7 @@ func (l *sendRate) startOverLocked(now time.Time) {
 	l.bSamples, l.hold, l.holdUntil = 0, 0, time.Time{}
 	l.setBackgroundLocked(0)
 	l.known, l.peak, l.peakAt, l.pending, l.chainAim = 0, 0, time.Time{}, 0, 0
+	l.clean, l.cleanAt = 0, time.Time{}
 	l.base, l.baseAt, l.growth, l.uncut = 0, time.Time{}, firstGrowth, true
 	l.win, l.prev = answers{start: now}, answers{}
 	l.lastSeen = now

@@ -48,7 +48,10 @@ type simClient struct {
 type simService struct {
 	capacity func(t time.Duration) float64 // +Inf: unlimited
 	burst    float64
-	p        float64
+	// burstSeconds, when set, sizes the bucket to that many seconds of
+	// the current capacity instead of burst, as the capacity proxy does.
+	burstSeconds float64
+	p            float64
 	// throttleSkips is the part of the round trip a throttle does not
 	// take: the service time of an admitted request, which a throttle,
 	// answered at once, skips. Zero: answers take the same time.
@@ -69,10 +72,15 @@ func (s *simService) admit(at time.Duration) bool {
 	// Requests reach the service in a different order than they were
 	// sent (their round trips vary): the bucket refills with the
 	// service's own clock, which never runs back.
+	burst := s.burst
+	if s.burstSeconds > 0 {
+		burst = s.burstSeconds * c
+	}
 	if at > s.last {
-		s.tokens = math.Min(s.burst, s.tokens+(at-s.last).Seconds()*c)
+		s.tokens = math.Min(burst, s.tokens+(at-s.last).Seconds()*c)
 		s.last = at
 	}
+	s.tokens = math.Min(s.tokens, burst)
 	if s.tokens >= 1 {
 		s.tokens--
 		return true

@@ -68,7 +68,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 				}
 				if left <= refusalReserve {
 					ended(GiveUpDeadline.String())
-					return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: remaining})
+					return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: remaining, waited: waited})
 				}
 				nap, held = min(nap, left-refusalReserve), true
 			}
@@ -79,7 +79,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			// The deadline ended a hold before its refusal, on a machine
 			// too busy to wake it in time: the deadline's refusal still.
 			ended(GiveUpDeadline.String())
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: deadline.Sub(r.now())})
+			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: deadline.Sub(r.now()), waited: waited})
 		}
 		if err != nil {
 			ended(GiveUpCanceled.String())

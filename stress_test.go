@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"runtime"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -194,9 +195,11 @@ func TestStressDoUnderCancel(t *testing.T) {
 // TestStressSendRateUnderCancel races attempts through the send-rate
 // limiter, paced low enough that most of them wait, against contexts that
 // are cancelled or reach their deadline at any moment, from many goroutines,
-// with throttles and successes feeding the limiter as they go. Nothing may
-// panic, every wait must return, and a refused wait is a *GiveUpError or the
-// context's own error.
+// with throttles and successes feeding the limiter as they go. Four
+// deadlines in five are under 2 ms, refused at once; one in five under
+// 50 ms, long enough for a caller to be held in the queue until just
+// before its deadline and raced by the cancels there. Nothing may panic, every wait must return,
+// and a refused wait is a *GiveUpError or the context's own error.
 func TestStressSendRateUnderCancel(t *testing.T) {
 	if !runInChild(t) {
 		return
@@ -208,14 +211,19 @@ func TestStressSendRateUnderCancel(t *testing.T) {
 	require.NoError(t, r.Err())
 	throttle := throttleErr()
 	var wg sync.WaitGroup
-	var done, refused atomic.Int64
+	var done, refused, held atomic.Int64
+	const perGoroutine = 1000
 	for g := range 16 {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			for i := range 1000 {
-				ctx, cancel := context.WithTimeout(context.Background(), time.Duration((g*7+i*13)%2000)*time.Microsecond)
-				if i%5 == 0 {
+			for i := range perGoroutine {
+				deadline := time.Duration((g*7+i*13)%2000) * time.Microsecond
+				if i%5 == 1 {
+					deadline = time.Duration((g*7919+i*104729)%50_000) * time.Microsecond
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), deadline)
+				if i%5 == 0 || i%10 == 1 { // some refused at once, half the held ones
 					go cancel() // a cancel from elsewhere, at any moment
 				}
 				release, err := r.GetAttemptToken(ctx)
@@ -232,6 +240,9 @@ func TestStressSendRateUnderCancel(t *testing.T) {
 						panic(fmt.Sprintf("expect a *GiveUpError or the context's error, got %T %v", err, err))
 					}
 					refused.Add(1)
+					if strings.Contains(err.Error(), "held in the send queue") {
+						held.Add(1)
+					}
 				}
 				cancel()
 				done.Add(1)
@@ -239,8 +250,10 @@ func TestStressSendRateUnderCancel(t *testing.T) {
 		}()
 	}
 	wg.Wait()
-	assert.Equal(t, int64(16000), done.Load())
+	t.Logf("%d attempts, %d refused, %d of them after a hold", done.Load(), refused.Load(), held.Load())
+	assert.Equal(t, int64(16*perGoroutine), done.Load())
 	assert.Positive(t, refused.Load(), "expect some waits refused by their deadline, or the stress did not stress the queue")
+	assert.Positive(t, held.Load(), "expect some callers held in the queue before their refusal, or the stress missed the hold")
 }
 
 // TestWrapperReplacingRetryDelayStaysFlat: under retry.AddWithMaxBackoffDelay

@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/http"
 	"strconv"
@@ -62,6 +63,7 @@ type loadConfig struct {
 	seed         uint64        // seeds the proxy's random throttles
 	warmup       time.Duration // how long the clients run at unlimited capacity before the scenario
 	late         time.Duration // with a fleet, when the last client starts, from the scenario's start; 0: with the others
+	deadline     deadlineRange // every operation's deadline; the zero value sets none
 	drain        time.Duration // how long to wait for operations to stop after the end
 	trace        io.Writer     // when not nil, receives the send rate of ours each second
 	gauges       bool          // give ours' retryers meter providers and sample their gauges (-plot-metrics)
@@ -181,7 +183,7 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 	}
 	bins := make([]atomic.Int64, int((dur+binWidth-1)/binWidth))
 	workers := make([]worker, len(clients)*k)
-	var firstErr [3]atomic.Bool
+	var firstErr [4]atomic.Bool
 	joined := start.Add(cfg.late)
 	var wg sync.WaitGroup
 	for i := range workers {
@@ -194,6 +196,9 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 			if cfg.warmup > 0 {
 				opCtx = withSendStamp(ctx, &lastSend)
 			}
+			// Each goroutine draws its deadlines from its own source,
+			// seeded from -seed and its index, so that runs repeat.
+			rng := rand.New(rand.NewPCG(cfg.seed, uint64(i)))
 			if cfg.late > 0 && w.client == len(clients)-1 {
 				// The late client misses the warm-up too: it arrives
 				// fresh, as a new host or Lambda instance does.
@@ -206,9 +211,14 @@ func runOne(cfg loadConfig, up *upstream, m mode, k int, scen scenario) (result,
 				}
 				counted := begun.Load()
 				lastSend.Store(nil)
+				callCtx, cancelCall := opCtx, context.CancelFunc(func() {})
+				if cfg.deadline.set() {
+					callCtx, cancelCall = context.WithTimeout(opCtx, cfg.deadline.pick(rng))
+				}
 				t0 := time.Now()
-				_, err := ddb.PutItem(opCtx, in)
+				_, err := ddb.PutItem(callCtx, in)
 				done := time.Now()
+				cancelCall()
 				if ctx.Err() != nil || done.After(end) {
 					// Ended by the end of the run, whatever its outcome. The
 					// planned end, not the cancellation, bounds the window: on
@@ -329,8 +339,10 @@ func kindIndex(f failures) int {
 		return 0
 	case f.maxAttempts > 0:
 		return 1
+	case f.deadline > 0:
+		return 2
 	}
-	return 2
+	return 3
 }
 
 // sleepUntil sleeps until t or until ctx is done.

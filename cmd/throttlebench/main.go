@@ -15,7 +15,8 @@
 //	go run ./cmd/throttlebench -k 1000 -plot docs/img
 //
 // Scenarios: steady is 10 s at C; drop is 2 s at C, 5 s at C/5, then 5 s at
-// C; -scale multiplies those durations. Modes: sdk-default (the DynamoDB
+// C; -scale multiplies those durations; swing (not run by default) is 10 s
+// alternating between C and C/5 every -swing (500 ms). Modes: sdk-default (the DynamoDB
 // client's own retryer), sdk-standard (retry.NewStandard()), sdk-adaptive
 // (retry.NewAdaptiveMode()), and ours-JITTER[+rate][+failfast]:
 // jitterretry.New(jitterretry.DynamoDB) with that jitter, with the send-rate
@@ -31,12 +32,15 @@
 // that what a limiter learnt carries over (an operation started in the
 // warm-up counts when its last attempt was sent in the scenario); -late D
 // starts a fleet's last client D into the scenario, fresh, and reports the
-// fleet's fairness from then on, with that client's share.
+// fleet's fairness from then on, with that client's share; -deadline gives
+// every operation a deadline, fixed or drawn from a range, as callers with
+// per-request timeouts do.
 //
 //	go run ./cmd/throttlebench -fleet 16 -k 4 -scenarios steady -modes sdk-standard,ours-full,ours-full+rate
 //	go run ./cmd/throttlebench -fleet 16 -k 4 -late 5s -scenarios steady -modes sdk-standard,ours-full,ours-full+rate
 //	go run ./cmd/throttlebench -capacity 0 -throttle-prob 0.2 -k 8 -scenarios steady
 //	go run ./cmd/throttlebench -k 64 -warmup 1s -scenarios drop -initial-rate 500
+//	go run ./cmd/throttlebench -k 256 -deadline 200ms,500ms -scenarios steady,swing -modes ours-full,ours-full+rate
 //
 // -plot-metrics DIR charts what our retryers report through their own
 // instruments (Options.MeterProvider, as the README's "Hooks and
@@ -82,6 +86,10 @@ type config struct {
 
 // maxK bounds -k times -fleet: every goroutine holds a connection.
 const maxK = 5000
+
+// defaultSwing is how long each level of the swing scenario lasts: half a
+// second, a swing under which the limiter settled low (issue 15's review).
+const defaultSwing = 500 * time.Millisecond
 
 // maxWarmup bounds -warmup, which every run pays.
 const maxWarmup = time.Minute
@@ -164,7 +172,8 @@ func run(args []string, stdout, stderr io.Writer) error {
 
 const legend = `util % = successes / (capacity × duration), - when unlimited; ok/s = successes / duration;
 calls/ok = server-seen requests (throttled included) / successes;
-failed = operations that returned an error (budget: the client's retry budget refused a retry; max-att: every attempt failed);
+failed = operations that returned an error (budget: the client's retry budget refused a retry; max-att: every attempt failed;
+deadline: the operation's -deadline ended it, or the retryer gave up for it);
 cut = operations still running at the planned end (not failures; they and their requests after it are not counted);
 p50/p99/max = latency of every operation that returned;
 peak ×C = most requests the server saw in one second after the first, over that second's capacity;
@@ -189,6 +198,12 @@ func describeLoad(l loadConfig) string {
 	fmt.Fprintf(&b, ", service time %v", l.service)
 	if l.throttleProb > 0 {
 		fmt.Fprintf(&b, "; random throttles: each request with probability %g whatever the load (seed %d)", l.throttleProb, l.seed)
+	}
+	if l.deadline.set() {
+		fmt.Fprintf(&b, "; every operation under a deadline of %v", l.deadline)
+		if l.deadline.lo != l.deadline.hi {
+			b.WriteString(" (uniform)")
+		}
 	}
 	if l.fleet > 1 {
 		fmt.Fprintf(&b, "; a fleet of %d clients per mode, each with its own retryer, dynamodb.Client and K goroutines", l.fleet)
@@ -222,16 +237,20 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		cfg       config
 		k         = fs.String("k", "64", "comma-separated numbers K of goroutines sharing one client, per client with -fleet (issue 6: 4, 64, 1000)")
 		modes     = fs.String("modes", "all", "comma-separated modes, or all: "+strings.Join(defaultModes, ","))
-		scenarios = fs.String("scenarios", strings.Join(scenarioNames, ","), "comma-separated scenarios: steady (10 s at C), drop (2 s at C, 5 s at C/5, 5 s at C)")
-		scale     = fs.Float64("scale", 1, "multiplies every scenario's durations, in (0, 10]")
-		trace     = fs.Bool("trace", false, "print the requests sent and the retry budget of ours with the limiter every second to standard error (with -fleet: every client's requests, the first client's budget)")
-		initial   = fs.Float64("initial-rate", 0, "the send rate, requests per second, the +rate modes start at before the first throttle; 0 is unlimited")
+		scenarios = fs.String("scenarios", scenarioSteady+","+scenarioDrop, "comma-separated scenarios: steady (10 s at C), drop (2 s at C, 5 s at C/5, 5 s at C),\n"+
+			"swing (10 s alternating between C and C/5 every -swing)")
+		scale    = fs.Float64("scale", 1, "multiplies every scenario's durations, in (0, 10]")
+		trace    = fs.Bool("trace", false, "print the requests sent and the retry budget of ours with the limiter every second to standard error (with -fleet: every client's requests, the first client's budget)")
+		initial  = fs.Float64("initial-rate", 0, "the send rate, requests per second, the +rate modes start at before the first throttle; 0 is unlimited")
+		swing    = fs.Duration("swing", defaultSwing, "how long each level of the swing scenario lasts (not scaled by -scale)")
+		deadline = fs.String("deadline", "", "give every operation a deadline: one duration (300ms), or two separated by a comma (200ms,500ms)\n"+
+			"for one drawn uniformly between them per operation; an operation it ends counts as a deadline failure; empty sets none")
 	)
 	fs.Float64Var(&cfg.load.capacity, "capacity", 500, "capacity C of the table, requests per second; 0 is unlimited, to measure -throttle-prob's throttles alone (steady only)")
 	fs.IntVar(&cfg.load.fleet, "fleet", 1, "number N of clients, each with its own retryer (a fresh one of the mode), dynamodb.Client and -k goroutines, sharing the table;\n"+
 		"with N > 1 the report adds Jain's fairness index and the clients' least and most share of the capacity")
 	fs.Float64Var(&cfg.load.throttleProb, "throttle-prob", 0, "probability in [0, 1] that the proxy throttles a request whatever the load, on top of the capacity")
-	fs.Uint64Var(&cfg.load.seed, "seed", 1, "seed of the proxy's random throttles (-throttle-prob), the same for every run")
+	fs.Uint64Var(&cfg.load.seed, "seed", 1, "seed of the proxy's random throttles (-throttle-prob) and of the operations' deadlines (-deadline), the same for every run")
 	fs.DurationVar(&cfg.load.warmup, "warmup", 0, "before each run, run the same clients and retryers for this long at unlimited capacity without random throttles;\n"+
 		"the warm-up's requests are not counted, nor its operations unless their last attempt was sent after it")
 	fs.DurationVar(&cfg.load.late, "late", 0, "with -fleet, start the last client this long after the scenario's start, fresh (it misses the warm-up);\n"+
@@ -255,6 +274,9 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	}
 	var err error
 	if cfg.k, err = listflag.PositiveInts("k", *k); err != nil {
+		return cfg, err
+	}
+	if cfg.load.deadline, err = parseDeadline(*deadline); err != nil {
 		return cfg, err
 	}
 	if cfg.load.fleet < 1 {
@@ -300,7 +322,7 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		return cfg, fmt.Errorf("invalid -late %v without -fleet: a late client needs a fleet to join", cfg.load.late)
 	}
 	for _, name := range listflag.Split(*scenarios) {
-		s, err := newScenario(name, *scale)
+		s, err := newScenario(name, *scale, *swing)
 		if err != nil {
 			return cfg, err
 		}

@@ -78,6 +78,17 @@ func TestParseFlagsIssue15(t *testing.T) {
 		"as many goroutines as allowed": {[]string{"-fleet", "5", "-k", "1000"}, func(t *testing.T, cfg config) {
 			assert.Equal(t, 5, cfg.load.fleet)
 		}},
+		"one deadline": {[]string{"-deadline", "300ms"}, func(t *testing.T, cfg config) {
+			assert.Equal(t, deadlineRange{300 * time.Millisecond, 300 * time.Millisecond}, cfg.load.deadline)
+		}},
+		"a range of deadlines": {[]string{"-deadline", "200ms, 500ms"}, func(t *testing.T, cfg config) {
+			assert.Equal(t, deadlineRange{200 * time.Millisecond, 500 * time.Millisecond}, cfg.load.deadline)
+			assert.Contains(t, describeLoad(cfg.load), "every operation under a deadline of 200ms–500ms (uniform)")
+		}},
+		"a swing every second": {[]string{"-scenarios", "swing", "-swing", "1s"}, func(t *testing.T, cfg config) {
+			require.Len(t, cfg.scenarios, 1)
+			assert.Len(t, cfg.scenarios[0].phases, 10)
+		}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			cfg, err := parseFlags(tc.args, &bytes.Buffer{})
@@ -104,12 +115,35 @@ func TestParseFlagsIssue15(t *testing.T) {
 		"a negative late join":          {"-fleet", "2", "-late", "-1s"},
 		"a join after the end":          {"-fleet", "2", "-late", "10s", "-scenarios", "steady"},
 		"a join after a scaled end":     {"-fleet", "2", "-late", "1s", "-scale", "0.1"},
+		"a zero deadline":               {"-deadline", "0s"},
+		"a negative deadline":           {"-deadline", "-1s"},
+		"a deadline range reversed":     {"-deadline", "500ms,200ms"},
+		"a deadline without a unit":     {"-deadline", "300"},
+		"three deadlines":               {"-deadline", "1s,2s,3s"},
+		"a swing longer than its run":   {"-scenarios", "swing", "-swing", "11s"},
+		"a swing of zero":               {"-scenarios", "swing", "-swing", "0s"},
 	} {
 		t.Run(name, func(t *testing.T) {
 			_, err := parseFlags(args, &bytes.Buffer{})
 			assert.Error(t, err, "expect %q rejected", strings.Join(args, " "))
 		})
 	}
+}
+
+// TestRunOneEndsOperationsAtTheirDeadline runs against a table that
+// throttles every request: with -deadline much shorter than the 1 s base of
+// a throttle's backoff, most operations end at their deadlines, and count
+// as such (a few may run out of attempts first, on short backoffs).
+func TestRunOneEndsOperationsAtTheirDeadline(t *testing.T) {
+	up := mustUpstream(t)
+	s := mustScenario(t, scenarioSteady, 0.1)
+	cfg := loadConfig{capacity: math.Inf(1), throttleProb: 1, burstSeconds: 0.1, drain: 30 * time.Second,
+		deadline: deadlineRange{50 * time.Millisecond, 150 * time.Millisecond}}
+	r, err := runOne(cfg, up, mustMode(t, "ours-full"), 2, s)
+	require.NoError(t, err)
+	assert.Zero(t, r.successes)
+	assert.Positive(t, r.failed.deadline, "expect operations ended by their deadlines: %+v", r.failed)
+	assert.Zero(t, r.failed.other, "expect every deadline counted as one: %+v", r.failed)
 }
 
 func TestRunLabelAndPlotFile(t *testing.T) {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,6 +127,8 @@ func failureKind(err error) failures {
 		return failures{budget: 1}
 	case errors.As(err, &ma):
 		return failures{maxAttempts: 1}
+	case errors.Is(err, context.DeadlineExceeded):
+		return failures{deadline: 1}
 	default:
 		return failures{other: 1}
 	}

@@ -23,14 +23,16 @@ type second struct {
 type failures struct {
 	budget      int64 // the client's retry budget (token bucket) refused a retry
 	maxAttempts int64 // every attempt failed
+	deadline    int64 // the operation's deadline (-deadline) ended it, or a retryer gave up for it
 	other       int64
 }
 
-func (f failures) total() int64 { return f.budget + f.maxAttempts + f.other }
+func (f failures) total() int64 { return f.budget + f.maxAttempts + f.deadline + f.other }
 
 func (f *failures) add(o failures) {
 	f.budget += o.budget
 	f.maxAttempts += o.maxAttempts
+	f.deadline += o.deadline
 	f.other += o.other
 }
 
@@ -133,7 +135,7 @@ func ratio(a, b float64) float64 {
 func printSummary(w io.Writer, results []result) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	hasRecovery := len(results) > 0 && summarize(results[0]).hasRecovery
-	header := "mode\tutil %\tok/s\tcalls/ok\tok\tfailed\tbudget\tmax-att\tother\tcut\tp50 ms\tp99 ms\tmax ms\tpeak ×C\tthr/s max"
+	header := "mode\tutil %\tok/s\tcalls/ok\tok\tfailed\tbudget\tmax-att\tdeadline\tother\tcut\tp50 ms\tp99 ms\tmax ms\tpeak ×C\tthr/s max"
 	if hasRecovery {
 		header += "\trecovery"
 		for i := range recoverySeconds {
@@ -147,8 +149,8 @@ func printSummary(w io.Writer, results []result) {
 		if r.unlimited() {
 			util, peak = "-", "-"
 		}
-		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d",
-			r.mode, util, s.okPerSecond, s.callsPerSuccess, r.successes, r.failed.total(), r.failed.budget, r.failed.maxAttempts, r.failed.other,
+		fmt.Fprintf(tw, "%s\t%s\t%.0f\t%.2f\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d",
+			r.mode, util, s.okPerSecond, s.callsPerSuccess, r.successes, r.failed.total(), r.failed.budget, r.failed.maxAttempts, r.failed.deadline, r.failed.other,
 			r.cutOff, ms(s.p50), ms(s.p99), ms(s.max), peak, s.worstThrottled)
 		if hasRecovery {
 			rec := "never"

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/stretchr/testify/assert"
@@ -20,7 +21,7 @@ import (
 
 func mustScenario(t *testing.T, name string, scale float64) scenario {
 	t.Helper()
-	s, err := newScenario(name, scale)
+	s, err := newScenario(name, scale, defaultSwing)
 	require.NoError(t, err)
 	return s
 }
@@ -71,8 +72,28 @@ func TestScenarioCapacity(t *testing.T) {
 	_, ok = steady.recovery()
 	assert.False(t, ok, "expect no recovery in a steady scenario")
 
-	_, err := newScenario("bogus", 1)
+	_, err := newScenario("bogus", 1, defaultSwing)
 	assert.Error(t, err)
+}
+
+func TestSwingScenarioAlternates(t *testing.T) {
+	swing, err := newScenario(scenarioSwing, 1, 300*time.Millisecond)
+	require.NoError(t, err)
+	assert.Equal(t, 10*time.Second, swing.duration(), "expect the last level cut at the end")
+	require.Len(t, swing.phases, 34)
+	assert.Equal(t, phase{300 * time.Millisecond, 1}, swing.phases[0])
+	assert.Equal(t, phase{300 * time.Millisecond, 0.2}, swing.phases[1])
+	assert.Equal(t, phase{100 * time.Millisecond, 0.2}, swing.phases[33])
+	// 0–300 ms at 500/s, 300–600 at 100/s, 600–900 at 500/s, 900–1000 at 100/s.
+	assert.InDelta(t, 150+30+150+10, swing.capacityBetween(500, 0, time.Second), 1e-9)
+	_, ok := swing.recovery()
+	assert.False(t, ok, "expect no one recovery time for a swing")
+	assert.Equal(t, "500/s and 100/s in turn every 300ms for 10s", swing.describe(500))
+
+	for _, bad := range []time.Duration{0, -time.Second, 11 * time.Second} {
+		_, err := newScenario(scenarioSwing, 1, bad)
+		assert.ErrorContains(t, err, "invalid -swing", "swing %v", bad)
+	}
 }
 
 func TestPercentileIsNearestRank(t *testing.T) {
@@ -139,8 +160,10 @@ func TestFailureKind(t *testing.T) {
 		"ours, budget": {fmt.Errorf("op: %w", &jitterretry.GiveUpError{Reason: jitterretry.GiveUpBudget, Err: throttle}), failures{budget: 1}},
 		"SDK, quota": {fmt.Errorf("failed to get rate limit token, %w",
 			ratelimit.QuotaExceededError{Available: 3, Requested: 5}), failures{budget: 1}},
-		"max attempts": {fmt.Errorf("op: %w", &retry.MaxAttemptsError{Attempt: 4, Err: throttle}), failures{maxAttempts: 1}},
-		"other":        {throttle, failures{other: 1}},
+		"max attempts":           {fmt.Errorf("op: %w", &retry.MaxAttemptsError{Attempt: 4, Err: throttle}), failures{maxAttempts: 1}},
+		"our deadline":           {fmt.Errorf("op: %w", &jitterretry.GiveUpError{Reason: jitterretry.GiveUpDeadline, Err: throttle}), failures{deadline: 1}},
+		"the context's deadline": {fmt.Errorf("op: %w", &aws.RequestCanceledError{Err: context.DeadlineExceeded}), failures{deadline: 1}},
+		"other":                  {throttle, failures{other: 1}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.Equal(t, tc.want, failureKind(tc.err))

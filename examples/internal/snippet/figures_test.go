@@ -1,0 +1,185 @@
+package snippet
+
+import (
+	"context"
+	"errors"
+	"os"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	smithymiddle "github.com/aws/smithy-go/middleware"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/examples/internal/ddbtest"
+)
+
+// The measurements of BENCHMARKS.md section 5 that run the README's
+// Increment under deadlines. They print figures that depend on the machine,
+// and take seconds, so they run only when asked:
+//
+//	JITTERRETRY_FIGURES=1 go test -count 1 -run TestFigures -v ./examples/internal/snippet
+//
+// Each still checks what does not depend on the machine: no increment is
+// lost or applied twice.
+const figuresEnv = "JITTERRETRY_FIGURES"
+
+func skipUnlessFigures(t *testing.T) {
+	t.Helper()
+	if os.Getenv(figuresEnv) == "" {
+		t.Skipf("a measurement for BENCHMARKS.md section 5: set %s=1 to run it", figuresEnv)
+	}
+}
+
+// figuresSetup starts minidyn with a table, and returns them with a retryer
+// as the README's Quick start makes it and a client of it whose sends log
+// counts, late ones within lateWithin of their deadline.
+func figuresSetup(t *testing.T, lateWithin time.Duration) (*ddbtest.Backend, string, *jitterretry.Retryer, *dynamodb.Client, *sendLog) {
+	t.Helper()
+	b := ddbtest.Minidyn(t)
+	table := ddbtest.TableName("figures")
+	b.CreateTable(t, table, "pk")
+	retryer := jitterretry.New(jitterretry.DynamoDB)
+	log := &sendLog{lateWithin: lateWithin}
+	client := log.client(b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer }).Client)
+	return b, table, retryer, client, log
+}
+
+// sendLog counts the requests a client sends, and those sent with less
+// than lateWithin left before their context's deadline.
+type sendLog struct {
+	sent, late atomic.Int64
+	lateWithin time.Duration
+}
+
+// client returns a client of c's options that counts its sends into s.
+func (s *sendLog) client(c *dynamodb.Client) *dynamodb.Client {
+	return dynamodb.New(c.Options(), func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *smithymiddle.Stack) error {
+			return stack.Finalize.Add(smithymiddle.FinalizeMiddlewareFunc("sendLog", func(ctx context.Context, in smithymiddle.FinalizeInput, next smithymiddle.FinalizeHandler) (smithymiddle.FinalizeOutput, smithymiddle.Metadata, error) {
+				s.sent.Add(1)
+				if dl, ok := ctx.Deadline(); ok && time.Until(dl) < s.lateWithin {
+					s.late.Add(1)
+				}
+				return next.HandleFinalize(ctx, in)
+			}), smithymiddle.After)
+		})
+	})
+}
+
+// giveUps collects the time left at each GiveUpDeadline, and counts the
+// other errors.
+type giveUps struct {
+	mu     sync.Mutex
+	left   []time.Duration
+	others int
+}
+
+func (g *giveUps) note(err error, deadline time.Time) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	var gu *jitterretry.GiveUpError
+	if errors.As(err, &gu) && gu.Reason == jitterretry.GiveUpDeadline {
+		g.left = append(g.left, time.Until(deadline))
+	} else {
+		g.others++
+	}
+}
+
+// summary returns the give-ups for the deadline, the least and the median
+// time they left, and the other errors.
+func (g *giveUps) summary() (n int, least, median time.Duration, others int) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	if len(g.left) == 0 {
+		return 0, 0, 0, g.others
+	}
+	l := slices.Clone(g.left)
+	slices.Sort(l)
+	return len(l), l[0], l[len(l)/2], g.others
+}
+
+// TestFiguresDeadlines: 64 writers make 20 increments each on one item,
+// each call of Increment under a deadline of its own, 1 s; a call that
+// gives up is made again with the same seq, as a caller would.
+func TestFiguresDeadlines(t *testing.T) {
+	skipUnlessFigures(t)
+	const writers, increments = 64, 20
+	b, table, retryer, client, log := figuresSetup(t, 100*time.Millisecond)
+
+	var gave giveUps
+	stop := time.Now().Add(2 * time.Minute)
+	start := time.Now()
+	var wg sync.WaitGroup
+	for w := range writers {
+		wg.Go(func() {
+			for seq := int64(1); seq <= increments && time.Now().Before(stop); {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+				dl, _ := ctx.Deadline()
+				err := Increment(ctx, client, retryer, table, "hot", writerName(w), seq)
+				cancel()
+				if err == nil {
+					seq++
+					continue
+				}
+				gave.note(err, dl)
+			}
+		})
+	}
+	wg.Wait()
+	took := time.Since(start)
+	require.NoError(t, b.Quiesce(context.Background()))
+	item := read(t, b, table)
+	assert.Equal(t, int64(writers*increments), number(item, "n"), "expect every increment applied exactly once")
+	n, least, median, others := gave.summary()
+	t.Logf("%d increments in %v: %.2f requests per increment; %d give-ups for the deadline (time left: least %v, median %v), %d other errors; %d requests sent with less than %v left",
+		writers*increments, took.Round(time.Millisecond), float64(log.sent.Load())/float64(writers*increments),
+		n, least.Round(100*time.Microsecond), median.Round(100*time.Microsecond), others, log.late.Load(), log.lateWithin)
+}
+
+// TestFiguresSharedDeadline: 128 loops, one Increment each on one item,
+// all under one deadline of 250 ms, after 64 increments on another item
+// that let the retryer learn the attempts' time.
+func TestFiguresSharedDeadline(t *testing.T) {
+	skipUnlessFigures(t)
+	const loops = 128
+	b, table, retryer, client, log := figuresSetup(t, 50*time.Millisecond)
+	for i := range 64 {
+		require.NoError(t, Increment(context.Background(), client, retryer, table, "warm", writerName(i), 1))
+	}
+	log.sent.Store(0)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	defer cancel()
+	dl, _ := ctx.Deadline()
+	var ok atomic.Int64
+	var gave giveUps
+	var wg sync.WaitGroup
+	for w := range loops {
+		wg.Go(func() {
+			err := Increment(ctx, client, retryer, table, "hot", writerName(w), 1)
+			switch {
+			case err == nil:
+				ok.Add(1)
+			default:
+				if w == 0 {
+					t.Logf("loop 0: %v", err) // why it gave up
+				}
+				gave.note(err, dl)
+			}
+		})
+	}
+	wg.Wait()
+	require.NoError(t, b.Quiesce(context.Background()))
+	n := number(read(t, b, table), "n")
+	assert.GreaterOrEqual(t, n, ok.Load(), "expect every acknowledged increment applied")
+	assert.LessOrEqual(t, n, int64(loops), "expect no increment applied twice")
+	gaveUp, least, median, others := gave.summary()
+	t.Logf("%d of %d loops succeeded (%d applied); %d gave up for the deadline (time left: least %v, median %v), %d ended otherwise; %d requests sent, %d with less than %v left",
+		ok.Load(), loops, n, gaveUp, least.Round(100*time.Microsecond), median.Round(100*time.Microsecond), others, log.sent.Load(), log.late.Load(), log.lateWithin)
+}
