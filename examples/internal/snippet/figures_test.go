@@ -3,6 +3,7 @@ package snippet
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -234,5 +235,60 @@ func TestFiguresSendRate(t *testing.T) {
 			t.Logf("%v writes/s, limiter %v: %d of %d increments in %v, %.2f requests per increment (%d throttled)",
 				writes, limited, n, writers*increments, took.Round(100*time.Millisecond), float64(st.Requests)/float64(writers*increments), st.Throttled)
 		}
+	}
+}
+
+// TestFiguresUnderThrottles: 32 writers make 6 increments each on one item
+// of a table of 50 writes a second that loses 2% of the responses after the
+// write, each call of Increment under a deadline of its own drawn from a
+// range, and made again with the same seq after an error. It counts how
+// much of the deadline a give-up left, and the errors whose write had
+// landed (the item already holds that seq when the writer reads it after
+// the error): an error does not say the increment was not applied.
+func TestFiguresUnderThrottles(t *testing.T) {
+	skipUnlessFigures(t)
+	const writers, increments = 32, 6
+	for _, deadlines := range [][2]time.Duration{{500 * time.Millisecond, 3 * time.Second}, {50 * time.Millisecond, 300 * time.Millisecond}} {
+		b, table := figuresTable(t)
+		proxy := ddbtest.Capacity(t, b.URL, func(o *capacity.Options) {
+			o.Default = capacity.Capacity{Read: capacity.Unlimited, Write: 50}
+			o.LostResponseRate = 0.02
+			o.Seed = 1
+		})
+		retryer := jitterretry.New(jitterretry.DynamoDB)
+		client := b.NewClient(t, proxy.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer })
+		var gave giveUps
+		var errs, landed atomic.Int64
+		stop := time.Now().Add(2 * time.Minute)
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(1, uint64(w)))
+				for seq := int64(1); seq <= increments && time.Now().Before(stop); {
+					d := deadlines[0] + time.Duration(rng.Int64N(int64(deadlines[1]-deadlines[0])))
+					ctx, cancel := context.WithTimeout(context.Background(), d)
+					dl, _ := ctx.Deadline()
+					err := Increment(ctx, client.Client, retryer, table, "hot", writerName(w), seq)
+					cancel()
+					if err == nil {
+						seq++
+						continue
+					}
+					errs.Add(1)
+					gave.note(err, dl)
+					if number(read(t, b, table), "seq_"+writerName(w)) >= seq {
+						landed.Add(1) // the call that failed had written it
+						seq++
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, b.Quiesce(context.Background()))
+		n := number(read(t, b, table), "n")
+		assert.LessOrEqual(t, n, int64(writers*increments), "expect no increment applied twice")
+		gaveUp, least, median, others := gave.summary()
+		t.Logf("deadlines %v-%v: %d of %d increments applied; %d errors, %d of them for writes that had landed; %d gave up for the deadline (time left: least %v, median %v), %d other errors",
+			deadlines[0], deadlines[1], n, writers*increments, errs.Load(), landed.Load(), gaveUp, least.Round(time.Millisecond), median.Round(time.Millisecond), others)
 	}
 }
