@@ -3,6 +3,7 @@ package snippet
 import (
 	"context"
 	"errors"
+	"math/rand/v2"
 	"os"
 	"slices"
 	"sync"
@@ -17,6 +18,7 @@ import (
 
 	"github.com/jitterretry/jitterretry"
 	"github.com/jitterretry/jitterretry/examples/internal/ddbtest"
+	"github.com/jitterretry/jitterretry/internal/capacity"
 )
 
 // The measurements of BENCHMARKS.md section 5 that run the README's
@@ -36,14 +38,21 @@ func skipUnlessFigures(t *testing.T) {
 	}
 }
 
+// figuresTable starts minidyn with a table, and returns them.
+func figuresTable(t *testing.T) (*ddbtest.Backend, string) {
+	t.Helper()
+	b := ddbtest.Minidyn(t)
+	table := ddbtest.TableName("figures")
+	b.CreateTable(t, table, "pk")
+	return b, table
+}
+
 // figuresSetup starts minidyn with a table, and returns them with a retryer
 // as the README's Quick start makes it and a client of it whose sends log
 // counts, late ones within lateWithin of their deadline.
 func figuresSetup(t *testing.T, lateWithin time.Duration) (*ddbtest.Backend, string, *jitterretry.Retryer, *dynamodb.Client, *sendLog) {
 	t.Helper()
-	b := ddbtest.Minidyn(t)
-	table := ddbtest.TableName("figures")
-	b.CreateTable(t, table, "pk")
+	b, table := figuresTable(t)
 	retryer := jitterretry.New(jitterretry.DynamoDB)
 	log := &sendLog{lateWithin: lateWithin}
 	client := log.client(b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer }).Client)
@@ -182,4 +191,104 @@ func TestFiguresSharedDeadline(t *testing.T) {
 	gaveUp, least, median, others := gave.summary()
 	t.Logf("%d of %d loops succeeded (%d applied); %d gave up for the deadline (time left: least %v, median %v), %d ended otherwise; %d requests sent, %d with less than %v left",
 		ok.Load(), loops, n, gaveUp, least.Round(100*time.Microsecond), median.Round(100*time.Microsecond), others, log.sent.Load(), log.late.Load(), log.lateWithin)
+}
+
+// TestFiguresSendRate: 32 writers make 6 increments each on one item of a
+// table of 100 (then 50) writes a second (the capacity proxy; reads
+// unlimited), through a retryer without the send-rate limiter and one with
+// it: the README's case for leaving the limiter off on hot items.
+func TestFiguresSendRate(t *testing.T) {
+	skipUnlessFigures(t)
+	const writers, increments = 32, 6
+	for _, writes := range []float64{100, 50} {
+		for _, limited := range []bool{false, true} {
+			b, table := figuresTable(t)
+			proxy := ddbtest.Capacity(t, b.URL, func(o *capacity.Options) {
+				o.Default = capacity.Capacity{Read: capacity.Unlimited, Write: writes}
+			})
+			retryer := jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
+				if limited {
+					o.SendRate = &jitterretry.SendRateOptions{}
+				}
+			})
+			client := b.NewClient(t, proxy.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer })
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+			var failed atomic.Int64
+			start := time.Now()
+			var wg sync.WaitGroup
+			for w := range writers {
+				wg.Go(func() {
+					for seq := int64(1); seq <= increments; seq++ {
+						if Increment(ctx, client.Client, retryer, table, "hot", writerName(w), seq) != nil {
+							failed.Add(1)
+						}
+					}
+				})
+			}
+			wg.Wait()
+			took := time.Since(start)
+			cancel()
+			require.NoError(t, b.Quiesce(context.Background()))
+			n := number(read(t, b, table), "n")
+			assert.Equal(t, int64(writers*increments)-failed.Load(), n, "expect every acknowledged increment applied once, and no failed one")
+			st := proxy.Stats()
+			t.Logf("%v writes/s, limiter %v: %d of %d increments in %v, %.2f requests per increment (%d throttled)",
+				writes, limited, n, writers*increments, took.Round(100*time.Millisecond), float64(st.Requests)/float64(writers*increments), st.Throttled)
+		}
+	}
+}
+
+// TestFiguresUnderThrottles: 32 writers make 6 increments each on one item
+// of a table of 50 writes a second that loses 2% of the responses after the
+// write, each call of Increment under a deadline of its own drawn from a
+// range, and made again with the same seq after an error. It counts how
+// much of the deadline a give-up left, and the errors whose write had
+// landed (the item already holds that seq when the writer reads it after
+// the error): an error does not say the increment was not applied.
+func TestFiguresUnderThrottles(t *testing.T) {
+	skipUnlessFigures(t)
+	const writers, increments = 32, 6
+	for _, deadlines := range [][2]time.Duration{{500 * time.Millisecond, 3 * time.Second}, {50 * time.Millisecond, 300 * time.Millisecond}} {
+		b, table := figuresTable(t)
+		proxy := ddbtest.Capacity(t, b.URL, func(o *capacity.Options) {
+			o.Default = capacity.Capacity{Read: capacity.Unlimited, Write: 50}
+			o.LostResponseRate = 0.02
+			o.Seed = 1
+		})
+		retryer := jitterretry.New(jitterretry.DynamoDB)
+		client := b.NewClient(t, proxy.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer })
+		var gave giveUps
+		var errs, landed atomic.Int64
+		stop := time.Now().Add(2 * time.Minute)
+		var wg sync.WaitGroup
+		for w := range writers {
+			wg.Go(func() {
+				rng := rand.New(rand.NewPCG(1, uint64(w)))
+				for seq := int64(1); seq <= increments && time.Now().Before(stop); {
+					d := deadlines[0] + time.Duration(rng.Int64N(int64(deadlines[1]-deadlines[0])))
+					ctx, cancel := context.WithTimeout(context.Background(), d)
+					dl, _ := ctx.Deadline()
+					err := Increment(ctx, client.Client, retryer, table, "hot", writerName(w), seq)
+					cancel()
+					if err == nil {
+						seq++
+						continue
+					}
+					errs.Add(1)
+					gave.note(err, dl)
+					if number(read(t, b, table), "seq_"+writerName(w)) >= seq {
+						landed.Add(1) // the call that failed had written it
+						seq++
+					}
+				}
+			})
+		}
+		wg.Wait()
+		require.NoError(t, b.Quiesce(context.Background()))
+		n := number(read(t, b, table), "n")
+		assert.LessOrEqual(t, n, int64(writers*increments), "expect no increment applied twice")
+		gaveUp, least, median, others := gave.summary()
+		t.Logf("deadlines %v-%v: %d of %d increments applied; %d errors, %d of them for writes that had landed; %d gave up for the deadline (time left: least %v, median %v), %d other errors",
+			deadlines[0], deadlines[1], n, writers*increments, errs.Load(), landed.Load(), gaveUp, least.Round(time.Millisecond), median.Round(time.Millisecond), others)
+	}
 }
