@@ -173,7 +173,10 @@ func (e *GiveUpError) Error() string {
 			msg = "jitterretry: gave up: no time left before the context deadline for a retry"
 		}
 	case GiveUpCanceled:
-		msg = fmt.Sprintf("jitterretry: gave up: context done (%v)", e.ctxErr)
+		msg = "jitterretry: gave up: context done"
+		if e.ctxErr != nil {
+			msg += " (" + errorText(e.ctxErr) + ")"
+		}
 	case GiveUpMaxAttempts:
 		msg = fmt.Sprintf("jitterretry: exceeded maximum number of attempts, %d", e.Attempt)
 	case GiveUpConflicts:

@@ -941,6 +941,8 @@ func TestZeroValuesNeverPanic(t *testing.T) {
 
 	var gu jitterretry.GiveUpError
 	assert.NotEmpty(t, gu.Error())
+	assert.Equal(t, "jitterretry: gave up: context done", (&jitterretry.GiveUpError{Reason: jitterretry.GiveUpCanceled}).Error(),
+		"expect a GiveUpCanceled built by hand, without the context's error, to print no <nil>")
 	// A nil pointer in an error interface (a function that returns a typed
 	// nil) must print and unwrap, not panic in the caller's logging.
 	var nilGU *jitterretry.GiveUpError
