@@ -39,21 +39,12 @@ func skipUnlessFigures(t *testing.T) {
 	}
 }
 
-// figuresTable starts minidyn with a table, and returns them.
-func figuresTable(t *testing.T) (*ddbtest.Backend, string) {
-	t.Helper()
-	b := ddbtest.Minidyn(t)
-	table := ddbtest.TableName("figures")
-	b.CreateTable(t, table, "pk")
-	return b, table
-}
-
 // figuresSetup starts minidyn with a table, and returns them with a retryer
 // as the README's Quick start makes it and a client of it whose sends log
 // counts, late ones within lateWithin of their deadline.
 func figuresSetup(t *testing.T, lateWithin time.Duration) (*ddbtest.Backend, string, *jitterretry.Retryer, *dynamodb.Client, *sendLog) {
 	t.Helper()
-	b, table := figuresTable(t)
+	b, table := ddbtest.MinidynTable(t, "figures", "pk")
 	retryer := jitterretry.New(jitterretry.DynamoDB)
 	log := &sendLog{lateWithin: lateWithin}
 	client := log.client(b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer }).Client)
@@ -203,7 +194,7 @@ func TestFiguresSendRate(t *testing.T) {
 	const writers, increments = 32, 6
 	for _, writes := range []float64{100, 50} {
 		for _, limited := range []bool{false, true} {
-			b, table := figuresTable(t)
+			b, table := ddbtest.MinidynTable(t, "figures", "pk")
 			proxy := ddbtest.Capacity(t, b.URL, func(o *capacity.Options) {
 				o.Default = capacity.Capacity{Read: capacity.Unlimited, Write: writes}
 			})
@@ -250,7 +241,7 @@ func TestFiguresUnderThrottles(t *testing.T) {
 	skipUnlessFigures(t)
 	const writers, increments = 32, 6
 	for _, deadlines := range [][2]time.Duration{{500 * time.Millisecond, 3 * time.Second}, {50 * time.Millisecond, 300 * time.Millisecond}} {
-		b, table := figuresTable(t)
+		b, table := ddbtest.MinidynTable(t, "figures", "pk")
 		proxy := ddbtest.Capacity(t, b.URL, func(o *capacity.Options) {
 			o.Default = capacity.Capacity{Read: capacity.Unlimited, Write: 50}
 			o.LostResponseRate = 0.02
