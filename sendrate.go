@@ -812,9 +812,10 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 		// A cut sized on a few answers, after which nothing was
 		// throttled at all: a burst of throttles (sends that bunched,
 		// a service's bucket run dry), not a fall of capacity. The rate
-		// before it was about right; regain it (see regrowTo): what was
-		// sent at it when that was unlimited, or the known capacity
-		// became +Inf and the rises twice whatever a window accepted.
+		// before it was about right; regain it (see regrowTo). When that
+		// rate was unlimited, regain what was sent at it instead: the
+		// known capacity would be +Inf, and every rise twice whatever a
+		// window accepted.
 		before := t.prevRate
 		if math.IsInf(before, 1) {
 			before = t.sent

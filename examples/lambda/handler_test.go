@@ -51,10 +51,7 @@ func TestMain(m *testing.M) {
 // counterTable starts the embedded server with a fresh table.
 func counterTable(t *testing.T) (*ddbtest.Backend, string) {
 	t.Helper()
-	b := ddbtest.Minidyn(t)
-	table := ddbtest.TableName("counter")
-	b.CreateTable(t, table, "pk")
-	return b, table
+	return ddbtest.MinidynTable(t, "counter", "pk")
 }
 
 // newTestHandler wires a Handler as main does, to endpoint, with its own

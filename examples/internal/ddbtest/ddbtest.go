@@ -65,6 +65,17 @@ func Minidyn(t testing.TB) *Backend {
 	return b
 }
 
+// MinidynTable starts an embedded minidyn server for the test with a fresh
+// table named after prefix, whose partition key is the string key, and
+// returns both.
+func MinidynTable(t testing.TB, prefix, key string) (*Backend, string) {
+	t.Helper()
+	b := Minidyn(t)
+	table := TableName(prefix)
+	b.CreateTable(t, table, key)
+	return b, table
+}
+
 // Dynalite returns the dynalite server the test command started, behind an
 // in-process reverse proxy, and skips the test when EndpointEnv is unset.
 func Dynalite(t testing.TB) *Backend {

@@ -22,13 +22,14 @@ import (
 )
 
 // The measurements of BENCHMARKS.md section 5 that run the README's
-// Increment under deadlines. They print figures that depend on the machine,
-// and take seconds, so they run only when asked:
+// Increment on a hot item: under deadlines, through the send-rate limiter,
+// under throttles. They print figures that depend on the machine, and take
+// about a minute in all, so they run only when asked:
 //
 //	JITTERRETRY_FIGURES=1 go test -count 1 -run TestFigures -v ./examples/internal/snippet
 //
-// Each still checks what does not depend on the machine: no increment is
-// lost or applied twice.
+// Each still checks what does not depend on the machine: no acknowledged
+// increment is lost, none is applied twice.
 const figuresEnv = "JITTERRETRY_FIGURES"
 
 func skipUnlessFigures(t *testing.T) {
@@ -38,21 +39,12 @@ func skipUnlessFigures(t *testing.T) {
 	}
 }
 
-// figuresTable starts minidyn with a table, and returns them.
-func figuresTable(t *testing.T) (*ddbtest.Backend, string) {
-	t.Helper()
-	b := ddbtest.Minidyn(t)
-	table := ddbtest.TableName("figures")
-	b.CreateTable(t, table, "pk")
-	return b, table
-}
-
 // figuresSetup starts minidyn with a table, and returns them with a retryer
 // as the README's Quick start makes it and a client of it whose sends log
 // counts, late ones within lateWithin of their deadline.
 func figuresSetup(t *testing.T, lateWithin time.Duration) (*ddbtest.Backend, string, *jitterretry.Retryer, *dynamodb.Client, *sendLog) {
 	t.Helper()
-	b, table := figuresTable(t)
+	b, table := ddbtest.MinidynTable(t, "figures", "pk")
 	retryer := jitterretry.New(jitterretry.DynamoDB)
 	log := &sendLog{lateWithin: lateWithin}
 	client := log.client(b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer }).Client)
@@ -202,7 +194,7 @@ func TestFiguresSendRate(t *testing.T) {
 	const writers, increments = 32, 6
 	for _, writes := range []float64{100, 50} {
 		for _, limited := range []bool{false, true} {
-			b, table := figuresTable(t)
+			b, table := ddbtest.MinidynTable(t, "figures", "pk")
 			proxy := ddbtest.Capacity(t, b.URL, func(o *capacity.Options) {
 				o.Default = capacity.Capacity{Read: capacity.Unlimited, Write: writes}
 			})
@@ -249,7 +241,7 @@ func TestFiguresUnderThrottles(t *testing.T) {
 	skipUnlessFigures(t)
 	const writers, increments = 32, 6
 	for _, deadlines := range [][2]time.Duration{{500 * time.Millisecond, 3 * time.Second}, {50 * time.Millisecond, 300 * time.Millisecond}} {
-		b, table := figuresTable(t)
+		b, table := ddbtest.MinidynTable(t, "figures", "pk")
 		proxy := ddbtest.Capacity(t, b.URL, func(o *capacity.Options) {
 			o.Default = capacity.Capacity{Read: capacity.Unlimited, Write: 50}
 			o.LostResponseRate = 0.02
@@ -259,6 +251,7 @@ func TestFiguresUnderThrottles(t *testing.T) {
 		client := b.NewClient(t, proxy.URL, func(o *ddbtest.ClientOptions) { o.Retryer = retryer })
 		var gave giveUps
 		var errs, landed atomic.Int64
+		done := make([]int64, writers) // each writer's last increment known applied
 		stop := time.Now().Add(2 * time.Minute)
 		var wg sync.WaitGroup
 		for w := range writers {
@@ -271,6 +264,7 @@ func TestFiguresUnderThrottles(t *testing.T) {
 					err := Increment(ctx, client.Client, retryer, table, "hot", writerName(w), seq)
 					cancel()
 					if err == nil {
+						done[w] = seq
 						seq++
 						continue
 					}
@@ -278,6 +272,7 @@ func TestFiguresUnderThrottles(t *testing.T) {
 					gave.note(err, dl)
 					if number(read(t, b, table), "seq_"+writerName(w)) >= seq {
 						landed.Add(1) // the call that failed had written it
+						done[w] = seq
 						seq++
 					}
 				}
@@ -287,6 +282,9 @@ func TestFiguresUnderThrottles(t *testing.T) {
 		require.NoError(t, b.Quiesce(context.Background()))
 		n := number(read(t, b, table), "n")
 		assert.LessOrEqual(t, n, int64(writers*increments), "expect no increment applied twice")
+		for w := range writers {
+			assert.GreaterOrEqual(t, number(read(t, b, table), "seq_"+writerName(w)), done[w], "expect writer %d's last acknowledged increment applied", w)
+		}
 		gaveUp, least, median, others := gave.summary()
 		t.Logf("deadlines %v-%v: %d of %d increments applied; %d errors, %d of them for writes that had landed; %d gave up for the deadline (time left: least %v, median %v), %d other errors",
 			deadlines[0], deadlines[1], n, writers*increments, errs.Load(), landed.Load(), gaveUp, least.Round(time.Millisecond), median.Round(time.Millisecond), others)
