@@ -366,7 +366,7 @@ func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 	// HTTP error has its text searched here, and only now that the cheap
 	// checks have failed.
 	if !f.statusSeen && !f.code.seen {
-		return brokenConnectionText(err.Error())
+		return brokenConnectionText(errorText(err))
 	}
 	return false
 }
@@ -778,10 +778,10 @@ func connectionRetryable(err error) aws.Ternary {
 	switch {
 	case errors.As(err, &connErr) && connErr.ConnectionError():
 		return aws.TrueTernary
-	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), brokenConnectionText(err.Error()):
+	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), brokenConnectionText(errorText(err)):
 		return aws.TrueTernary
 	case errors.As(err, &urlErr):
-		if errors.Is(urlErr, syscall.ECONNREFUSED) || strings.Contains(urlErr.Error(), "connection refused") {
+		if errors.Is(urlErr, syscall.ECONNREFUSED) || strings.Contains(errorText(urlErr), "connection refused") {
 			return aws.TrueTernary
 		}
 		return connectionRetryable(urlErr.Unwrap())

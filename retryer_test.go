@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sync"
@@ -993,9 +994,16 @@ type nilErrorCode struct{ code string }
 func (e *nilErrorCode) Error() string     { return "code " + e.code }
 func (e *nilErrorCode) ErrorCode() string { return e.code }
 
+// panickyError is a user's error whose Error method panics.
+type panickyError struct{}
+
+func (panickyError) Error() string { panic("a user's bug") }
+
 // TestTypedNilErrorsNeverPanic: a typed nil in an error interface (a
-// function that returns a nil *T as error), alone or wrapped, is not
-// retried, and classifying it calls none of its methods.
+// function that returns a nil *T as error), alone, wrapped or joined, is
+// not retried, and classifying it calls none of its methods; nor do an
+// error whose Error method panics, or a join holding one, make the retryer
+// or the printing of its errors panic.
 func TestTypedNilErrorsNeverPanic(t *testing.T) {
 	errs := map[string]error{
 		"*smithy.GenericAPIError":   (*smithy.GenericAPIError)(nil),
@@ -1004,6 +1012,9 @@ func TestTypedNilErrorsNeverPanic(t *testing.T) {
 		"*smithyhttp.ResponseError": (*smithyhttp.ResponseError)(nil),
 		"a user's type":             (*nilErrorCode)(nil),
 		"a user's type, wrapped":    fmt.Errorf("get: %w", (*nilErrorCode)(nil)),
+		"a join holding one":        errors.Join(io.ErrUnexpectedEOF, (*nilErrorCode)(nil)),
+		"one whose Error panics":    &panickyError{},
+		"a join holding such a one": errors.Join(io.ErrUnexpectedEOF, &panickyError{}),
 	}
 	r := jitterretry.New(fast)
 	for name, err := range errs {
