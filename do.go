@@ -153,7 +153,7 @@ type doLoop struct {
 	r               *Retryer
 	o               DoOptions
 	lane            *lane
-	seq             *delayers.Sequence // the Retryer's jitter for this loop; nil with a custom Backoff
+	seq             *delayers.Sequence // this loop's delays, when the Backoff is a delayers.Delayer (ours or the caller's); nil otherwise
 	conflictBackoff delayers.Contention
 	failures        int // calls that failed with a transient or throttling error
 	conflicts       int // conflicts retried
@@ -311,9 +311,12 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			return 0, gerr
 		}
 		d.paid = &p.paid // schedule forgets it when it refunds a refusal
-		if d.seq != nil {
+		switch {
+		case d.seq != nil && r.delayer != nil:
 			backoff = d.seq.NextFor(r.throttleBackoff(class, nil))
-		} else {
+		case d.seq != nil:
+			backoff = d.seq.Next(err) // a caller's delayer, with its own throttle check
+		default:
 			var derr error
 			if backoff, derr = r.backoffFor(d.failures, err, class, nil); derr != nil {
 				d.refund()
