@@ -743,7 +743,9 @@ func isNetworkNode(err error) bool {
 	case *net.DNSError, *url.Error, *net.OpError:
 		return true
 	case syscall.Errno:
-		return e == syscall.ECONNRESET || e == syscall.ECONNREFUSED
+		// The SDK retries an Errno that is Temporary or a Timeout
+		// (ETIMEDOUT, EAGAIN, EMFILE, ...), not only the two it names.
+		return e == syscall.ECONNRESET || e == syscall.ECONNREFUSED || e.Temporary() || e.Timeout()
 	case interface{ ConnectionError() bool }, interface{ Temporary() bool }, interface{ Timeout() bool }:
 		return true
 	}
