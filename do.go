@@ -141,8 +141,8 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 	}
 	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
 	loop.partitionNews()
-	if d, ok := r.backoff.(delayers.Delayer); ok {
-		loop.seq = d.NewSequence()
+	if r.delayer != nil {
+		loop.seq = r.delayer.NewSequence()
 	}
 	loop.conflictBackoff = delayers.Contention{Cap: loop.cap(), Source: r.source}
 	return loop.run(ctx, fn)
@@ -153,7 +153,7 @@ type doLoop struct {
 	r               *Retryer
 	o               DoOptions
 	lane            *lane
-	seq             *delayers.Sequence // this loop's delays, when the Backoff is a delayers.Delayer (ours or the caller's); nil otherwise
+	seq             *delayers.Sequence // the Retryer's own delayer's delays for this loop; nil with a Backoff of the caller's
 	conflictBackoff delayers.Contention
 	failures        int // calls that failed with a transient or throttling error
 	conflicts       int // conflicts retried
@@ -311,14 +311,19 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			return 0, gerr
 		}
 		d.paid = &p.paid // schedule forgets it when it refunds a refusal
-		switch {
-		case d.seq != nil && r.delayer != nil:
+		if d.seq != nil {
 			backoff = d.seq.NextFor(r.throttleBackoff(class, nil))
-		case d.seq != nil:
-			backoff = d.seq.Next(err) // a caller's delayer, with its own throttle check
-		default:
+		} else {
+			// A Backoff of the caller's own computes the delay and tells
+			// a throttle by its error: a throttle only Classify knows (a
+			// transaction cancelled for one, a caller's class) is asked
+			// with one the SDK's checks know.
+			asked := err
+			if class == ClassThrottle {
+				asked = d.throttleErr()
+			}
 			var derr error
-			if backoff, derr = r.backoffFor(d.failures, err, class, nil); derr != nil {
+			if backoff, derr = r.backoffFor(d.failures, asked, class, nil); derr != nil {
 				d.refund()
 				return 0, derr
 			}

@@ -1756,7 +1756,60 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}, delays, "expect the delayer's Base: it counts no ProvisionedThroughputExceededException as a throttle")
 	})
+	// A throttle only Do's Classify knows (here the caller's; by default a
+	// transaction cancelled for one) is asked of the caller's delayer as one
+	// the SDK's checks know: it backed off on Base, 20 times sooner (a
+	// review of the fix above).
+	t.Run("Do, a throttle only Classify knows", func(t *testing.T) {
+		d, err := delayers.NewExponential(func(o *delayers.Options) { o.Base, o.ThrottleBase = 10*time.Millisecond, 100*time.Millisecond })
+		require.NoError(t, err)
+		var delays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = d
+			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+		})
+		busy := errors.New("busy")
+		calls := 0
+		err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+			if calls++; calls < 3 {
+				return busy
+			}
+			return nil
+		}, func(o *jitterretry.DoOptions) {
+			o.Classify = func(err error) jitterretry.ErrorClass {
+				if errors.Is(err, busy) {
+					return jitterretry.ClassThrottle
+				}
+				return jitterretry.Classify(err)
+			}
+		})
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase")
+	})
+	// A wrapper of a delayer that computes its own delays is asked, in Do
+	// as in the middleware: Do built a Sequence from the delayer inside.
+	t.Run("Do, a wrapper's BackoffDelay", func(t *testing.T) {
+		var delays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = sevenMillis{backoff(busy)}
+			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+		})
+		calls := 0
+		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+			if calls++; calls < 3 {
+				return serverErr()
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{7 * time.Millisecond, 7 * time.Millisecond}, delays, "expect the wrapper's delays")
+	})
 }
+
+// sevenMillis wraps a delayer and backs off 7 ms whatever the error.
+type sevenMillis struct{ delayers.Delayer }
+
+func (sevenMillis) BackoffDelay(int, error) (time.Duration, error) { return 7 * time.Millisecond, nil }
 
 // TestSyscallErrorsAreRetriedAsTheSDKRetriesThem: an operating system's
 // error code wrapped without a net.OpError (a dial of the caller's, in Do
