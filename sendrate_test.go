@@ -422,8 +422,8 @@ func TestSendRateRecovers(t *testing.T) {
 // capacity, above a third of the peak, and the capacity that returned was
 // regained by the line alone, unless a jump came before a cut: 56% of it
 // over the two seconds after, on average over eight draws, five of them
-// under 46% (74% now, two under 60%; throttlebench -capacity 100
-// -scenarios drop: 2.8-3.1 s to recover before, 0.3-1.3 s now).
+// under 46% (74% now, three under 60%; throttlebench -capacity 100
+// -scenarios drop: 2.8-3.1 s to recover before, 0.0-1.3 s now).
 func TestSendRateRecoversAtASmallCapacity(t *testing.T) {
 	capacity := func(at time.Duration) float64 {
 		if at >= 2*time.Second && at < 7*time.Second {
