@@ -8,7 +8,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/smithy-go"
@@ -26,6 +25,10 @@ var ErrAttemptTimeout = errors.New("jitterretry: attempt timed out")
 // deadline and reports the cause, rather than the caller seeing only its
 // context's error.
 const attemptReserve = 5 * time.Millisecond
+
+// errAttemptCut is the cause of an attempt's context that AttemptTimeout
+// ended, told from its caller's context ending.
+var errAttemptCut = errors.New("jitterretry: attempt cut")
 
 // AttemptTimeout returns an SDK API option that gives every attempt of an
 // operation at most d: the smaller of d and what is left of the operation's
@@ -49,8 +52,10 @@ const attemptReserve = 5 * time.Millisecond
 //
 // The attempt's context ends when the attempt fails; after a success it is
 // left to its timer, which ends it at the attempt's limit, so a response
-// body the caller streams afterwards is still bounded by d (and each
-// context lives at most d, however long the caller's context lives). It
+// body the caller streams afterwards is still bounded by d, or by the
+// caller's context when that ends first (each attempt's context, and its
+// timer, live at most that long, however long the caller's context
+// lives). It
 // is for operations whose response is read in the attempt (DynamoDB, SQS,
 // most APIs), not for long downloads; a long poll (SQS ReceiveMessage
 // with WaitTimeSeconds) needs a d of its own, longer than its wait.
@@ -99,27 +104,36 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	if limit <= 0 {
 		return next.HandleFinalize(ctx, in) // the deadline has passed: the caller's context decides
 	}
-	attemptCtx, cancel := context.WithCancel(ctx)
-	var cut atomic.Bool
-	timer := time.AfterFunc(limit, func() {
-		cut.Store(true)
-		cancel()
-	})
+	// The context package runs the cut: its timer ends the attempt's
+	// context at the limit, with errAttemptCut as the cause, and stops
+	// when ctx ends first.
+	attemptCtx, cancel := context.WithDeadlineCause(ctx, time.Now().Add(limit), errAttemptCut)
+	succeeded := false
+	defer func() {
+		if !succeeded {
+			cancel()
+		}
+	}()
 	out, md, err := next.HandleFinalize(attemptCtx, in)
 	if err == nil {
-		// Left to its timer (see the doc): it bounds a body read later,
-		// and ends the context, which detaches it from ctx; stopping the
-		// timer here would leave it attached for as long as ctx lives.
+		succeeded = true
+		// Left to its deadline (see the doc): it bounds a body read
+		// later, and ends the context, which detaches it from ctx;
+		// cancelling it here would cut that read, and keeping its cancel
+		// would keep it attached for as long as ctx lives. When ctx
+		// ends first (a caller's deferred cancel), the context package
+		// stops the timer then: it held the attempt's context for the
+		// whole of d before (some 800 bytes a call; 77 MB over 100,000
+		// calls at d = 1 h).
 		return out, md, nil
 	}
-	timer.Stop()
-	cancel()
+	cut := context.Cause(attemptCtx) == errAttemptCut
 	// The cut decides, not ctx: when the transport takes longer than the
 	// reserve to return after the cut, ctx's deadline has passed too, and
 	// the SDK's error for the cut would then say "canceled", hiding the
 	// deadline. An answer the attempt had when the timer fired is the
 	// attempt's outcome, though: the cut interrupted nothing.
-	if cut.Load() && !answered(err) {
+	if cut && !answered(err) {
 		err = &attemptTimeoutError{timeout: limit, byDeadline: byDeadline, reserve: reserve, cause: err}
 	}
 	return out, md, err

@@ -366,7 +366,7 @@ func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 	// HTTP error has its text searched here, and only now that the cheap
 	// checks have failed.
 	if !f.statusSeen && !f.code.seen {
-		return brokenConnectionText(err.Error())
+		return brokenConnectionText(errorText(err))
 	}
 	return false
 }
@@ -743,7 +743,9 @@ func isNetworkNode(err error) bool {
 	case *net.DNSError, *url.Error, *net.OpError:
 		return true
 	case syscall.Errno:
-		return e == syscall.ECONNRESET || e == syscall.ECONNREFUSED
+		// The SDK retries an Errno that is Temporary or a Timeout
+		// (ETIMEDOUT, EAGAIN, EMFILE, ...), not only the two it names.
+		return e == syscall.ECONNRESET || e == syscall.ECONNREFUSED || e.Temporary() || e.Timeout()
 	case interface{ ConnectionError() bool }, interface{ Temporary() bool }, interface{ Timeout() bool }:
 		return true
 	}
@@ -778,10 +780,10 @@ func connectionRetryable(err error) aws.Ternary {
 	switch {
 	case errors.As(err, &connErr) && connErr.ConnectionError():
 		return aws.TrueTernary
-	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), brokenConnectionText(err.Error()):
+	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), brokenConnectionText(errorText(err)):
 		return aws.TrueTernary
 	case errors.As(err, &urlErr):
-		if errors.Is(urlErr, syscall.ECONNREFUSED) || strings.Contains(urlErr.Error(), "connection refused") {
+		if errors.Is(urlErr, syscall.ECONNREFUSED) || strings.Contains(errorText(urlErr), "connection refused") {
 			return aws.TrueTernary
 		}
 		return connectionRetryable(urlErr.Unwrap())

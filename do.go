@@ -141,8 +141,8 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 	}
 	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
 	loop.partitionNews()
-	if d, ok := r.backoff.(delayers.Delayer); ok {
-		loop.seq = d.NewSequence()
+	if r.delayer != nil {
+		loop.seq = r.delayer.NewSequence()
 	}
 	loop.conflictBackoff = delayers.Contention{Cap: loop.cap(), Source: r.source}
 	return loop.run(ctx, fn)
@@ -153,7 +153,7 @@ type doLoop struct {
 	r               *Retryer
 	o               DoOptions
 	lane            *lane
-	seq             *delayers.Sequence // the Retryer's jitter for this loop; nil with a custom Backoff
+	seq             *delayers.Sequence // the Retryer's own delayer's delays for this loop; nil with a Backoff of the caller's
 	conflictBackoff delayers.Contention
 	failures        int // calls that failed with a transient or throttling error
 	conflicts       int // conflicts retried
@@ -314,8 +314,16 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		if d.seq != nil {
 			backoff = d.seq.NextFor(r.throttleBackoff(class, nil))
 		} else {
+			// A Backoff of the caller's own computes the delay and tells
+			// a throttle by its error: a throttle only Classify knows (a
+			// transaction cancelled for one, a caller's class) is asked
+			// with one the SDK's checks know.
+			asked := err
+			if class == ClassThrottle {
+				asked = d.throttleErr()
+			}
 			var derr error
-			if backoff, derr = r.backoffFor(d.failures, err, class, nil); derr != nil {
+			if backoff, derr = r.backoffFor(d.failures, asked, class, nil); derr != nil {
 				d.refund()
 				return 0, derr
 			}

@@ -194,12 +194,20 @@ func (e *GiveUpError) Error() string {
 	return msg
 }
 
-// errorText returns err's message, or "<nil T>" for a nil pointer of type T
-// in the interface, whose Error may dereference it.
-func errorText(err error) string {
+// errorText returns err's message; "<nil T>" for a nil pointer of type T
+// in the interface, whose Error may dereference it; and, when its Error
+// method panics (a typed nil deeper in a join, a user's bug), a text that
+// says so: the retryer reads the text of errors it did not make, and
+// printing one of its own errors must not crash the caller.
+func errorText(err error) (text string) {
 	if holdsNil(err) {
 		return fmt.Sprintf("<nil %T>", err)
 	}
+	defer func() {
+		if r := recover(); r != nil {
+			text = fmt.Sprintf("<%T whose Error method panicked: %v>", err, r)
+		}
+	}()
 	return err.Error()
 }
 

@@ -105,7 +105,12 @@ func New(optFns ...func(*Options)) *Retryer {
 		r.maxAttempts = 1
 		return r
 	}
-	r.delayer, _ = r.backoff.(delayers.Delayer)
+	if o.Backoff == nil {
+		// Our own delayer: its throttle check is the classifier's, whose
+		// class the retryer knows already. A delayer of the caller's
+		// keeps its own check (BackoffDelay), as the SDK's Backoff does.
+		r.delayer, _ = r.backoff.(delayers.Delayer)
+	}
 	// A Backoff of the caller's computes every delay, throttles' included.
 	r.pacedThrottles = o.SendRate != nil && o.ThrottleBaseDelay == defaultThrottleBaseDelay && o.Backoff == nil
 	if o.SendRate != nil {

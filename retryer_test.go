@@ -4,10 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"math"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -993,9 +995,16 @@ type nilErrorCode struct{ code string }
 func (e *nilErrorCode) Error() string     { return "code " + e.code }
 func (e *nilErrorCode) ErrorCode() string { return e.code }
 
+// panickyError is a user's error whose Error method panics.
+type panickyError struct{}
+
+func (panickyError) Error() string { panic("a user's bug") }
+
 // TestTypedNilErrorsNeverPanic: a typed nil in an error interface (a
-// function that returns a nil *T as error), alone or wrapped, is not
-// retried, and classifying it calls none of its methods.
+// function that returns a nil *T as error), alone, wrapped or joined, is
+// not retried, and classifying it calls none of its methods; nor do an
+// error whose Error method panics, or a join holding one, make the retryer
+// or the printing of its errors panic.
 func TestTypedNilErrorsNeverPanic(t *testing.T) {
 	errs := map[string]error{
 		"*smithy.GenericAPIError":   (*smithy.GenericAPIError)(nil),
@@ -1004,6 +1013,9 @@ func TestTypedNilErrorsNeverPanic(t *testing.T) {
 		"*smithyhttp.ResponseError": (*smithyhttp.ResponseError)(nil),
 		"a user's type":             (*nilErrorCode)(nil),
 		"a user's type, wrapped":    fmt.Errorf("get: %w", (*nilErrorCode)(nil)),
+		"a join holding one":        errors.Join(io.ErrUnexpectedEOF, (*nilErrorCode)(nil)),
+		"one whose Error panics":    &panickyError{},
+		"a join holding such a one": errors.Join(io.ErrUnexpectedEOF, &panickyError{}),
 	}
 	r := jitterretry.New(fast)
 	for name, err := range errs {
@@ -1686,4 +1698,144 @@ func TestALimiterWaitTooLongForTheDeadlineHoldsTheCaller(t *testing.T) {
 		require.NoError(t, err, "expect the held place served once the places ahead were given back")
 		require.NoError(t, release(nil))
 	})
+}
+
+// TestABackoffDelayerKeepsItsOwnThrottleCheck: a delayer of package
+// delayers given as Options.Backoff computes every delay, as
+// retry.NewStandard's Backoff does, with its own Throttle check: the
+// retryer took the delayer's fast path with its own classification, so a
+// code the delayer counts as a throttle backed off on Base (10 ms where the
+// SDK waits 2 s), and a throttle it does not count on ThrottleBase, in the
+// middleware and in Do (an outside review).
+func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
+	busy := retry.IsErrorThrottleFunc(func(err error) aws.Ternary {
+		var apiErr smithy.APIError
+		if errors.As(err, &apiErr) && apiErr.ErrorCode() == "Busy" {
+			return aws.TrueTernary
+		}
+		return aws.FalseTernary
+	})
+	backoff := func(throttle retry.IsErrorThrottle) delayers.Delayer {
+		d, err := delayers.NewExponential(func(o *delayers.Options) {
+			o.Base, o.ThrottleBase, o.Cap, o.Throttle = 10*time.Millisecond, 2*time.Second, 20*time.Second, throttle
+		})
+		require.NoError(t, err)
+		return d
+	}
+	for name, opErr := range map[string]error{
+		"its throttle, a 503 to the retryer": asResponse(503, &modeled{"Busy"}),
+		"the retryer's throttle, not its":    throttleErr(),
+	} {
+		t.Run(name, func(t *testing.T) {
+			d := backoff(busy)
+			sdk, err := retry.NewStandard(func(o *retry.StandardOptions) { o.Backoff = d }).RetryDelay(1, opErr)
+			require.NoError(t, err)
+			r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = d })
+			_, err = r.GetRetryToken(context.Background(), opErr)
+			require.NoError(t, err)
+			ours, err := r.RetryDelay(1, opErr)
+			require.NoError(t, err)
+			assert.Equal(t, sdk, ours, "expect the SDK's delay, from the delayer's own check")
+		})
+	}
+	t.Run("Do", func(t *testing.T) {
+		var delays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = backoff(busy)
+			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		calls := 0
+		err := jitterretry.Do(ctx, r, func(context.Context) error {
+			if calls++; calls < 3 {
+				return throttleErr()
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}, delays, "expect the delayer's Base: it counts no ProvisionedThroughputExceededException as a throttle")
+	})
+	// A throttle only Do's Classify knows (here the caller's; by default a
+	// transaction cancelled for one) is asked of the caller's delayer as one
+	// the SDK's checks know: it backed off on Base, 20 times sooner (a
+	// review of the fix above).
+	t.Run("Do, a throttle only Classify knows", func(t *testing.T) {
+		d, err := delayers.NewExponential(func(o *delayers.Options) { o.Base, o.ThrottleBase = 10*time.Millisecond, 100*time.Millisecond })
+		require.NoError(t, err)
+		var delays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = d
+			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+		})
+		busy := errors.New("busy")
+		calls := 0
+		err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+			if calls++; calls < 3 {
+				return busy
+			}
+			return nil
+		}, func(o *jitterretry.DoOptions) {
+			o.Classify = func(err error) jitterretry.ErrorClass {
+				if errors.Is(err, busy) {
+					return jitterretry.ClassThrottle
+				}
+				return jitterretry.Classify(err)
+			}
+		})
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase")
+	})
+	// A wrapper of a delayer that computes its own delays is asked, in Do
+	// as in the middleware: Do built a Sequence from the delayer inside.
+	t.Run("Do, a wrapper's BackoffDelay", func(t *testing.T) {
+		var delays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = sevenMillis{backoff(busy)}
+			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+		})
+		calls := 0
+		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+			if calls++; calls < 3 {
+				return serverErr()
+			}
+			return nil
+		})
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{7 * time.Millisecond, 7 * time.Millisecond}, delays, "expect the wrapper's delays")
+	})
+}
+
+// sevenMillis wraps a delayer and backs off 7 ms whatever the error.
+type sevenMillis struct{ delayers.Delayer }
+
+func (sevenMillis) BackoffDelay(int, error) (time.Duration, error) { return 7 * time.Millisecond, nil }
+
+// TestSyscallErrorsAreRetriedAsTheSDKRetriesThem: an operating system's
+// error code wrapped without a net.OpError (a dial of the caller's, in Do
+// or a middleware of its own) is retried when the SDK's default checks
+// retry it: a timeout or a temporary failure. Only ECONNRESET and
+// ECONNREFUSED were (an outside review's comparison over 300,000 error
+// chains: ETIMEDOUT, EAGAIN, EMFILE and ENFILE were not).
+func TestSyscallErrorsAreRetriedAsTheSDKRetriesThem(t *testing.T) {
+	sdk := retry.IsErrorRetryables(retry.DefaultRetryables)
+	r := jitterretry.New()
+	for _, errno := range []syscall.Errno{
+		syscall.ETIMEDOUT, syscall.EAGAIN, syscall.EMFILE, syscall.ENFILE, syscall.EINTR,
+		syscall.ECONNRESET, syscall.ECONNREFUSED, syscall.ECONNABORTED,
+		syscall.ENOENT, syscall.EACCES, syscall.EPIPE,
+	} {
+		err := fmt.Errorf("dial backend: %w", errno)
+		want := sdk.IsErrorRetryable(err).Bool()
+		assert.Equal(t, want, r.IsErrorRetryable(err), "IsErrorRetryable(%v)", err)
+		assert.Equal(t, want, jitterretry.Classify(err) != jitterretry.ClassNotRetryable, "Classify(%v)", err)
+		calls := 0
+		_ = jitterretry.Do(context.Background(), jitterretry.New(fast), func(context.Context) error {
+			if calls++; calls == 1 {
+				return err
+			}
+			return nil
+		})
+		assert.Equal(t, map[bool]int{true: 2, false: 1}[want], calls, "Do's calls for %v", err)
+	}
 }

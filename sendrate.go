@@ -1139,10 +1139,19 @@ func (l *sendRate) rollLocked(now time.Time) {
 	if quiet {
 		l.noteAcceptedLocked(now, w)
 	}
-	// A jump may end the test of a cut that is not decisive: the cut
-	// stands (a capacity that returned is worth more than a verdict).
+	// A jump may end the test of a cut that is not decisive, once the
+	// cut's answers say it relieved the throttles (testMin of them, not
+	// clearly above the background): the cut stands (a capacity that
+	// returned is worth more than a verdict). A jump on no such answers,
+	// made a window after a cut for throttles, fails, and ended the
+	// test, so that the chain stopped at its first link: at 100/s
+	// falling to 20/s, each cut kept 85% of a rate measured on 20-odd
+	// answers (see smallCutTo), the rate stood at 1.5 times the low
+	// capacity, above a third of the peak, and no jump went back up when
+	// the capacity returned.
 	canJump := !l.jump.active() && (l.holdUntil.IsZero() || l.bSamples >= backgroundAnswers) &&
-		(!l.test.active() || !l.test.decisive)
+		(!l.test.active() || !l.test.decisive && l.test.after.total() >= testMin &&
+			zAbove(l.test.after.throttled(), l.background, l.test.after.total()) < 2)
 	if quiet {
 		l.growLocked(now, w)
 	}

@@ -414,6 +414,61 @@ func TestSendRateRecovers(t *testing.T) {
 	}
 }
 
+// runLikeTheBench runs one client of 64 workers that back off up to 1 s
+// after a throttle, as cmd/throttlebench's K = 64 over its capacity proxy
+// (a bucket of 0.1 s of the current capacity, throttles answered 2 ms
+// sooner than successes, 4 ms round trips), for d against capacity, the
+// service's draws seeded by seed; the limiter's trace is logged for seed 0
+// under -v.
+func runLikeTheBench(t *testing.T, capacity func(time.Duration) float64, seed uint64, d time.Duration) *simClient {
+	svc := service(capacity, 0)
+	svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
+	svc.rng = rand.New(rand.NewPCG(seed, 2))
+	sim := newLimiterSim(4*time.Millisecond, svc)
+	lim := newSendRate(SendRateOptions{}, nil)
+	if testing.Verbose() && seed == 0 {
+		lim.trace = t.Logf
+	}
+	c := &simClient{l: lim, workers: 64, backoff: time.Second}
+	sim.clients = append(sim.clients, c)
+	for range c.workers {
+		sim.ask(c, sim.now)
+	}
+	sim.run(d)
+	return c
+}
+
+// TestSendRateRecoversAtASmallCapacity: a table of 100 writes/s falling to
+// 20/s for 5 s, with the capacity proxy's bucket of 0.1 s and workers that
+// back off up to 1 s after a throttle. The cuts in the low phase are sized
+// on 20-odd answers; jumps made right after each cut, before its answers
+// came, failed and ended its test, so the rate stood at 1.5 times the low
+// capacity, above a third of the peak, and the capacity that returned was
+// regained by the line alone, unless a jump came before a cut: 56% of it
+// over the two seconds after, on average over eight draws, five of them
+// under 46% (74% now, three under 60%; throttlebench -capacity 100
+// -scenarios drop: 2.8-3.1 s to recover before, 0.0-1.3 s now).
+func TestSendRateRecoversAtASmallCapacity(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if at >= 2*time.Second && at < 7*time.Second {
+			return 20
+		}
+		return 100
+	}
+	const draws = 8
+	var after []int
+	total := 0
+	for seed := range uint64(draws) {
+		c := runLikeTheBench(t, capacity, seed, 10*time.Second)
+		assert.LessOrEqual(t, sum(c.ok, 3, 7), int(1.1*20*4), "seed %d: expect the drop followed", seed)
+		after = append(after, sum(c.ok, 7, 9))
+		total += sum(c.ok, 7, 9)
+	}
+	t.Logf("successes over the two seconds after the return, per draw: %v of 200", after)
+	assert.GreaterOrEqual(t, float64(total)/draws, 0.7*2*100,
+		"expect ≥70%% of the capacity over the two seconds after it returns, on average; got %v of 200", after)
+}
+
 // TestSendRateFollowsASwingingCapacity: a capacity that swings between
 // 500/s and 100/s every second (or half second), as the throttle benchmark's
 // swing scenario, with its proxy's bucket of 0.1 s of the current capacity
@@ -439,20 +494,7 @@ func TestSendRateFollowsASwingingCapacity(t *testing.T) {
 			const seeds = 4
 			var shares []float64
 			for seed := range uint64(seeds) {
-				svc := service(capacity, 0)
-				svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
-				svc.rng = rand.New(rand.NewPCG(seed, 2))
-				sim := newLimiterSim(4*time.Millisecond, svc)
-				lim := newSendRate(SendRateOptions{}, nil)
-				if testing.Verbose() && seed == 0 {
-					lim.trace = t.Logf
-				}
-				c := &simClient{l: lim, workers: 64, backoff: time.Second}
-				sim.clients = append(sim.clients, c)
-				for range c.workers {
-					sim.ask(c, sim.now)
-				}
-				sim.run(10 * time.Second)
+				c := runLikeTheBench(t, capacity, seed, 10*time.Second)
 				shares = append(shares, float64(sum(c.ok, 0, 10))/(10*300))
 			}
 			t.Logf("share of the mean capacity per seed: %.2f", shares)
