@@ -350,7 +350,7 @@ func (o *Options) validateCallees() error {
 		{"MeterProvider", o.MeterProvider, reflect.TypeFor[metrics.MeterProvider]()},
 	} {
 		if needsValue(c.v, c.iface) {
-			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T, whose methods need a value; build one, or leave the field nil for the default", c.v)}
+			return &OptionsError{Option: c.name, Reason: fmt.Sprintf("holds a nil %T; build one, or leave the field nil for the default", c.v)}
 		}
 		if unusableZero(c.v) {
 			t := reflect.TypeOf(c.v).Elem()
@@ -369,8 +369,10 @@ func (o *Options) validateCallees() error {
 // a type whose methods for iface take the value, which Go's wrapper
 // dereferences (the SDK's checks, such as *retry.RetryableErrorCode, and
 // smithy-go's *metrics.NopMeterProvider); or a nil pointer of a type whose
-// pointer methods dereference it: this module's, and the SDK's that these
-// options take. A nil pointer of another type is
+// pointer methods dereference it: the SDK's that these options take. This
+// module's types answer on a nil pointer as their zero values do (an empty
+// bucket, default delays), which is never what a set option meant, so they
+// are refused too. A nil pointer of another type is
 // left alone, as the SDK leaves it: its methods may work on a nil receiver.
 func needsValue(v any, iface reflect.Type) bool {
 	if rv := reflect.ValueOf(v); rv.Kind() == reflect.Pointer && !rv.IsNil() && rv.Elem().Kind() == reflect.Func {

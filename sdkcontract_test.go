@@ -820,8 +820,10 @@ func TestSDKContract_Standard_MaxAttempts(t *testing.T) {
 
 // TestSDKContract_DifferenceNilOptions: an option the retryer calls through
 // that holds nil (a nil entry of Retryables, a nil pointer as RateLimiter or
-// Backoff) is accepted by the SDK, which then panics at the first error; ours
-// refuses it at New with an *OptionsError naming the field.
+// Backoff, of the SDK's own types) is accepted by the SDK, which then panics
+// at the first error; ours refuses it at New with an *OptionsError naming the
+// field. (This module's types answer on a nil pointer as their zero values;
+// New refuses those too: TestInvalidOptionsFailEveryCallWithoutPanic.)
 func TestSDKContract_DifferenceNilOptions(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
 	cases := map[string]struct {
@@ -835,13 +837,13 @@ func TestSDKContract_DifferenceNilOptions(t *testing.T) {
 			option: "Retryables[0]",
 		},
 		"nil pointer as RateLimiter": {
-			sdk:    func(o *retry.StandardOptions) { o.RateLimiter = (*jitterretry.TokenBucket)(nil) },
-			ours:   func(o *jitterretry.Options) { o.RateLimiter = (*jitterretry.TokenBucket)(nil) },
+			sdk:    func(o *retry.StandardOptions) { o.RateLimiter = (*ratelimit.TokenRateLimit)(nil) },
+			ours:   func(o *jitterretry.Options) { o.RateLimiter = (*ratelimit.TokenRateLimit)(nil) },
 			option: "RateLimiter",
 		},
 		"nil pointer as Backoff": {
-			sdk:    func(o *retry.StandardOptions) { o.Backoff = (*delayers.Full)(nil) },
-			ours:   func(o *jitterretry.Options) { o.Backoff = (*delayers.Full)(nil) },
+			sdk:    func(o *retry.StandardOptions) { o.Backoff = (*retry.ExponentialJitterBackoff)(nil) },
+			ours:   func(o *jitterretry.Options) { o.Backoff = (*retry.ExponentialJitterBackoff)(nil) },
 			option: "Backoff",
 		},
 	}

@@ -23,7 +23,9 @@ import (
 // where it adds a refill over time to the SDK's own retryer. Tokens never go
 // below 0 or above the capacity. It is safe for concurrent use by multiple
 // goroutines. The zero value is an empty bucket of capacity 0, which refuses
-// every retry that costs tokens; use NewTokenBucket.
+// every retry that costs tokens; use NewTokenBucket. A nil *TokenBucket
+// answers as the zero value does (a constructor's result is never nil, but
+// a field left unset may be).
 type TokenBucket struct {
 	capacity uint
 	refill   float64 // tokens per second; 0 when off
@@ -62,6 +64,7 @@ func newTokenBucket(capacity uint, refill float64, now func() time.Time) *TokenB
 
 // Remaining returns the tokens in the bucket now.
 func (b *TokenBucket) Remaining() uint {
+	b = orZero(b)
 	if b.refill != 0 {
 		b.mu.Lock()
 		defer b.mu.Unlock()
@@ -82,6 +85,7 @@ func (b *TokenBucket) GetToken(ctx context.Context, cost uint) (func() error, er
 			return nil, &aws.RequestCanceledError{Err: err}
 		}
 	}
+	b = orZero(b)
 	if avail, ok := b.take(cost); !ok {
 		return nil, &GiveUpError{Reason: GiveUpBudget, available: avail, requested: cost}
 	}
@@ -90,8 +94,17 @@ func (b *TokenBucket) GetToken(ctx context.Context, cost uint) (func() error, er
 
 // AddTokens gives n tokens back, up to the capacity. It never fails.
 func (b *TokenBucket) AddTokens(n uint) error {
-	b.give(n)
+	orZero(b).give(n)
 	return nil
+}
+
+// orZero returns b, or for a nil b a new zero bucket, which holds nothing
+// and keeps nothing given to it.
+func orZero(b *TokenBucket) *TokenBucket {
+	if b == nil {
+		return new(TokenBucket)
+	}
+	return b
 }
 
 // Without a refill the bucket is a single atomic counter, so concurrent

@@ -14,6 +14,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/delayers"
 )
 
 func TestTokenBucketBounds(t *testing.T) {
@@ -221,4 +222,53 @@ func TestCustomRateLimiterAskedOncePerRetry(t *testing.T) {
 	_, err := r.GetRetryToken(context.Background(), serverErr())
 	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
 	assert.Equal(t, int32(1), limiter.gets.Load())
+}
+
+// TestANilBucketOrDelayerInTheSDKsRetryerActsAsItsZeroValue: a
+// constructor's nil result kept despite its error (d, _ :=
+// delayers.NewFull(bad)) and plugged into the SDK's own retryer works as
+// its type's zero value (a delayer's defaults; an empty bucket) instead of
+// crashing the process at the first retry.
+func TestANilBucketOrDelayerInTheSDKsRetryerActsAsItsZeroValue(t *testing.T) {
+	for name, d := range map[string]retry.BackoffDelayer{
+		"Exponential":  (*delayers.Exponential)(nil),
+		"Full":         (*delayers.Full)(nil),
+		"Equal":        (*delayers.Equal)(nil),
+		"Decorrelated": (*delayers.Decorrelated)(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.Backoff = d })
+			attempts, err := operation(context.Background(), sdk, script(serverErr, ok))
+			require.NoError(t, err)
+			requireAttempts(t, 2, attempts, err)
+		})
+	}
+	t.Run("TokenBucket", func(t *testing.T) {
+		sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+			o.RateLimiter = (*jitterretry.TokenBucket)(nil)
+			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+		})
+		attempts, err := operation(context.Background(), sdk, script(serverErr))
+		assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted, "the zero bucket refuses every retry that costs tokens")
+		requireAttempts(t, 1, attempts, err)
+		attempts, err = operation(context.Background(), sdk, script(ok))
+		require.NoError(t, err, "the release of a first attempt's success adds nothing, and fails nothing")
+		requireAttempts(t, 1, attempts, err)
+	})
+}
+
+// TestANilBucketAnswersAsTheZeroValue: every method of a nil *TokenBucket
+// answers as the zero value's.
+func TestANilBucketAnswersAsTheZeroValue(t *testing.T) {
+	var b *jitterretry.TokenBucket
+	assert.Zero(t, b.Remaining())
+	assert.NoError(t, b.AddTokens(5))
+	release, err := b.GetToken(context.Background(), 0)
+	require.NoError(t, err, "a cost of 0 always passes")
+	assert.NoError(t, release())
+	_, err = b.GetToken(context.Background(), 1)
+	assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	var zero jitterretry.TokenBucket
+	_, zeroErr := zero.GetToken(context.Background(), 1)
+	assert.Equal(t, zeroErr.Error(), err.Error())
 }

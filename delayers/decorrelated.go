@@ -33,7 +33,7 @@ const maxDecorrelatedChain = 64
 //
 // Delays are within [base, Cap()], base being Base() or, for throttling
 // errors, ThrottleBase(). Create one with NewDecorrelated or New; the zero
-// value behaves as NewDecorrelated() with no options. Safe for concurrent
+// value behaves as NewDecorrelated() with no options, and so does a nil *Decorrelated. Safe for concurrent
 // use by multiple goroutines.
 type Decorrelated struct {
 	settings
@@ -64,13 +64,13 @@ func NewDecorrelated(optFns ...func(*Options)) (*Decorrelated, error) {
 // maxDecorrelatedChain) values from the Source. The error result is always
 // nil.
 func (d *Decorrelated) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	return d.Delay(attempt, d.orDefaults().isThrottle(err)), nil
+	return d.Delay(attempt, use(d).isThrottle(err)), nil
 }
 
 // Delay is BackoffDelay for a caller that has classified the error already:
 // throttle selects ThrottleBase() over Base().
 func (d *Decorrelated) Delay(attempt int, throttle bool) time.Duration {
-	s := d.orDefaults()
+	s := use(d)
 	base := s.baseOf(throttle)
 	steps := min(max(attempt, 1), maxDecorrelatedChain)
 	prev := base
@@ -92,4 +92,4 @@ func decorrelatedJitter(base, cap, prev time.Duration, x uint64) time.Duration {
 // previous delay, as the blog's formula does for one client: each Next is
 // uniform in [base, 3*previous) capped at Cap(), starting from prev = base.
 // It shares this delayer's settings and Source.
-func (d *Decorrelated) NewSequence() *Sequence { return newSequence(d.orDefaults(), d) }
+func (d *Decorrelated) NewSequence() *Sequence { return newSequence(use(d), d) }

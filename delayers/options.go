@@ -340,14 +340,39 @@ func validGrowth(g float64, windowed bool) error {
 }
 
 // orDefaults returns s, or, for the zero settings of a strategy value not
-// made by its constructor, the defaults: the zero value of every strategy
-// behaves as its constructor with no options.
+// made by its constructor (or for none at all), the defaults: the zero value
+// of every strategy behaves as its constructor with no options.
 func (s *settings) orDefaults() *settings {
-	if s.cap > 0 {
+	if s != nil && s.cap > 0 {
 		return s
 	}
 	d, _ := Options{}.settings(true)
 	return &d
+}
+
+// own gives the strategy types, through embedding, a way for use to reach
+// their settings.
+func (s *settings) own() *settings { return s }
+
+// strategy is a pointer to one of the strategy types (Exponential, Full,
+// Equal, Decorrelated).
+type strategy[T any] interface {
+	*T
+	own() *settings
+}
+
+// use returns the settings d works with: its own, or the defaults for the
+// zero value. A nil d behaves as the zero value too, so a constructor's nil
+// result kept despite its error (d, _ := NewFull(bad)) delays by the
+// defaults where it would otherwise panic, in the SDK's retry middleware, at
+// the first retry. Every exported method of a strategy type goes through
+// it: a method promoted from settings would dereference a nil d before
+// running.
+func use[T any, P strategy[T]](d P) *settings {
+	if d == nil {
+		return (*settings)(nil).orDefaults()
+	}
+	return d.own().orDefaults()
 }
 
 // isThrottle reports whether Options.Throttle classifies err as a
@@ -364,24 +389,61 @@ func (s *settings) baseOf(throttle bool) time.Duration {
 	return s.base
 }
 
-// The accessors below are defined once on settings and promoted to every
-// strategy type (Exponential, Full, Equal, Decorrelated), so d.Base(),
-// d.ThrottleBase() and d.Cap() work on each of them and go doc lists them
-// there. They report the values in use after defaults were applied, never
-// zero: callers such as a retryer's MaxBackoff check can rely on them.
+// The accessors below are defined on every strategy type rather than once
+// on settings, so that they answer on a nil pointer too (see use). They
+// report the values in use after defaults were applied, never zero:
+// callers such as a retryer's MaxBackoff check can rely on them.
 
 // Base returns the window of the first retry after an error that is not a
 // throttle, the value that grows with each further attempt: Options.Base,
 // or min(DefaultBase, Cap) (50 ms by default) when that was zero. It is
 // always in (0, Cap()].
-func (s *settings) Base() time.Duration { return s.orDefaults().base }
+func (d *Exponential) Base() time.Duration { return use(d).base }
+
+// Base is Exponential.Base.
+func (d *Full) Base() time.Duration { return use(d).base }
+
+// Base is Exponential.Base.
+func (d *Equal) Base() time.Duration { return use(d).base }
+
+// Base is Exponential.Base.
+func (d *Decorrelated) Base() time.Duration { return use(d).base }
 
 // ThrottleBase returns the window of the first retry after a throttling
 // error: Options.ThrottleBase, or min(DefaultThrottleBase, Cap) (1 s by
 // default) when that was zero. It is always in (0, Cap()], and may be smaller
 // than Base() if the options say so.
-func (s *settings) ThrottleBase() time.Duration { return s.orDefaults().throttleBase }
+func (d *Exponential) ThrottleBase() time.Duration { return use(d).throttleBase }
+
+// ThrottleBase is Exponential.ThrottleBase.
+func (d *Full) ThrottleBase() time.Duration { return use(d).throttleBase }
+
+// ThrottleBase is Exponential.ThrottleBase.
+func (d *Equal) ThrottleBase() time.Duration { return use(d).throttleBase }
+
+// ThrottleBase is Exponential.ThrottleBase.
+func (d *Decorrelated) ThrottleBase() time.Duration { return use(d).throttleBase }
 
 // Cap returns the largest delay any call returns: Options.Cap, or DefaultCap
 // (20 s) when that was zero. It is always positive.
-func (s *settings) Cap() time.Duration { return s.orDefaults().cap }
+func (d *Exponential) Cap() time.Duration { return use(d).cap }
+
+// Cap is Exponential.Cap.
+func (d *Full) Cap() time.Duration { return use(d).cap }
+
+// Cap is Exponential.Cap.
+func (d *Equal) Cap() time.Duration { return use(d).cap }
+
+// Cap is Exponential.Cap.
+func (d *Decorrelated) Cap() time.Duration { return use(d).cap }
+
+// Growth returns the factor the window grows by per attempt, after defaults:
+// Options.Growth, or DefaultGrowth (2) when that was zero. It is 2 or within
+// [MinGrowth, MaxGrowth]. (Decorrelated jitter has no window.)
+func (d *Exponential) Growth() float64 { return use(d).growth }
+
+// Growth is Exponential.Growth.
+func (d *Full) Growth() float64 { return use(d).growth }
+
+// Growth is Exponential.Growth.
+func (d *Equal) Growth() float64 { return use(d).growth }

@@ -55,8 +55,7 @@ func (q *Sequence) NextFor(throttle bool) time.Duration {
 // init makes the zero Sequence NewFull()'s.
 func (q *Sequence) init() {
 	if q.settings == nil {
-		var f Full
-		q.settings, q.stepper = f.orDefaults(), windowStepper(fullJitter)
+		q.settings, q.stepper = use[Full](nil), windowStepper(fullJitter)
 	}
 }
 

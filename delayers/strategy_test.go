@@ -194,3 +194,32 @@ func TestNewSkipsNilOptionFunc(t *testing.T) {
 		})
 	}
 }
+
+// TestANilDelayerActsAsItsZeroValue: a constructor's nil result, kept
+// despite its error, answers every method as its type's zero value does,
+// the defaults, instead of panicking.
+func TestANilDelayerActsAsItsZeroValue(t *testing.T) {
+	for name, d := range map[string]Delayer{
+		"Exponential":  (*Exponential)(nil),
+		"Full":         (*Full)(nil),
+		"Equal":        (*Equal)(nil),
+		"Decorrelated": (*Decorrelated)(nil),
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, DefaultBase, d.Base())
+			assert.Equal(t, DefaultThrottleBase, d.ThrottleBase())
+			assert.Equal(t, DefaultCap, d.Cap())
+			if g, ok := d.(interface{ Growth() float64 }); ok {
+				assert.Equal(t, float64(DefaultGrowth), g.Growth())
+			}
+			delay, err := d.BackoffDelay(3, throttleErr())
+			require.NoError(t, err)
+			assert.LessOrEqual(t, delay, DefaultCap)
+			assert.GreaterOrEqual(t, delay, time.Duration(0))
+			assert.LessOrEqual(t, d.Delay(math.MaxInt, false), DefaultCap)
+			q := d.NewSequence()
+			assert.LessOrEqual(t, q.Next(nil), 3*DefaultBase, "a first retry's delay under the defaults")
+			assert.Equal(t, 1, q.Attempt())
+		})
+	}
+}

@@ -14,14 +14,9 @@ func newWindowed(optFns []func(*Options)) (windowed, error) {
 	return windowed{settings: s}, err
 }
 
-// Growth returns the factor the window grows by per attempt, after defaults:
-// Options.Growth, or DefaultGrowth (2) when that was zero. It is 2 or within
-// [MinGrowth, MaxGrowth].
-func (d *windowed) Growth() float64 { return d.orDefaults().growth }
-
-// delay is the BackoffDelay of a windowed strategy whose jitter is jitter.
-func (d *windowed) delay(jitter func(time.Duration, uint64) time.Duration, attempt int, throttle bool) time.Duration {
-	s := d.orDefaults()
+// windowDelay is the BackoffDelay of a windowed strategy whose jitter is
+// jitter, under settings s.
+func windowDelay(s *settings, jitter func(time.Duration, uint64) time.Duration, attempt int, throttle bool) time.Duration {
 	return jitter(grownWindow(s.baseOf(throttle), s.cap, s.growth, attempt), s.source.Uint64())
 }
 
@@ -38,7 +33,7 @@ func (j windowStepper) step(s *settings, base time.Duration, attempt int, _ time
 // still draws one value per call from its Source, so a Source shared with
 // other delayers advances the same way whichever strategy is chosen. Create
 // one with NewExponential or New; the zero value behaves as
-// NewExponential() with no options. Safe for
+// NewExponential() with no options, and so does a nil *Exponential. Safe for
 // concurrent use by multiple goroutines.
 type Exponential struct{ windowed }
 
@@ -51,19 +46,20 @@ type Exponential struct{ windowed }
 // any larger attempt, up to math.MaxInt. It draws one value from the Source.
 // The error result is always nil.
 func (d *Exponential) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	return d.delay(exponentialJitter, attempt, d.orDefaults().isThrottle(err)), nil
+	s := use(d)
+	return windowDelay(s, exponentialJitter, attempt, s.isThrottle(err)), nil
 }
 
 // Delay is BackoffDelay for a caller that has classified the error already:
 // throttle selects ThrottleBase() over Base().
 func (d *Exponential) Delay(attempt int, throttle bool) time.Duration {
-	return d.delay(exponentialJitter, attempt, throttle)
+	return windowDelay(use(d), exponentialJitter, attempt, throttle)
 }
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
 // what BackoffDelay(k, err) would.
 func (d *Exponential) NewSequence() *Sequence {
-	return newSequence(d.orDefaults(), windowStepper(exponentialJitter))
+	return newSequence(use(d), windowStepper(exponentialJitter))
 }
 
 func exponentialJitter(w time.Duration, _ uint64) time.Duration { return w }
@@ -83,7 +79,7 @@ func NewExponential(optFns ...func(*Options)) (*Exponential, error) {
 // Full is full jitter: a delay uniform in [0, w). It makes the fewest calls
 // of the blog's strategies and is the SDK's default. A delay can be 0. Create
 // one with NewFull or New; the zero value behaves as NewFull() with no
-// options. Safe for concurrent
+// options, and so does a nil *Full. Safe for concurrent
 // use by multiple goroutines.
 type Full struct{ windowed }
 
@@ -92,18 +88,19 @@ type Full struct{ windowed }
 // Exponential.BackoffDelay describes it. It draws one value from the
 // Source. The error result is always nil.
 func (d *Full) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	return d.delay(fullJitter, attempt, d.orDefaults().isThrottle(err)), nil
+	s := use(d)
+	return windowDelay(s, fullJitter, attempt, s.isThrottle(err)), nil
 }
 
 // Delay is BackoffDelay for a caller that has classified the error already:
 // throttle selects ThrottleBase() over Base().
 func (d *Full) Delay(attempt int, throttle bool) time.Duration {
-	return d.delay(fullJitter, attempt, throttle)
+	return windowDelay(use(d), fullJitter, attempt, throttle)
 }
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
 // what BackoffDelay(k, err) would.
-func (d *Full) NewSequence() *Sequence { return newSequence(d.orDefaults(), windowStepper(fullJitter)) }
+func (d *Full) NewSequence() *Sequence { return newSequence(use(d), windowStepper(fullJitter)) }
 
 // NewFull returns full jitter. optFns are applied in order to a zero
 // Options, whose zero fields then take their defaults (Base 50 ms,
@@ -121,7 +118,7 @@ func fullJitter(w time.Duration, x uint64) time.Duration { return between(0, w, 
 
 // Equal is equal jitter: w/2 plus a delay uniform in [0, w-w/2), so it never
 // retries sooner than half the window. Create one with NewEqual or New; the
-// zero value behaves as NewEqual() with no options. Safe for concurrent use
+// zero value behaves as NewEqual() with no options, and so does a nil *Equal. Safe for concurrent use
 // by multiple goroutines.
 type Equal struct{ windowed }
 
@@ -130,19 +127,20 @@ type Equal struct{ windowed }
 // window w as Exponential.BackoffDelay describes it. It draws one value from
 // the Source. The error result is always nil.
 func (d *Equal) BackoffDelay(attempt int, err error) (time.Duration, error) {
-	return d.delay(equalJitter, attempt, d.orDefaults().isThrottle(err)), nil
+	s := use(d)
+	return windowDelay(s, equalJitter, attempt, s.isThrottle(err)), nil
 }
 
 // Delay is BackoffDelay for a caller that has classified the error already:
 // throttle selects ThrottleBase() over Base().
 func (d *Equal) Delay(attempt int, throttle bool) time.Duration {
-	return d.delay(equalJitter, attempt, throttle)
+	return windowDelay(use(d), equalJitter, attempt, throttle)
 }
 
 // NewSequence returns a Sequence for one retry loop: its k-th Next returns
 // what BackoffDelay(k, err) would.
 func (d *Equal) NewSequence() *Sequence {
-	return newSequence(d.orDefaults(), windowStepper(equalJitter))
+	return newSequence(use(d), windowStepper(equalJitter))
 }
 
 // NewEqual returns equal jitter. optFns are applied in order to a zero
