@@ -5,6 +5,7 @@ package jitterretry
 
 import (
 	"context"
+	"errors"
 	"math/bits"
 	"math/rand/v2"
 	"time"
@@ -315,12 +316,10 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			backoff = d.seq.NextFor(r.throttleBackoff(class, nil))
 		} else {
 			// A Backoff of the caller's own computes the delay and tells
-			// a throttle by its error: a throttle only Classify knows (a
-			// transaction cancelled for one, a caller's class) is asked
-			// with one the SDK's checks know.
+			// a throttle by its error.
 			asked := err
 			if class == ClassThrottle {
-				asked = d.throttleErr()
+				asked = d.throttleAsked(err)
 			}
 			var derr error
 			if backoff, derr = r.backoffFor(d.failures, asked, class, nil); derr != nil {
@@ -428,6 +427,27 @@ func (d *doLoop) throttleErr() error {
 		return d.lastThrottle
 	}
 	return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "jitterretry: a throttle the Do loop met inside fn", Fault: smithy.FaultClient}
+}
+
+// throttleAsked returns the error a Backoff of the caller's own is asked
+// with after fn's throttle err. A throttle under the SDK's rules is asked
+// as it is. A transaction cancelled for throttles only (a throttle by Do's
+// default Classify) is asked as the stand-in alone: its own code, which no
+// throttle check knows, would hide the stand-in from a check that looks at
+// the first error code in the chain, as the SDK's do. Any other throttle
+// only the caller's Classify knows is asked as err joined with the
+// stand-in, err first: asked with the stand-in alone, a delayer whose own
+// throttle check knows err backed off on its Base (an outside review), and
+// the stand-in still answers a check of the SDK's codes when err carries
+// no error code of its own.
+func (d *doLoop) throttleAsked(err error) error {
+	switch {
+	case d.lastThrottle != nil:
+		return d.lastThrottle
+	case d.r.classes.doClass(err) == ClassThrottle:
+		return d.throttleErr()
+	}
+	return errors.Join(err, d.throttleErr())
 }
 
 // refund gives back the tokens of a retry that will not be sent.

@@ -1786,6 +1786,38 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase")
 	})
+	// A throttle Do's Classify and the caller's delayer both know, the
+	// SDK's checks not, is asked of the delayer with the error itself
+	// beside the stand-in: asked with the stand-in alone, which the
+	// delayer's own check does not know, it backed off on Base, ten times
+	// sooner (an outside review of the fix above).
+	t.Run("Do, a throttle Classify and the delayer know", func(t *testing.T) {
+		d, err := delayers.NewExponential(func(o *delayers.Options) {
+			o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, busy
+		})
+		require.NoError(t, err)
+		var delays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = d
+			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+		})
+		calls := 0
+		err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+			if calls++; calls < 3 {
+				return asResponse(503, &modeled{"Busy"})
+			}
+			return nil
+		}, func(o *jitterretry.DoOptions) {
+			o.Classify = func(err error) jitterretry.ErrorClass {
+				if busy.IsErrorThrottle(err) == aws.TrueTernary {
+					return jitterretry.ClassThrottle
+				}
+				return jitterretry.Classify(err)
+			}
+		})
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase, from its own check")
+	})
 	// A wrapper of a delayer that computes its own delays is asked, in Do
 	// as in the middleware: Do built a Sequence from the delayer inside.
 	t.Run("Do, a wrapper's BackoffDelay", func(t *testing.T) {
