@@ -198,17 +198,51 @@ func (e *GiveUpError) Error() string {
 // in the interface, whose Error may dereference it; and, when its Error
 // method panics (a typed nil deeper in a join, a user's bug), a text that
 // says so: the retryer reads the text of errors it did not make, and
-// printing one of its own errors must not crash the caller.
-func errorText(err error) (text string) {
+// printing one of its own errors must not crash the caller. A join whose
+// Error panics prints its elements, one per line, so that only the
+// panicky one is lost, not the cause beside it.
+func errorText(err error) string { return errorTextWithin(err, maxJoinText) }
+
+// maxJoinText is how many joins deep errorText prints the elements of a
+// join whose Error panics; deeper, the join only says it panicked.
+const maxJoinText = 8
+
+// errorTextWithin is errorText, printing the elements of joins that panic
+// at most depth joins deep.
+func errorTextWithin(err error, depth int) (text string) {
 	if holdsNil(err) {
 		return fmt.Sprintf("<nil %T>", err)
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			text = fmt.Sprintf("<%T whose Error method panicked: %v>", err, r)
+			if text = joinedText(err, depth); text == "" {
+				text = fmt.Sprintf("<%T whose Error method panicked: %v>", err, r)
+			}
 		}
 	}()
 	return err.Error()
+}
+
+// joinedText returns the elements' texts of a join (an error with an
+// Unwrap() []error method) one per line, as errors.Join prints them; ""
+// when err is none, depth is spent, or its Unwrap panics too.
+func joinedText(err error, depth int) (text string) {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok || depth <= 0 {
+		return ""
+	}
+	defer func() {
+		if recover() != nil {
+			text = ""
+		}
+	}()
+	var texts []string
+	for _, e := range j.Unwrap() {
+		if e != nil {
+			texts = append(texts, errorTextWithin(e, depth-1))
+		}
+	}
+	return strings.Join(texts, "\n")
 }
 
 // deadlineWhat says what a GiveUpDeadline refused: the wait (the send-rate

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -1034,6 +1035,40 @@ func TestTypedNilErrorsNeverPanic(t *testing.T) {
 		}, name)
 	}
 }
+
+// TestAJoinHoldingAPanickyErrorPrintsItsOtherElements: when a join's Error
+// panics because one element's does, a refusal's message still says what
+// the other elements were, one per line as errors.Join prints them, and
+// only the panicky one says it panicked; it said only that the join's
+// Error panicked, hiding the cause beside it. Joins nested past a bound,
+// or whose Unwrap panics too, still print without a panic.
+func TestAJoinHoldingAPanickyErrorPrintsItsOtherElements(t *testing.T) {
+	text := func(err error) string {
+		return (&jitterretry.GiveUpError{Reason: jitterretry.GiveUpNotRetryable, Err: err}).Error()
+	}
+	msg := text(errors.Join(io.ErrUnexpectedEOF, &panickyError{}, fmt.Errorf("wrapped: %w", (*nilErrorCode)(nil))))
+	lines := strings.Split(msg, "\n")
+	require.Len(t, lines, 3, "%q", msg)
+	assert.Contains(t, lines[0], io.ErrUnexpectedEOF.Error())
+	assert.Contains(t, lines[1], "*jitterretry_test.panickyError whose Error method panicked: a user's bug")
+	assert.NotContains(t, lines[2], "panicked", "expect only the panicky element to say so")
+	assert.Equal(t, 1, strings.Count(msg, "panicked"), "%q", msg)
+
+	nested := error(&panickyError{})
+	for range 1000 {
+		nested = errors.Join(io.ErrUnexpectedEOF, nested)
+	}
+	assert.NotPanics(t, func() { assert.Contains(t, text(nested), "panicked") })
+	assert.NotPanics(t, func() {
+		assert.Contains(t, text(panickyJoin{}), "panicked")
+	})
+}
+
+// panickyJoin is a join whose Error and Unwrap both panic.
+type panickyJoin struct{}
+
+func (panickyJoin) Error() string   { panic("a user's bug") }
+func (panickyJoin) Unwrap() []error { panic("another") }
 
 // TestPartitionsIsolateBudgets: a hot partition spends its own bucket.
 func TestPartitionsIsolateBudgets(t *testing.T) {
