@@ -73,14 +73,7 @@ func TestWhatFinishedRequestsLeaveIsBounded(t *testing.T) {
 					require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
 				}
 			}
-			runtime.GC()
-			runtime.GC()
-			alive := 0
-			for _, p := range payloads {
-				if p.Value() != nil {
-					alive++
-				}
-			}
+			alive := collectAndCount(payloads)
 			// The runtime and the HTTP client may still hold a few requests
 			// (idle connections, stopped timers).
 			assert.LessOrEqual(t, alive, c.bound+8, "expect at most %d contexts of finished requests kept", c.bound+8)
@@ -116,15 +109,22 @@ func TestAttemptTimeoutKeepsNoInputOfASuccessfulCall(t *testing.T) {
 		_, err := client.PutItem(ctx, in, dynamodb.WithAPIOptions(jitterretry.AttemptTimeout(time.Hour)))
 		require.NoError(t, err)
 	}
+	alive := collectAndCount(inputs)
+	// The HTTP client may still hold a few requests (idle connections).
+	assert.LessOrEqual(t, alive, 8, "expect the inputs of finished calls collected, %d of %d kept", alive, calls)
+	require.NoError(t, ctx.Err())
+}
+
+// collectAndCount runs the garbage collector and returns how many of ptrs
+// still point to a value.
+func collectAndCount[T any](ptrs []weak.Pointer[T]) int {
 	runtime.GC()
 	runtime.GC()
 	alive := 0
-	for _, p := range inputs {
+	for _, p := range ptrs {
 		if p.Value() != nil {
 			alive++
 		}
 	}
-	// The HTTP client may still hold a few requests (idle connections).
-	assert.LessOrEqual(t, alive, 8, "expect the inputs of finished calls collected, %d of %d kept", alive, calls)
-	require.NoError(t, ctx.Err())
+	return alive
 }
