@@ -201,21 +201,27 @@ func (e *GiveUpError) Error() string {
 // printing one of its own errors must not crash the caller. A join whose
 // Error panics prints its elements, one per line, so that only the
 // panicky one is lost, not the cause beside it.
-func errorText(err error) string { return errorTextWithin(err, maxJoinText) }
+func errorText(err error) string {
+	budget := maxJoinText
+	return errorTextWithin(err, &budget)
+}
 
-// maxJoinText is how many joins deep errorText prints the elements of a
-// join whose Error panics; deeper, the join only says it panicked.
-const maxJoinText = 8
+// maxJoinText is how many elements, all joins together, errorText prints
+// one by one when joins' Error methods panic; past it, a join only says it
+// panicked. It bounds the walk of a join that holds itself, or shares an
+// element widely, whose text grew as its width to the power of its depth
+// (94 MB for six wide and eight deep, an outside review).
+const maxJoinText = 32
 
-// errorTextWithin is errorText, printing the elements of joins that panic
-// at most depth joins deep.
-func errorTextWithin(err error, depth int) (text string) {
+// errorTextWithin is errorText, printing at most *budget elements of joins
+// whose Error panics, and taking those it prints from *budget.
+func errorTextWithin(err error, budget *int) (text string) {
 	if holdsNil(err) {
 		return fmt.Sprintf("<nil %T>", err)
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			if text = joinedText(err, depth); text == "" {
+			if text = joinedText(err, budget); text == "" {
 				text = fmt.Sprintf("<%T whose Error method panicked: %v>", err, r)
 			}
 		}
@@ -223,12 +229,13 @@ func errorTextWithin(err error, depth int) (text string) {
 	return err.Error()
 }
 
-// joinedText returns the elements' texts of a join (an error with an
-// Unwrap() []error method) one per line, as errors.Join prints them; ""
-// when err is none, depth is spent, or its Unwrap panics too.
-func joinedText(err error, depth int) (text string) {
+// joinedText returns the texts of a join's elements (of an error with an
+// Unwrap() []error method) one per line, as errors.Join prints them, the
+// last line saying so when *budget ran out before the end; "" when err is
+// no join, *budget is spent, or its Unwrap panics too.
+func joinedText(err error, budget *int) (text string) {
 	j, ok := err.(interface{ Unwrap() []error })
-	if !ok || depth <= 0 {
+	if !ok || *budget <= 0 {
 		return ""
 	}
 	defer func() {
@@ -238,9 +245,15 @@ func joinedText(err error, depth int) (text string) {
 	}()
 	var texts []string
 	for _, e := range j.Unwrap() {
-		if e != nil {
-			texts = append(texts, errorTextWithin(e, depth-1))
+		if e == nil {
+			continue
 		}
+		if *budget <= 0 {
+			texts = append(texts, "<more errors, not printed>")
+			break
+		}
+		*budget--
+		texts = append(texts, errorTextWithin(e, budget))
 	}
 	return strings.Join(texts, "\n")
 }

@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -1062,6 +1063,24 @@ func TestAJoinHoldingAPanickyErrorPrintsItsOtherElements(t *testing.T) {
 	assert.NotPanics(t, func() {
 		assert.Contains(t, text(panickyJoin{}), "panicked")
 	})
+	// The classifier reads the same text: a broken connection beside the
+	// panicky element is retried, as it is alone.
+	reset := errors.New("read tcp 10.0.0.1:443: connection reset by peer")
+	assert.Equal(t, jitterretry.Classify(reset), jitterretry.Classify(errors.Join(reset, &panickyError{})))
+	// A join that holds itself six times over, or shares one element
+	// widely, is printed within a budget of errors: bounded only in depth,
+	// its text grew as six to the eighth power, 94 MB, also when the
+	// classifier read it (an outside review).
+	for name, err := range map[string]error{
+		"a join holding itself": selfJoin{},
+		"a shared join":         sharedJoin(6, 9),
+	} {
+		var msg string
+		assert.NotPanics(t, func() { msg = text(err) }, name)
+		assert.Less(t, len(msg), 8<<10, "%s: expect a bounded text, got %d bytes", name, len(msg))
+		assert.LessOrEqual(t, strings.Count(msg, "\n"), 40, "%s: expect a bounded number of lines", name)
+		assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err), name)
+	}
 }
 
 // panickyJoin is a join whose Error and Unwrap both panic.
@@ -1069,6 +1088,24 @@ type panickyJoin struct{}
 
 func (panickyJoin) Error() string   { panic("a user's bug") }
 func (panickyJoin) Unwrap() []error { panic("another") }
+
+// selfJoin is a join whose Error panics and which holds itself six times.
+type selfJoin struct{}
+
+func (selfJoin) Error() string { panic("a user's bug") }
+func (s selfJoin) Unwrap() []error {
+	return []error{io.ErrUnexpectedEOF, s, s, s, s, s}
+}
+
+// sharedJoin returns a join of depth joins, each holding the one below
+// width times, over an error whose Error panics.
+func sharedJoin(width, depth int) error {
+	err := error(&panickyError{})
+	for range depth {
+		err = errors.Join(slices.Repeat([]error{err}, width)...)
+	}
+	return err
+}
 
 // TestPartitionsIsolateBudgets: a hot partition spends its own bucket.
 func TestPartitionsIsolateBudgets(t *testing.T) {
