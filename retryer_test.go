@@ -1890,6 +1890,45 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase, from its own check")
 	})
+	// A throttle only Classify knows that carries an error code of its own,
+	// asked of a delayer of package delayers with the SDK's checks: the join
+	// above found the code first, no throttle to those checks, and backed
+	// off on Base; the delayer is now asked for its throttle delay. And a
+	// conflict after it waits the throttle floor from the same delay: asked
+	// with the stand-in alone, a delayer that knows only the caller's code
+	// gave Base (helper-106).
+	for name, check := range map[string]retry.IsErrorThrottle{"the SDK's checks": nil, "its own check": busy} {
+		t.Run("Do, a coded throttle only Classify knows, "+name, func(t *testing.T) {
+			d, err := delayers.NewExponential(func(o *delayers.Options) {
+				o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, check
+			})
+			require.NoError(t, err)
+			var delays []time.Duration
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Backoff = d
+				o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+			})
+			answers := []error{asResponse(503, &modeled{"Busy"}), asResponse(503, &modeled{"Busy"}), jitterretry.Conflict(errors.New("lost the race"), 1, 2)}
+			calls := 0
+			err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+				if calls++; calls <= len(answers) {
+					return answers[calls-1]
+				}
+				return nil
+			}, func(o *jitterretry.DoOptions) {
+				o.Classify = func(err error) jitterretry.ErrorClass {
+					if busy.IsErrorThrottle(err) == aws.TrueTernary {
+						return jitterretry.ClassThrottle
+					}
+					return jitterretry.Classify(err)
+				}
+			})
+			require.NoError(t, err)
+			require.Len(t, delays, 3)
+			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays[:2], "expect the delayer's ThrottleBase")
+			assert.GreaterOrEqual(t, delays[2], 100*time.Millisecond, "expect the conflict after the throttles to wait the throttle floor")
+		})
+	}
 	// A wrapper of a delayer that computes its own delays is asked, in Do
 	// as in the middleware: Do built a Sequence from the delayer inside.
 	t.Run("Do, a wrapper's BackoffDelay", func(t *testing.T) {
