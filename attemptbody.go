@@ -38,8 +38,9 @@ func (bodyWatch) HandleDeserialize(ctx context.Context, in middleware.Deserializ
 type watchedBodyKey struct{}
 
 // takeWatchedBody returns the attempt's watchedBody, nil when it had none
-// (no HTTP response, no body), and clears it from md: the metadata ends up
-// in the operation's result, which need not hold the body.
+// (no HTTP response, no body), and sets its key in md to nil (Metadata has
+// no delete): the metadata ends up in the operation's result, which need
+// not hold the body.
 func takeWatchedBody(md *middleware.Metadata) *watchedBody {
 	body, _ := md.Get(watchedBodyKey{}).(*watchedBody)
 	if body != nil {

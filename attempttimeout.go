@@ -53,7 +53,8 @@ var errAttemptCut = errors.New("jitterretry: attempt cut")
 // The attempt's context ends when the attempt fails; after a success, when
 // the HTTP response body is closed (a middleware in the Deserialize step,
 // next to the transport, watches it): at once for an operation whose
-// response the SDK reads in the attempt, when the caller closes it for a
+// response the SDK reads in the attempt, or that has no response body
+// (http.NoBody, a transport of its own), when the caller closes it for a
 // body streamed to the caller, whose reads d (or the caller's context)
 // still bounds. A streamed body never closed keeps its attempt's context,
 // attached to the caller's, until d or the caller's context ends. It is
