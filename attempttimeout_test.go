@@ -3,8 +3,11 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"io"
 	"math"
 	"net/http"
+	"strings"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -463,25 +466,21 @@ func TestAttemptCutAtTheDeadlineSaysWhatTheMarginIs(t *testing.T) {
 	t.Fatal("expect a refusal for the deadline in one of five operations")
 }
 
-// TestAttemptTimeoutEndsASuccessfulAttemptsContext: after a success the
-// attempt's context is left to its timer, which ends it (so a body read
-// later is bounded, and the context is no longer attached to the caller's:
-// a long-lived caller context does not collect one per call).
+// TestAttemptTimeoutEndsASuccessfulAttemptsContext: after a success with
+// no response body to read later, the attempt's context ends, so that a
+// long-lived caller context does not collect one per call (it was left to
+// its timer).
 func TestAttemptTimeoutEndsASuccessfulAttemptsContext(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background()) // long-lived, as a worker's
 	defer cancel()
 	var attemptCtx context.Context
-	err := stackOperation(ctx, jitterretry.New(), []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(20 * time.Millisecond)},
+	err := stackOperation(ctx, jitterretry.New(), []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
 		func(ctx context.Context, _ int) error {
 			attemptCtx = ctx
 			return nil
 		})
 	require.NoError(t, err)
-	select {
-	case <-attemptCtx.Done():
-	case <-time.After(10 * time.Second):
-		t.Fatal("expect the successful attempt's context ended by its 20 ms timer")
-	}
+	assert.ErrorIs(t, attemptCtx.Err(), context.Canceled, "expect the successful attempt's context ended as the operation returned, not an hour later")
 	assert.NoError(t, ctx.Err(), "expect the caller's context untouched")
 }
 
@@ -518,16 +517,20 @@ func TestAttemptTimeoutFreesASuccessfulAttemptWhenTheCallersContextEnds(t *testi
 // context ends; a timer of ours stopped by context.AfterFunc instead took
 // 13 allocations and 870 bytes more than no AttemptTimeout (a review), and
 // kept the larger part for the whole timeout under a caller's context that
-// lives on. Now 6 or so.
+// lives on. Measured on an attempt with a response body, which the
+// deserializer closes, as DynamoDB's do: watching the body costs 4 more
+// here (6 before), where nothing else fills the attempt's metadata, and 2
+// on a DynamoDB client's PutItem (405 allocations against 403).
 func TestAttemptTimeoutCostsASuccessfulAttemptFewAllocations(t *testing.T) {
-	r := jitterretry.New()
+	closeBody := func(body io.Closer) { _ = body.Close() }
 	allocs := func(opts []func(*smithymiddle.Stack) error) float64 {
 		return testing.AllocsPerRun(200, func() {
-			_ = stackOperation(context.Background(), r, opts, func(context.Context, int) error { return nil })
+			_, _, _ = streamOperation(context.Background(), opts, closeBody)
 		})
 	}
 	extra := allocs([]func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)}) - allocs(nil)
-	assert.LessOrEqual(t, extra, 8.0, "expect AttemptTimeout to add at most 8 allocations to a successful attempt, got %v", extra)
+	assert.LessOrEqual(t, extra, 10.0, "expect AttemptTimeout to add at most 10 allocations to a successful attempt, got %v", extra)
+	t.Logf("AttemptTimeout adds %v allocations to a successful attempt", extra)
 }
 
 // TestDoMarginOfFnsTimeIsNotNamedTheCuts: in Do, fn's whole time is the
@@ -625,4 +628,101 @@ func TestAMarginLearntFromAClockLeapNeverOverflows(t *testing.T) {
 	require.ErrorAs(t, err, &g, "expect the retry refused, got %v after %d attempts", err, attempts)
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
 	assert.Equal(t, 1, attempts)
+}
+
+// streamOperation runs one operation, whose transport answers with a body
+// of "stream", through a stack with the SDK's retry middleware, the API
+// options, and a deserializer that hands the body to the caller, as a
+// streaming operation's (S3 GetObject's) does; it returns the body the
+// caller gets and the attempt's context. closeIn, when set, is how the
+// deserializer closes the body before it returns.
+func streamOperation(ctx context.Context, apiOptions []func(*smithymiddle.Stack) error, closeIn func(io.Closer)) (io.ReadCloser, context.Context, error) {
+	stack := smithymiddle.NewStack("op", smithyhttp.NewStackRequest)
+	if err := stack.Finalize.Add(retry.NewAttemptMiddleware(jitterretry.New(), func(in any) any { return in }), smithymiddle.After); err != nil {
+		return nil, nil, err
+	}
+	var body io.ReadCloser
+	deserialize := smithymiddle.DeserializeMiddlewareFunc("stream", func(ctx context.Context, in smithymiddle.DeserializeInput, next smithymiddle.DeserializeHandler) (
+		smithymiddle.DeserializeOutput, smithymiddle.Metadata, error,
+	) {
+		out, md, err := next.HandleDeserialize(ctx, in)
+		if err == nil {
+			body = out.RawResponse.(*smithyhttp.Response).Body
+			if closeIn != nil {
+				closeIn(body)
+			}
+		}
+		return out, md, err
+	})
+	if err := stack.Deserialize.Add(deserialize, smithymiddle.After); err != nil {
+		return nil, nil, err
+	}
+	for _, fn := range apiOptions {
+		if err := fn(stack); err != nil {
+			return nil, nil, err
+		}
+	}
+	var attemptCtx context.Context
+	transport := smithymiddle.HandlerFunc(func(ctx context.Context, in any) (any, smithymiddle.Metadata, error) {
+		attemptCtx = ctx
+		resp := &http.Response{StatusCode: http.StatusOK, Header: http.Header{}, Body: io.NopCloser(strings.NewReader("stream"))}
+		return &smithyhttp.Response{Response: resp}, smithymiddle.Metadata{}, nil
+	})
+	_, _, err := smithymiddle.DecorateHandler(transport, stack).Handle(ctx, &smithyhttp.Request{Request: &http.Request{Header: http.Header{}}})
+	return body, attemptCtx, err
+}
+
+// ended reports whether ctx ends within a few seconds.
+func ended(ctx context.Context) bool {
+	select {
+	case <-ctx.Done():
+		return true
+	case <-time.After(5 * time.Second):
+		return false
+	}
+}
+
+// TestAttemptTimeoutEndsAStreamedBodysAttemptWhenTheBodyCloses: the
+// attempt's context of a successful attempt whose body the caller reads
+// after the operation returned lives, and bounds those reads, until the
+// caller closes the body; then it ends, rather than at its limit an hour
+// later, attached to the caller's context all along. Closed twice, nothing
+// changes; added twice (the client's and the call's), the body is watched
+// once.
+func TestAttemptTimeoutEndsAStreamedBodysAttemptWhenTheBodyCloses(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background()) // a worker's, living on
+	defer cancel()
+	opts := []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour), jitterretry.AttemptTimeout(2 * time.Hour)}
+	body, attemptCtx, err := streamOperation(ctx, opts, nil)
+	require.NoError(t, err)
+	require.NoError(t, attemptCtx.Err(), "expect the attempt's context alive while the caller streams the body")
+	got, err := io.ReadAll(body)
+	require.NoError(t, err)
+	assert.Equal(t, "stream", string(got))
+	require.NoError(t, attemptCtx.Err(), "expect the attempt's context alive until the body is closed, not only read")
+	require.NoError(t, body.Close())
+	assert.True(t, ended(attemptCtx), "expect the attempt's context ended when the body closed")
+	assert.NoError(t, body.Close(), "expect a second Close to do no harm")
+	assert.NoError(t, ctx.Err(), "expect the caller's context untouched")
+}
+
+// TestAttemptTimeoutEndsAnAttemptWhoseBodyClosesAsItReturns: the body may be
+// closed on another goroutine while the attempt returns (a deserializer
+// that hands it to a reader of its own); whichever comes first, the
+// attempt's context ends once, and no data race is seen under -race.
+func TestAttemptTimeoutEndsAnAttemptWhoseBodyClosesAsItReturns(t *testing.T) {
+	opts := []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)}
+	for i := range 200 {
+		var closed sync.WaitGroup
+		closed.Add(1)
+		_, attemptCtx, err := streamOperation(context.Background(), opts, func(body io.Closer) {
+			go func() {
+				defer closed.Done()
+				_ = body.Close()
+			}()
+		})
+		require.NoError(t, err)
+		closed.Wait()
+		require.True(t, ended(attemptCtx), "operation %d: expect the attempt's context ended once its body closed", i)
+	}
 }

@@ -5,10 +5,12 @@ package jitterretry
 
 import (
 	"context"
+	"errors"
 	"math/bits"
 	"math/rand/v2"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 
 	"github.com/jitterretry/jitterretry/delayers"
@@ -166,7 +168,7 @@ type doLoop struct {
 	seenThrottles uint64
 	throttled     bool    // the loop, or its named partition, met a throttle since the previous call of fn ended
 	capped        int     // conflicts in a row after such a throttle
-	lastThrottle  error   // fn's last error, when a throttle under the SDK's rules
+	lastThrottle  error   // fn's error of the previous call, when Do classed it a throttle
 	paid          *ticket // the tokens of the retry in flight, if any
 }
 
@@ -205,13 +207,6 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		if err != nil {
 			class = d.o.Classify(err) // once: the caller's Classify may count or log
 		}
-		// Kept only what the SDK's rules call a throttle (not a
-		// transaction cancelled for one), for a Backoff of the caller's
-		// own that tells a throttle by its error.
-		d.lastThrottle = nil
-		if class == ClassThrottle && d.r.classes.classify(err) == ClassThrottle {
-			d.lastThrottle = err
-		}
 		if paid != nil && (err == nil || class == ClassConflict) {
 			// A successful retry gets its cost back, and one answered by a
 			// conflict too, as under the SDK's middleware (see
@@ -231,6 +226,11 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 				return err
 			}
 			return nerr
+		}
+		// For the throttle floor of a conflict in the next call (see next).
+		d.lastThrottle = nil
+		if class == ClassThrottle {
+			d.lastThrottle = err
 		}
 		if serr := sleep(ctx, wait); serr != nil {
 			d.refund()
@@ -292,8 +292,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		} else {
 			d.capped++
 			// A Backoff of the caller's own tells a throttle by its
-			// error: it is asked with one, not with the conflict.
-			if floor, ferr := r.backoffFor(d.capped, d.throttleErr(), ClassThrottle, nil); ferr == nil {
+			// error: it is asked with one, not with the conflict: fn's
+			// own from the call before, when it was one.
+			if floor, ferr := d.throttleDelay(d.capped, d.lastThrottle); ferr == nil {
 				backoff = max(backoff, floor)
 			}
 		}
@@ -315,15 +316,14 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			backoff = d.seq.NextFor(r.throttleBackoff(class, nil))
 		} else {
 			// A Backoff of the caller's own computes the delay and tells
-			// a throttle by its error: a throttle only Classify knows (a
-			// transaction cancelled for one, a caller's class) is asked
-			// with one the SDK's checks know.
-			asked := err
-			if class == ClassThrottle {
-				asked = d.throttleErr()
-			}
+			// a throttle by its error.
 			var derr error
-			if backoff, derr = r.backoffFor(d.failures, asked, class, nil); derr != nil {
+			if class == ClassThrottle {
+				backoff, derr = d.throttleDelay(d.failures, err)
+			} else {
+				backoff, derr = r.backoffFor(d.failures, err, class, nil)
+			}
+			if derr != nil {
 				d.refund()
 				return 0, derr
 			}
@@ -419,15 +419,56 @@ func (d *doLoop) fitConflict(backoff, room time.Duration) time.Duration {
 	return time.Duration(wait)
 }
 
-// throttleErr returns an error that stands for the throttles the loop met:
-// fn's last error when it was a throttle under the SDK's rules, and
-// otherwise (the SDK's middleware retried them inside fn, or fn's was a
-// transaction cancelled for one) a ThrottlingException, which is.
-func (d *doLoop) throttleErr() error {
-	if d.lastThrottle != nil {
-		return d.lastThrottle
+// throttleDelay returns the backoff after the n-th throttle in a row: err,
+// fn's, or nil for throttles met inside fn (that the SDK's middleware
+// retried there) or in the partition. A Backoff of the caller's own tells
+// a throttle by its error, as under the SDK's middleware: a throttle its
+// checks may know (one the SDK's rules call a throttle, or the stand-in
+// for those met inside fn) is asked as it is. A throttle only Do's
+// Classify knows is a throttle all the same, but no single error can be
+// one to every check: a delayer of package delayers gives its throttle
+// delay; another Backoff is asked as err joined with the stand-in, err
+// first, so that a check of its own that knows err finds it, and the
+// SDK's checks find the stand-in when err carries no error code (one that
+// does is found first, no throttle to them); a transaction cancelled for
+// throttles, whose code would hide the stand-in so, is asked as the
+// stand-in alone. Asked with the stand-in alone, a delayer whose own
+// check knew err backed off on its Base (an outside review); asked with
+// the join, a delayer with the SDK's checks did (helper-106).
+func (d *doLoop) throttleDelay(n int, err error) (time.Duration, error) {
+	r := d.r
+	switch {
+	case r.delayer != nil:
+		return r.backoffFor(n, err, ClassThrottle, nil)
+	case err == nil:
+		return r.backoff.BackoffDelay(n, throttleStandIn())
+	case r.classes.classify(err) == ClassThrottle:
+		return r.backoff.BackoffDelay(n, err)
 	}
-	return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "jitterretry: a throttle the Do loop met inside fn", Fault: smithy.FaultClient}
+	if dl, ok := ownDelayer(r.backoff); ok {
+		return dl.Delay(n, true), nil
+	}
+	if r.classes.doClass(err) == ClassThrottle {
+		return r.backoff.BackoffDelay(n, throttleStandIn())
+	}
+	return r.backoff.BackoffDelay(n, errors.Join(err, throttleStandIn()))
+}
+
+// throttleStandIn returns an error that stands for a throttle to the
+// SDK's checks: a ThrottlingException.
+func throttleStandIn() error {
+	return &smithy.GenericAPIError{Code: "ThrottlingException", Message: "jitterretry: stands for a throttle the Do loop met", Fault: smithy.FaultClient}
+}
+
+// ownDelayer returns b when it is a delayer of package delayers itself,
+// not a type of the caller's that embeds one (whose own BackoffDelay must
+// be asked).
+func ownDelayer(b retry.BackoffDelayer) (delayers.Delayer, bool) {
+	switch dl := b.(type) {
+	case *delayers.Exponential, *delayers.Full, *delayers.Equal, *delayers.Decorrelated:
+		return dl.(delayers.Delayer), true
+	}
+	return nil, false
 }
 
 // refund gives back the tokens of a retry that will not be sent.

@@ -198,17 +198,64 @@ func (e *GiveUpError) Error() string {
 // in the interface, whose Error may dereference it; and, when its Error
 // method panics (a typed nil deeper in a join, a user's bug), a text that
 // says so: the retryer reads the text of errors it did not make, and
-// printing one of its own errors must not crash the caller.
-func errorText(err error) (text string) {
+// printing one of its own errors must not crash the caller. A join whose
+// Error panics prints its elements, one per line, so that only the
+// panicky one is lost, not the cause beside it.
+func errorText(err error) string {
+	budget := maxJoinText
+	return errorTextWithin(err, &budget)
+}
+
+// maxJoinText is how many elements, all joins together, errorText prints
+// one by one when joins' Error methods panic; past it, a join only says it
+// panicked. It bounds the walk of a join that holds itself, or shares an
+// element widely, whose text grew as its width to the power of its depth
+// (94 MB for six wide and eight deep, an outside review).
+const maxJoinText = 32
+
+// errorTextWithin is errorText, printing at most *budget elements of joins
+// whose Error panics, and taking those it prints from *budget.
+func errorTextWithin(err error, budget *int) (text string) {
 	if holdsNil(err) {
 		return fmt.Sprintf("<nil %T>", err)
 	}
 	defer func() {
 		if r := recover(); r != nil {
-			text = fmt.Sprintf("<%T whose Error method panicked: %v>", err, r)
+			if text = joinedText(err, budget); text == "" {
+				text = fmt.Sprintf("<%T whose Error method panicked: %v>", err, r)
+			}
 		}
 	}()
 	return err.Error()
+}
+
+// joinedText returns the texts of a join's elements (of an error with an
+// Unwrap() []error method) one per line, as errors.Join prints them, the
+// last line saying so when *budget ran out before the end; "" when err is
+// no join, *budget is spent, or its Unwrap panics too.
+func joinedText(err error, budget *int) (text string) {
+	j, ok := err.(interface{ Unwrap() []error })
+	if !ok || *budget <= 0 {
+		return ""
+	}
+	defer func() {
+		if recover() != nil {
+			text = ""
+		}
+	}()
+	var texts []string
+	for _, e := range j.Unwrap() {
+		if e == nil {
+			continue
+		}
+		if *budget <= 0 {
+			texts = append(texts, "<more errors, not printed>")
+			break
+		}
+		*budget--
+		texts = append(texts, errorTextWithin(e, budget))
+	}
+	return strings.Join(texts, "\n")
 }
 
 // deadlineWhat says what a GiveUpDeadline refused: the wait (the send-rate

@@ -75,7 +75,15 @@ type Options struct {
 	BackoffGrowth float64
 
 	// Backoff, when set, computes every delay instead of Jitter, BaseDelay,
-	// ThrottleBaseDelay, MaxBackoff and BackoffGrowth. Default nil.
+	// ThrottleBaseDelay, MaxBackoff and BackoffGrowth, and tells a throttle
+	// by the error it is asked with. Default nil. In Do, a throttle only
+	// DoOptions.Classify knows is a throttle to a delayer of package
+	// delayers (its Delay(n, true)); another Backoff is asked with
+	// errors.Join(err, a ThrottlingException), err first, so that a
+	// throttle check of its own that knows err finds it, and the SDK's
+	// checks find the stand-in when err has no error code of its own (one
+	// that has is found first, and is no throttle to them); a transaction
+	// cancelled for throttles is asked as the ThrottlingException alone.
 	Backoff retry.BackoffDelayer
 
 	// Source supplies the jitter's randomness and must be safe for

@@ -7,6 +7,8 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"syscall"
@@ -1035,6 +1037,76 @@ func TestTypedNilErrorsNeverPanic(t *testing.T) {
 	}
 }
 
+// TestAJoinHoldingAPanickyErrorPrintsItsOtherElements: when a join's Error
+// panics because one element's does, a refusal's message still says what
+// the other elements were, one per line as errors.Join prints them, and
+// only the panicky one says it panicked; it said only that the join's
+// Error panicked, hiding the cause beside it. Joins nested past a bound,
+// or whose Unwrap panics too, still print without a panic.
+func TestAJoinHoldingAPanickyErrorPrintsItsOtherElements(t *testing.T) {
+	text := func(err error) string {
+		return (&jitterretry.GiveUpError{Reason: jitterretry.GiveUpNotRetryable, Err: err}).Error()
+	}
+	msg := text(errors.Join(io.ErrUnexpectedEOF, &panickyError{}, fmt.Errorf("wrapped: %w", (*nilErrorCode)(nil))))
+	lines := strings.Split(msg, "\n")
+	require.Len(t, lines, 3, "%q", msg)
+	assert.Contains(t, lines[0], io.ErrUnexpectedEOF.Error())
+	assert.Contains(t, lines[1], "*jitterretry_test.panickyError whose Error method panicked: a user's bug")
+	assert.NotContains(t, lines[2], "panicked", "expect only the panicky element to say so")
+	assert.Equal(t, 1, strings.Count(msg, "panicked"), "%q", msg)
+
+	nested := error(&panickyError{})
+	for range 1000 {
+		nested = errors.Join(io.ErrUnexpectedEOF, nested)
+	}
+	assert.NotPanics(t, func() { assert.Contains(t, text(nested), "panicked") })
+	assert.NotPanics(t, func() {
+		assert.Contains(t, text(panickyJoin{}), "panicked")
+	})
+	// The classifier reads the same text: a broken connection beside the
+	// panicky element is retried, as it is alone.
+	reset := errors.New("read tcp 10.0.0.1:443: connection reset by peer")
+	assert.Equal(t, jitterretry.Classify(reset), jitterretry.Classify(errors.Join(reset, &panickyError{})))
+	// A join that holds itself six times over, or shares one element
+	// widely, is printed within a budget of errors: bounded only in depth,
+	// its text grew as six to the eighth power, 94 MB, also when the
+	// classifier read it (an outside review).
+	for name, err := range map[string]error{
+		"a join holding itself": selfJoin{},
+		"a shared join":         sharedJoin(6, 9),
+	} {
+		var msg string
+		assert.NotPanics(t, func() { msg = text(err) }, name)
+		assert.Less(t, len(msg), 8<<10, "%s: expect a bounded text, got %d bytes", name, len(msg))
+		assert.LessOrEqual(t, strings.Count(msg, "\n"), 40, "%s: expect a bounded number of lines", name)
+		assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err), name)
+	}
+}
+
+// panickyJoin is a join whose Error and Unwrap both panic.
+type panickyJoin struct{}
+
+func (panickyJoin) Error() string   { panic("a user's bug") }
+func (panickyJoin) Unwrap() []error { panic("another") }
+
+// selfJoin is a join whose Error panics and which holds itself six times.
+type selfJoin struct{}
+
+func (selfJoin) Error() string { panic("a user's bug") }
+func (s selfJoin) Unwrap() []error {
+	return []error{io.ErrUnexpectedEOF, s, s, s, s, s}
+}
+
+// sharedJoin returns a join of depth joins, each holding the one below
+// width times, over an error whose Error panics.
+func sharedJoin(width, depth int) error {
+	err := error(&panickyError{})
+	for range depth {
+		err = errors.Join(slices.Repeat([]error{err}, width)...)
+	}
+	return err
+}
+
 // TestPartitionsIsolateBudgets: a hot partition spends its own bucket.
 func TestPartitionsIsolateBudgets(t *testing.T) {
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
@@ -1786,6 +1858,77 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase")
 	})
+	// A throttle Do's Classify and the caller's delayer both know, the
+	// SDK's checks not, is asked of the delayer with the error itself
+	// beside the stand-in: asked with the stand-in alone, which the
+	// delayer's own check does not know, it backed off on Base, ten times
+	// sooner (an outside review of the fix above).
+	t.Run("Do, a throttle Classify and the delayer know", func(t *testing.T) {
+		d, err := delayers.NewExponential(func(o *delayers.Options) {
+			o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, busy
+		})
+		require.NoError(t, err)
+		var delays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = d
+			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+		})
+		calls := 0
+		err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+			if calls++; calls < 3 {
+				return asResponse(503, &modeled{"Busy"})
+			}
+			return nil
+		}, func(o *jitterretry.DoOptions) {
+			o.Classify = func(err error) jitterretry.ErrorClass {
+				if busy.IsErrorThrottle(err) == aws.TrueTernary {
+					return jitterretry.ClassThrottle
+				}
+				return jitterretry.Classify(err)
+			}
+		})
+		require.NoError(t, err)
+		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase, from its own check")
+	})
+	// A throttle only Classify knows that carries an error code of its own,
+	// asked of a delayer of package delayers with the SDK's checks: the join
+	// above found the code first, no throttle to those checks, and backed
+	// off on Base; the delayer is now asked for its throttle delay. And a
+	// conflict after it waits the throttle floor from the same delay: asked
+	// with the stand-in alone, a delayer that knows only the caller's code
+	// gave Base (helper-106).
+	for name, check := range map[string]retry.IsErrorThrottle{"the SDK's checks": nil, "its own check": busy} {
+		t.Run("Do, a coded throttle only Classify knows, "+name, func(t *testing.T) {
+			d, err := delayers.NewExponential(func(o *delayers.Options) {
+				o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, check
+			})
+			require.NoError(t, err)
+			var delays []time.Duration
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Backoff = d
+				o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+			})
+			answers := []error{asResponse(503, &modeled{"Busy"}), asResponse(503, &modeled{"Busy"}), jitterretry.Conflict(errors.New("lost the race"), 1, 2)}
+			calls := 0
+			err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+				if calls++; calls <= len(answers) {
+					return answers[calls-1]
+				}
+				return nil
+			}, func(o *jitterretry.DoOptions) {
+				o.Classify = func(err error) jitterretry.ErrorClass {
+					if busy.IsErrorThrottle(err) == aws.TrueTernary {
+						return jitterretry.ClassThrottle
+					}
+					return jitterretry.Classify(err)
+				}
+			})
+			require.NoError(t, err)
+			require.Len(t, delays, 3)
+			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays[:2], "expect the delayer's ThrottleBase")
+			assert.GreaterOrEqual(t, delays[2], 100*time.Millisecond, "expect the conflict after the throttles to wait the throttle floor")
+		})
+	}
 	// A wrapper of a delayer that computes its own delays is asked, in Do
 	// as in the middleware: Do built a Sequence from the delayer inside.
 	t.Run("Do, a wrapper's BackoffDelay", func(t *testing.T) {

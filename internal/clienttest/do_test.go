@@ -1069,6 +1069,28 @@ type constBackoff time.Duration
 
 func (d constBackoff) BackoffDelay(int, error) (time.Duration, error) { return time.Duration(d), nil }
 
+// TestAThrottledTransactionBacksOffOnACallersDelayersThrottleBase: a
+// transaction DynamoDB cancelled for throttles, which Do retries as a
+// throttle, is asked of a delayer of the caller's with the SDK's throttle
+// checks as a throttle those checks know, not as the cancellation first:
+// its code, first in the chain, hides any throttle after it from them.
+func TestAThrottledTransactionBacksOffOnACallersDelayersThrottleBase(t *testing.T) {
+	d, err := delayers.NewExponential(func(o *delayers.Options) { o.Base, o.ThrottleBase = time.Millisecond, 20*time.Millisecond })
+	require.NoError(t, err)
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = d
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	throttled := reply{cancelled: "None,ThrottlingError"}
+	srv := newScriptServer(t, throttled, throttled, ok)
+	client := newClient(srv.URL, r)
+	require.NoError(t, jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		return transactWrite(ctx, client, 2)
+	}))
+	assert.Equal(t, []time.Duration{20 * time.Millisecond, 40 * time.Millisecond}, delays, "expect the delayer's ThrottleBase")
+}
+
 // TestDoThrottleFloorForAThrottledTransaction: after a transaction DynamoDB
 // cancelled for a throttle, which the SDK's rules do not call a throttle,
 // a conflict's floor asks a Backoff of the caller's own with an error that

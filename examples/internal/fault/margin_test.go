@@ -157,31 +157,35 @@ type tracedAttempt struct {
 	err        error // the attempt's error, as the retry middleware got it
 }
 
-// plannedWakes records when the retryer planned the backoff after each
-// failed attempt to end, by the attempt's error (the value OnRetry gets).
+// plannedWakes records the backoff the retryer planned after each failed
+// attempt, by the attempt's error (the value OnRetry gets). Not the time
+// OnRetry ran: a goroutine descheduled between the retry decision and the
+// hook read a clock past the deadline, and its stall counted as a margin
+// too short (a call "lost" on a loaded machine).
 type plannedWakes struct{ m sync.Map }
 
 func (w *plannedWakes) option(o *jitterretry.Options) {
 	prev := o.OnRetry
 	o.OnRetry = func(e jitterretry.RetryEvent) {
-		w.m.Store(e.Err, time.Now().Add(e.Delay))
+		w.m.Store(e.Err, e.Delay)
 		if prev != nil {
 			prev(e)
 		}
 	}
 }
 
-// wake returns when the backoff after the attempt that failed with err was
-// planned to end.
-func (w *plannedWakes) wake(err error) (time.Time, bool) {
+// wake returns when the backoff after the attempt that failed with err, at
+// end, was planned to end at the earliest: end plus the backoff (the retry
+// decision came after end, and checked its own time against the deadline).
+func (w *plannedWakes) wake(err error, end time.Time) (time.Time, bool) {
 	if err == nil {
 		return time.Time{}, false
 	}
-	at, ok := w.m.Load(err)
+	delay, ok := w.m.Load(err)
 	if !ok {
 		return time.Time{}, false
 	}
-	return at.(time.Time), true
+	return end.Add(delay.(time.Duration)), true
 }
 
 func (a *attemptTrace) option(done *atomic.Int64) func(*dynamodb.Options) {
@@ -217,7 +221,8 @@ func (a *attemptTrace) stalled(end, deadline time.Time, wakes *plannedWakes) boo
 		}
 	}
 	if n := len(a.attempts); n > 0 {
-		if wake, ok := wakes.wake(a.attempts[n-1].err); ok && wake.Before(deadline) {
+		last := a.attempts[n-1]
+		if wake, ok := wakes.wake(last.err, last.end); ok && wake.Before(deadline) {
 			return true
 		}
 	}
