@@ -1083,6 +1083,48 @@ func TestAJoinHoldingAPanickyErrorPrintsItsOtherElements(t *testing.T) {
 	}
 }
 
+// TestAnErrorWhosePanicPanicsAgainPrints: an Error method that panics with
+// a value whose own Error panics in turn, twice over, made the text of the
+// first panic panic again out of fmt, which re-raises a panic met while
+// printing one; the retryer reads the text of every failed attempt, so the
+// caller's process crashed (an outside review). It prints, and Do returns
+// it after one call, as any error it does not know. (testify prints the
+// values it compares, so the checks here compare without printing.)
+func TestAnErrorWhosePanicPanicsAgainPrints(t *testing.T) {
+	for name, err := range map[string]error{
+		"alone":     panicsWith{panicsWith{panicsWith{}}},
+		"in a join": errors.Join(io.ErrUnexpectedEOF, panicsWith{panicsWith{panicsWith{}}}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var msg string
+			require.NotPanics(t, func() {
+				msg = (&jitterretry.GiveUpError{Reason: jitterretry.GiveUpNotRetryable, Err: err}).Error()
+			})
+			assert.True(t, strings.Contains(msg, "jitterretry_test.panicsWith whose Error method panicked"), "%q", msg)
+			require.NotPanics(t, func() {
+				calls := 0
+				derr := jitterretry.Do(context.Background(), jitterretry.New(fast), func(context.Context) error {
+					calls++
+					return err
+				})
+				assert.True(t, errors.Is(derr, err), "expect fn's error back")
+				assert.Equal(t, 1, calls)
+			})
+		})
+	}
+}
+
+// panicsWith is an error whose Error panics with its field, itself such an
+// error but for the innermost, which panics with a string.
+type panicsWith struct{ inner error }
+
+func (p panicsWith) Error() string {
+	if p.inner == nil {
+		panic("a user's bug")
+	}
+	panic(p.inner)
+}
+
 // panickyJoin is a join whose Error and Unwrap both panic.
 type panickyJoin struct{}
 
