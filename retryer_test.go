@@ -1971,6 +1971,53 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 			assert.GreaterOrEqual(t, delays[2], 100*time.Millisecond, "expect the conflict after the throttles to wait the throttle floor")
 		})
 	}
+	// A conflict after a throttle the loop did not meet itself (here
+	// another loop's, in the same named partition) waits the throttle
+	// floor; a delayer of package delayers was asked it with the stand-in
+	// alone, which one whose check knows only the caller's code calls no
+	// throttle: Base (helper-108).
+	t.Run("Do, a conflict after its partition's throttle, a delayer that knows only the caller's code", func(t *testing.T) {
+		d, err := delayers.NewExponential(func(o *delayers.Options) {
+			o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, busy
+		})
+		require.NoError(t, err)
+		var conflictDelays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = d
+			o.PartitionKey = jitterretry.PartitionFromContext
+			o.OnRetry = func(e jitterretry.RetryEvent) {
+				if e.Class == jitterretry.ClassConflict {
+					conflictDelays = append(conflictDelays, e.Delay)
+				}
+			}
+		})
+		classify := func(o *jitterretry.DoOptions) {
+			o.Classify = func(err error) jitterretry.ErrorClass {
+				if busy.IsErrorThrottle(err) == aws.TrueTernary {
+					return jitterretry.ClassThrottle
+				}
+				return jitterretry.Classify(err)
+			}
+		}
+		ctx := jitterretry.WithPartition(context.Background(), "table")
+		calls := 0
+		err = jitterretry.Do(ctx, r, func(context.Context) error {
+			if calls++; calls > 1 {
+				return nil
+			}
+			// Another loop on the table is throttled, and gives up at once:
+			// its deadline is shorter than the backoff.
+			other, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			require.Error(t, jitterretry.Do(other, r, func(context.Context) error {
+				return asResponse(503, &modeled{"Busy"})
+			}, classify))
+			return jitterretry.Conflict(errors.New("lost the race"), 1, 2)
+		}, classify)
+		require.NoError(t, err)
+		require.Len(t, conflictDelays, 1)
+		assert.GreaterOrEqual(t, conflictDelays[0], 100*time.Millisecond, "expect the throttle floor, from the delayer's ThrottleBase")
+	})
 	// A wrapper of a delayer that computes its own delays is asked, in Do
 	// as in the middleware: Do built a Sequence from the delayer inside.
 	t.Run("Do, a wrapper's BackoffDelay", func(t *testing.T) {
