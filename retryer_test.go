@@ -1836,6 +1836,23 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		require.NoError(t, err)
 		return d
 	}
+	// tenMillis backs off 10 ms, or 100 ms for what check calls a throttle.
+	tenMillis := func(check retry.IsErrorThrottle) *delayers.Exponential {
+		d, err := delayers.NewExponential(func(o *delayers.Options) {
+			o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, check
+		})
+		require.NoError(t, err)
+		return d
+	}
+	// classifyBusy is Do's Classify calling the caller's code Busy a throttle.
+	classifyBusy := func(o *jitterretry.DoOptions) {
+		o.Classify = func(err error) jitterretry.ErrorClass {
+			if busy.IsErrorThrottle(err) == aws.TrueTernary {
+				return jitterretry.ClassThrottle
+			}
+			return jitterretry.Classify(err)
+		}
+	}
 	for name, opErr := range map[string]error{
 		"its throttle, a 503 to the retryer": asResponse(503, &modeled{"Busy"}),
 		"the retryer's throttle, not its":    throttleErr(),
@@ -1875,8 +1892,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// the SDK's checks know: it backed off on Base, 20 times sooner (a
 	// review of the fix above).
 	t.Run("Do, a throttle only Classify knows", func(t *testing.T) {
-		d, err := delayers.NewExponential(func(o *delayers.Options) { o.Base, o.ThrottleBase = 10*time.Millisecond, 100*time.Millisecond })
-		require.NoError(t, err)
+		d := tenMillis(nil)
 		var delays []time.Duration
 		r := jitterretry.New(func(o *jitterretry.Options) {
 			o.Backoff = d
@@ -1884,7 +1900,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		})
 		busy := errors.New("busy")
 		calls := 0
-		err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
 			if calls++; calls < 3 {
 				return busy
 			}
@@ -1906,29 +1922,19 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// delayer's own check does not know, it backed off on Base, ten times
 	// sooner (an outside review of the fix above).
 	t.Run("Do, a throttle Classify and the delayer know", func(t *testing.T) {
-		d, err := delayers.NewExponential(func(o *delayers.Options) {
-			o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, busy
-		})
-		require.NoError(t, err)
+		d := tenMillis(busy)
 		var delays []time.Duration
 		r := jitterretry.New(func(o *jitterretry.Options) {
 			o.Backoff = d
 			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
 		})
 		calls := 0
-		err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
 			if calls++; calls < 3 {
 				return asResponse(503, &modeled{"Busy"})
 			}
 			return nil
-		}, func(o *jitterretry.DoOptions) {
-			o.Classify = func(err error) jitterretry.ErrorClass {
-				if busy.IsErrorThrottle(err) == aws.TrueTernary {
-					return jitterretry.ClassThrottle
-				}
-				return jitterretry.Classify(err)
-			}
-		})
+		}, classifyBusy)
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase, from its own check")
 	})
@@ -1941,10 +1947,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// gave Base (helper-106).
 	for name, check := range map[string]retry.IsErrorThrottle{"the SDK's checks": nil, "its own check": busy} {
 		t.Run("Do, a coded throttle only Classify knows, "+name, func(t *testing.T) {
-			d, err := delayers.NewExponential(func(o *delayers.Options) {
-				o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, check
-			})
-			require.NoError(t, err)
+			d := tenMillis(check)
 			var delays []time.Duration
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				o.Backoff = d
@@ -1952,19 +1955,12 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 			})
 			answers := []error{asResponse(503, &modeled{"Busy"}), asResponse(503, &modeled{"Busy"}), jitterretry.Conflict(errors.New("lost the race"), 1, 2)}
 			calls := 0
-			err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+			err := jitterretry.Do(context.Background(), r, func(context.Context) error {
 				if calls++; calls <= len(answers) {
 					return answers[calls-1]
 				}
 				return nil
-			}, func(o *jitterretry.DoOptions) {
-				o.Classify = func(err error) jitterretry.ErrorClass {
-					if busy.IsErrorThrottle(err) == aws.TrueTernary {
-						return jitterretry.ClassThrottle
-					}
-					return jitterretry.Classify(err)
-				}
-			})
+			}, classifyBusy)
 			require.NoError(t, err)
 			require.Len(t, delays, 3)
 			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays[:2], "expect the delayer's ThrottleBase")
@@ -1977,10 +1973,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// alone, which one whose check knows only the caller's code calls no
 	// throttle: Base (helper-108).
 	t.Run("Do, a conflict after its partition's throttle, a delayer that knows only the caller's code", func(t *testing.T) {
-		d, err := delayers.NewExponential(func(o *delayers.Options) {
-			o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, busy
-		})
-		require.NoError(t, err)
+		d := tenMillis(busy)
 		var conflictDelays []time.Duration
 		r := jitterretry.New(func(o *jitterretry.Options) {
 			o.Backoff = d
@@ -1991,17 +1984,9 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 				}
 			}
 		})
-		classify := func(o *jitterretry.DoOptions) {
-			o.Classify = func(err error) jitterretry.ErrorClass {
-				if busy.IsErrorThrottle(err) == aws.TrueTernary {
-					return jitterretry.ClassThrottle
-				}
-				return jitterretry.Classify(err)
-			}
-		}
 		ctx := jitterretry.WithPartition(context.Background(), "table")
 		calls := 0
-		err = jitterretry.Do(ctx, r, func(context.Context) error {
+		err := jitterretry.Do(ctx, r, func(context.Context) error {
 			if calls++; calls > 1 {
 				return nil
 			}
@@ -2011,9 +1996,9 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 			defer cancel()
 			require.Error(t, jitterretry.Do(other, r, func(context.Context) error {
 				return asResponse(503, &modeled{"Busy"})
-			}, classify))
+			}, classifyBusy))
 			return jitterretry.Conflict(errors.New("lost the race"), 1, 2)
-		}, classify)
+		}, classifyBusy)
 		require.NoError(t, err)
 		require.Len(t, conflictDelays, 1)
 		assert.GreaterOrEqual(t, conflictDelays[0], 100*time.Millisecond, "expect the throttle floor, from the delayer's ThrottleBase")
