@@ -422,33 +422,31 @@ func (d *doLoop) fitConflict(backoff, room time.Duration) time.Duration {
 // throttleDelay returns the backoff after the n-th throttle in a row: err,
 // fn's, or nil for throttles met inside fn (that the SDK's middleware
 // retried there) or in the partition. A Backoff of the caller's own tells
-// a throttle by its error, as under the SDK's middleware: a throttle its
-// checks may know (one the SDK's rules call a throttle, or the stand-in
-// for those met inside fn) is asked as it is. A throttle only Do's
-// Classify knows is a throttle all the same, but no single error can be
-// one to every check: a delayer of package delayers gives its throttle
-// delay; another Backoff is asked as err joined with the stand-in, err
-// first, so that a check of its own that knows err finds it, and the
-// SDK's checks find the stand-in when err carries no error code (one that
-// does is found first, no throttle to them); a transaction cancelled for
-// throttles, whose code would hide the stand-in so, is asked as the
-// stand-in alone. Asked with the stand-in alone, a delayer whose own
-// check knew err backed off on its Base (an outside review); asked with
-// the join, a delayer with the SDK's checks did (helper-106).
+// a throttle by its error, as under the SDK's middleware: a throttle the
+// SDK's rules know is asked as it is. Any other is a throttle all the
+// same, but no single error can be one to every check: a delayer of
+// package delayers gives its throttle delay; another Backoff is asked with
+// the stand-in alone when there is no err, or err is a transaction
+// cancelled for throttles (whose code would hide the stand-in), and
+// otherwise with err joined with the stand-in, err first, so that a check
+// of its own that knows err finds it, and the SDK's checks find the
+// stand-in when err carries no error code (one that does is found first,
+// no throttle to them). Asked with the stand-in alone, a delayer whose own
+// check knew only err's code backed off on its Base (an outside review,
+// helper-108); asked with the join, a delayer with the SDK's checks did
+// (helper-106).
 func (d *doLoop) throttleDelay(n int, err error) (time.Duration, error) {
 	r := d.r
 	switch {
 	case r.delayer != nil:
 		return r.backoffFor(n, err, ClassThrottle, nil)
-	case err == nil:
-		return r.backoff.BackoffDelay(n, throttleStandIn())
-	case r.classes.classify(err) == ClassThrottle:
+	case err != nil && r.classes.classify(err) == ClassThrottle:
 		return r.backoff.BackoffDelay(n, err)
 	}
 	if dl, ok := ownDelayer(r.backoff); ok {
 		return dl.Delay(n, true), nil
 	}
-	if r.classes.doClass(err) == ClassThrottle {
+	if err == nil || r.classes.doClass(err) == ClassThrottle {
 		return r.backoff.BackoffDelay(n, throttleStandIn())
 	}
 	return r.backoff.BackoffDelay(n, errors.Join(err, throttleStandIn()))

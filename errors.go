@@ -222,11 +222,24 @@ func errorTextWithin(err error, budget *int) (text string) {
 	defer func() {
 		if r := recover(); r != nil {
 			if text = joinedText(err, budget); text == "" {
-				text = fmt.Sprintf("<%T whose Error method panicked: %v>", err, r)
+				text = fmt.Sprintf("<%T whose Error method panicked: %s>", err, panicText(r))
 			}
 		}
 	}()
 	return err.Error()
+}
+
+// panicText prints a recovered panic's value, or only its type when
+// printing it panics too: fmt recovers a panic in the value's Error or
+// String method, but re-raises one met while printing that panic's own
+// value (an Error method that panics with an error whose Error panics).
+func panicText(r any) (text string) {
+	defer func() {
+		if recover() != nil {
+			text = fmt.Sprintf("a %T that panics when printed", r)
+		}
+	}()
+	return fmt.Sprint(r)
 }
 
 // joinedText returns the texts of a join's elements (of an error with an

@@ -10,6 +10,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -396,6 +397,12 @@ func (t *lanes) get(ctx context.Context) *lane {
 	if !ok {
 		if short != nil {
 			key = string(short)
+		} else {
+			// The table outlives the call: keep a key of our own, not
+			// one cut from a larger string the caller holds (a table
+			// name read out of a request's body), which would keep all
+			// of it.
+			key = strings.Clone(key)
 		}
 		l = t.add(key)
 	}

@@ -145,7 +145,8 @@ type Options struct {
 	// errors, as its first 64 bytes (whole characters), "…" and 32 hex
 	// digits of its SHA-256, so that the keys kept hold little memory
 	// whatever their length (hashed on every call that names it; a key
-	// spelled as another's short form shares its partition).
+	// spelled as another's short form shares its partition); a shorter key
+	// is kept as a copy, not the string it may have been cut from.
 	// Retryer.Remaining reads the shared partition
 	// only. Default nil.
 	PartitionKey func(ctx context.Context) string

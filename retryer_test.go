@@ -1083,6 +1083,48 @@ func TestAJoinHoldingAPanickyErrorPrintsItsOtherElements(t *testing.T) {
 	}
 }
 
+// TestAnErrorWhosePanicPanicsAgainPrints: an Error method that panics with
+// a value whose own Error panics in turn, twice over, made the text of the
+// first panic panic again out of fmt, which re-raises a panic met while
+// printing one; the retryer reads the text of every failed attempt, so the
+// caller's process crashed (an outside review). It prints, and Do returns
+// it after one call, as any error it does not know. (testify prints the
+// values it compares, so the checks here compare without printing.)
+func TestAnErrorWhosePanicPanicsAgainPrints(t *testing.T) {
+	for name, err := range map[string]error{
+		"alone":     panicsWith{panicsWith{panicsWith{}}},
+		"in a join": errors.Join(io.ErrUnexpectedEOF, panicsWith{panicsWith{panicsWith{}}}),
+	} {
+		t.Run(name, func(t *testing.T) {
+			var msg string
+			require.NotPanics(t, func() {
+				msg = (&jitterretry.GiveUpError{Reason: jitterretry.GiveUpNotRetryable, Err: err}).Error()
+			})
+			assert.True(t, strings.Contains(msg, "jitterretry_test.panicsWith whose Error method panicked"), "%q", msg)
+			require.NotPanics(t, func() {
+				calls := 0
+				derr := jitterretry.Do(context.Background(), jitterretry.New(fast), func(context.Context) error {
+					calls++
+					return err
+				})
+				assert.True(t, errors.Is(derr, err), "expect fn's error back")
+				assert.Equal(t, 1, calls)
+			})
+		})
+	}
+}
+
+// panicsWith is an error whose Error panics with its field, itself such an
+// error but for the innermost, which panics with a string.
+type panicsWith struct{ inner error }
+
+func (p panicsWith) Error() string {
+	if p.inner == nil {
+		panic("a user's bug")
+	}
+	panic(p.inner)
+}
+
 // panickyJoin is a join whose Error and Unwrap both panic.
 type panickyJoin struct{}
 
@@ -1794,6 +1836,23 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		require.NoError(t, err)
 		return d
 	}
+	// tenMillis backs off 10 ms, or 100 ms for what check calls a throttle.
+	tenMillis := func(check retry.IsErrorThrottle) *delayers.Exponential {
+		d, err := delayers.NewExponential(func(o *delayers.Options) {
+			o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, check
+		})
+		require.NoError(t, err)
+		return d
+	}
+	// classifyBusy is Do's Classify calling the caller's code Busy a throttle.
+	classifyBusy := func(o *jitterretry.DoOptions) {
+		o.Classify = func(err error) jitterretry.ErrorClass {
+			if busy.IsErrorThrottle(err) == aws.TrueTernary {
+				return jitterretry.ClassThrottle
+			}
+			return jitterretry.Classify(err)
+		}
+	}
 	for name, opErr := range map[string]error{
 		"its throttle, a 503 to the retryer": asResponse(503, &modeled{"Busy"}),
 		"the retryer's throttle, not its":    throttleErr(),
@@ -1833,8 +1892,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// the SDK's checks know: it backed off on Base, 20 times sooner (a
 	// review of the fix above).
 	t.Run("Do, a throttle only Classify knows", func(t *testing.T) {
-		d, err := delayers.NewExponential(func(o *delayers.Options) { o.Base, o.ThrottleBase = 10*time.Millisecond, 100*time.Millisecond })
-		require.NoError(t, err)
+		d := tenMillis(nil)
 		var delays []time.Duration
 		r := jitterretry.New(func(o *jitterretry.Options) {
 			o.Backoff = d
@@ -1842,7 +1900,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		})
 		busy := errors.New("busy")
 		calls := 0
-		err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
 			if calls++; calls < 3 {
 				return busy
 			}
@@ -1864,29 +1922,19 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// delayer's own check does not know, it backed off on Base, ten times
 	// sooner (an outside review of the fix above).
 	t.Run("Do, a throttle Classify and the delayer know", func(t *testing.T) {
-		d, err := delayers.NewExponential(func(o *delayers.Options) {
-			o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, busy
-		})
-		require.NoError(t, err)
+		d := tenMillis(busy)
 		var delays []time.Duration
 		r := jitterretry.New(func(o *jitterretry.Options) {
 			o.Backoff = d
 			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
 		})
 		calls := 0
-		err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
 			if calls++; calls < 3 {
 				return asResponse(503, &modeled{"Busy"})
 			}
 			return nil
-		}, func(o *jitterretry.DoOptions) {
-			o.Classify = func(err error) jitterretry.ErrorClass {
-				if busy.IsErrorThrottle(err) == aws.TrueTernary {
-					return jitterretry.ClassThrottle
-				}
-				return jitterretry.Classify(err)
-			}
-		})
+		}, classifyBusy)
 		require.NoError(t, err)
 		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase, from its own check")
 	})
@@ -1899,10 +1947,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// gave Base (helper-106).
 	for name, check := range map[string]retry.IsErrorThrottle{"the SDK's checks": nil, "its own check": busy} {
 		t.Run("Do, a coded throttle only Classify knows, "+name, func(t *testing.T) {
-			d, err := delayers.NewExponential(func(o *delayers.Options) {
-				o.Base, o.ThrottleBase, o.Throttle = 10*time.Millisecond, 100*time.Millisecond, check
-			})
-			require.NoError(t, err)
+			d := tenMillis(check)
 			var delays []time.Duration
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				o.Backoff = d
@@ -1910,25 +1955,54 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 			})
 			answers := []error{asResponse(503, &modeled{"Busy"}), asResponse(503, &modeled{"Busy"}), jitterretry.Conflict(errors.New("lost the race"), 1, 2)}
 			calls := 0
-			err = jitterretry.Do(context.Background(), r, func(context.Context) error {
+			err := jitterretry.Do(context.Background(), r, func(context.Context) error {
 				if calls++; calls <= len(answers) {
 					return answers[calls-1]
 				}
 				return nil
-			}, func(o *jitterretry.DoOptions) {
-				o.Classify = func(err error) jitterretry.ErrorClass {
-					if busy.IsErrorThrottle(err) == aws.TrueTernary {
-						return jitterretry.ClassThrottle
-					}
-					return jitterretry.Classify(err)
-				}
-			})
+			}, classifyBusy)
 			require.NoError(t, err)
 			require.Len(t, delays, 3)
 			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays[:2], "expect the delayer's ThrottleBase")
 			assert.GreaterOrEqual(t, delays[2], 100*time.Millisecond, "expect the conflict after the throttles to wait the throttle floor")
 		})
 	}
+	// A conflict after a throttle the loop did not meet itself (here
+	// another loop's, in the same named partition) waits the throttle
+	// floor; a delayer of package delayers was asked it with the stand-in
+	// alone, which one whose check knows only the caller's code calls no
+	// throttle: Base (helper-108).
+	t.Run("Do, a conflict after its partition's throttle, a delayer that knows only the caller's code", func(t *testing.T) {
+		d := tenMillis(busy)
+		var conflictDelays []time.Duration
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Backoff = d
+			o.PartitionKey = jitterretry.PartitionFromContext
+			o.OnRetry = func(e jitterretry.RetryEvent) {
+				if e.Class == jitterretry.ClassConflict {
+					conflictDelays = append(conflictDelays, e.Delay)
+				}
+			}
+		})
+		ctx := jitterretry.WithPartition(context.Background(), "table")
+		calls := 0
+		err := jitterretry.Do(ctx, r, func(context.Context) error {
+			if calls++; calls > 1 {
+				return nil
+			}
+			// Another loop on the table is throttled, and gives up at once:
+			// its deadline is shorter than the backoff.
+			other, cancel := context.WithTimeout(ctx, 50*time.Millisecond)
+			defer cancel()
+			require.Error(t, jitterretry.Do(other, r, func(context.Context) error {
+				return asResponse(503, &modeled{"Busy"})
+			}, classifyBusy))
+			return jitterretry.Conflict(errors.New("lost the race"), 1, 2)
+		}, classifyBusy)
+		require.NoError(t, err)
+		require.Len(t, conflictDelays, 1)
+		assert.GreaterOrEqual(t, conflictDelays[0], 100*time.Millisecond, "expect the throttle floor, from the delayer's ThrottleBase")
+	})
 	// A wrapper of a delayer that computes its own delays is asked, in Do
 	// as in the middleware: Do built a Sequence from the delayer inside.
 	t.Run("Do, a wrapper's BackoffDelay", func(t *testing.T) {

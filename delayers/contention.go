@@ -57,7 +57,10 @@ import (
 //
 // Every delay is within [0, Cap]. A Contention is for one loop and is not
 // safe for concurrent use; it draws one value from its Source per Next. The
-// zero value is usable, with a 20 s cap and the runtime's generator.
+// zero value is usable, with a 20 s cap and the runtime's generator. A nil
+// *Contention has nowhere to keep its estimate: each Next answers as a
+// fresh zero Contention's first conflict does, and Reset does nothing,
+// where they would otherwise panic.
 type Contention struct {
 	// Cap bounds every delay. Zero or less means DefaultCap (20 s).
 	Cap time.Duration
@@ -120,6 +123,9 @@ const (
 // are unknown. Times may come from any clock, virtual ones included, as long
 // as it is the same for every call.
 func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64) time.Duration {
+	if c == nil {
+		c = new(Contention)
+	}
 	capD := c.Cap
 	if capD <= 0 {
 		capD = DefaultCap
@@ -200,6 +206,9 @@ func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64)
 
 // Reset starts over, as for a new item.
 func (c *Contention) Reset() {
+	if c == nil {
+		return
+	}
 	capD, src := c.Cap, c.Source
 	*c = Contention{Cap: capD, Source: src}
 }

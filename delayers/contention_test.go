@@ -102,3 +102,22 @@ func TestContentionLearnsInAnAllOldLoop(t *testing.T) {
 	assert.Greater(t, mean(allOld[6:]), 10*took, "expect the ALL_OLD loop to back off beyond a few round trips, got %v", allOld)
 	assert.Greater(t, slices.Max(allOld[8:]), 10*took, "expect the ALL_OLD loop's sleeps sized from the load to grow, got %v", allOld)
 }
+
+// TestANilContentionAnswersAsAFreshOne: a *Contention left nil has nowhere
+// to keep its estimate, so every Next answers as a fresh zero Contention's
+// first conflict does (within the first window of round trips, or the blind
+// one), and Reset does nothing, instead of panicking.
+func TestANilContentionAnswersAsAFreshOne(t *testing.T) {
+	var c *Contention
+	c.Reset()
+	at := time.Unix(0, 0)
+	for i := range 20 {
+		took := 2 * time.Millisecond
+		informed := c.Next(at, took, int64(i), int64(i+3))
+		assert.GreaterOrEqual(t, informed, time.Duration(0))
+		assert.LessOrEqual(t, informed, firstWindow*took/2, "expect the first window of a fresh Contention")
+		blind := c.Next(at, took, 0, 0)
+		assert.LessOrEqual(t, blind, blindBase*took/2, "expect the blind first window of a fresh Contention")
+		at = at.Add(took)
+	}
+}

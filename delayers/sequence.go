@@ -8,7 +8,9 @@ import "time"
 //
 // A Sequence is for one loop and is not safe for concurrent use; create one
 // per loop with a delayer's NewSequence. The zero value is the Sequence of
-// NewFull() with no options.
+// NewFull() with no options. A nil *Sequence has nowhere to count: each
+// Next answers as a fresh zero Sequence's first does, Attempt is 0 and Reset
+// does nothing, where a method would otherwise panic.
 // Sequences of one delayer share its settings and Source but nothing else,
 // so many loops may run concurrently, each with its own Sequence.
 type Sequence struct {
@@ -32,6 +34,9 @@ func newSequence(s *settings, st stepper) *Sequence {
 // non-throttle, and the two bases differ, decorrelated jitter restarts its
 // chain from the new base. It draws one value from the Source per call.
 func (q *Sequence) Next(err error) time.Duration {
+	if q == nil {
+		q = new(Sequence)
+	}
 	q.init()
 	return q.NextFor(q.settings.isThrottle(err))
 }
@@ -40,6 +45,9 @@ func (q *Sequence) Next(err error) time.Duration {
 // picks ThrottleBase over Base, as Delayer.Delay's throttle does, whatever
 // Options.Throttle would say of the error.
 func (q *Sequence) NextFor(throttle bool) time.Duration {
+	if q == nil {
+		q = new(Sequence)
+	}
 	q.init()
 	base := q.settings.baseOf(throttle)
 	if base != q.prevBase {
@@ -61,11 +69,20 @@ func (q *Sequence) init() {
 
 // Attempt returns how many delays Next has returned since the Sequence was
 // made or last Reset: 0 before the first Next, saturating at math.MaxInt.
-func (q *Sequence) Attempt() int { return q.attempt }
+func (q *Sequence) Attempt() int {
+	if q == nil {
+		return 0
+	}
+	return q.attempt
+}
 
 // Reset starts the sequence over, as after a success: Attempt returns 0, the
 // next delay is a first retry's again, and decorrelated jitter's prev
 // returns to base.
-func (q *Sequence) Reset() { q.attempt, q.prev, q.prevBase = 0, 0, 0 }
+func (q *Sequence) Reset() {
+	if q != nil {
+		q.attempt, q.prev, q.prevBase = 0, 0, 0
+	}
+}
 
 const maxAttempt = int(^uint(0) >> 1)

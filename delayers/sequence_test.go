@@ -137,3 +137,19 @@ func TestSequencesAreIndependent(t *testing.T) {
 	assert.Equal(t, 5, a.Attempt(), "expect the first loop at attempt 5, got %d", a.Attempt())
 	assert.Equal(t, 1, b.Attempt(), "expect the second loop at attempt 1, got %d", b.Attempt())
 }
+
+// TestANilSequenceAnswersAsAFreshOne: a *Sequence field left nil (the loop
+// forgot NewSequence) has nowhere to count, so every Next answers as a
+// fresh zero Sequence's first, within the defaults' first window, instead
+// of panicking; Attempt stays 0 and Reset does nothing.
+func TestANilSequenceAnswersAsAFreshOne(t *testing.T) {
+	var q *Sequence
+	for range 20 {
+		assert.LessOrEqual(t, q.Next(errors.New("boom")), DefaultBase)
+		assert.GreaterOrEqual(t, q.Next(nil), time.Duration(0))
+		assert.LessOrEqual(t, q.NextFor(true), DefaultThrottleBase)
+	}
+	assert.Equal(t, 0, q.Attempt())
+	q.Reset()
+	assert.Equal(t, 0, q.Attempt())
+}

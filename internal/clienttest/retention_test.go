@@ -2,9 +2,12 @@ package clienttest_test
 
 import (
 	"context"
+	"fmt"
 	"runtime"
+	"strings"
 	"testing"
 	"time"
+	"unsafe"
 	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -113,6 +116,34 @@ func TestAttemptTimeoutKeepsNoInputOfASuccessfulCall(t *testing.T) {
 	// The HTTP client may still hold a few requests (idle connections).
 	assert.LessOrEqual(t, alive, 8, "expect the inputs of finished calls collected, %d of %d kept", alive, calls)
 	require.NoError(t, ctx.Err())
+}
+
+// TestPartitionKeysKeepNoStringTheyWereCutFrom: a partition key cut from
+// a larger string (a table name read out of a request's body) was kept as
+// given, so each partition the retryer remembered held its whole source: a
+// handler keying 200 partitions on names cut from 1 MiB payloads grew the
+// heap by 202 MiB (helper-109). The retryer now keeps its own copy of a
+// new key.
+func TestPartitionKeysKeepNoStringTheyWereCutFrom(t *testing.T) {
+	srv := newScriptServer(t, serverErr, ok)
+	srv.cycle = true
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BaseDelay, o.MaxBackoff = time.Microsecond, time.Microsecond
+		o.PartitionKey = jitterretry.PartitionFromContext
+	})
+	client := newClient(srv.URL, r)
+	const partitions = 200
+	payloads := make([]weak.Pointer[byte], 0, partitions)
+	for i := range partitions {
+		payload := fmt.Sprintf("orders-%04d|%s", i, strings.Repeat("x", 16<<10))
+		payloads = append(payloads, weak.Make(unsafe.StringData(payload)))
+		table, _, _ := strings.Cut(payload, "|")
+		require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), table), client))
+	}
+	alive := collectAndCount(payloads)
+	// The HTTP client may still hold a few requests (idle connections).
+	assert.LessOrEqual(t, alive, 8, "expect the payloads the keys were cut from collected, %d of %d kept", alive, partitions)
+	runtime.KeepAlive(r)
 }
 
 // collectAndCount runs the garbage collector and returns how many of ptrs
