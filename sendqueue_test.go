@@ -153,6 +153,27 @@ func TestSendRateClockSteppedBack(t *testing.T) {
 	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time after maxClockHold, not stand still for an hour")
 }
 
+// TestSendRateStartsOverAMinuteAfterItsLastPlaceCameDue: a minute with
+// neither sends nor answers starts the limiter over, once no place waits;
+// the last place was counted as waiting for another 1/rate after it came
+// due, 500 s at 0.002 requests a second (helper-110).
+func TestSendRateStartsOverAMinuteAfterItsLastPlaceCameDue(t *testing.T) {
+	l := newSendRate(SendRateOptions{MinRate: 0.001}, nil)
+	func() {
+		defer setClock(l, t0)()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.syncLocked()
+		l.setRateLocked(0.002)
+	}()
+	assert.Equal(t, time.Duration(0), reserve(l, t0))
+	require.Equal(t, 500*time.Second, reserve(l, t0))
+	idle := t0.Add(500*time.Second + idleReset + time.Second)
+	assert.True(t, forgettableAt(l, idle), "expect an idle limiter a minute after its last place came due")
+	assert.Equal(t, time.Duration(0), reserve(l, idle))
+	assert.Equal(t, time.Duration(0), reserve(l, idle), "expect the limiter started over, unlimited")
+}
+
 // TestSendRateJitteryClockKeepsItsRate: a clock whose readings jitter back
 // and forth (an offset re-synced from a time server) counted every return
 // forward again after going on from each step back: jittering by 20 ms,
