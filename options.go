@@ -233,8 +233,11 @@ type Options struct {
 	// while holding its own locks (the limiter's, the bucket's, the
 	// partition table's), so that readings arrive in order: it must be
 	// fast, must not block and must not call the retryer. A clock without
-	// a monotonic reading may step back; the retryer goes on from where it
-	// was.
+	// a monotonic reading may step back: the limiter and the refill hold
+	// their time where it was until the clock passes it again, for 100 ms
+	// of the clock's time at most, and then go on from where they were, so
+	// that readings jittering back and forth by less than that count no
+	// time twice, and a step back for good stalls them for 100 ms.
 	Clock func() time.Time
 
 	// MeterProvider, when set, receives the retryer's metrics (see the

@@ -129,9 +129,13 @@ func (q *sendQueue) cancel(p sendPlace, now time.Time) {
 	}
 }
 
-// waiting reports whether places are waiting to come due.
+// waiting reports whether places are waiting to come due: those after
+// served (place n is due once served >= n) and before issued, less the
+// ones given back. Counting place served+1 as waiting until served
+// reached issued kept an idle limiter from starting over for 1/rate after
+// its last place came due: 1000 s at MinRate 0.001 (helper-110).
 func (q *sendQueue) waiting() bool {
-	return q.served < float64(q.issued)-float64(len(q.holes))
+	return float64(q.issued)-1-float64(len(q.holes)) > math.Floor(q.served)
 }
 
 // setRate changes the rate, and wakes the waiting callers so they measure

@@ -149,8 +149,49 @@ func TestSendRateClockSteppedBack(t *testing.T) {
 	back := t0.Add(-time.Hour)
 	wait, _ := delayAt(l, next, back)
 	assert.Equal(t, 10*time.Millisecond, wait)
-	wait, _ = delayAt(l, next, back.Add(10*time.Millisecond))
-	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time, not stand still for an hour")
+	wait, _ = delayAt(l, next, back.Add(maxClockHold+10*time.Millisecond))
+	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time after maxClockHold, not stand still for an hour")
+}
+
+// TestSendRateStartsOverAMinuteAfterItsLastPlaceCameDue: a minute with
+// neither sends nor answers starts the limiter over, once no place waits;
+// the last place was counted as waiting for another 1/rate after it came
+// due, 500 s at 0.002 requests a second (helper-110).
+func TestSendRateStartsOverAMinuteAfterItsLastPlaceCameDue(t *testing.T) {
+	l := newSendRate(SendRateOptions{MinRate: 0.001}, nil)
+	func() {
+		defer setClock(l, t0)()
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		l.syncLocked()
+		l.setRateLocked(0.002)
+	}()
+	assert.Equal(t, time.Duration(0), reserve(l, t0))
+	require.Equal(t, 500*time.Second, reserve(l, t0))
+	idle := t0.Add(500*time.Second + idleReset + time.Second)
+	assert.True(t, forgettableAt(l, idle), "expect an idle limiter a minute after its last place came due")
+	assert.Equal(t, time.Duration(0), reserve(l, idle))
+	assert.Equal(t, time.Duration(0), reserve(l, idle), "expect the limiter started over, unlimited")
+}
+
+// TestSendRateJitteryClockKeepsItsRate: a clock whose readings jitter back
+// and forth (an offset re-synced from a time server) counted every return
+// forward again after going on from each step back: jittering by 20 ms,
+// it ran the control five times faster than the clock, and a limiter fixed
+// at 100 requests a second sent 501 in one (helper-110). Places not due at
+// once are given back, so each reading asks for one send.
+func TestSendRateJitteryClockKeepsItsRate(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
+	sent := 0
+	for ms := range 1000 {
+		reading := t0.Add(time.Duration(ms)*time.Millisecond + time.Duration(ms%2)*20*time.Millisecond)
+		if p, wait, _ := reserveAt(l, reading); wait == 0 {
+			sent++
+		} else {
+			cancelAt(l, p, reading)
+		}
+	}
+	assert.InDelta(t, 100, sent, 3, "expect 100 sends in a second of the clock at 100/s")
 }
 
 // TestSendRateCrowdKeepsItsClock: callers that read the clock before they
@@ -178,8 +219,8 @@ func TestSendRateCrowdKeepsItsClock(t *testing.T) {
 	after := time.Now()
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	assert.False(t, l.lastNow.After(after), "expect the control's time no later than the clock, got %v ahead", l.lastNow.Sub(after))
-	assert.Zero(t, l.skew, "expect no step back seen on a monotonic clock")
+	assert.False(t, l.steady.latest.After(after), "expect the control's time no later than the clock, got %v ahead", l.steady.latest.Sub(after))
+	assert.Zero(t, l.steady.skew, "expect no step back seen on a monotonic clock")
 }
 
 func TestTinyMinRateStillPaces(t *testing.T) {

@@ -292,8 +292,7 @@ type sendRate struct {
 	win, prev answers       // the current window and the one before
 	lastSeen  time.Time     // the last answer or send: idleReset counts from it
 	heldAt    time.Time     // when a caller last had minRTT or more to wait for its turn in a full queue
-	lastNow   time.Time     // the latest time seen, plus skew
-	skew      time.Duration // how far the clock stepped back, in all
+	steady    steadyTime    // the control's time, from the clock's readings
 	rtt       time.Duration // the last round trip reported, at least minRTT
 
 	// Detection: the CUSUM, the answers since it last left zero, and its
@@ -1057,16 +1056,9 @@ func (l *sendRate) syncLocked() time.Time {
 		now = l.epoch.Add(time.Since(l.epoch))
 	}
 	// A clock stepped back (one without a monotonic reading) would hold
-	// every deadline of the control for as long as the step: the control's
-	// time goes on from where it was, by as much as the clock moves.
-	if l.skew != 0 {
-		now = now.Add(l.skew)
-	}
-	if now.Before(l.lastNow) {
-		l.skew += l.lastNow.Sub(now)
-		now = l.lastNow
-	}
-	l.lastNow = now
+	// every deadline of the control for as long as the step, and a clock
+	// jittering back and forth would run the control ahead of it.
+	now = l.steady.at(now)
 	if l.origin.IsZero() {
 		l.origin = now
 	}

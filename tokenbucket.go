@@ -37,9 +37,10 @@ type TokenBucket struct {
 	tokens atomic.Uint64
 	_      cacheLinePad
 
-	mu   sync.Mutex // with a refill: guards tokens' changes, frac and last
-	frac float64    // refilled fraction of a token not yet credited
-	last time.Time
+	mu     sync.Mutex // with a refill: guards tokens' changes, frac, last and steady
+	frac   float64    // refilled fraction of a token not yet credited
+	last   time.Time  // the time refilled up to
+	steady steadyTime // the refill's time, from now's readings
 }
 
 // NewTokenBucket returns a full bucket of capacity tokens (the SDK's default
@@ -57,7 +58,7 @@ func newTokenBucket(capacity uint, refill float64, now func() time.Time) *TokenB
 	b.tokens.Store(uint64(capacity))
 	if refill > 0 {
 		b.refill = refill
-		b.last = now()
+		b.last = b.steady.at(now())
 	}
 	return b
 }
@@ -161,11 +162,13 @@ func (b *TokenBucket) refillLocked() {
 	if b.now == nil {
 		return
 	}
-	now := b.now()
+	// A clock stepped back refills nothing, and its return forward only
+	// what passes the time refilled up to (see steadyTime).
+	now := b.steady.at(b.now())
 	elapsed := now.Sub(b.last).Seconds()
 	b.last = now
 	if elapsed <= 0 {
-		// A clock that did not move (a coarse one) or stepped back: the
+		// A clock that did not move (a coarse one) or is held: the
 		// fraction gathered so far stays for the next reading.
 		return
 	}

@@ -72,6 +72,35 @@ func TestBucketRefillOnTheRetryersClock(t *testing.T) {
 	assert.Equal(t, uint(100), r.Remaining(), "expect a clock stepped back to refill nothing and break nothing")
 }
 
+// TestBucketRefillFollowsAJitteryClock: a clock whose readings jitter
+// back and forth by 20 ms refilled at every return forward as if that
+// much time had passed again: the whole bucket of 100 tokens in a second
+// that refills 10 (helper-110's finding for the limiter, which shares the
+// clock handling).
+func TestBucketRefillFollowsAJitteryClock(t *testing.T) {
+	var mu sync.Mutex
+	ms := 0
+	clock := func() time.Time {
+		mu.Lock()
+		defer mu.Unlock()
+		return time.Unix(1_000_000, 0).Add(time.Duration(ms)*time.Millisecond + time.Duration(ms%2)*20*time.Millisecond)
+	}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.BucketRefill, o.RetryCost = 100, 10, 100
+		o.Clock = clock
+	})
+	_, err := r.GetRetryToken(context.Background(), serverErr())
+	require.NoError(t, err)
+	require.Equal(t, uint(0), r.Remaining())
+	for range 1000 { // a second of the clock, read every millisecond
+		mu.Lock()
+		ms++
+		mu.Unlock()
+		r.Remaining()
+	}
+	assert.InDelta(t, 10, r.Remaining(), 1, "expect a second's refill at 10 tokens a second")
+}
+
 // TestBucketRefillKeepsItsFractionOnACoarseClock: a clock that ticks in
 // 1 ms steps, read twice a tick: the second reading, with nothing elapsed,
 // threw the fraction away, and a second at 100/s refilled nothing
