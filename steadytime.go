@@ -32,15 +32,25 @@ type steadyTime struct {
 	skew   time.Duration // how far the clock stepped back beyond maxClockHold, in all
 }
 
-// at returns the time of a reading of the clock.
+// at returns the time of a reading of the clock. It is split from
+// steppedBack so that it inlines: the limiter reads it twice an attempt.
 func (s *steadyTime) at(reading time.Time) time.Time {
-	now := reading.Add(s.skew)
-	if behind := s.latest.Sub(now); behind > 0 {
-		if behind > maxClockHold {
-			s.skew += behind - maxClockHold
-		}
-		return s.latest
+	now := reading
+	if s.skew != 0 {
+		now = now.Add(s.skew)
+	}
+	if now.Before(s.latest) {
+		return s.steppedBack(now)
 	}
 	s.latest = now
 	return now
+}
+
+// steppedBack returns the time of a reading, with the skew added, that is
+// behind the latest time given.
+func (s *steadyTime) steppedBack(now time.Time) time.Time {
+	if behind := s.latest.Sub(now); behind > maxClockHold {
+		s.skew += behind - maxClockHold
+	}
+	return s.latest
 }
