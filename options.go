@@ -234,10 +234,15 @@ type Options struct {
 	// partition table's), so that readings arrive in order: it must be
 	// fast, must not block and must not call the retryer. A clock without
 	// a monotonic reading may step back: the limiter and the refill hold
-	// their time where it was until the clock passes it again, for 100 ms
-	// of the clock's time at most, and then go on from where they were, so
-	// that readings jittering back and forth by less than that count no
-	// time twice, and a step back for good stalls them for 100 ms.
+	// their time where it was until the clock passes it again, and take
+	// the step for good only once the readings have stayed behind for
+	// 100 ms of the clock's time, going on from where they were; readings
+	// moving back and forth count no time twice. The deadline checks
+	// compare its readings with the context's deadline, which
+	// context.WithTimeout set from the wall clock: a Clock ahead of the
+	// wall clock refuses retries that would fit, one behind lets a backoff
+	// run into the deadline. Give a Clock that keeps to the wall clock
+	// (tests may move it to bring a deadline near).
 	Clock func() time.Time
 
 	// MeterProvider, when set, receives the retryer's metrics (see the

@@ -361,36 +361,82 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 	at := tr.read(now)
 	for i := range tr.shards {
 		sh := &tr.shards[i]
-		sh.sweepMu.Lock()
-		for j := range sh.slots {
-			s := sh.slots[j].Load()
-			if s == nil {
-				continue
-			}
-			// The owner may record its backoff's end between the load
-			// and the swap: load again rather than skip a held slot.
-			w := s.word.Load()
-			for w&stateMask == slotHeld && !s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
-				w = s.word.Load()
-			}
-			if w&stateMask != slotHeld {
-				continue
-			}
-			if s.due(at, time.Duration(w>>wakeShift)*wakeUnit) {
-				// Refunded before it is retired: a release that finds it
-				// retired finds the refund made (it waits while the slot is
-				// swept) and settles against it.
-				s.swept, s.refunded = true, s.t.refund()
-				s.word.Store(slotRetired)
-				refunded = true
-				sh.slots[j].CompareAndSwap(s, nil)
-				continue
-			}
-			s.word.Store(w)
-		}
-		sh.sweepMu.Unlock()
+		due := sh.sweepLocked(at)
+		refunded = refunded || len(due) > 0
+		sh.refund(due)
 	}
 	return refunded
+}
+
+// sweptSlot is a slot a sweep found due for a refund: it stays in
+// slotSweeping, its word before the sweep kept, until refunded.
+type sweptSlot struct {
+	slot  *trackSlot
+	index int
+	word  uint64
+}
+
+// sweepLocked looks at the shard's held slots under its lock, and returns
+// those whose retry is due for a refund (see due), left in slotSweeping.
+func (sh *trackShard) sweepLocked(at time.Duration) (due []sweptSlot) {
+	sh.sweepMu.Lock()
+	defer sh.sweepMu.Unlock()
+	for j := range sh.slots {
+		s := sh.slots[j].Load()
+		if s == nil {
+			continue
+		}
+		// The owner may record its backoff's end between the load and
+		// the swap: load again rather than skip a held slot.
+		w := s.word.Load()
+		for w&stateMask == slotHeld && !s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
+			w = s.word.Load()
+		}
+		if w&stateMask != slotHeld {
+			continue
+		}
+		if s.due(at, time.Duration(w>>wakeShift)*wakeUnit) {
+			due = append(due, sweptSlot{slot: s, index: j, word: w})
+			continue
+		}
+		s.word.Store(w)
+	}
+	return due
+}
+
+// refund refunds the retries of the slots a sweep found due, and retires
+// the slots. It runs outside the shard's lock: a refund runs the caller's
+// code (a custom RateLimiter's release, Options.Clock through a bucket's
+// refill), which may call the retryer back (Remaining sweeps) or panic;
+// under the lock, the first deadlocked and the second left it held and
+// every later sweep, and retry, blocked (helper-112). A refund that panics
+// retires its slot as having refunded nothing, and gives the slots after
+// it back to the sweeps to come; the panic goes on to the caller.
+func (sh *trackShard) refund(due []sweptSlot) {
+	next := 0
+	defer func() {
+		for _, d := range due[next:] {
+			d.slot.word.Store(d.word)
+		}
+	}()
+	for i, d := range due {
+		next = i + 1
+		sh.retire(d)
+	}
+}
+
+// retire refunds the retry of a slot a sweep found due, and retires the
+// slot, even when the refund panics. Refunded before it is retired: a
+// release that finds it retired finds the refund made (it waits while the
+// slot is swept) and settles against it.
+func (sh *trackShard) retire(d sweptSlot) {
+	s := d.slot
+	s.swept, s.refunded = true, 0
+	defer func() {
+		s.word.Store(slotRetired)
+		sh.slots[d.index].CompareAndSwap(s, nil)
+	}()
+	s.refunded = s.t.refund()
 }
 
 // steppedBack reports whether a reading at, since the epoch, behind an

@@ -99,6 +99,31 @@ func TestBucketRefillFollowsAJitteryClock(t *testing.T) {
 		r.Remaining()
 	}
 	assert.InDelta(t, 10, r.Remaining(), 1, "expect a second's refill at 10 tokens a second")
+
+	// One reading an hour back, then the clock's time again: refilled
+	// the whole bucket when the step was taken at once (helper-111).
+	glitch := false
+	r = jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.BucketRefill, o.RetryCost = 100, 10, 100
+		o.Clock = func() time.Time {
+			mu.Lock()
+			defer mu.Unlock()
+			if glitch {
+				return time.Unix(1_000_000, 0).Add(-time.Hour)
+			}
+			return time.Unix(1_000_000, 0).Add(time.Duration(ms) * time.Millisecond)
+		}
+	})
+	_, err = r.GetRetryToken(context.Background(), serverErr())
+	require.NoError(t, err)
+	mu.Lock()
+	glitch = true
+	mu.Unlock()
+	r.Remaining()
+	mu.Lock()
+	glitch, ms = false, ms+1
+	mu.Unlock()
+	assert.Equal(t, uint(0), r.Remaining(), "expect a millisecond's refill after one reading an hour back")
 }
 
 // TestBucketRefillKeepsItsFractionOnACoarseClock: a clock that ticks in

@@ -480,6 +480,95 @@ func TestCancelledBackoffGivesTokensBack(t *testing.T) {
 		"expect the abandoned retry's 5 tokens back, got %d", r.Remaining())
 }
 
+// TestARefundOfTheCallersCodeLeavesTheRetryerWorking: a sweep refunds a
+// cancelled backoff's tokens through a custom RateLimiter's release, the
+// caller's code. It ran under the sweep's lock: a release that read
+// Remaining (to log the budget) deadlocked, and one that panicked, once,
+// left the lock held and every later sweep, and so every retry, blocked
+// for good, past its deadline (helper-112).
+func TestARefundOfTheCallersCodeLeavesTheRetryerWorking(t *testing.T) {
+	cancelledBackoff := func(t *testing.T, r *jitterretry.Retryer) {
+		t.Helper()
+		srv := newScriptServer(t, throttle)
+		ctx, cancel := context.WithCancel(context.Background())
+		time.AfterFunc(20*time.Millisecond, cancel)
+		var canceled *aws.RequestCanceledError
+		require.ErrorAs(t, putItem(ctx, newClient(srv.URL, r)), &canceled)
+	}
+	within := func(t *testing.T, what string, fn func()) {
+		t.Helper()
+		done := make(chan struct{})
+		go func() { defer close(done); fn() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Fatalf("%s: blocked for 10 s", what)
+		}
+	}
+	slow := func(o *jitterretry.Options) {
+		o.Jitter, o.ThrottleBaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Hour, time.Hour
+		o.DisableDeadlineGiveUp = true
+	}
+	t.Run("a release that reads Remaining", func(t *testing.T) {
+		lim := &callbackLimiter{RateLimiter: ratelimit.NewTokenRateLimit(500)}
+		r := jitterretry.New(slow, func(o *jitterretry.Options) { o.RateLimiter = lim })
+		lim.onRelease = func() { r.Remaining() }
+		cancelledBackoff(t, r)
+		within(t, "Remaining", func() {
+			assert.Eventually(t, func() bool { r.Remaining(); return lim.released.Load() == 1 }, 5*time.Second, time.Millisecond, "expect the refund made")
+		})
+	})
+	t.Run("a release that panics once", func(t *testing.T) {
+		var once atomic.Bool
+		lim := &callbackLimiter{RateLimiter: ratelimit.NewTokenRateLimit(500)}
+		lim.onRelease = func() {
+			if once.CompareAndSwap(false, true) {
+				panic("a limiter's bug")
+			}
+		}
+		r := jitterretry.New(slow, func(o *jitterretry.Options) { o.RateLimiter = lim })
+		cancelledBackoff(t, r)
+		time.Sleep(reclaimGraceForTests)
+		within(t, "the panicking sweep", func() {
+			assert.PanicsWithValue(t, "a limiter's bug", func() { r.Remaining() })
+		})
+		cancelledBackoff(t, r)
+		within(t, "the next sweep", func() {
+			assert.Eventually(t, func() bool { r.Remaining(); return lim.released.Load() == 1 }, 5*time.Second, time.Millisecond, "expect the next cancelled backoff refunded")
+		})
+		srv := newScriptServer(t, throttle, ok)
+		within(t, "an operation with a retry", func() {
+			ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+			defer cancel()
+			require.NoError(t, putItem(ctx, newClient(srv.URL, jitterretry.New(fast, func(o *jitterretry.Options) { o.RateLimiter = lim }))))
+		})
+	})
+}
+
+// reclaimGraceForTests is longer than the retryer's reclaimGrace: a sweep
+// then refunds a retry whose context ended.
+const reclaimGraceForTests = 100 * time.Millisecond
+
+// callbackLimiter is a RateLimiter whose releases run onRelease first, and
+// count those that returned.
+type callbackLimiter struct {
+	retry.RateLimiter
+	onRelease func()
+	released  atomic.Int32
+}
+
+func (l *callbackLimiter) GetToken(ctx context.Context, cost uint) (func() error, error) {
+	release, err := l.RateLimiter.GetToken(ctx, cost)
+	if err != nil {
+		return nil, err
+	}
+	return func() error {
+		l.onRelease()
+		l.released.Add(1)
+		return release()
+	}, nil
+}
+
 func TestReleasedRetryIsNotRefundedTwice(t *testing.T) {
 	r := jitterretry.New(fast)
 	ctx, cancel := context.WithCancel(context.Background())
