@@ -234,10 +234,11 @@ type Options struct {
 	// partition table's), so that readings arrive in order: it must be
 	// fast, must not block and must not call the retryer. A clock without
 	// a monotonic reading may step back: the limiter and the refill hold
-	// their time where it was until the clock passes it again, and take
-	// the step for good only once the readings have stayed behind for
-	// 100 ms of the clock's time, going on from where they were; readings
-	// moving back and forth count no time twice. The deadline checks
+	// their time where it was until the clock passes it again; a step of
+	// a second or more is taken for good once three readings in a row,
+	// rising over 100 ms, stayed that far behind, and they go on from
+	// where they were. Readings moving back and forth within ±0.5 s count
+	// no time twice, whatever their pattern. The deadline checks
 	// compare its readings with the context's deadline, which
 	// context.WithTimeout set from the wall clock: a Clock ahead of the
 	// wall clock refuses retries that would fit, one behind lets a backoff

@@ -9,34 +9,44 @@ import (
 	"time"
 )
 
-// maxClockHold is how long, in the clock's own time, a clock stepped back
-// holds a steadyTime where it was before the step is taken for good: long
-// enough to tell a step from a reading or two out of line, short enough
-// that a waiting caller, which asks again at least every sendWindow, is
-// held little longer.
-const maxClockHold = 100 * time.Millisecond
+// A clock stepped back by less than maxClockStall is held: the time stays
+// where it was until the clock passes it again. A step back of more is
+// taken for good once stepReadings readings in a row, each no earlier
+// than the one before, have stayed that far behind over stepSpan of the
+// clock's own time. A clock's readings cannot tell a step from jitter: the
+// stall bounds what jitter can do (within ±maxClockStall/2 it counts no
+// time twice, whatever its pattern), and the run of readings keeps one or
+// two readings out of line, far back, from counting as a step. A second is
+// long for a limiter to stand still, but only a clock without a monotonic
+// reading that stepped back makes it do so.
+const (
+	maxClockStall = time.Second
+	stepReadings  = 3
+	stepSpan      = 100 * time.Millisecond
+)
 
 // steadyTime turns a clock's readings into a time that never goes back
-// and does not run ahead of the clock. A reading behind the latest time
-// given (a clock without a monotonic reading, stepped back) gives that
-// time again. Only once the readings have stayed behind it while the
-// clock moved on maxClockHold is the step taken for good: the time goes
-// on from the latest, by as much as the clock moves. A reading that comes
-// back up before then (jitter, one bad reading) adds nothing, so readings
-// moving back and forth count no time twice however far they move.
-// Taking each step back for good at once let each return forward count
-// again: a clock jittering by up to 20 ms let a limiter fixed at 50
-// requests a second send 2,760 in one (helper-110); taking it once a
-// reading was more than maxClockHold behind let a jitter of 60 ms, or a
-// single reading an hour back, do the same (helper-111).
+// and does not run ahead of the clock: a reading behind the latest time
+// given gives that time again, and a step back is taken for good as the
+// constants above say, the time then going on from where it was by as
+// much as the clock moves. Taking each step back for good at once let
+// each return forward count again: a clock jittering by up to 20 ms let a
+// limiter fixed at 50 requests a second send 2,760 in one (helper-110);
+// a hold of 100 ms of the clock's time, measured between readings that
+// jitter, let a random jitter of ±100 ms run it 3.7 times too fast, and
+// one reading an hour back followed by one half an hour back move it half
+// an hour ahead (helper-111, helper-113). A step back further than a
+// Duration holds (292 years: a clock that read the zero time) stalls the
+// time until the clock passes where it was.
 //
 // The zero value is ready. It is not safe for concurrent use: its owner
 // reads it under its lock.
 type steadyTime struct {
 	latest time.Time
 	skew   time.Duration // the steps back taken for good, in all
-	behind bool          // the last reading was behind latest
-	since  time.Time     // while behind: the earliest such reading in a row, skew added
+	run    int           // readings in a row at least maxClockStall behind, each no earlier than the last
+	first  time.Time     // the run's first reading, skew added
+	last   time.Time     // the run's last reading, skew added
 }
 
 // at returns the time of a reading of the clock. It is split from
@@ -50,24 +60,29 @@ func (s *steadyTime) at(reading time.Time) time.Time {
 	if now.Before(s.latest) {
 		return s.steppedBack(now)
 	}
-	s.latest, s.behind = now, false
+	s.latest, s.run = now, 0
 	return now
 }
 
 // steppedBack returns the time of a reading, skew added, that is behind
-// the latest time given, and takes the step for good once the readings
-// have stayed behind for maxClockHold of the clock's time.
+// the latest time given, and takes a step back for good when the run of
+// readings far behind shows one.
 func (s *steadyTime) steppedBack(now time.Time) time.Time {
+	behind := s.latest.Sub(now) // saturates
 	switch {
-	case !s.behind || now.Before(s.since):
-		s.behind, s.since = true, now
-	case now.Sub(s.since) >= maxClockHold:
-		step := s.latest.Sub(now) // saturates: readings 292 years apart at most
-		if step > math.MaxInt64-s.skew {
-			step = math.MaxInt64 - s.skew
-		}
-		s.skew += step
-		s.behind = false
+	case behind < maxClockStall:
+		s.run = 0
+		return s.latest
+	case s.run == 0 || now.Before(s.last):
+		s.run, s.first = 1, now
+	default:
+		s.run++
+	}
+	s.last = now
+	if s.run >= stepReadings && now.Sub(s.first) >= stepSpan {
+		// The run's readings rise: this one, the least behind, is the step.
+		s.skew += min(behind, math.MaxInt64-s.skew)
+		s.run = 0
 	}
 	return s.latest
 }

@@ -361,23 +361,24 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 	at := tr.read(now)
 	for i := range tr.shards {
 		sh := &tr.shards[i]
-		due := sh.sweepLocked(at)
-		refunded = refunded || len(due) > 0
-		sh.refund(due)
+		for _, d := range sh.sweepLocked(at) {
+			refunded = sh.retire(d) || refunded
+		}
 	}
 	return refunded
 }
 
-// sweptSlot is a slot a sweep found due for a refund: it stays in
-// slotSweeping, its word before the sweep kept, until refunded.
+// sweptSlot is a slot a sweep found due for a refund, with the generation
+// of the retry that held it then.
 type sweptSlot struct {
 	slot  *trackSlot
 	index int
-	word  uint64
+	gen   uint64
 }
 
 // sweepLocked looks at the shard's held slots under its lock, and returns
-// those whose retry is due for a refund (see due), left in slotSweeping.
+// those whose retry is due for a refund (see due); every slot is given
+// back to its retry before the lock is let go.
 func (sh *trackShard) sweepLocked(at time.Duration) (due []sweptSlot) {
 	sh.sweepMu.Lock()
 	defer sh.sweepMu.Unlock()
@@ -392,51 +393,46 @@ func (sh *trackShard) sweepLocked(at time.Duration) (due []sweptSlot) {
 		for w&stateMask == slotHeld && !s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
 			w = s.word.Load()
 		}
-		if w&stateMask != slotHeld {
-			continue
+		if w&stateMask == slotHeld && s.sweptDue(at, w) {
+			due = append(due, sweptSlot{slot: s, index: j, gen: w & genMask})
 		}
-		if s.due(at, time.Duration(w>>wakeShift)*wakeUnit) {
-			due = append(due, sweptSlot{slot: s, index: j, word: w})
-			continue
-		}
-		s.word.Store(w)
 	}
 	return due
 }
 
-// refund refunds the retries of the slots a sweep found due, and retires
-// the slots. It runs outside the shard's lock: a refund runs the caller's
-// code (a custom RateLimiter's release, Options.Clock through a bucket's
-// refill), which may call the retryer back (Remaining sweeps) or panic;
-// under the lock, the first deadlocked and the second left it held and
-// every later sweep, and retry, blocked (helper-112). A refund that panics
-// retires its slot as having refunded nothing, and gives the slots after
-// it back to the sweeps to come; the panic goes on to the caller.
-func (sh *trackShard) refund(due []sweptSlot) {
-	next := 0
-	defer func() {
-		for _, d := range due[next:] {
-			d.slot.word.Store(d.word)
-		}
-	}()
-	for i, d := range due {
-		next = i + 1
-		sh.retire(d)
-	}
+// sweptDue reports whether the retry of s, which a sweep moved from word w
+// to slotSweeping, is due for a refund, and gives the slot back (w) even
+// when due panics: it asks the caller's context.
+func (s *trackSlot) sweptDue(at time.Duration, w uint64) bool {
+	defer s.word.Store(w)
+	return s.due(at, time.Duration(w>>wakeShift)*wakeUnit)
 }
 
-// retire refunds the retry of a slot a sweep found due, and retires the
-// slot, even when the refund panics. Refunded before it is retired: a
-// release that finds it retired finds the refund made (it waits while the
-// slot is swept) and settles against it.
-func (sh *trackShard) retire(d sweptSlot) {
+// retire refunds the retry of a slot a sweep found due, unless its release
+// or a refund claimed it since, and retires the slot, even when the
+// refund panics; it reports whether it refunded. It runs outside the
+// shard's lock and claims one slot at a time: a refund runs the caller's
+// code (a custom RateLimiter's release, Options.Clock through a bucket's
+// refill), which may call the retryer back (Remaining sweeps), take long
+// or panic. Under the lock, the first deadlocked and a panic left the lock
+// held, so that every later sweep, and retry, blocked (helper-112); slots
+// held in slotSweeping through another's refund kept their releases
+// waiting for it (helper-113). A refund that panics retires its slot as
+// having refunded nothing; the panic goes on to the caller. Refunded
+// before it is retired: a release that finds the slot retired finds the
+// refund made (it waits while the slot is swept) and settles against it.
+func (sh *trackShard) retire(d sweptSlot) bool {
 	s := d.slot
+	if !s.claim(d.gen, slotSweeping) {
+		return false
+	}
 	s.swept, s.refunded = true, 0
 	defer func() {
 		s.word.Store(slotRetired)
 		sh.slots[d.index].CompareAndSwap(s, nil)
 	}()
 	s.refunded = s.t.refund()
+	return true
 }
 
 // steppedBack reports whether a reading at, since the epoch, behind an

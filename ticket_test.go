@@ -2,6 +2,9 @@ package jitterretry
 
 import (
 	"context"
+	"math/rand/v2"
+	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -87,3 +90,150 @@ func TestLateReadingKeepsTheGrace(t *testing.T) {
 	assert.False(t, s.due(time.Second-reclaimGrace, 0), "expect a clock stepped back to start the grace over")
 	assert.True(t, s.due(time.Second, 0))
 }
+
+// TestASweepsRefundHoldsUpNoOtherRetry: a sweep refunds one slot at a
+// time, outside the shard's lock: a refund of the caller's code that takes
+// long left every other slot the sweep had found due in slotSweeping, so
+// their releases spun until it returned (300 ms for a slow release,
+// helper-113). B's release returns while A's refund is still blocked.
+func TestASweepsRefundHoldsUpNoOtherRetry(t *testing.T) {
+	tr := newTracked(time.Now)
+	l := &lane{}
+	inRefund, unblock := make(chan struct{}), make(chan struct{})
+	var bReleased, bRefunded atomic.Int32
+	a := ticket{lane: l, cost: 1, foreign: func() error { close(inRefund); <-unblock; return nil }, release: func(error) error { return nil }}
+	b := ticket{lane: l, cost: 1, foreign: func() error { bRefunded.Add(1); return nil }, release: func(error) error { bReleased.Add(1); return nil }}
+	refA, _ := tr.track(cancelledContext(), a, time.Time{}, 0)
+	refB, releaseB := tr.track(cancelledContext(), b, time.Time{}, 0)
+	require.Same(t, refA.shard, refB.shard)
+	tr.backoffEnds(refA, time.Now().Add(time.Hour))
+	tr.backoffEnds(refB, time.Now().Add(time.Hour))
+	go tr.reclaim()
+	<-inRefund
+	released := make(chan struct{})
+	go func() { defer close(released); _ = releaseB(nil) }()
+	select {
+	case <-released:
+	case <-time.After(10 * time.Second):
+		t.Error("expect B's release to return while A's refund runs")
+	}
+	close(unblock)
+	<-released
+	assert.Equal(t, int32(1), bReleased.Load()+bRefunded.Load(), "expect B's tokens claimed once")
+}
+
+// TestAPanicAskingAContextStrandsNoSlot: the sweep asks each held retry's
+// context whether it ended; a context whose Err panics (the caller's)
+// left the slots the sweep had found due in slotSweeping, their releases
+// spinning for good (helper-113). Every slot is given back first.
+func TestAPanicAskingAContextStrandsNoSlot(t *testing.T) {
+	tr := newTracked(time.Now)
+	tk := ticket{lane: &lane{}, cost: 1, foreign: func() error { return nil }, release: func(error) error { return nil }}
+	refA, releaseA := tr.track(cancelledContext(), tk, time.Time{}, 0)
+	refB, _ := tr.track(panickyContext{context.Background()}, tk, time.Time{}, 0)
+	require.Same(t, refA.shard, refB.shard)
+	tr.backoffEnds(refA, time.Now().Add(time.Hour))
+	assert.PanicsWithValue(t, "a context's bug", func() { tr.reclaim() })
+	for name, fn := range map[string]func(){
+		"A's release":  func() { _ = releaseA(nil) },
+		"a next sweep": func() { defer func() { _ = recover() }(); tr.reclaim() },
+	} {
+		done := make(chan struct{})
+		go func() { defer close(done); fn() }()
+		select {
+		case <-done:
+		case <-time.After(10 * time.Second):
+			t.Errorf("%s: still waiting after 10 s", name)
+		}
+	}
+}
+
+// TestASweepWithNothingDueAllocatesNothing: the sweep collects the slots
+// due for a refund only when there are some.
+func TestASweepWithNothingDueAllocatesNothing(t *testing.T) {
+	tr := newTracked(time.Now)
+	tk := ticket{lane: &lane{}, cost: 1, foreign: func() error { return nil }, release: func(error) error { return nil }}
+	for i := range 100 {
+		tr.track(context.Background(), tk, time.Time{}, uintptr(i))
+	}
+	assert.Zero(t, testing.AllocsPerRun(100, func() { tr.reclaim() }))
+}
+
+// TestStressEveryTrackedRetryIsClaimedOnce: owners that cancel, refund and
+// release while two sweepers run, some refunds slow and some panicking:
+// every retry's tokens are claimed once, by its release or by one refund
+// (helper-113's check of the refunds moved out of the lock).
+func TestStressEveryTrackedRetryIsClaimedOnce(t *testing.T) {
+	tr := newTracked(time.Now)
+	l := &lane{}
+	const n = 20000
+	var claims [n]atomic.Int32
+	stop := make(chan struct{})
+	var sweepers, owners sync.WaitGroup
+	for range 2 {
+		sweepers.Add(1)
+		go func() {
+			defer sweepers.Done()
+			for {
+				select {
+				case <-stop:
+					return
+				default:
+					func() { defer func() { _ = recover() }(); tr.reclaim() }()
+				}
+			}
+		}()
+	}
+	for g := range 8 {
+		owners.Add(1)
+		go func() {
+			defer owners.Done()
+			rng := rand.New(rand.NewPCG(uint64(g), 0))
+			for i := g; i < n; i += 8 {
+				tk := ticket{lane: l, cost: 1,
+					foreign: func() error {
+						claims[i].Add(1)
+						if i%97 == 0 {
+							panic("a refund's bug")
+						}
+						return nil
+					},
+					release: func(error) error { claims[i].Add(1); return nil }}
+				ctx, cancel := context.WithCancel(context.Background())
+				ref, release := tr.track(ctx, tk, time.Time{}, uintptr(rng.Uint64()))
+				if ref.slot == nil {
+					claims[i].Add(1)
+					cancel()
+					continue
+				}
+				tr.backoffEnds(ref, time.Now().Add(time.Duration(rng.IntN(3))*time.Millisecond))
+				if rng.IntN(2) == 0 {
+					cancel()
+				}
+				if rng.IntN(3) == 0 {
+					func() { defer func() { _ = recover() }(); tr.refund(ref) }()
+				}
+				_ = release(nil)
+				cancel()
+			}
+		}()
+	}
+	owners.Wait()
+	close(stop)
+	sweepers.Wait()
+	for i := range claims {
+		require.Equal(t, int32(1), claims[i].Load(), "retry %d", i)
+	}
+}
+
+// cancelledContext returns a context that has ended.
+func cancelledContext() context.Context {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	return ctx
+}
+
+// panickyContext is a context whose Err panics.
+type panickyContext struct{ context.Context }
+
+func (panickyContext) Err() error { panic("a context's bug") }
