@@ -236,9 +236,10 @@ type Options struct {
 	// a monotonic reading may step back: the limiter and the refill hold
 	// their time where it was until the clock passes it again; a step of
 	// a second or more is taken for good once three readings in a row,
-	// rising over 100 ms, stayed that far behind, and they go on from
-	// where they were. Readings moving back and forth within ±0.5 s count
-	// no time twice, whatever their pattern. The deadline checks
+	// rising over 100 ms, stayed that far behind, less a second, and they
+	// then go on from where they were. Readings moving back and forth
+	// within ±0.5 s count no time twice, whatever their pattern, nor does
+	// such jitter on top of a step. The deadline checks
 	// compare its readings with the context's deadline, which
 	// context.WithTimeout set from the wall clock: a Clock ahead of the
 	// wall clock refuses retries that would fit, one behind lets a backoff

@@ -35,9 +35,14 @@ const (
 // a hold of 100 ms of the clock's time, measured between readings that
 // jitter, let a random jitter of ±100 ms run it 3.7 times too fast, and
 // one reading an hour back followed by one half an hour back move it half
-// an hour ahead (helper-111, helper-113). A step back further than a
-// Duration holds (292 years: a clock that read the zero time) stalls the
-// time until the clock passes where it was.
+// an hour ahead (helper-111, helper-113). A step is taken less
+// maxClockStall, so jitter of ±maxClockStall/2 on top of it cannot run the
+// time ahead; the time stands still for up to a second more. A step back
+// further than a Duration holds (292 years: a clock counting up from the
+// zero time) is never taken: the time stands until the clock passes where
+// it was. The run counts readings, not time: read once every few seconds,
+// a clock stepped back stalls the time for three readings, but a caller
+// the stall holds back asks again within sendWindow.
 //
 // The zero value is ready. It is not safe for concurrent use: its owner
 // reads it under its lock.
@@ -68,9 +73,11 @@ func (s *steadyTime) at(reading time.Time) time.Time {
 // the latest time given, and takes a step back for good when the run of
 // readings far behind shows one.
 func (s *steadyTime) steppedBack(now time.Time) time.Time {
-	behind := s.latest.Sub(now) // saturates
+	behind := s.latest.Sub(now)
 	switch {
-	case behind < maxClockStall:
+	case behind < maxClockStall || behind == math.MaxInt64:
+		// Held: jitter, or a step further back than a Duration holds
+		// (Sub saturates), which no skew could undo.
 		s.run = 0
 		return s.latest
 	case s.run == 0 || now.Before(s.last):
@@ -80,8 +87,12 @@ func (s *steadyTime) steppedBack(now time.Time) time.Time {
 	}
 	s.last = now
 	if s.run >= stepReadings && now.Sub(s.first) >= stepSpan {
-		// The run's readings rise: this one, the least behind, is the step.
-		s.skew += min(behind, math.MaxInt64-s.skew)
+		// The run's readings rise: this one, the least behind, is the
+		// step, less maxClockStall, for the jitter this reading and the
+		// latest may carry: taken whole, a step of 2 s under jitter of
+		// ±0.4 s ran the time 0.7 s ahead (helper-114). The rest is held
+		// until the clock passes where the time was.
+		s.skew += min(behind-maxClockStall, math.MaxInt64-s.skew)
 		s.run = 0
 	}
 	return s.latest

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 // TestSteadyTimeCountsNoTimeTwice: readings that jitter, alternately or at
@@ -61,7 +62,8 @@ func TestSteadyTimeTakesNoStepFromReadingsOutOfLine(t *testing.T) {
 
 // TestSteadyTimeTakesAStepBackForGood: a clock stepped back an hour for
 // good holds the time until three rising readings over 100 ms of its own
-// time, then goes on from where it was by as much as it moves; a step back
+// time and a second more, then goes on from where it was by as much as it
+// moves; a step back
 // shorter than maxClockStall holds only until the clock passes where it
 // was.
 func TestSteadyTimeTakesAStepBackForGood(t *testing.T) {
@@ -70,8 +72,9 @@ func TestSteadyTimeTakesAStepBackForGood(t *testing.T) {
 	back := t0.Add(-time.Hour)
 	assert.Equal(t, t0, s.at(back))
 	assert.Equal(t, t0, s.at(back.Add(50*time.Millisecond)))
-	assert.Equal(t, t0, s.at(back.Add(stepSpan)), "expect the step taken at the third reading, from where the time was")
-	assert.Equal(t, t0.Add(10*time.Millisecond), s.at(back.Add(stepSpan+10*time.Millisecond)))
+	assert.Equal(t, t0, s.at(back.Add(stepSpan)), "expect the step taken at the third reading, less maxClockStall")
+	assert.Equal(t, t0, s.at(back.Add(stepSpan+maxClockStall)))
+	assert.Equal(t, t0.Add(10*time.Millisecond), s.at(back.Add(stepSpan+maxClockStall+10*time.Millisecond)), "expect the time to go on from where it was")
 
 	var short steadyTime
 	short.at(t0)
@@ -79,4 +82,51 @@ func TestSteadyTimeTakesAStepBackForGood(t *testing.T) {
 		assert.Equal(t, t0, short.at(t0.Add(-500*time.Millisecond+d)))
 	}
 	assert.Equal(t, t0.Add(time.Millisecond), short.at(t0.Add(time.Millisecond)))
+}
+
+// TestSteadyTimeStepUnderJitterNeverRunsAhead: a clock stepped back for
+// good by 2 s or an hour, with random jitter of ±0.4 s on every reading
+// (read every millisecond, for 3 s), gives a time that never goes back and
+// is never ahead of the highest reading plus the step; taken whole, the
+// step carried the jitter of two readings and ran the time up to 0.7 s
+// ahead (helper-114). The time stands still for at most 2.5 s of true
+// time: the step is taken less a second.
+func TestSteadyTimeStepUnderJitterNeverRunsAhead(t *testing.T) {
+	const jitter = 400 * time.Millisecond
+	for _, step := range []time.Duration{2 * time.Second, time.Hour} {
+		for seed := range uint64(20) {
+			rng := rand.New(rand.NewPCG(seed, 7))
+			var s steadyTime
+			var prev, honest time.Time
+			var stillSince, stall time.Duration
+			for now := time.Duration(0); now <= 3*time.Second; now += time.Millisecond {
+				back := time.Duration(0)
+				if now >= 1500*time.Millisecond {
+					back = step
+				}
+				reading := t0.Add(now - back + time.Duration(rng.Int64N(int64(2*jitter+1))) - jitter)
+				if h := reading.Add(back); h.After(honest) {
+					honest = h
+				}
+				got := s.at(reading)
+				require.False(t, got.Before(prev), "step %v, seed %d: the time went back at %v", step, seed, now)
+				require.False(t, got.After(honest), "step %v, seed %d: %v ahead at %v", step, seed, got.Sub(honest), now)
+				if got.After(prev) {
+					stillSince = now
+				}
+				stall = max(stall, now-stillSince)
+				prev = got
+			}
+			assert.LessOrEqual(t, stall, 2500*time.Millisecond, "step %v, seed %d", step, seed)
+		}
+	}
+	// A clock counting up from the zero time is further back than a
+	// Duration holds: no step is taken (its skew saturated, and the time
+	// ran 292 years ahead once the clock came back, helper-114).
+	var s steadyTime
+	s.at(t0)
+	for _, d := range []time.Duration{0, 50 * time.Millisecond, 100 * time.Millisecond} {
+		assert.Equal(t, t0, s.at(time.Time{}.Add(d)))
+	}
+	assert.Equal(t, t0.Add(time.Millisecond), s.at(t0.Add(time.Millisecond)))
 }

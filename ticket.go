@@ -417,13 +417,17 @@ func (s *trackSlot) sweptDue(at time.Duration, w uint64) bool {
 // or panic. Under the lock, the first deadlocked and a panic left the lock
 // held, so that every later sweep, and retry, blocked (helper-112); slots
 // held in slotSweeping through another's refund kept their releases
-// waiting for it (helper-113). A refund that panics retires its slot as
+// waiting for it (helper-113). A slot another sweep is refunding is left
+// to it, not waited for; a slot whose retry's context is live again (its
+// retry released and the slot taken by a new one of the same generation,
+// 2^13 takes later) is given back (helper-114). A refund that panics retires its slot as
 // having refunded nothing; the panic goes on to the caller. Refunded
 // before it is retired: a release that finds the slot retired finds the
 // refund made (it waits while the slot is swept) and settles against it.
 func (sh *trackShard) retire(d sweptSlot) bool {
 	s := d.slot
-	if !s.claim(d.gen, slotSweeping) {
+	w, ok := s.claimHeld(d.gen)
+	if !ok || !s.contextEnded(w) {
 		return false
 	}
 	s.swept, s.refunded = true, 0
@@ -433,6 +437,34 @@ func (sh *trackShard) retire(d sweptSlot) bool {
 	}()
 	s.refunded = s.t.refund()
 	return true
+}
+
+// claimHeld moves the slot, held by the retry of generation gen, to
+// slotSweeping for a sweep's refund, and returns its word before; unlike
+// claim it does not wait out another sweep: a slot in slotSweeping is that
+// sweep's to refund.
+func (s *trackSlot) claimHeld(gen uint64) (uint64, bool) {
+	for {
+		w := s.word.Load()
+		if w&genMask != gen || w&stateMask != slotHeld {
+			return 0, false
+		}
+		if s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
+			return w, true
+		}
+	}
+}
+
+// contextEnded reports whether the context of the retry of s, which a
+// sweep claimed from word w, has ended, and gives the slot back (w) when
+// it has not, or when asking it panics.
+func (s *trackSlot) contextEnded(w uint64) (ended bool) {
+	defer func() {
+		if !ended {
+			s.word.Store(w)
+		}
+	}()
+	return s.ctx.Err() != nil
 }
 
 // steppedBack reports whether a reading at, since the epoch, behind an

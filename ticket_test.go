@@ -122,6 +122,67 @@ func TestASweepsRefundHoldsUpNoOtherRetry(t *testing.T) {
 	assert.Equal(t, int32(1), bReleased.Load()+bRefunded.Load(), "expect B's tokens claimed once")
 }
 
+// TestASweepLeavesASlotAnotherSweepRefunds: two sweeps find the same two
+// slots due; while the first refunds U (the caller's slow code), the
+// second claims W and refunds it slowly. The first waited for W's refund,
+// spinning, when it came to W (helper-114); it now leaves W to the other.
+func TestASweepLeavesASlotAnotherSweepRefunds(t *testing.T) {
+	tr := newTracked(time.Now)
+	l := &lane{}
+	inU, unblockU := make(chan struct{}), make(chan struct{})
+	inW, unblockW := make(chan struct{}), make(chan struct{})
+	var claimsU, claimsW atomic.Int32
+	u := ticket{lane: l, cost: 1, foreign: func() error { claimsU.Add(1); close(inU); <-unblockU; return nil }, release: func(error) error { claimsU.Add(1); return nil }}
+	w := ticket{lane: l, cost: 1, foreign: func() error { claimsW.Add(1); close(inW); <-unblockW; return nil }, release: func(error) error { claimsW.Add(1); return nil }}
+	refU, _ := tr.track(cancelledContext(), u, time.Time{}, 0)
+	refW, _ := tr.track(cancelledContext(), w, time.Time{}, 0)
+	require.Same(t, refU.shard, refW.shard)
+	tr.backoffEnds(refU, time.Now().Add(time.Hour))
+	tr.backoffEnds(refW, time.Now().Add(time.Hour))
+	first, second := make(chan struct{}), make(chan struct{})
+	go func() { defer close(first); tr.reclaim() }()
+	<-inU
+	go func() { defer close(second); tr.reclaim() }()
+	<-inW
+	close(unblockU)
+	select {
+	case <-first:
+	case <-time.After(10 * time.Second):
+		t.Error("expect the first sweep to return while the second refunds W")
+	}
+	close(unblockW)
+	<-first
+	<-second
+	assert.Equal(t, []int32{1, 1}, []int32{claimsU.Load(), claimsW.Load()}, "expect each retry's tokens claimed once")
+}
+
+// TestASweepRefundsNoRetryWhoseContextLives: between the sweep's look
+// and its refund, the retry it found due was released and its slot taken
+// 2^13 times, back to the same generation, by a retry whose context
+// lives: that retry was refunded (helper-114). The refund asks the
+// context again.
+func TestASweepRefundsNoRetryWhoseContextLives(t *testing.T) {
+	tr := newTracked(time.Now)
+	l := &lane{}
+	var refundedLive atomic.Int32
+	done := ticket{lane: l, cost: 1, foreign: func() error { return nil }, release: func(error) error { return nil }}
+	ref, release := tr.track(cancelledContext(), done, time.Time{}, 0)
+	tr.backoffEnds(ref, time.Now().Add(time.Hour))
+	due := ref.shard.sweepLocked(tr.read(time.Now()))
+	require.Len(t, due, 1)
+	live := ticket{lane: l, cost: 1, foreign: func() error { refundedLive.Add(1); return nil }, release: func(error) error { return nil }}
+	for range 1 << genBits {
+		_ = release(nil)
+		ref.shard.cursor.Store(uint32(due[0].index - 1)) // the cursor comes round to the slot
+		var again trackRef
+		again, release = tr.track(context.Background(), live, time.Time{}, 0)
+		require.Same(t, ref.slot, again.slot)
+	}
+	assert.False(t, ref.shard.retire(due[0]))
+	assert.Zero(t, refundedLive.Load(), "expect the live retry's tokens left alone")
+	assert.Equal(t, slotHeld, ref.slot.word.Load()&stateMask, "expect the slot given back to its retry")
+}
+
 // TestAPanicAskingAContextStrandsNoSlot: the sweep asks each held retry's
 // context whether it ended; a context whose Err panics (the caller's)
 // left the slots the sweep had found due in slotSweeping, their releases
