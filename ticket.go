@@ -102,8 +102,9 @@ const (
 	slotFree     uint64 = iota
 	slotSetup           // being filled by track, or emptied by its release
 	slotHeld            // a retry holds it
-	slotSweeping        // a sweep looks at it; the owner waits
+	slotSweeping        // a sweep refunds it; the owner waits, other sweeps pass it by
 	slotRetired         // refunded; never handed out again
+	slotLooking         // a sweep asks whether its retry is due; the owner and other sweeps wait
 
 	stateBits = 3
 	genBits   = 13
@@ -141,12 +142,12 @@ type trackSlot struct {
 	word atomic.Uint64 // state, generation and backoff end; see the slot states
 
 	// Written by track, and emptied by the release, in slotSetup; read by
-	// the owner and by sweeps in slotHeld or slotSweeping.
+	// the owner and by sweeps in slotHeld, slotLooking or slotSweeping.
 	ctx context.Context
 	t   ticket
 	// doneSeen is when a sweep first saw the context done, since the
 	// epoch; 0 before. Written by track in slotSetup and by sweeps in
-	// slotSweeping, which the state makes exclusive.
+	// slotLooking or slotSweeping, which the state makes exclusive.
 	doneSeen time.Duration
 	// swept: a sweep refunded the retry, putting refunded tokens back in
 	// the bucket (both written before the slot is retired, read after), so
@@ -216,7 +217,7 @@ func (s *trackSlot) whileHeld(gen uint64, next func(w uint64) uint64) bool {
 			if s.word.CompareAndSwap(w, next(w)) {
 				return true
 			}
-		case slotSweeping:
+		case slotLooking, slotSweeping:
 			runtime.Gosched()
 		default:
 			return false
@@ -362,7 +363,7 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 	for i := range tr.shards {
 		sh := &tr.shards[i]
 		for _, d := range sh.sweepLocked(at) {
-			refunded = sh.retire(d) || refunded
+			refunded = sh.retire(d, at) || refunded
 		}
 	}
 	return refunded
@@ -390,7 +391,7 @@ func (sh *trackShard) sweepLocked(at time.Duration) (due []sweptSlot) {
 		// The owner may record its backoff's end between the load and
 		// the swap: load again rather than skip a held slot.
 		w := s.word.Load()
-		for w&stateMask == slotHeld && !s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
+		for w&stateMask == slotHeld && !s.word.CompareAndSwap(w, w&^stateMask|slotLooking) {
 			w = s.word.Load()
 		}
 		if w&stateMask == slotHeld && s.sweptDue(at, w) {
@@ -401,7 +402,7 @@ func (sh *trackShard) sweepLocked(at time.Duration) (due []sweptSlot) {
 }
 
 // sweptDue reports whether the retry of s, which a sweep moved from word w
-// to slotSweeping, is due for a refund, and gives the slot back (w) even
+// to slotLooking, is due for a refund, and gives the slot back (w) even
 // when due panics: it asks the caller's context.
 func (s *trackSlot) sweptDue(at time.Duration, w uint64) bool {
 	defer s.word.Store(w)
@@ -418,16 +419,17 @@ func (s *trackSlot) sweptDue(at time.Duration, w uint64) bool {
 // held, so that every later sweep, and retry, blocked (helper-112); slots
 // held in slotSweeping through another's refund kept their releases
 // waiting for it (helper-113). A slot another sweep is refunding is left
-// to it, not waited for; a slot whose retry's context is live again (its
-// retry released and the slot taken by a new one of the same generation,
-// 2^13 takes later) is given back (helper-114). A refund that panics retires its slot as
+// to it, not waited for (helper-114); one another sweep only looks at is
+// waited for (helper-115); a slot no longer due when claimed (its retry
+// released and the slot taken by a new one of the same generation, 2^13
+// takes later) is given back (helper-114). A refund that panics retires its slot as
 // having refunded nothing; the panic goes on to the caller. Refunded
 // before it is retired: a release that finds the slot retired finds the
 // refund made (it waits while the slot is swept) and settles against it.
-func (sh *trackShard) retire(d sweptSlot) bool {
+func (sh *trackShard) retire(d sweptSlot, at time.Duration) bool {
 	s := d.slot
 	w, ok := s.claimHeld(d.gen)
-	if !ok || !s.contextEnded(w) {
+	if !ok || !s.stillDue(at, w) {
 		return false
 	}
 	s.swept, s.refunded = true, 0
@@ -441,30 +443,40 @@ func (sh *trackShard) retire(d sweptSlot) bool {
 
 // claimHeld moves the slot, held by the retry of generation gen, to
 // slotSweeping for a sweep's refund, and returns its word before; unlike
-// claim it does not wait out another sweep: a slot in slotSweeping is that
-// sweep's to refund.
+// claim it does not wait out another sweep's refund: a slot in slotSweeping
+// is that sweep's to refund. It waits out another sweep's look
+// (slotLooking), which may give it back held: passed by then, a slot both
+// sweeps found due at different times was left unrefunded by both
+// (helper-115).
 func (s *trackSlot) claimHeld(gen uint64) (uint64, bool) {
 	for {
 		w := s.word.Load()
-		if w&genMask != gen || w&stateMask != slotHeld {
+		switch {
+		case w&genMask != gen:
 			return 0, false
-		}
-		if s.word.CompareAndSwap(w, w&^stateMask|slotSweeping) {
+		case w&stateMask == slotLooking:
+			runtime.Gosched()
+		case w&stateMask != slotHeld:
+			return 0, false
+		case s.word.CompareAndSwap(w, w&^stateMask|slotSweeping):
 			return w, true
 		}
 	}
 }
 
-// contextEnded reports whether the context of the retry of s, which a
-// sweep claimed from word w, has ended, and gives the slot back (w) when
-// it has not, or when asking it panics.
-func (s *trackSlot) contextEnded(w uint64) (ended bool) {
+// stillDue reports whether the retry of s, which a sweep claimed from word
+// w, is still due for a refund at at, and gives the slot back (w) when it
+// is not, or when asking panics: between the sweep's look and its claim
+// the slot may have been released and taken 2^13 times, back to the same
+// generation, by a retry whose context lives, or ended after it was sent
+// (helper-114, helper-115).
+func (s *trackSlot) stillDue(at time.Duration, w uint64) (due bool) {
 	defer func() {
-		if !ended {
+		if !due {
 			s.word.Store(w)
 		}
 	}()
-	return s.ctx.Err() != nil
+	return s.due(at, time.Duration(w>>wakeShift)*wakeUnit)
 }
 
 // steppedBack reports whether a reading at, since the epoch, behind an

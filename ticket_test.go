@@ -178,9 +178,55 @@ func TestASweepRefundsNoRetryWhoseContextLives(t *testing.T) {
 		again, release = tr.track(context.Background(), live, time.Time{}, 0)
 		require.Same(t, ref.slot, again.slot)
 	}
-	assert.False(t, ref.shard.retire(due[0]))
+	assert.False(t, ref.shard.retire(due[0], tr.read(time.Now())))
 	assert.Zero(t, refundedLive.Load(), "expect the live retry's tokens left alone")
 	assert.Equal(t, slotHeld, ref.slot.word.Load()&stateMask, "expect the slot given back to its retry")
+}
+
+// TestASweepWaitsOutAnotherSweepsLook: sweep A found a retry due; sweep
+// B, whose clock reading came before A's, looks at the same slot as A
+// claims it, and finds it not due yet at its own reading. A took the slot
+// in B's hands for B's to refund and passed it by; B gave it back: a
+// refund due was made by neither, and A reported none, so a retry that
+// needed those tokens was refused (helper-115). A now waits out B's look.
+func TestASweepWaitsOutAnotherSweepsLook(t *testing.T) {
+	start := time.Now()
+	tr := newTracked(func() time.Time { return start })
+	var refunds atomic.Int32
+	tk := ticket{lane: &lane{}, cost: 1, foreign: func() error { refunds.Add(1); return nil }, release: func(error) error { return nil }}
+	ctx := &gatedContext{Context: cancelledContext(), blockAt: 3, in: make(chan struct{}), out: make(chan struct{})}
+	ref, _ := tr.track(ctx, tk, time.Time{}, 0)
+	sh := ref.shard
+	require.Empty(t, sh.sweepLocked(tr.read(start.Add(10*time.Millisecond))), "first seen done: not due yet")
+	dueA := sh.sweepLocked(tr.read(start.Add(10*time.Millisecond + reclaimGrace + 10*time.Millisecond)))
+	require.Len(t, dueA, 1)
+	dueB := make(chan []sweptSlot)
+	go func() { dueB <- sh.sweepLocked(tr.read(start.Add(40 * time.Millisecond))) }()
+	<-ctx.in // B looks
+	retired := make(chan bool)
+	go func() { retired <- sh.retire(dueA[0], tr.read(start.Add(70*time.Millisecond))) }()
+	time.Sleep(50 * time.Millisecond) // let A come to the slot while B looks
+	close(ctx.out)
+	assert.Empty(t, <-dueB, "B: not due at its earlier reading")
+	assert.True(t, <-retired, "expect A to refund the retry it found due")
+	assert.Equal(t, int32(1), refunds.Load())
+}
+
+// gatedContext is a context whose blockAt-th Err blocks until out closes,
+// having closed in.
+type gatedContext struct {
+	context.Context
+	calls   atomic.Int32
+	blockAt int32
+	in, out chan struct{}
+}
+
+func (c *gatedContext) Err() error {
+	if c.calls.Add(1) == c.blockAt {
+		close(c.in)
+		<-c.out
+	}
+	return c.Context.Err()
 }
 
 // TestAPanicAskingAContextStrandsNoSlot: the sweep asks each held retry's
