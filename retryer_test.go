@@ -1870,11 +1870,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 		})
 	}
 	t.Run("Do", func(t *testing.T) {
-		var delays []time.Duration
-		r := jitterretry.New(func(o *jitterretry.Options) {
-			o.Backoff = backoff(busy)
-			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
-		})
+		r, delays := recordingDelays(backoff(busy))
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 		defer cancel()
 		calls := 0
@@ -1885,7 +1881,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
-		assert.Equal(t, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}, delays, "expect the delayer's Base: it counts no ProvisionedThroughputExceededException as a throttle")
+		assert.Equal(t, []time.Duration{10 * time.Millisecond, 20 * time.Millisecond}, delays(), "expect the delayer's Base: it counts no ProvisionedThroughputExceededException as a throttle")
 	})
 	// A throttle only Do's Classify knows (here the caller's; by default a
 	// transaction cancelled for one) is asked of the caller's delayer as one
@@ -1893,11 +1889,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// review of the fix above).
 	t.Run("Do, a throttle only Classify knows", func(t *testing.T) {
 		d := tenMillis(nil)
-		var delays []time.Duration
-		r := jitterretry.New(func(o *jitterretry.Options) {
-			o.Backoff = d
-			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
-		})
+		r, delays := recordingDelays(d)
 		busy := errors.New("busy")
 		calls := 0
 		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
@@ -1914,7 +1906,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 			}
 		})
 		require.NoError(t, err)
-		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase")
+		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays(), "expect the delayer's ThrottleBase")
 	})
 	// A throttle Do's Classify and the caller's delayer both know, the
 	// SDK's checks not, is asked of the delayer with the error itself
@@ -1923,11 +1915,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// sooner (an outside review of the fix above).
 	t.Run("Do, a throttle Classify and the delayer know", func(t *testing.T) {
 		d := tenMillis(busy)
-		var delays []time.Duration
-		r := jitterretry.New(func(o *jitterretry.Options) {
-			o.Backoff = d
-			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
-		})
+		r, delays := recordingDelays(d)
 		calls := 0
 		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
 			if calls++; calls < 3 {
@@ -1936,7 +1924,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 			return nil
 		}, classifyBusy)
 		require.NoError(t, err)
-		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays, "expect the delayer's ThrottleBase, from its own check")
+		assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays(), "expect the delayer's ThrottleBase, from its own check")
 	})
 	// A throttle only Classify knows that carries an error code of its own,
 	// asked of a delayer of package delayers with the SDK's checks: the join
@@ -1948,11 +1936,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	for name, check := range map[string]retry.IsErrorThrottle{"the SDK's checks": nil, "its own check": busy} {
 		t.Run("Do, a coded throttle only Classify knows, "+name, func(t *testing.T) {
 			d := tenMillis(check)
-			var delays []time.Duration
-			r := jitterretry.New(func(o *jitterretry.Options) {
-				o.Backoff = d
-				o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
-			})
+			r, delays := recordingDelays(d)
 			answers := []error{asResponse(503, &modeled{"Busy"}), asResponse(503, &modeled{"Busy"}), jitterretry.Conflict(errors.New("lost the race"), 1, 2)}
 			calls := 0
 			err := jitterretry.Do(context.Background(), r, func(context.Context) error {
@@ -1962,9 +1946,9 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 				return nil
 			}, classifyBusy)
 			require.NoError(t, err)
-			require.Len(t, delays, 3)
-			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays[:2], "expect the delayer's ThrottleBase")
-			assert.GreaterOrEqual(t, delays[2], 100*time.Millisecond, "expect the conflict after the throttles to wait the throttle floor")
+			require.Len(t, delays(), 3)
+			assert.Equal(t, []time.Duration{100 * time.Millisecond, 200 * time.Millisecond}, delays()[:2], "expect the delayer's ThrottleBase")
+			assert.GreaterOrEqual(t, delays()[2], 100*time.Millisecond, "expect the conflict after the throttles to wait the throttle floor")
 		})
 	}
 	// A conflict after a throttle the loop did not meet itself (here
@@ -2006,11 +1990,7 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 	// A wrapper of a delayer that computes its own delays is asked, in Do
 	// as in the middleware: Do built a Sequence from the delayer inside.
 	t.Run("Do, a wrapper's BackoffDelay", func(t *testing.T) {
-		var delays []time.Duration
-		r := jitterretry.New(func(o *jitterretry.Options) {
-			o.Backoff = sevenMillis{backoff(busy)}
-			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
-		})
+		r, delays := recordingDelays(sevenMillis{backoff(busy)})
 		calls := 0
 		err := jitterretry.Do(context.Background(), r, func(context.Context) error {
 			if calls++; calls < 3 {
@@ -2019,8 +1999,19 @@ func TestABackoffDelayerKeepsItsOwnThrottleCheck(t *testing.T) {
 			return nil
 		})
 		require.NoError(t, err)
-		assert.Equal(t, []time.Duration{7 * time.Millisecond, 7 * time.Millisecond}, delays, "expect the wrapper's delays")
+		assert.Equal(t, []time.Duration{7 * time.Millisecond, 7 * time.Millisecond}, delays(), "expect the wrapper's delays")
 	})
+}
+
+// recordingDelays returns a retryer backing off on b, and what reports the
+// delays of the retries it scheduled so far.
+func recordingDelays(b retry.BackoffDelayer) (*jitterretry.Retryer, func() []time.Duration) {
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = b
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	return r, func() []time.Duration { return delays }
 }
 
 // sevenMillis wraps a delayer and backs off 7 ms whatever the error.
