@@ -363,7 +363,7 @@ func (tr *tracked) sweep(now time.Time) (refunded bool) {
 	for i := range tr.shards {
 		sh := &tr.shards[i]
 		for _, d := range sh.sweepLocked(at) {
-			refunded = sh.retire(d, at) || refunded
+			refunded = sh.retire(d, tr) || refunded
 		}
 	}
 	return refunded
@@ -426,8 +426,9 @@ func (s *trackSlot) sweptDue(at time.Duration, w uint64) bool {
 // having refunded nothing; the panic goes on to the caller. Refunded
 // before it is retired: a release that finds the slot retired finds the
 // refund made (it waits while the slot is swept) and settles against it.
-func (sh *trackShard) retire(d sweptSlot, at time.Duration) bool {
+func (sh *trackShard) retire(d sweptSlot, tr *tracked) bool {
 	s := d.slot
+	at := tr.read(tr.now()) // before the claim: the caller's Clock may panic
 	w, ok := s.claimHeld(d.gen)
 	if !ok || !s.stillDue(at, w) {
 		return false
@@ -465,11 +466,14 @@ func (s *trackSlot) claimHeld(gen uint64) (uint64, bool) {
 }
 
 // stillDue reports whether the retry of s, which a sweep claimed from word
-// w, is still due for a refund at at, and gives the slot back (w) when it
-// is not, or when asking panics: between the sweep's look and its claim
-// the slot may have been released and taken 2^13 times, back to the same
-// generation, by a retry whose context lives, or ended after it was sent
-// (helper-114, helper-115).
+// w, is still due for a refund at at, a reading taken for the claim, and
+// gives the slot back (w) when it is not, or when asking panics: between
+// the sweep's look and its claim the slot may have been released and
+// taken 2^13 times, back to the same generation, by a retry whose context
+// lives, or ended after it was sent (helper-114, helper-115). Judged at the
+// sweep's own reading, older than that retry's backoff end, a sent retry
+// looked cut short and was refunded, and one not due had its first sight
+// of a done context back-dated (helper-116).
 func (s *trackSlot) stillDue(at time.Duration, w uint64) (due bool) {
 	defer func() {
 		if !due {

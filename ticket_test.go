@@ -156,31 +156,62 @@ func TestASweepLeavesASlotAnotherSweepRefunds(t *testing.T) {
 	assert.Equal(t, []int32{1, 1}, []int32{claimsU.Load(), claimsW.Load()}, "expect each retry's tokens claimed once")
 }
 
-// TestASweepRefundsNoRetryWhoseContextLives: between the sweep's look
-// and its refund, the retry it found due was released and its slot taken
-// 2^13 times, back to the same generation, by a retry whose context
-// lives: that retry was refunded (helper-114). The refund asks the
-// context again.
-func TestASweepRefundsNoRetryWhoseContextLives(t *testing.T) {
-	tr := newTracked(time.Now)
-	l := &lane{}
-	var refundedLive atomic.Int32
-	done := ticket{lane: l, cost: 1, foreign: func() error { return nil }, release: func(error) error { return nil }}
-	ref, release := tr.track(cancelledContext(), done, time.Time{}, 0)
-	tr.backoffEnds(ref, time.Now().Add(time.Hour))
-	due := ref.shard.sweepLocked(tr.read(time.Now()))
-	require.Len(t, due, 1)
-	live := ticket{lane: l, cost: 1, foreign: func() error { refundedLive.Add(1); return nil }, release: func(error) error { return nil }}
-	for range 1 << genBits {
-		_ = release(nil)
-		ref.shard.cursor.Store(uint32(due[0].index - 1)) // the cursor comes round to the slot
-		var again trackRef
-		again, release = tr.track(context.Background(), live, time.Time{}, 0)
-		require.Same(t, ref.slot, again.slot)
+// TestASweepRefundsNoRetryNoLongerDue: between the sweep's look and its
+// refund, the retry it found due was released and its slot taken 2^13
+// times, back to the same generation, by a retry that is not due: one
+// whose context lives (refunded, helper-114), or one sent after the
+// sweep's reading whose context ended since (judged at that reading, it
+// looked cut short and was refunded, helper-116). The refund asks again,
+// at a reading of its own; a retry not due keeps its first sight of the
+// ended context from that reading, not from the sweep's.
+func TestASweepRefundsNoRetryNoLongerDue(t *testing.T) {
+	for _, tc := range []struct {
+		name         string
+		ctx          context.Context
+		backoffEnded bool
+	}{
+		{"its context lives", context.Background(), false},
+		{"sent, its context ended since", cancelledContext(), true},
+		{"its backoff's end not known, its context ended", cancelledContext(), false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var mu sync.Mutex
+			now := time.Now()
+			clock := func() time.Time { mu.Lock(); defer mu.Unlock(); return now }
+			advance := func(d time.Duration) { mu.Lock(); now = now.Add(d); mu.Unlock() }
+			tr := newTracked(clock)
+			l := &lane{}
+			var refundedAgain atomic.Int32
+			first := ticket{lane: l, cost: 1, foreign: func() error { return nil }, release: func(error) error { return nil }}
+			ref, release := tr.track(cancelledContext(), first, time.Time{}, 0)
+			tr.backoffEnds(ref, clock().Add(time.Hour))
+			due := ref.shard.sweepLocked(tr.read(clock()))
+			require.Len(t, due, 1)
+			again := ticket{lane: l, cost: 1, foreign: func() error { refundedAgain.Add(1); return nil }, release: func(error) error { return nil }}
+			var next trackRef
+			for i := range 1 << genBits {
+				_ = release(nil)
+				ref.shard.cursor.Store(uint32(due[0].index - 1)) // the cursor comes round to the slot
+				ctx := context.Background()
+				if i == 1<<genBits-1 {
+					ctx = tc.ctx
+				}
+				next, release = tr.track(ctx, again, time.Time{}, 0)
+				require.Same(t, ref.slot, next.slot)
+			}
+			require.Equal(t, due[0].gen, next.gen)
+			advance(10 * time.Millisecond)
+			if tc.backoffEnded {
+				tr.backoffEnds(next, clock())
+			}
+			advance(time.Second)
+			assert.False(t, ref.shard.retire(due[0], tr))
+			assert.Zero(t, refundedAgain.Load(), "expect the retry's tokens left alone")
+			assert.Equal(t, slotHeld, ref.slot.word.Load()&stateMask, "expect the slot given back to its retry")
+			advance(reclaimGrace / 2)
+			assert.Empty(t, ref.shard.sweepLocked(tr.read(clock())), "expect the grace counted from the refund's reading")
+		})
 	}
-	assert.False(t, ref.shard.retire(due[0], tr.read(time.Now())))
-	assert.Zero(t, refundedLive.Load(), "expect the live retry's tokens left alone")
-	assert.Equal(t, slotHeld, ref.slot.word.Load()&stateMask, "expect the slot given back to its retry")
 }
 
 // TestASweepWaitsOutAnotherSweepsLook: sweep A found a retry due; sweep
@@ -191,7 +222,8 @@ func TestASweepRefundsNoRetryWhoseContextLives(t *testing.T) {
 // needed those tokens was refused (helper-115). A now waits out B's look.
 func TestASweepWaitsOutAnotherSweepsLook(t *testing.T) {
 	start := time.Now()
-	tr := newTracked(func() time.Time { return start })
+	var clockAt atomic.Int64 // since start; the refund reads it
+	tr := newTracked(func() time.Time { return start.Add(time.Duration(clockAt.Load())) })
 	var refunds atomic.Int32
 	tk := ticket{lane: &lane{}, cost: 1, foreign: func() error { refunds.Add(1); return nil }, release: func(error) error { return nil }}
 	ctx := &gatedContext{Context: cancelledContext(), blockAt: 3, in: make(chan struct{}), out: make(chan struct{})}
@@ -204,7 +236,8 @@ func TestASweepWaitsOutAnotherSweepsLook(t *testing.T) {
 	go func() { dueB <- sh.sweepLocked(tr.read(start.Add(40 * time.Millisecond))) }()
 	<-ctx.in // B looks
 	retired := make(chan bool)
-	go func() { retired <- sh.retire(dueA[0], tr.read(start.Add(70*time.Millisecond))) }()
+	clockAt.Store(int64(70 * time.Millisecond))
+	go func() { retired <- sh.retire(dueA[0], tr) }()
 	time.Sleep(50 * time.Millisecond) // let A come to the slot while B looks
 	close(ctx.out)
 	assert.Empty(t, <-dueB, "B: not due at its earlier reading")
