@@ -428,9 +428,8 @@ func (s *trackSlot) sweptDue(at time.Duration, w uint64) bool {
 // refund made (it waits while the slot is swept) and settles against it.
 func (sh *trackShard) retire(d sweptSlot, tr *tracked) bool {
 	s := d.slot
-	at := tr.read(tr.now()) // before the claim: the caller's Clock may panic
 	w, ok := s.claimHeld(d.gen)
-	if !ok || !s.stillDue(at, w) {
+	if !ok || !s.stillDue(tr, w) {
 		return false
 	}
 	s.swept, s.refunded = true, 0
@@ -466,21 +465,25 @@ func (s *trackSlot) claimHeld(gen uint64) (uint64, bool) {
 }
 
 // stillDue reports whether the retry of s, which a sweep claimed from word
-// w, is still due for a refund at at, a reading taken for the claim, and
-// gives the slot back (w) when it is not, or when asking panics: between
+// w, is still due for a refund at a reading of tr's clock taken now,
+// after the claim, and gives the slot back (w) when it is not, or when
+// asking or reading panics: between
 // the sweep's look and its claim the slot may have been released and
 // taken 2^13 times, back to the same generation, by a retry whose context
 // lives, or ended after it was sent (helper-114, helper-115). Judged at the
 // sweep's own reading, older than that retry's backoff end, a sent retry
 // looked cut short and was refunded, and one not due had its first sight
-// of a done context back-dated (helper-116).
-func (s *trackSlot) stillDue(at time.Duration, w uint64) (due bool) {
+// of a done context back-dated (helper-116); read before the claim, the
+// slot could still come round in between (helper-117). The claimed slot's
+// release waits meanwhile: the Clock must not wait for one (see
+// Options.Clock).
+func (s *trackSlot) stillDue(tr *tracked, w uint64) (due bool) {
 	defer func() {
 		if !due {
 			s.word.Store(w)
 		}
 	}()
-	return s.due(at, time.Duration(w>>wakeShift)*wakeUnit)
+	return s.due(tr.read(tr.now()), time.Duration(w>>wakeShift)*wakeUnit)
 }
 
 // steppedBack reports whether a reading at, since the epoch, behind an

@@ -214,6 +214,39 @@ func TestASweepRefundsNoRetryNoLongerDue(t *testing.T) {
 	}
 }
 
+// TestARefundReadsItsClockAfterItsClaim: the refund's reading must come
+// after its claim of the slot: read before, the slot could be released
+// and come round to the same generation in between, and a sent retry
+// judged at the older reading was refunded (helper-117). Every reading
+// the refund takes sees the slot claimed.
+func TestARefundReadsItsClockAfterItsClaim(t *testing.T) {
+	var (
+		inRetire atomic.Bool
+		slot     atomic.Pointer[trackSlot]
+		seenHeld atomic.Int32
+		readings atomic.Int32
+	)
+	tr := newTracked(func() time.Time {
+		if s := slot.Load(); inRetire.Load() && s != nil {
+			readings.Add(1)
+			if s.word.Load()&stateMask == slotHeld {
+				seenHeld.Add(1)
+			}
+		}
+		return time.Now()
+	})
+	tk := ticket{lane: &lane{}, cost: 1, foreign: func() error { return nil }, release: func(error) error { return nil }}
+	ref, _ := tr.track(cancelledContext(), tk, time.Time{}, 0)
+	tr.backoffEnds(ref, time.Now().Add(time.Hour))
+	slot.Store(ref.slot)
+	due := ref.shard.sweepLocked(tr.read(time.Now()))
+	require.Len(t, due, 1)
+	inRetire.Store(true)
+	assert.True(t, ref.shard.retire(due[0], tr))
+	assert.Positive(t, readings.Load())
+	assert.Zero(t, seenHeld.Load(), "expect no reading taken while the slot was its retry's")
+}
+
 // TestASweepWaitsOutAnotherSweepsLook: sweep A found a retry due; sweep
 // B, whose clock reading came before A's, looks at the same slot as A
 // claims it, and finds it not due yet at its own reading. A took the slot
