@@ -37,10 +37,9 @@ type TokenBucket struct {
 	tokens atomic.Uint64
 	_      cacheLinePad
 
-	mu     sync.Mutex // with a refill: guards tokens' changes, frac, last and steady
+	mu     sync.Mutex // with a refill: guards tokens' changes, frac and steady
 	frac   float64    // refilled fraction of a token not yet credited
-	last   time.Time  // the time refilled up to
-	steady steadyTime // the refill's time, from now's readings
+	steady steadyTime // the refill's time, from now's readings; its latest is the time refilled up to
 }
 
 // NewTokenBucket returns a full bucket of capacity tokens (the SDK's default
@@ -58,7 +57,7 @@ func newTokenBucket(capacity uint, refill float64, now func() time.Time) *TokenB
 	b.tokens.Store(uint64(capacity))
 	if refill > 0 {
 		b.refill = refill
-		b.last = b.steady.at(now())
+		b.steady.at(now())
 	}
 	return b
 }
@@ -164,9 +163,8 @@ func (b *TokenBucket) refillLocked() {
 	}
 	// A clock stepped back refills nothing, and its return forward only
 	// what passes the time refilled up to (see steadyTime).
-	now := b.steady.at(b.now())
-	elapsed := now.Sub(b.last).Seconds()
-	b.last = now
+	last := b.steady.latest
+	elapsed := b.steady.at(b.now()).Sub(last).Seconds()
 	if elapsed <= 0 {
 		// A clock that did not move (a coarse one) or is held: the
 		// fraction gathered so far stays for the next reading.
