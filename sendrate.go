@@ -166,7 +166,11 @@ const (
 	// burst let through floods it with a few round trips' worth at most,
 	// and is on probation for jumpProbation; one that holds is followed at
 	// once by the next while the peak is more than jumpNear times the
-	// rate. A jump fails on the evidence of the detection's CUSUM at
+	// rate; the chain ends with a jump to jumpPast times the peak it
+	// reached: the peak is a capacity measured before the fall, often
+	// under the one that returns (a first cut sized in a flood measured
+	// 446 of 500), and the line would regain the rest at 1/s a window.
+	// A jump fails on the evidence of the detection's CUSUM at
 	// jumpFail: a single throttle when there is no background; a jump of
 	// a chain, once one held (the capacity is back), at jumpChainFail, a
 	// few throttles close together, so that one at random among the
@@ -193,6 +197,7 @@ const (
 	jumpFail      = 1.5
 	jumpChainFail = 6
 	jumpRTTs      = 10
+	jumpPast      = 1.1
 
 	// A chain whose first trigger had cleanMin answers or more, at most
 	// cleanShare of them throttled, measured what the service took from
@@ -263,7 +268,9 @@ const (
 //     that returns is used within a few windows. A failed jump doubles the
 //     time to the next, up to two windows; when it followed one that held,
 //     the peak becomes the geometric mean of the two, so that a chain
-//     converges on the capacity. The first cut from unlimited caps the
+//     converges on the capacity. A chain that reached the peak ends with a
+//     jump 10% past it: the capacity that returns may be above the one
+//     measured before. The first cut from unlimited caps the
 //     peak at what it measured: what an unlimited client got accepted
 //     before (a warm-up on an idle table) is not what the service takes.
 //     A stand that measures a third or less of what the last clean chain
@@ -312,6 +319,7 @@ type sendRate struct {
 	jumpedAt   time.Time
 	jumpGap    time.Duration // the time between jumps: doubles with each failed one
 	chainAim   float64       // the last jump held: the next may follow at once, toward this peak; zero when not
+	chainPast  bool          // the chain reached its peak: its next jump, its last, aims past it
 
 	// known is the capacity the last standing cut (or held jump) measured;
 	// peak the highest capacity measured, at peakAt, aging: by a standing
@@ -395,6 +403,7 @@ type jumpTest struct {
 	aim           float64 // the peak the jump (and its chain) aims at
 	probe         int     // the places the probe sent
 	chained       bool    // it followed a jump that held
+	past          bool    // it aims past the peak its chain reached
 	after         answers
 	// A CUSUM of the evidence that the jump is throttled beyond the
 	// background, and its steps.
@@ -685,7 +694,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 		// cut measures that, and aiming back above it would flood.
 		l.peak, l.peakAt = t.capacity, now
 	}
-	l.test, l.chainAim = t, 0
+	l.test, l.chainAim, l.chainPast = t, 0, false
 	l.setRateLocked(target)
 	l.growth, l.base, l.baseAt = firstGrowth, target, now
 	l.cusum, l.episode = 0, answers{}
@@ -915,7 +924,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 		return
 	}
 	p := l.peakLocked(now)
-	if p < jumpRatio*r && !(l.chainAim > jumpNear*r) {
+	if p < jumpRatio*r && !(l.chainAim > jumpNear*r) && !l.chainPast {
 		return
 	}
 	// A chain keeps its aim: the window that accepted the jump before
@@ -948,7 +957,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	l.test = cutTest{}
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
-		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chainAim > 0,
+		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chainAim > 0, past: l.chainPast,
 		llrThr: thr, llrOK: ok,
 	}
 	l.jumpedAt = now
@@ -975,7 +984,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		}
 		l.setRateLocked(j.from)
 		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
-		l.chainAim = 0
+		l.chainAim, l.chainPast = 0, false
 		if j.committed.IsZero() {
 			// The probe's answers still to come are the probe's.
 			l.blindUntil = j.at.Add(2 * l.rtt)
@@ -1076,7 +1085,7 @@ func (l *sendRate) startOverLocked(now time.Time) {
 	l.cusum, l.episode, l.test, l.jump = 0, answers{}, cutTest{}, jumpTest{}
 	l.bSamples, l.hold, l.holdUntil = 0, 0, time.Time{}
 	l.setBackgroundLocked(0)
-	l.known, l.peak, l.peakAt, l.pending, l.chainAim = 0, 0, time.Time{}, 0, 0
+	l.known, l.peak, l.peakAt, l.pending, l.chainAim, l.chainPast = 0, 0, time.Time{}, 0, 0, false
 	l.clean, l.cleanAt = 0, time.Time{}
 	l.base, l.baseAt, l.growth, l.uncut = 0, time.Time{}, firstGrowth, true
 	l.win, l.prev = answers{start: now}, answers{}
@@ -1105,7 +1114,10 @@ func (l *sendRate) rollLocked(now time.Time) {
 			l.tracef(now, "jump to %.0f holds (%d/%d)", l.q.rate, j.after.thr, j.after.total())
 		}
 		l.known = max(l.known, l.q.rate)
-		l.jump, l.jumpGap, l.chainAim = jumpTest{}, jumpEvery, j.aim
+		l.jump, l.jumpGap, l.chainAim, l.chainPast = jumpTest{}, jumpEvery, j.aim, false
+		if !j.past && j.aim <= jumpNear*l.q.rate {
+			l.chainAim, l.chainPast = jumpPast*j.aim, true
+		}
 		l.base, l.baseAt = l.q.rate, now
 	case j.committed.IsZero() && now.Sub(j.at) >= sendWindow+2*l.rtt:
 		l.jump = jumpTest{} // the probe's answers did not come: no telling
