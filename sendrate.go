@@ -176,8 +176,10 @@ const (
 	// few throttles close together, so that one at random among the
 	// hundreds of answers a step gets does not end the chain short of
 	// the capacity (with 1% at random, a fall to 15% was regained to 64%
-	// of the capacity in the four seconds after it returned, 89% now).
-	// Jumps come at most once every jumpRTTs round trips: a jump that
+	// of the capacity in the four seconds after it returned, 89% now);
+	// but the jump past the peak at jumpFail: it gains a tenth at most,
+	// and each throttle it draws may be some waiting operation's last
+	// attempt. Jumps come at most once every jumpRTTs round trips: a jump that
 	// passed its probe sends up to jumpStep times the rate for a round
 	// trip before its first throttle comes back, and the answers to it
 	// blind the detection for a round trip and a window, so at round
@@ -974,7 +976,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		j.score = max(j.score+j.llrOK, 0)
 	}
 	failAt := jumpFail
-	if j.chained {
+	if j.chained && !j.past {
 		failAt = jumpChainFail
 	}
 	switch {
