@@ -99,8 +99,8 @@ func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
 			// With a backoff after each throttle, as a retryer's
 			// workers have, the client sends in bursts and pauses.
 			t.Run(fmt.Sprintf("p=%v,K=%d,backoff", p, k), func(t *testing.T) {
-				if k < 64 {
-					t.Skip("known gap: a client whose workers sit in backoffs sends too few requests to judge a halving in its test's second, so halvings stand unjudged (BENCHMARKS.md §4); at 5% too (75% of the no-limiter successes) since the simulation stopped duplicating polls")
+				if k < 64 && p > 0.05 {
+					t.Skip("known gap: a client whose workers sit in backoffs sends too few requests to judge a halving in its test's second, so halvings stand unjudged (BENCHMARKS.md §4)")
 				}
 				ignoresThrottlesItCannotHelp(t, p, k, time.Second, 0)
 			})
