@@ -177,6 +177,9 @@ const (
 	// reached: the peak is a capacity measured before the fall, often
 	// under the one that returns (a first cut sized in a flood measured
 	// 446 of 500), and the line would regain the rest at 1/s a window.
+	// A jump past the peak that holds does not raise the peak (see
+	// peakCap); one that fails leaves it; a chain whose next link does
+	// not come at once is over (see jumpChain).
 	// A jump fails on the evidence of the detection's CUSUM at
 	// jumpFail: a single throttle when there is no background; a jump of
 	// a chain, once one held (the capacity is back), at jumpChainFail, a
@@ -278,8 +281,10 @@ const (
 //     time to the next, up to two windows; when it followed one that held,
 //     the peak becomes the geometric mean of the two, so that a chain
 //     converges on the capacity. A chain that reached the peak ends with a
-//     jump 10% past it: the capacity that returns may be above the one
-//     measured before. The first cut from unlimited caps the
+//     jump 10% past it, which fails at its first throttle: the capacity
+//     that returns may be above the one measured before. (A service's
+//     burst may let it hold over the capacity; the next cut brings it
+//     back, and it does not raise the peak the next fall's chain aims at.) The first cut from unlimited caps the
 //     peak at what it measured: what an unlimited client got accepted
 //     before (a warm-up on an idle table) is not what the service takes.
 //     A stand that measures a third or less of what the last clean chain
@@ -327,8 +332,14 @@ type sendRate struct {
 	blindUntil time.Time // answers before it are a failed jump's
 	jumpedAt   time.Time
 	jumpGap    time.Duration // the time between jumps: doubles with each failed one
-	chainAim   float64       // the last jump held: the next may follow at once, toward this peak; zero when not
-	chainPast  bool          // the chain reached its peak: its next jump, its last, aims past it
+	chain      jumpChain
+	// peakCap is the level a chain reached before the jump past it that
+	// held; quiet windows raise the peak no higher until the next cut,
+	// since a burst the service keeps lets a rate over its capacity
+	// through for a while: each fall's chain would otherwise aim 10%
+	// higher than the last (556, 620, 682… on a 500/s table falling to
+	// 100/s every 8 s). Zero when none.
+	peakCap float64
 
 	// known is the capacity the last standing cut (or held jump) measured;
 	// peak the highest capacity measured, at peakAt, aging: by a standing
@@ -420,6 +431,18 @@ type jumpTest struct {
 }
 
 func (j jumpTest) active() bool { return !j.at.IsZero() }
+
+// jumpChain is a chain of jumps in progress: the next link may follow at
+// once, toward aim, when the last held (or failed after one that held).
+type jumpChain struct {
+	aim  float64 // zero when no chain goes on
+	past bool    // the chain reached its peak: its next jump, its last, aims past it
+	// at is when the last link held or failed: a chain whose next link
+	// does not come within the gap between jumps and a window (demand fell
+	// below the rate, say) is over, rather than resumed later toward an aim
+	// that did not age.
+	at time.Time
+}
 
 // newSendRate returns a limiter with options o that reads clock (nil: the
 // monotonic clock).
@@ -703,7 +726,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 		// cut measures that, and aiming back above it would flood.
 		l.peak, l.peakAt = t.capacity, now
 	}
-	l.test, l.chainAim, l.chainPast = t, 0, false
+	l.test, l.chain, l.peakCap = t, jumpChain{}, 0
 	l.setRateLocked(target)
 	l.growth, l.base, l.baseAt = firstGrowth, target, now
 	l.cusum, l.episode = 0, answers{}
@@ -929,11 +952,14 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	// requests a second (a client of a large fleet, whose peak was its
 	// share of the fleet's first flood) they come seconds apart.
 	gap := max(l.jumpGap, jumpEvery, time.Duration(float64(time.Second)/(jumpOverhead*r)), jumpRTTs*l.rtt)
+	if l.chain.aim > 0 && now.Sub(l.chain.at) > gap+sendWindow {
+		l.chain = jumpChain{}
+	}
 	if math.IsInf(r, 1) || w.sent/w.duration.Seconds() < 0.9*r || now.Sub(l.jumpedAt) < gap {
 		return
 	}
 	p := l.peakLocked(now)
-	if p < jumpRatio*r && !(l.chainAim > jumpNear*r) && !l.chainPast {
+	if p < jumpRatio*r && !(l.chain.aim > jumpNear*r) && !l.chain.past {
 		return
 	}
 	// A chain keeps its aim: the window that accepted the jump before
@@ -941,8 +967,8 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	// the chain there (a capacity back after seconds of a fall was
 	// regained to jumpStep times the low rate, then only by the line).
 	aim := l.peak
-	if l.chainAim > 0 {
-		aim = l.chainAim
+	if l.chain.aim > 0 {
+		aim = l.chain.aim
 	}
 	to := l.clamp(min(aim, jumpStep*r))
 	if to <= r {
@@ -966,7 +992,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	l.test = cutTest{}
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
-		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chainAim > 0, past: l.chainPast,
+		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chain.aim > 0, past: l.chain.past,
 		llrThr: thr, llrOK: ok,
 	}
 	l.jumpedAt = now
@@ -993,7 +1019,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		}
 		l.setRateLocked(j.from)
 		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
-		l.chainAim, l.chainPast = 0, false
+		l.chain = jumpChain{}
 		if j.committed.IsZero() {
 			// The probe's answers still to come are the probe's.
 			l.blindUntil = j.at.Add(2 * l.rtt)
@@ -1002,14 +1028,16 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 			// jump's, not the rate's, and so are the throttles while
 			// the service refills the burst it took.
 			l.blindUntil = now.Add(l.rtt + sendWindow)
-			if j.chained {
+			if j.chained && !j.past {
 				// A jump that followed one that held failed: the service
 				// takes somewhere between the two now, and the peak beyond
 				// (a warm-up's, say) is gone; aiming at it again would
 				// flood the service each time. The chain goes on, halving
-				// the gap (in ratio) with each failure.
+				// the gap (in ratio) with each failure. (A failed jump
+				// past the peak ends the chain and leaves the peak: it
+				// measured nothing above it.)
 				l.peak, l.peakAt, l.pending = math.Sqrt(j.from*j.to), now, 0
-				l.chainAim = l.peak
+				l.chain = jumpChain{aim: l.peak, at: now}
 			}
 		}
 		l.jump = jumpTest{}
@@ -1094,7 +1122,7 @@ func (l *sendRate) startOverLocked(now time.Time) {
 	l.cusum, l.episode, l.test, l.jump = 0, answers{}, cutTest{}, jumpTest{}
 	l.bSamples, l.hold, l.holdUntil = 0, 0, time.Time{}
 	l.setBackgroundLocked(0)
-	l.known, l.peak, l.peakAt, l.pending, l.chainAim, l.chainPast = 0, 0, time.Time{}, 0, 0, false
+	l.known, l.peak, l.peakAt, l.pending, l.chain, l.peakCap = 0, 0, time.Time{}, 0, jumpChain{}, 0
 	l.clean, l.cleanAt = 0, time.Time{}
 	l.base, l.baseAt, l.growth, l.uncut = 0, time.Time{}, firstGrowth, true
 	l.win, l.prev = answers{start: now}, answers{}
@@ -1123,9 +1151,12 @@ func (l *sendRate) rollLocked(now time.Time) {
 			l.tracef(now, "jump to %.0f holds (%d/%d)", l.q.rate, j.after.thr, j.after.total())
 		}
 		l.known = max(l.known, l.q.rate)
-		l.jump, l.jumpGap, l.chainAim, l.chainPast = jumpTest{}, jumpEvery, j.aim, false
-		if !j.past && j.aim <= jumpNear*l.q.rate {
-			l.chainAim, l.chainPast = jumpPast*j.aim, true
+		l.jump, l.jumpGap, l.chain = jumpTest{}, jumpEvery, jumpChain{aim: j.aim, at: now}
+		switch {
+		case j.past:
+			l.chain, l.peakCap = jumpChain{}, j.aim/jumpPast // the chain's last
+		case j.aim <= jumpNear*l.q.rate:
+			l.chain = jumpChain{aim: jumpPast * j.aim, past: true, at: now}
 		}
 		l.base, l.baseAt = l.q.rate, now
 	case j.committed.IsZero() && now.Sub(j.at) >= sendWindow+2*l.rtt:
@@ -1224,7 +1255,11 @@ func (l *sendRate) noteAcceptedLocked(now time.Time, w answers) {
 		// Answers bunch (a pause, a burst of sends): the service cannot
 		// have been seen to take more than the rate.
 		accepted := float64(w.ok+l.prev.ok) / span.Seconds() / (1 - min(l.background, 0.9))
-		l.notePeakLocked(now, min(accepted, l.q.rate))
+		c := min(accepted, l.q.rate)
+		if l.peakCap > 0 {
+			c = min(c, l.peakCap)
+		}
+		l.notePeakLocked(now, c)
 	}
 }
 
