@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"strings"
 	"testing"
 	"time"
 
@@ -99,8 +100,8 @@ func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
 			// With a backoff after each throttle, as a retryer's
 			// workers have, the client sends in bursts and pauses.
 			t.Run(fmt.Sprintf("p=%v,K=%d,backoff", p, k), func(t *testing.T) {
-				if k < 64 {
-					t.Skip("known gap: a client whose workers sit in backoffs sends too few requests to judge a halving in its test's second, so halvings stand unjudged (BENCHMARKS.md §4); at 5% too (75% of the no-limiter successes) since the simulation stopped duplicating polls")
+				if k < 64 && p > 0.05 {
+					t.Skip("known gap: a client whose workers sit in backoffs sends too few requests to judge a halving in its test's second, so halvings stand unjudged (BENCHMARKS.md §4)")
 				}
 				ignoresThrottlesItCannotHelp(t, p, k, time.Second, 0)
 			})
@@ -421,6 +422,13 @@ func TestSendRateRecovers(t *testing.T) {
 // service's draws seeded by seed; the limiter's trace is logged for seed 0
 // under -v.
 func runLikeTheBench(t *testing.T, capacity func(time.Duration) float64, seed uint64, d time.Duration) *simClient {
+	sim, c := likeTheBench(t, capacity, seed)
+	sim.run(d)
+	return c
+}
+
+// likeTheBench sets up runLikeTheBench's simulation, not yet run.
+func likeTheBench(t *testing.T, capacity func(time.Duration) float64, seed uint64) (*limiterSim, *simClient) {
 	svc := service(capacity, 0)
 	svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
 	svc.rng = rand.New(rand.NewPCG(seed, 2))
@@ -434,8 +442,7 @@ func runLikeTheBench(t *testing.T, capacity func(time.Duration) float64, seed ui
 	for range c.workers {
 		sim.ask(c, sim.now)
 	}
-	sim.run(d)
-	return c
+	return sim, c
 }
 
 // TestSendRateRecoversAtASmallCapacity: a table of 100 writes/s falling to
@@ -467,6 +474,141 @@ func TestSendRateRecoversAtASmallCapacity(t *testing.T) {
 	t.Logf("successes over the two seconds after the return, per draw: %v of 200", after)
 	assert.GreaterOrEqual(t, float64(total)/draws, 0.7*2*100,
 		"expect ≥70%% of the capacity over the two seconds after it returns, on average; got %v of 200", after)
+}
+
+// TestSendRateRecoversPastThePeakItKnew: the peak a chain of jumps aims at
+// is a capacity measured before the fall, often under the capacity that
+// returns (a first cut sized in a flood measured 446 of 500 on the bench;
+// a table scaled up while it throttled). A chain that stopped at it
+// left the rest to the line, 1/s a window: of a capacity of 450 falling
+// to 100 and returning at 500, 437 a second used in the first second
+// after the return, averaged over eight draws, two of them under 420.
+// The chain's last jump now aims 10% past the peak.
+func TestSendRateRecoversPastThePeakItKnew(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		switch {
+		case at < 2*time.Second:
+			return 450
+		case at < 7*time.Second:
+			return 100
+		}
+		return 500
+	}
+	const draws = 8
+	var first []int
+	total := 0
+	for seed := range uint64(draws) {
+		c := runLikeTheBench(t, capacity, seed, 8*time.Second)
+		first = append(first, sum(c.ok, 7, 8))
+		total += sum(c.ok, 7, 8)
+	}
+	assert.GreaterOrEqual(t, float64(total)/draws, 0.9*500,
+		"expect ≥90%% of the returned capacity in the first second after it, on average; got %v of 500", first)
+}
+
+// TestSendRateRepeatedFallsDoNotRatchet: a table of 500/s falling to 100/s
+// for 3 s in every 8. A jump past the peak that holds (the service's burst
+// lets 10% over its capacity through for a second) raised the peak to its
+// rate through the quiet windows, so each fall's chain aimed 10% higher
+// than the last: 556, 620, 682, 716, 750, 787/s, each overshoot cut back
+// (an outside review, helper-118), and the high phases lost 3.4% of their
+// successes against the build without the jump past the peak. Three
+// draws; the peak stays within 20% of the capacity at the end of every
+// high phase from the fifth on.
+func TestSendRateRepeatedFallsDoNotRatchet(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		if s := at % (8 * time.Second); s >= 2*time.Second && s < 5*time.Second {
+			return 100
+		}
+		return 500
+	}
+	for seed := range uint64(3) {
+		sim, c := likeTheBench(t, capacity, seed)
+		var peaks []float64
+		for k := range 8 {
+			sim.run(time.Duration(8*k+10) * time.Second) // the end of a high phase
+			peaks = append(peaks, math.Round(c.l.peakLocked(sim.now)))
+		}
+		for k, p := range peaks[4:] {
+			assert.LessOrEqual(t, p, 1.2*500, "seed %d: expect no climb from fall to fall, got the peak at phase %d of %v", seed, k+5, peaks)
+		}
+		ok := 0
+		for k := range 8 {
+			ok += sum(c.ok, 8*k+5, 8*k+10)
+		}
+		assert.GreaterOrEqual(t, ok, 18500, "seed %d: expect the high phases' capacity used (20,000 at most)", seed)
+	}
+}
+
+// TestSendRateAChainEndsWhenItsNextLinkDoesNotCome: a chain of jumps back
+// up that reaches its aim while the client sends less than its rate (demand
+// fell: 6 workers at 20 ms round trips) waits for its next link. It waited
+// for good: when demand came back 30 s later, the chain went on from where
+// it was, toward an aim that had not aged (a jump past the peak, 469 ->
+// 514/s, at a rate well above a third of the aged peak; helper-118). A
+// chain whose next link does not come within the gap between jumps and a
+// window is over.
+func TestSendRateAChainEndsWhenItsNextLinkDoesNotCome(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		switch {
+		case at < 2*time.Second:
+			return 450
+		case at < 7*time.Second:
+			return 100
+		case at < 37*time.Second:
+			return 500
+		}
+		return 450
+	}
+	for seed := range uint64(4) {
+		svc := service(capacity, 0)
+		svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
+		svc.rng = rand.New(rand.NewPCG(seed, 2))
+		sim := newLimiterSim(20*time.Millisecond, svc)
+		lim := newSendRate(SendRateOptions{}, nil)
+		var jumps []string
+		lim.trace = func(format string, args ...any) {
+			if line := fmt.Sprintf(format, args...); strings.Contains(line, "jump") && sim.now.Sub(t0) >= 37*time.Second {
+				jumps = append(jumps, line)
+			}
+		}
+		crowd := &simClient{l: lim, workers: 64, backoff: time.Second, stop: 6500 * time.Millisecond}
+		few := &simClient{l: lim, workers: 6}
+		sim.clients = append(sim.clients, crowd, few)
+		for range crowd.workers {
+			sim.ask(crowd, sim.now)
+		}
+		for range few.workers {
+			sim.ask(few, sim.now)
+		}
+		sim.run(37 * time.Second)
+		require.GreaterOrEqual(t, jumpRatio*lim.currentRate(), lim.peakLocked(sim.now), "seed %d: the setting: no fall to jump back from", seed)
+		back := sim.add(lim, 64, 0)
+		back.backoff = time.Second
+		sim.run(39 * time.Second)
+		assert.Empty(t, jumps, "seed %d: expect no jump when demand returns", seed)
+	}
+}
+
+// TestSendRateAFailedJumpPastThePeakLeavesThePeak: a jump past the peak
+// that fails measured nothing above the peak. It set the peak to the
+// geometric mean of its two rates, as a failed link of a chain does, and
+// made it fresh: a peak of 500 aged to 315 became 524 (helper-118).
+func TestSendRateAFailedJumpPastThePeakLeavesThePeak(t *testing.T) {
+	now := t0.Add(time.Minute)
+	l := newSendRate(SendRateOptions{}, nil)
+	l.setRateLocked(500)
+	l.peak, l.peakAt, l.known = 500, now.Add(-20*time.Second), 500
+	thr, ok := excessLLR(0)
+	l.jump = jumpTest{
+		at: now.Add(-30 * time.Millisecond), countFrom: now.Add(-28 * time.Millisecond), committed: now.Add(-20 * time.Millisecond),
+		from: 500, to: 550, aim: 550, probe: jumpProbe, chained: true, past: true, llrThr: thr, llrOK: ok,
+	}
+	aged := l.peakLocked(now)
+	l.judgeJumpLocked(now, true)
+	require.Equal(t, 500.0, l.currentRate(), "expect the jump failed at its first throttle, back to its rate")
+	assert.InDelta(t, aged, l.peakLocked(now), 1e-9, "expect the peak as it was")
+	assert.Zero(t, l.chain.aim, "expect the chain over")
 }
 
 // TestSendRateFollowsASwingingCapacity: a capacity that swings between
