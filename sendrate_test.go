@@ -611,6 +611,65 @@ func TestSendRateAFailedJumpPastThePeakLeavesThePeak(t *testing.T) {
 	assert.Zero(t, l.chain.aim, "expect the chain over")
 }
 
+// TestSendRateKnowsARaisedCapacityWithoutACut: 450/s falling to 100/s and
+// returning at 2000/s (a table scaled up while it throttled), for a client
+// whose demand, some 1,250/s, stays below it: no cut comes. The cap a held
+// jump past the peak put on the peak (see peakCap) lasted until a cut, so
+// for 13 s of unthrottled sending the peak stayed at the old 450, and
+// after the next fall the client jumped back only that far: 440-471 a
+// second in the first second after the return against some 1,160 served
+// before the fall (helper-119). Three draws.
+func TestSendRateKnowsARaisedCapacityWithoutACut(t *testing.T) {
+	capacity := func(at time.Duration) float64 {
+		switch {
+		case at < 2*time.Second:
+			return 450
+		case at < 7*time.Second:
+			return 100
+		case at < 20*time.Second:
+			return 2000
+		case at < 25*time.Second:
+			return 100
+		}
+		return 2000
+	}
+	for seed := range uint64(3) {
+		svc := service(capacity, 0)
+		svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
+		svc.rng = rand.New(rand.NewPCG(seed, 2))
+		sim := newLimiterSim(4*time.Millisecond, svc)
+		l := newSendRate(SendRateOptions{}, nil)
+		c := sim.add(l, 5, 0)
+		sim.run(20 * time.Second)
+		served := float64(sum(c.ok, 15, 20)) / 5
+		assert.GreaterOrEqual(t, l.peakLocked(sim.now), 0.8*served, "seed %d: expect the peak to follow what was served, %.0f/s, for 13 s without a cut", seed, served)
+		sim.run(27 * time.Second)
+		assert.GreaterOrEqual(t, float64(sum(c.ok, 25, 26)), 0.7*served, "seed %d: expect the demand served again in the first second after the return", seed)
+	}
+}
+
+// TestSendRateAHalvingThatEndedEveryThrottleStands: a client at 257/s with
+// 8 of 257 answers throttled halves, and the 131 answers of the halving's
+// second are all successes, as they would be if the throttles were its
+// own. Shares count as at least 2% from 0 in the variance, so the fall is
+// 1.8 deviations, under helpedZ: the halving was undone, back to 257, and
+// 2% became a background excused for a hold (helper-119, from a trace of
+// two clients sharing a capacity).
+func TestSendRateAHalvingThatEndedEveryThrottleStands(t *testing.T) {
+	now := t0.Add(20 * time.Second)
+	l := newSendRate(SendRateOptions{}, nil)
+	l.setRateLocked(128)
+	trigger := answers{start: now.Add(-1100 * time.Millisecond), ok: 249, thr: 8}
+	l.test = cutTest{
+		at: now.Add(-time.Second), countFrom: now.Add(-998 * time.Millisecond), from: 257, rate: 128, prevRate: 257, sent: 257,
+		links: 2, decisive: true, capacity: 249, firstCapacity: 249, trigger: trigger, first: trigger,
+		after: answers{start: now.Add(-998 * time.Millisecond), ok: 131},
+	}
+	l.judgeLocked(now)
+	assert.Equal(t, 128.0, l.currentRate(), "expect the halving to stand")
+	assert.Zero(t, l.background, "expect no background excused")
+}
+
 // TestSendRateFollowsASwingingCapacity: a capacity that swings between
 // 500/s and 100/s every second (or half second), as the throttle benchmark's
 // swing scenario, with its proxy's bucket of 0.1 s of the current capacity
