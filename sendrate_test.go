@@ -20,14 +20,40 @@ func service(capacity func(time.Duration) float64, p float64) *simService {
 	return &simService{capacity: capacity, burst: 50, tokens: 50, p: p, rng: rand.New(rand.NewPCG(1, 2))}
 }
 
+// capacityStep is a change of capacity: to from at on.
+type capacityStep struct {
+	at time.Duration
+	to float64
+}
+
+// phasedCapacity is a capacity of first until the first step, and of each
+// step's from its time on; steps are in order of time.
+func phasedCapacity(first float64, steps ...capacityStep) func(time.Duration) float64 {
+	return func(t time.Duration) float64 {
+		c := first
+		for _, s := range steps {
+			if t < s.at {
+				break
+			}
+			c = s.to
+		}
+		return c
+	}
+}
+
+// benchService is a service with capacity and the capacity proxy's ways
+// (a bucket of 0.1 s of the current capacity, throttles answered 2 ms
+// sooner than successes), its draws seeded by seed.
+func benchService(capacity func(time.Duration) float64, seed uint64) *simService {
+	svc := service(capacity, 0)
+	svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
+	svc.rng = rand.New(rand.NewPCG(seed, 2))
+	return svc
+}
+
 // stepCapacity is a capacity of before until at, and of after from then on.
 func stepCapacity(at time.Duration, before, after float64) func(time.Duration) float64 {
-	return func(t time.Duration) float64 {
-		if t < at {
-			return before
-		}
-		return after
-	}
+	return phasedCapacity(before, capacityStep{at, after})
 }
 
 // tracedSendRate returns a limiter with options o that traces its
@@ -429,10 +455,7 @@ func runLikeTheBench(t *testing.T, capacity func(time.Duration) float64, seed ui
 
 // likeTheBench sets up runLikeTheBench's simulation, not yet run.
 func likeTheBench(t *testing.T, capacity func(time.Duration) float64, seed uint64) (*limiterSim, *simClient) {
-	svc := service(capacity, 0)
-	svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
-	svc.rng = rand.New(rand.NewPCG(seed, 2))
-	sim := newLimiterSim(4*time.Millisecond, svc)
+	sim := newLimiterSim(4*time.Millisecond, benchService(capacity, seed))
 	lim := newSendRate(SendRateOptions{}, nil)
 	if testing.Verbose() && seed == 0 {
 		lim.trace = t.Logf
@@ -485,15 +508,7 @@ func TestSendRateRecoversAtASmallCapacity(t *testing.T) {
 // after the return, averaged over eight draws, two of them under 420.
 // The chain's last jump now aims 10% past the peak.
 func TestSendRateRecoversPastThePeakItKnew(t *testing.T) {
-	capacity := func(at time.Duration) float64 {
-		switch {
-		case at < 2*time.Second:
-			return 450
-		case at < 7*time.Second:
-			return 100
-		}
-		return 500
-	}
+	capacity := phasedCapacity(450, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500})
 	const draws = 8
 	var first []int
 	total := 0
@@ -549,22 +564,9 @@ func TestSendRateRepeatedFallsDoNotRatchet(t *testing.T) {
 // chain whose next link does not come within the gap between jumps and a
 // window is over.
 func TestSendRateAChainEndsWhenItsNextLinkDoesNotCome(t *testing.T) {
-	capacity := func(at time.Duration) float64 {
-		switch {
-		case at < 2*time.Second:
-			return 450
-		case at < 7*time.Second:
-			return 100
-		case at < 37*time.Second:
-			return 500
-		}
-		return 450
-	}
+	capacity := phasedCapacity(450, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500}, capacityStep{37 * time.Second, 450})
 	for seed := range uint64(4) {
-		svc := service(capacity, 0)
-		svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
-		svc.rng = rand.New(rand.NewPCG(seed, 2))
-		sim := newLimiterSim(20*time.Millisecond, svc)
+		sim := newLimiterSim(20*time.Millisecond, benchService(capacity, seed))
 		lim := newSendRate(SendRateOptions{}, nil)
 		var jumps []string
 		lim.trace = func(format string, args ...any) {
@@ -620,24 +622,10 @@ func TestSendRateAFailedJumpPastThePeakLeavesThePeak(t *testing.T) {
 // second in the first second after the return against some 1,160 served
 // before the fall (helper-119). Three draws.
 func TestSendRateKnowsARaisedCapacityWithoutACut(t *testing.T) {
-	capacity := func(at time.Duration) float64 {
-		switch {
-		case at < 2*time.Second:
-			return 450
-		case at < 7*time.Second:
-			return 100
-		case at < 20*time.Second:
-			return 2000
-		case at < 25*time.Second:
-			return 100
-		}
-		return 2000
-	}
+	capacity := phasedCapacity(450, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 2000},
+		capacityStep{20 * time.Second, 100}, capacityStep{25 * time.Second, 2000})
 	for seed := range uint64(3) {
-		svc := service(capacity, 0)
-		svc.burstSeconds, svc.throttleSkips = 0.1, 2*time.Millisecond
-		svc.rng = rand.New(rand.NewPCG(seed, 2))
-		sim := newLimiterSim(4*time.Millisecond, svc)
+		sim := newLimiterSim(4*time.Millisecond, benchService(capacity, seed))
 		l := newSendRate(SendRateOptions{}, nil)
 		c := sim.add(l, 5, 0)
 		sim.run(20 * time.Second)
