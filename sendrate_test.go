@@ -658,6 +658,29 @@ func TestSendRateAHalvingThatEndedEveryThrottleStands(t *testing.T) {
 	assert.Zero(t, l.background, "expect no background excused")
 }
 
+// TestSendRateDoesNotStallOverALargeCapacity: 2000/s falling to 400/s for
+// 3 s and back, the bench's client. The jump past the peak (2071 -> 2278/s)
+// held on the proxy's burst, whose emptying then set off a cut sized on 62
+// answers: kept at 85% of the 2316/s sent, 98% of the capacity, and the
+// line crept on to 2052/s, where 2.5% of each window's answers were
+// throttled: too many for a window to count as quiet (and let the rate
+// rise, or fall), too few for the detection to alarm. It stayed there,
+// 52 throttles a second, for as long as the capacity held (in 5 draws of
+// 16; helper-120). Sixteen draws; after the return, no more than 1% of the
+// capacity is throttled over 10-25 s in any.
+func TestSendRateDoesNotStallOverALargeCapacity(t *testing.T) {
+	const capacity = 2000
+	phases := phasedCapacity(capacity, capacityStep{2 * time.Second, capacity / 5}, capacityStep{5 * time.Second, capacity})
+	var stalled []int
+	for seed := range uint64(16) {
+		c := runLikeTheBench(t, phases, seed, 25*time.Second)
+		if thr := sum(c.thr, 10, 25); float64(thr) > 0.01*15*capacity {
+			stalled = append(stalled, thr)
+		}
+	}
+	assert.Empty(t, stalled, "expect no draw throttled at more than 1% of the capacity over 10-25 s; got these throttle counts")
+}
+
 // TestSendRateFollowsASwingingCapacity: a capacity that swings between
 // 500/s and 100/s every second (or half second), as the throttle benchmark's
 // swing scenario, with its proxy's bucket of 0.1 s of the current capacity
