@@ -182,9 +182,11 @@ const (
 	// reached: the peak is a capacity measured before the fall, often
 	// under the one that returns (a first cut sized in a flood measured
 	// 446 of 500), and the line would regain the rest at 1/s a window.
-	// A jump past the peak that holds does not raise the peak (see
-	// peakCap); one that fails leaves it; a chain whose next link does
-	// not come at once is over (see jumpChain).
+	// A jump past the peak that holds raises neither the peak for
+	// peakCapFor (see peakCap) nor the known capacity, and a cut in that
+	// time is sized as a cut on many answers; one that fails leaves the
+	// peak; a chain whose next link does not come within the gap between
+	// jumps and a window is over (see jumpChain).
 	// A jump fails on the evidence of the detection's CUSUM at
 	// jumpFail: a single throttle when there is no background; a jump of
 	// a chain, once one held (the capacity is back), at jumpChainFail, a
@@ -291,10 +293,12 @@ const (
 //     time to the next, up to two windows; when it followed one that held,
 //     the peak becomes the geometric mean of the two, so that a chain
 //     converges on the capacity. A chain that reached the peak ends with a
-//     jump 10% past it, which fails at its first throttle: the capacity
-//     that returns may be above the one measured before. (A service's
-//     burst may let it hold over the capacity; the next cut brings it
-//     back, and it does not raise the peak the next fall's chain aims at.) The first cut from unlimited caps the
+//     jump 10% past it, which fails at its first throttle when the answers
+//     to it come within its probation (100 ms), leaving the peak as it
+//     was: the capacity that returns may be above the one measured before.
+//     (A service's burst may let it hold over the capacity; the next cut
+//     brings it back, sized on its answers however few, and for 2 s it
+//     does not raise the peak the next fall's chain aims at.) The first cut from unlimited caps the
 //     peak at what it measured: what an unlimited client got accepted
 //     before (a warm-up on an idle table) is not what the service takes.
 //     A stand that measures a third or less of what the last clean chain
@@ -707,7 +711,13 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	b := min(l.background, 0.9)
 	accepted := s * (1 - f)
 	floor := minCutTo
-	if trigger.total() < sizeMin && f <= burstMax {
+	if trigger.total() < sizeMin && f <= burstMax && !l.pastHeldLocked(now) {
+		// Not after a jump past the peak: it sent over the capacity, and
+		// these throttles are its own, not a burst's. Kept at 85%, a rate
+		// 10% over a capacity of 2000/s was cut to 98% of it, where 2.5% of
+		// the answers throttled kept every window from counting as quiet
+		// (and so from rising) and the detection from alarming: 52
+		// throttles a second for as long as the capacity held (helper-120).
 		floor = smallCutTo
 	}
 	target := max(cutTo*accepted/(1-b), floor*s)
@@ -1164,14 +1174,18 @@ func (l *sendRate) rollLocked(now time.Time) {
 		if l.trace != nil {
 			l.tracef(now, "jump to %.0f holds (%d/%d)", l.q.rate, j.after.thr, j.after.total())
 		}
-		l.known = max(l.known, l.q.rate)
-		l.jump, l.jumpGap, l.chain = jumpTest{}, jumpEvery, jumpChain{aim: j.aim, at: now}
+		l.jump, l.jumpGap = jumpTest{}, jumpEvery
+		held := l.q.rate
 		switch {
-		case j.past:
-			l.chain, l.peakCap, l.peakCapAt = jumpChain{}, j.aim/jumpPast, now // the chain's last
-		case j.aim <= jumpNear*l.q.rate:
+		case j.past: // the chain's last: what it held over the peak may be a burst's
+			l.chain, l.peakCap, l.peakCapAt = jumpChain{}, j.aim/jumpPast, now
+			held = l.peakCap
+		case j.aim <= jumpNear*held:
 			l.chain = jumpChain{aim: jumpPast * j.aim, past: true, at: now}
+		default:
+			l.chain = jumpChain{aim: j.aim, at: now}
 		}
+		l.known = max(l.known, held)
 		l.base, l.baseAt = l.q.rate, now
 	case j.committed.IsZero() && now.Sub(j.at) >= sendWindow+2*l.rtt:
 		l.jump = jumpTest{} // the probe's answers did not come: no telling
@@ -1254,6 +1268,12 @@ func (l *sendRate) learnBackgroundLocked(now time.Time, w answers) {
 	}
 }
 
+// pastHeldLocked reports whether a jump past the peak held within
+// peakCapFor, with no cut since.
+func (l *sendRate) pastHeldLocked(now time.Time) bool {
+	return l.peakCap > 0 && now.Sub(l.peakCapAt) < peakCapFor
+}
+
 // notePeakLocked raises the peak to capacity c measured now.
 func (l *sendRate) notePeakLocked(now time.Time, c float64) {
 	if c > l.peakLocked(now) {
@@ -1270,7 +1290,7 @@ func (l *sendRate) noteAcceptedLocked(now time.Time, w answers) {
 		// have been seen to take more than the rate.
 		accepted := float64(w.ok+l.prev.ok) / span.Seconds() / (1 - min(l.background, 0.9))
 		c := min(accepted, l.q.rate)
-		if l.peakCap > 0 && now.Sub(l.peakCapAt) < peakCapFor {
+		if l.pastHeldLocked(now) {
 			c = min(c, l.peakCap)
 		}
 		l.notePeakLocked(now, c)

@@ -658,6 +658,35 @@ func TestSendRateAHalvingThatEndedEveryThrottleStands(t *testing.T) {
 	assert.Zero(t, l.background, "expect no background excused")
 }
 
+// TestSendRateDoesNotStallOverALargeCapacity: 2000/s falling to 400/s for
+// 3 s and back, the bench's client. The jump past the peak (2071 -> 2278/s)
+// held on the proxy's burst, whose emptying then set off a cut sized on 62
+// answers: kept at 85% of the 2316/s sent, 98% of the capacity, and the
+// line crept on to 2052/s, where 2.5% of each window's answers were
+// throttled: too many for a window to count as quiet (and let the rate
+// rise, or fall), too few for the detection to alarm. It stayed there,
+// 52 throttles a second, for as long as the capacity held (helper-120):
+// in 19 draws of 64, 0.87% of all answers over 10-25 s throttled. Without
+// the 85% floor after a held jump past the peak, 6 draws of 64 still stall
+// (helper-121: the line climbs back into the same band, or a cut on many
+// answers lands there), 0.44% throttled; without the jump past the peak
+// (c733393), none, 0.20%. The band is older than the jump and open (see
+// BENCHMARKS.md section 4, "A jump past the peak"); this holds the share
+// where the fix left it, over the first 16 draws (5 of them stalled
+// before the fix, none after; the simulation is too slow under -race for
+// all 64).
+func TestSendRateDoesNotStallOverALargeCapacity(t *testing.T) {
+	const capacity = 2000
+	phases := phasedCapacity(capacity, capacityStep{2 * time.Second, capacity / 5}, capacityStep{5 * time.Second, capacity})
+	thr, answered := 0, 0
+	for seed := range uint64(16) {
+		c := runLikeTheBench(t, phases, seed, 25*time.Second)
+		thr += sum(c.thr, 10, 25)
+		answered += sum(c.thr, 10, 25) + sum(c.ok, 10, 25)
+	}
+	assert.LessOrEqual(t, float64(thr), 0.006*float64(answered), "expect at most 0.6%% of the answers over 10-25 s throttled, over 16 draws; got %d of %d", thr, answered)
+}
+
 // TestSendRateFollowsASwingingCapacity: a capacity that swings between
 // 500/s and 100/s every second (or half second), as the throttle benchmark's
 // swing scenario, with its proxy's bucket of 0.1 s of the current capacity
