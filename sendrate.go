@@ -196,8 +196,8 @@ const (
 	// of the capacity in the four seconds after it returned, 89% now);
 	// but the jump past the peak at jumpFail: it gains a tenth at most,
 	// and each throttle it draws may be some waiting operation's last
-	// attempt. Jumps come at most once every jumpRTTs round trips: a jump that
-	// passed its probe sends up to jumpStep times the rate for a round
+	// attempt. Jumps come at most once every jumpRTTs round trips: a jump
+	// that passed its probe sends up to jumpStep times the rate for a round
 	// trip before its first throttle comes back, and the answers to it
 	// blind the detection for a round trip and a window, so at round
 	// trips of 100 ms a jump every 200 ms kept it blind for good (three
@@ -298,9 +298,10 @@ const (
 //     was: the capacity that returns may be above the one measured before.
 //     (A service's burst may let it hold over the capacity; the next cut
 //     brings it back, sized on its answers however few, and for 2 s it
-//     does not raise the peak the next fall's chain aims at.) The first cut from unlimited caps the
-//     peak at what it measured: what an unlimited client got accepted
-//     before (a warm-up on an idle table) is not what the service takes.
+//     does not raise the peak the next fall's chain aims at.) The first
+//     cut from unlimited caps the peak at what it measured: what an
+//     unlimited client got accepted before (a warm-up on an idle table)
+//     is not what the service takes.
 //     A stand that measures a third or less of what the last clean chain
 //     (few throttles in its first answers) measured makes that the peak
 //     at once: the capacity fell, and may swing back before a stand could
