@@ -72,22 +72,23 @@ func slowThrottler(t *testing.T, latency time.Duration) (url string, requests *a
 // marginOutcome counts how the calls ended, and how the retryer planned
 // their retries.
 type marginOutcome struct {
-	calls    int
-	giveUps  map[string]int // *GiveUpError wrapping the throttle, by reason
-	maxAtt   int            // *retry.MaxAttemptsError wrapping the throttle
-	lost     int            // the throttle is not in the error
-	retries  int            // backoffs planned
-	short    int            // backoffs planned to end less than marginLatency before the deadline
-	past     int            // backoffs planned to end past the deadline: its check was not made
-	samples  []string       // calls with such a plan
-	attempts int64
-	p50, p99 time.Duration // call durations
+	calls     int
+	giveUps   map[string]int // *GiveUpError wrapping the throttle, by reason
+	maxAtt    int            // *retry.MaxAttemptsError wrapping the throttle
+	lost      int            // the throttle is not in the error
+	retries   int            // backoffs planned
+	short     int            // backoffs planned to end less than marginLatency before the deadline
+	past      int            // backoffs planned to end past the deadline: its check was not made
+	unchecked int            // backoffs whose deadline check the retryer reported it could not make
+	samples   []string       // calls with such a plan
+	attempts  int64
+	p50, p99  time.Duration // call durations
 }
 
 func (o marginOutcome) String() string {
 	return fmt.Sprintf("%d calls, %d attempts: gave up with the throttle %v, max attempts with the throttle %d, cause lost %d; "+
-		"%d backoffs, %d planned to end less than %v before the deadline, %d past it; call p50 %v p99 %v",
-		o.calls, o.attempts, o.giveUps, o.maxAtt, o.lost, o.retries, o.short, marginLatency, o.past,
+		"%d backoffs, %d planned to end less than %v before the deadline, %d past it, %d unchecked; call p50 %v p99 %v",
+		o.calls, o.attempts, o.giveUps, o.maxAtt, o.lost, o.retries, o.short, marginLatency, o.past, o.unchecked,
 		o.p50.Round(time.Millisecond), o.p99.Round(time.Millisecond))
 }
 
@@ -138,8 +139,9 @@ func runMarginCalls(t *testing.T, optFns ...func(*jitterretry.Options)) marginOu
 				default:
 					out.lost++
 				}
-				short, past := trace.judge(deadline, &plans)
-				out.retries += trace.retries(&plans)
+				j := trace.judge(deadline, &plans)
+				out.retries, out.unchecked = out.retries+j.retries, out.unchecked+j.unchecked
+				short, past := j.short, j.past
 				out.short, out.past = out.short+short, out.past+past
 				if short+past > 0 && len(out.samples) < 5 {
 					out.samples = append(out.samples, fmt.Sprintf("call %d, returned %v after its deadline: %s; error %T: %v",
@@ -202,32 +204,39 @@ func (p *retryPlans) wake(err error, end time.Time) (wake time.Time, e jitterret
 	return end.Add(e.Delay), e, true
 }
 
-// judge counts the call's backoffs planned to end less than marginLatency
-// before its deadline, leaving the next attempt less time than the server
-// takes to answer, and those planned to end past it.
-func (a *attemptTrace) judge(deadline time.Time, plans *retryPlans) (short, past int) {
-	for _, at := range a.attempts {
-		wake, _, ok := plans.wake(at.err, at.end)
-		switch left := deadline.Sub(wake); {
-		case !ok:
-		case left <= 0:
-			past++
-		case left < marginLatency:
-			short++
-		}
-	}
-	return short, past
+// planJudgement counts one call's backoffs.
+type planJudgement struct {
+	retries   int
+	short     int // planned to end less than marginLatency before the deadline
+	past      int // planned to end past it
+	unchecked int // reported RetryEvent.Unchecked, and judged neither way
 }
 
-// retries counts the call's backoffs.
-func (a *attemptTrace) retries(plans *retryPlans) int {
-	n := 0
+// judge counts the call's backoffs, those planned to end less than
+// marginLatency before its deadline, leaving the next attempt less time
+// than the server takes to answer, and those planned to end past it. A
+// backoff the retryer reported Unchecked is counted apart: its hand-off
+// from GetRetryToken was lost (another error's took its slot while the
+// goroutine was descheduled between the two calls, see handoff.go), so no
+// deadline check was made, and the margin had no say.
+func (a *attemptTrace) judge(deadline time.Time, plans *retryPlans) planJudgement {
+	var j planJudgement
 	for _, at := range a.attempts {
-		if _, _, ok := plans.wake(at.err, at.end); ok {
-			n++
+		wake, e, ok := plans.wake(at.err, at.end)
+		if !ok {
+			continue
+		}
+		j.retries++
+		switch left := deadline.Sub(wake); {
+		case e.Unchecked:
+			j.unchecked++
+		case left <= 0:
+			j.past++
+		case left < marginLatency:
+			j.short++
 		}
 	}
-	return n
+	return j
 }
 
 // describe says when each attempt of a call began and how long it took,
@@ -286,6 +295,11 @@ func TestDeadlineLearntMarginKeepsTheCause(t *testing.T) {
 		assert.Zero(t, out.short, "expect no backoff planned to leave less than the attempt needs; calls with one:\n%s", strings.Join(out.samples, "\n"))
 		assert.Zero(t, out.past, "expect no backoff planned past the deadline; calls with one:\n%s", strings.Join(out.samples, "\n"))
 		assert.Positive(t, out.retries, "expect retries to judge")
+		// A lost hand-off takes a goroutine descheduled between two calls
+		// of the SDK's middleware, microseconds apart, while another
+		// error takes its slot of 256: none in some 25,000 hand-offs
+		// here under load (helper-122); a slow machine may see one.
+		assert.LessOrEqual(t, out.unchecked, max(out.retries/100, 1), "expect few retries reported Unchecked")
 	}
 	t.Run("full bucket", func(t *testing.T) {
 		out := runMarginCalls(t, func(o *jitterretry.Options) { o.BucketRefill = math.Inf(1) })
