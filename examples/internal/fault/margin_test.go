@@ -33,6 +33,17 @@ import (
 // whose backoff leaves less than the attempt needs runs into the deadline,
 // and the call then fails with the context's error alone: the throttle, the
 // reason it failed, is lost. The margin must prevent that.
+//
+// The tests judge the retryer's plans, which are its own, rather than the
+// calls' fates, which a busy machine shares in: one that wakes a goroutine
+// late from its backoff, or stalls it mid-attempt, makes a call the
+// retryer planned well lose its cause all the same. (Counting the calls by
+// their fate, with rules for telling a stall, passed here and failed on a
+// fresh CI machine by turns, and a rule lenient enough for a machine
+// running other test binaries beside it counted the control's losses as
+// stalls.) A plan is the backoff the retryer reports to OnRetry after a
+// failed attempt: it ends no earlier than the attempt's end plus the
+// backoff, since the retry decision came after the attempt ended.
 const (
 	marginCalls    = 1000
 	marginWorkers  = 20 // calls in flight at once
@@ -58,31 +69,37 @@ func slowThrottler(t *testing.T, latency time.Duration) (url string, requests *a
 	return srv.URL, requests
 }
 
-// marginOutcome counts how the calls ended.
+// marginOutcome counts how the calls ended, and how the retryer planned
+// their retries.
 type marginOutcome struct {
-	calls    int
-	giveUps  map[string]int // *GiveUpError wrapping the throttle, by reason
-	maxAtt   int            // *retry.MaxAttemptsError wrapping the throttle
-	lost     int            // the throttle is not in the error, though the machine kept up
-	stalled  int            // the throttle is not in the error, and the machine stalled the call
-	samples  []string       // how some calls lost it
-	attempts int64
-	p50, p99 time.Duration // call durations
+	calls     int
+	giveUps   map[string]int // *GiveUpError wrapping the throttle, by reason
+	maxAtt    int            // *retry.MaxAttemptsError wrapping the throttle
+	lost      int            // the throttle is not in the error
+	retries   int            // backoffs planned
+	short     int            // backoffs planned to end less than marginLatency before the deadline
+	past      int            // backoffs planned to end past the deadline: its check was not made
+	unchecked int            // backoffs whose deadline check the retryer reported it could not make
+	samples   []string       // calls with such a plan
+	attempts  int64
+	p50, p99  time.Duration // call durations
 }
 
 func (o marginOutcome) String() string {
-	return fmt.Sprintf("%d calls, %d attempts: gave up with the throttle %v, max attempts with the throttle %d, cause lost %d (and %d in stalls of the machine); call p50 %v p99 %v",
-		o.calls, o.attempts, o.giveUps, o.maxAtt, o.lost, o.stalled, o.p50.Round(time.Millisecond), o.p99.Round(time.Millisecond))
+	return fmt.Sprintf("%d calls, %d attempts: gave up with the throttle %v, max attempts with the throttle %d, cause lost %d; "+
+		"%d backoffs, %d planned to end less than %v before the deadline, %d past it, %d unchecked; call p50 %v p99 %v",
+		o.calls, o.attempts, o.giveUps, o.maxAtt, o.lost, o.retries, o.short, marginLatency, o.past, o.unchecked,
+		o.p50.Round(time.Millisecond), o.p99.Round(time.Millisecond))
 }
 
 // runMarginCalls makes marginCalls PutItem calls with a 300 ms deadline each
 // through one client of a slow throttling server, marginWorkers at a time,
-// and sorts the errors.
+// and sorts the errors and the plans.
 func runMarginCalls(t *testing.T, optFns ...func(*jitterretry.Options)) marginOutcome {
 	t.Helper()
 	url, requests := slowThrottler(t, marginLatency)
-	var wakes plannedWakes
-	r := jitterretry.New(append(optFns, wakes.option)...)
+	var plans retryPlans
+	r := jitterretry.New(append(optFns, plans.option)...)
 	require.NoError(t, r.Err())
 	b := &ddbtest.Backend{URL: url, Name: "slow throttler"}
 	client := b.NewClient(t, url, func(o *ddbtest.ClientOptions) { o.Retryer = r })
@@ -119,14 +136,16 @@ func runMarginCalls(t *testing.T, optFns ...func(*jitterretry.Options)) marginOu
 					out.giveUps[gu.Reason.String()]++
 				case err != nil && errors.As(err, &ptee) && errors.As(err, &mae):
 					out.maxAtt++
-				case trace.stalled(end, deadline, &wakes):
-					out.stalled++
 				default:
 					out.lost++
-					if len(out.samples) < 5 {
-						out.samples = append(out.samples, fmt.Sprintf("call %d, returned %v after its deadline: %s; error %T: %v",
-							seq, end.Sub(deadline).Round(10*time.Microsecond), trace.describe(deadline), err, err))
-					}
+				}
+				j := trace.judge(deadline, &plans)
+				out.retries, out.unchecked = out.retries+j.retries, out.unchecked+j.unchecked
+				short, past := j.short, j.past
+				out.short, out.past = out.short+short, out.past+past
+				if short+past > 0 && len(out.samples) < 5 {
+					out.samples = append(out.samples, fmt.Sprintf("call %d, returned %v after its deadline: %s; error %T: %v",
+						seq, end.Sub(deadline).Round(10*time.Microsecond), trace.describe(deadline, &plans), err, err))
 				}
 				mu.Unlock()
 			}
@@ -144,9 +163,8 @@ func runMarginCalls(t *testing.T, optFns ...func(*jitterretry.Options)) marginOu
 }
 
 // attemptTrace records when each attempt of one call began and ended, and
-// how many attempts of all calls had ended by then: the retryer samples one
-// attempt in 16 and keeps the second largest sample, so before 32 attempts
-// have ended its learnt margin is still zero.
+// how many attempts of all calls had ended by then: the retryer times every
+// attempt until it has 32 samples, eight at once, then one in 16.
 type attemptTrace struct {
 	attempts []tracedAttempt
 }
@@ -157,35 +175,86 @@ type tracedAttempt struct {
 	err        error // the attempt's error, as the retry middleware got it
 }
 
-// plannedWakes records the backoff the retryer planned after each failed
-// attempt, by the attempt's error (the value OnRetry gets). Not the time
-// OnRetry ran: a goroutine descheduled between the retry decision and the
-// hook read a clock past the deadline, and its stall counted as a margin
-// too short (a call "lost" on a loaded machine).
-type plannedWakes struct{ m sync.Map }
+// retryPlans records the retry the retryer planned after each failed
+// attempt, by the attempt's error (the value OnRetry gets).
+type retryPlans struct{ m sync.Map }
 
-func (w *plannedWakes) option(o *jitterretry.Options) {
+func (p *retryPlans) option(o *jitterretry.Options) {
 	prev := o.OnRetry
 	o.OnRetry = func(e jitterretry.RetryEvent) {
-		w.m.Store(e.Err, e.Delay)
+		p.m.Store(e.Err, e)
 		if prev != nil {
 			prev(e)
 		}
 	}
 }
 
-// wake returns when the backoff after the attempt that failed with err, at
-// end, was planned to end at the earliest: end plus the backoff (the retry
-// decision came after end, and checked its own time against the deadline).
-func (w *plannedWakes) wake(err error, end time.Time) (time.Time, bool) {
+// wake returns the earliest time the backoff after the attempt that failed
+// with err, at end, can have been planned to end (end plus the backoff),
+// and the retry's event; ok is false when no retry followed the attempt.
+func (p *retryPlans) wake(err error, end time.Time) (wake time.Time, e jitterretry.RetryEvent, ok bool) {
 	if err == nil {
-		return time.Time{}, false
+		return time.Time{}, jitterretry.RetryEvent{}, false
 	}
-	delay, ok := w.m.Load(err)
+	v, ok := p.m.Load(err)
 	if !ok {
-		return time.Time{}, false
+		return time.Time{}, jitterretry.RetryEvent{}, false
 	}
-	return end.Add(delay.(time.Duration)), true
+	e = v.(jitterretry.RetryEvent)
+	return end.Add(e.Delay), e, true
+}
+
+// planJudgement counts one call's backoffs.
+type planJudgement struct {
+	retries   int
+	short     int // planned to end less than marginLatency before the deadline
+	past      int // planned to end past it
+	unchecked int // reported RetryEvent.Unchecked, and judged neither way
+}
+
+// judge counts the call's backoffs, those planned to end less than
+// marginLatency before its deadline, leaving the next attempt less time
+// than the server takes to answer, and those planned to end past it. A
+// backoff the retryer reported Unchecked is counted apart: its hand-off
+// from GetRetryToken was lost (another error's took its slot while the
+// goroutine was descheduled between the two calls, see handoff.go), so no
+// deadline check was made, and the margin had no say.
+func (a *attemptTrace) judge(deadline time.Time, plans *retryPlans) planJudgement {
+	var j planJudgement
+	for _, at := range a.attempts {
+		wake, e, ok := plans.wake(at.err, at.end)
+		if !ok {
+			continue
+		}
+		j.retries++
+		switch left := deadline.Sub(wake); {
+		case e.Unchecked:
+			j.unchecked++
+		case left <= 0:
+			j.past++
+		case left < marginLatency:
+			j.short++
+		}
+	}
+	return j
+}
+
+// describe says when each attempt of a call began and how long it took,
+// and when the backoff after it was planned to end.
+func (a *attemptTrace) describe(deadline time.Time, plans *retryPlans) string {
+	var b strings.Builder
+	for i, at := range a.attempts {
+		if i > 0 {
+			b.WriteString(", ")
+		}
+		fmt.Fprintf(&b, "attempt %d began %v before the deadline and took %v (%d attempts of all calls ended before)",
+			i+1, deadline.Sub(at.start).Round(100*time.Microsecond), at.end.Sub(at.start).Round(100*time.Microsecond), at.doneBefore)
+		if wake, e, ok := plans.wake(at.err, at.end); ok {
+			fmt.Fprintf(&b, "; a backoff of %v planned to end %v before the deadline (unchecked: %v)",
+				e.Delay.Round(100*time.Microsecond), deadline.Sub(wake).Round(100*time.Microsecond), e.Unchecked)
+		}
+	}
+	return b.String()
 }
 
 func (a *attemptTrace) option(done *atomic.Int64) func(*dynamodb.Options) {
@@ -194,51 +263,6 @@ func (a *attemptTrace) option(done *atomic.Int64) func(*dynamodb.Options) {
 			return s.Finalize.Insert(attemptTracer{a, done}, "Retry", middleware.After)
 		})
 	}
-}
-
-// Stalls of a busy machine (the race detector, other builds) are beyond
-// any retryer: a goroutine descheduled while its backoff timer and its
-// context's deadline both fire may wake to either, and the SDK then returns
-// the context's error. A call counts as stalled, rather than as a margin
-// too short, when it returned more than stallAfterDeadline after its
-// deadline (the retryer's own give-ups come before it), when one of its
-// attempts took more than stallAttempt (the server answers in 20 ms), or
-// when the retryer planned the backoff after its last attempt to end
-// before the deadline and no attempt followed: the sleep ended late (a
-// margin too short shows as a next attempt cut by the deadline instead).
-const (
-	stallAfterDeadline = 5 * time.Millisecond
-	stallAttempt       = 2*marginLatency + 10*time.Millisecond
-)
-
-func (a *attemptTrace) stalled(end, deadline time.Time, wakes *plannedWakes) bool {
-	if end.Sub(deadline) > stallAfterDeadline {
-		return true
-	}
-	for _, at := range a.attempts {
-		if at.end.Sub(at.start) > stallAttempt {
-			return true
-		}
-	}
-	if n := len(a.attempts); n > 0 {
-		last := a.attempts[n-1]
-		if wake, ok := wakes.wake(last.err, last.end); ok && wake.Before(deadline) {
-			return true
-		}
-	}
-	return false
-}
-
-func (a *attemptTrace) describe(deadline time.Time) string {
-	var b strings.Builder
-	for i, at := range a.attempts {
-		if i > 0 {
-			b.WriteString(", ")
-		}
-		fmt.Fprintf(&b, "attempt %d began %v before the deadline and took %v (%d attempts of all calls ended before)",
-			i+1, deadline.Sub(at.start).Round(100*time.Microsecond), at.end.Sub(at.start).Round(100*time.Microsecond), at.doneBefore)
-	}
-	return b.String()
 }
 
 type attemptTracer struct {
@@ -258,40 +282,47 @@ func (m attemptTracer) HandleFinalize(ctx context.Context, in middleware.Finaliz
 }
 
 // TestDeadlineLearntMarginKeepsTheCause: with the default options (no
-// DeadlineMargin: the margin is learnt), no call of 1,000 loses the cause.
-// The retry token bucket is kept full, so that every call meets the
-// deadline check: with the default bucket, which no success refills, the
-// budget runs out after about a hundred retries and every later call ends
-// with GiveUpBudget before the margin is ever used.
-//
-// Calls the machine stalled are counted apart (see stallAttempt); they must
-// stay rare, so that a margin that is too short cannot hide among them.
+// DeadlineMargin: the margin is learnt), no backoff of 1,000 calls is
+// planned to leave the attempt after it less than the server's 20 ms before
+// the deadline, and none to end past it. The retry token bucket is kept
+// full in the first case, so that every call meets the deadline check: with
+// the default bucket, which no success refills, the budget runs out after
+// about a hundred retries and every later call ends with GiveUpBudget
+// before the margin is ever used.
 func TestDeadlineLearntMarginKeepsTheCause(t *testing.T) {
+	check := func(t *testing.T, out marginOutcome) {
+		t.Helper()
+		assert.Zero(t, out.short, "expect no backoff planned to leave less than the attempt needs; calls with one:\n%s", strings.Join(out.samples, "\n"))
+		assert.Zero(t, out.past, "expect no backoff planned past the deadline; calls with one:\n%s", strings.Join(out.samples, "\n"))
+		assert.Positive(t, out.retries, "expect retries to judge")
+		// A lost hand-off takes a goroutine descheduled between two calls
+		// of the SDK's middleware, microseconds apart, while another
+		// error takes its slot of 256: none in some 25,000 hand-offs
+		// here under load (helper-122); a slow machine may see one.
+		assert.LessOrEqual(t, out.unchecked, max(out.retries/100, 1), "expect few retries reported Unchecked")
+	}
 	t.Run("full bucket", func(t *testing.T) {
 		out := runMarginCalls(t, func(o *jitterretry.Options) { o.BucketRefill = math.Inf(1) })
 		t.Logf("300 ms deadline, 20 ms throttling server, default options but a full bucket: %v", out)
-		assert.Zero(t, out.lost, "expect no call to lose the throttle; some that did:\n%s", strings.Join(out.samples, "\n"))
-		assert.LessOrEqual(t, out.stalled, marginCalls/20, "expect stalls of the machine to be rare")
+		check(t, out)
 		assert.Positive(t, out.giveUps[jitterretry.GiveUpDeadline.String()], "expect calls to give up before the deadline")
 	})
 	t.Run("default options", func(t *testing.T) {
 		out := runMarginCalls(t)
 		t.Logf("300 ms deadline, 20 ms throttling server, default options: %v", out)
-		assert.Zero(t, out.lost, "expect no call to lose the throttle; some that did:\n%s", strings.Join(out.samples, "\n"))
-		assert.LessOrEqual(t, out.stalled, marginCalls/20, "expect stalls of the machine to be rare")
+		check(t, out)
 	})
-	// The control: with a margin far shorter than an attempt, retries are
-	// sent into the deadline, and the test must count some of their calls
-	// as lost, not all as stalls of the machine (the cases above, which
-	// expect none lost, would otherwise pass blind). Not more lost than
-	// stalled: on a machine running two test suites at once, 18 lost
-	// against 21 stalled.
+	// The control: with a margin far shorter than an attempt, some backoffs
+	// must be judged short (the cases above, which expect none, would
+	// otherwise pass blind). The draws alone decide how many, not the
+	// machine: 13 to 28 in nine runs, some beside other test binaries.
 	t.Run("a margin too short", func(t *testing.T) {
 		out := runMarginCalls(t, func(o *jitterretry.Options) {
 			o.BucketRefill = math.Inf(1)
 			o.DeadlineMargin = time.Nanosecond
 		})
 		t.Logf("300 ms deadline, 20 ms throttling server, a 1 ns margin: %v", out)
-		assert.Positive(t, out.lost, "expect the calls whose retry ran into the deadline counted as lost")
+		assert.Positive(t, out.short, "expect backoffs planned to leave less than the attempt needs")
+		assert.Zero(t, out.past, "expect no backoff planned past the deadline")
 	})
 }
