@@ -50,9 +50,15 @@ import (
 // partition and tokens: helper-59). The slot counts such absent operations
 // by value, for up to four values: a put of one of them within handoffStale
 // makes an ambiguous entry for them and itself, and their RetryDelay is
-// reported Unchecked. Past four values it forgets the oldest: an operation
-// of that value descheduled between its two calls while four others of its
-// slot were evicted may still take a later entry of its value. (An outside
+// reported Unchecked. Past four values it forgets the oldest, keeping only
+// how many operations it forgot and when: an operation of that value
+// descheduled between its two calls while four others of its slot were
+// evicted may still take a later entry of its value, and one that finds
+// nothing within handoffStale of the forgetting is taken for one of them
+// and reported Unchecked. (Until helper-122's review it was reported
+// checked, its backoff let past its deadline unchecked; a RetryDelay with
+// no GetRetryToken before it, in that slot and second, is now reported
+// Unchecked too.) (An outside
 // review's stress, eight goroutines on one slot, had an hour-long operation
 // refused for another's deadline in 2-127 of 16,000 operations before.
 // Declining the put instead of evicting, tried first, moved the loss from
@@ -88,8 +94,11 @@ type handoffSlot struct {
 	// absent counts, by value, the operations whose entry was evicted and
 	// whose RetryDelay may still come.
 	absent [4]absentOps
-	entry  pendingRetry
-	puts   putTimes // when the pending entries of key were put
+	// forgotten counts the operations whose absent record made room for
+	// another's, with no key: at is when the last of them was forgotten.
+	forgotten absentOps
+	entry     pendingRetry
+	puts      putTimes // when the pending entries of key were put
 }
 
 // absentOps are n operations of key whose entries were evicted, the newest
@@ -308,8 +317,39 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 			}
 		}
 		free = oldest
+		s.forget(s.absent[oldest], now)
 	}
 	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, at: now}
+}
+
+// forget counts the operations of record a, whose key the slot forgets at
+// now, among those that may still ask.
+func (s *handoffSlot) forget(a absentOps, now time.Time) {
+	f := &s.forgotten
+	if f.n > 0 && stale(&f.at, now) {
+		*f = absentOps{}
+	}
+	f.n, f.deadline, f.at = f.n+a.n, f.deadline || a.deadline, now
+}
+
+// forgottenAsked counts one forgotten operation as asked, for a take that
+// found nothing of its value at now, and reports whether there was one,
+// within handoffStale of its forgetting, and whether one of them had a
+// deadline to check.
+func (s *handoffSlot) forgottenAsked(now func() time.Time) (found, deadline bool) {
+	f := &s.forgotten
+	if f.n == 0 {
+		return false, false
+	}
+	if stale(&f.at, now()) {
+		*f = absentOps{}
+		return false, false
+	}
+	deadline = f.deadline
+	if f.n--; f.n == 0 {
+		*f = absentOps{}
+	}
+	return true, deadline
 }
 
 // forgetAbsent removes the record of key's absent operations, whose value a
@@ -354,8 +394,10 @@ func (s *handoffSlot) absentOf(key error) *absentOps {
 }
 
 // take takes the entry handed off under err. For an ambiguous or lost
-// entry, hadDeadline reports whether a deadline check was due.
-func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+// entry, hadDeadline reports whether a deadline check was due. It reads
+// clock only when it finds nothing and the slot forgot operations that may
+// still ask.
+func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, status handoffStatus, hadDeadline bool) {
 	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -373,6 +415,9 @@ func (h *handoff) take(err error) (e pendingRetry, status handoffStatus, hadDead
 		return e, status, hadDeadline
 	}
 	if found, deadline := s.absentAsked(err); found {
+		return pendingRetry{}, handoffLost, deadline
+	}
+	if found, deadline := s.forgottenAsked(clock); found {
 		return pendingRetry{}, handoffLost, deadline
 	}
 	return pendingRetry{}, handoffMissing, false

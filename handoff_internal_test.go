@@ -91,7 +91,7 @@ func TestTwoRefusalsOfOneValueAreAmbiguous(t *testing.T) {
 	require.ErrorIs(t, errA, ErrRetryBudgetExhausted)
 	require.ErrorIs(t, errB, ErrRetryBudgetExhausted)
 	for _, who := range []string{"first", "second"} {
-		_, status, _ := r.handoff.take(shared)
+		_, status, _ := r.handoff.take(shared, r.now)
 		assert.Equal(t, handoffAmbiguous, status, "%s RetryDelay", who)
 	}
 }
@@ -107,7 +107,7 @@ func TestStaleGhostAfterAClocklessPut(t *testing.T) {
 	r, clock, offset, shared := afterARefusal(t)
 	_, err := r.GetRetryToken(context.Background(), shared) // no clock reading
 	require.NoError(t, err)
-	_, status, _ := r.handoff.take(shared)
+	_, status, _ := r.handoff.take(shared, r.now)
 	require.Equal(t, handoffAmbiguous, status, "beside a fresh refusal, no telling")
 
 	offset.Add(int64(2 * time.Second))
@@ -115,7 +115,7 @@ func TestStaleGhostAfterAClocklessPut(t *testing.T) {
 	defer cancel()
 	_, err = r.GetRetryToken(ctx, shared)
 	require.NoError(t, err)
-	_, status, _ = r.handoff.take(shared)
+	_, status, _ = r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "expect the ghost, two seconds old, replaced")
 }
 
@@ -174,7 +174,7 @@ func TestRefusalGhostFadesUnderASteadyStream(t *testing.T) {
 		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Minute))
 		_, err := r.GetRetryToken(ctx, shared)
 		require.NoError(t, err)
-		_, status, _ := r.handoff.take(shared)
+		_, status, _ := r.handoff.take(shared, r.now)
 		statuses = append(statuses, status)
 		cancel()
 	}
@@ -270,7 +270,7 @@ func TestABurstOfRefusalsOfOneValueGoesStale(t *testing.T) {
 			defer cancel()
 			_, err := r.GetRetryToken(ctx, shared)
 			require.NoError(t, err)
-			_, status, _ := r.handoff.take(shared)
+			_, status, _ := r.handoff.take(shared, r.now)
 			assert.Equal(t, handoffFound, status, "expect the refusals, two seconds old, replaced")
 		})
 	}
@@ -307,7 +307,7 @@ func pairsAfter(t *testing.T, r *Retryer, clock func() time.Time, offset *atomic
 	defer cancel()
 	_, err := r.GetRetryToken(ctx, shared)
 	require.NoError(t, err)
-	_, status, _ := r.handoff.take(shared)
+	_, status, _ := r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "expect the operation's own entry %v later", d)
 }
 
@@ -338,7 +338,7 @@ func TestHandoffOfASharedValueBesideCollidingOnesDrains(t *testing.T) {
 	defer cancel()
 	_, err := r.GetRetryToken(ctx, shared)
 	require.NoError(t, err)
-	_, status, _ := r.handoff.take(shared)
+	_, status, _ := r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "expect what was left stale, and the next operation paired")
 	s := &r.handoff.slots[keyHash(shared)%handoffSlots]
 	s.mu.Lock()
@@ -487,7 +487,7 @@ func TestAGhostAgesAfterAClockSteppedBack(t *testing.T) {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 		_, err := r.GetRetryToken(ctx, shared)
 		require.NoError(t, err)
-		_, status, _ := r.handoff.take(shared)
+		_, status, _ := r.handoff.take(shared, r.now)
 		statuses = append(statuses, status)
 		cancel()
 	}
@@ -654,4 +654,58 @@ func TestAnEvictedRetryIsCountedOnce(t *testing.T) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	assert.Equal(t, map[string]int64{"evicted": 1}, m.reasons, "expect the one skipped check counted once")
+}
+
+// TestAForgottenEvictedRetryIsReportedUnchecked: an operation's hand-off
+// evicted, and then four more errors of its slot evicted while it is still
+// to ask (a goroutine descheduled between GetRetryToken and RetryDelay on a
+// busy machine), outgrows the slot's record of operations that may still
+// ask: its RetryDelay found nothing, and let a backoff past its deadline
+// through with no check, and told OnRetry it was checked (Unchecked false;
+// the skipped checks' metric counted it at the eviction: helper-122). It is
+// reported Unchecked within handoffStale of its put, and not after.
+func TestAForgottenEvictedRetryIsReportedUnchecked(t *testing.T) {
+	for _, after := range []time.Duration{0, handoffStale} {
+		t.Run(fmt.Sprintf("asking %v after", after), func(t *testing.T) {
+			m := &skipCounter{reasons: map[string]int64{}}
+			base := time.Now()
+			var offset atomic.Int64
+			clock := func() time.Time { return base.Add(time.Since(base) + time.Duration(offset.Load())) }
+			r := New(func(o *Options) {
+				o.MeterProvider = skipProvider{m}
+				o.Clock = clock
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+			})
+			require.NoError(t, r.Err())
+			mine := errors.New("mine")
+			soon, cancel := context.WithDeadline(context.Background(), clock().Add(300*time.Millisecond))
+			defer cancel()
+			_, err := r.GetRetryToken(soon, mine)
+			require.NoError(t, err)
+			hour, cancelHour := context.WithDeadline(context.Background(), clock().Add(time.Hour))
+			defer cancelHour()
+			for _, other := range collidingWith(mine, 5) { // each evicts the one before; their RetryDelays never come
+				offset.Add(int64(time.Millisecond))
+				_, err := r.GetRetryToken(hour, other)
+				require.NoError(t, err)
+			}
+			offset.Add(int64(after))
+			var events []RetryEvent
+			r.hooks.onRetry = func(e RetryEvent) { events = append(events, e) }
+			m.mu.Lock()
+			evicted := m.reasons["evicted"] // mine's and four others', counted as they were evicted
+			m.mu.Unlock()
+			_, err = r.RetryDelay(1, mine)
+			require.NoError(t, err, "expect no check, which would need the lost deadline")
+			require.Len(t, events, 1)
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			assert.Equal(t, evicted, m.reasons["evicted"], "expect the skipped check counted once, at its eviction")
+			if after < handoffStale {
+				assert.True(t, events[0].Unchecked, "expect the retry reported unchecked to its hook")
+			} else {
+				assert.False(t, events[0].Unchecked, "expect a RetryDelay a second after its put not taken for the evicted operation")
+			}
+		})
+	}
 }

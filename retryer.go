@@ -354,7 +354,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
 	}
-	p, status, hadDeadline := r.handoff.take(opErr)
+	p, status, hadDeadline := r.handoff.take(opErr, r.now)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
 		p.class, p.hint = r.classes.retryClass(opErr, info.class), info.hint
