@@ -156,10 +156,7 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func
 	for i := range a.probes {
 		p := a.probes[i].Load()
 		if p.busy.Load() && now-time.Duration(p.start.Load()) >= probeStuckAfter {
-			fresh := a.newProbe()
-			fresh.busy.Store(true)
-			fresh.ctx, fresh.op = ctx, op
-			fresh.start.Store(int64(now))
+			fresh := a.startedProbe(ctx, op, now)
 			if a.probes[i].CompareAndSwap(p, fresh) {
 				return fresh.release
 			}
@@ -170,13 +167,19 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func
 		// the first to fail, and its retry would meet a margin of 0 (more
 		// first attempts in flight than probes). A probe of its own, for
 		// the cold start only.
-		extra := a.newProbe()
-		extra.busy.Store(true)
-		extra.ctx, extra.op = ctx, op
-		extra.start.Store(int64(now))
-		return extra.release
+		return a.startedProbe(ctx, op, now).release
 	}
 	return then
+}
+
+// startedProbe returns a new probe, busy timing the attempt under ctx of
+// operation op that started at now (since the epoch).
+func (a *attemptTimes) startedProbe(ctx context.Context, op *attemptEstimate, now time.Duration) *attemptProbe {
+	p := a.newProbe()
+	p.busy.Store(true)
+	p.ctx, p.op = ctx, op
+	p.start.Store(int64(now))
+	return p
 }
 
 // operation returns the estimate of operation k, adding one when there is

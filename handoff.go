@@ -95,11 +95,9 @@ type handoffSlot struct {
 	// absent counts, by value, the operations whose entry was evicted and
 	// whose RetryDelay may still come.
 	absent [4]absentOps
-	// forgotten counts the operations whose absent record made room for
-	// another's, with no key: at is when the last of them was forgotten,
-	// and the count, and whether one had a deadline, start over once that
-	// is handoffStale old.
-	forgotten absentOps
+	// forgotten is what the slot keeps of the operations whose absent
+	// record made room for another's: no key, no count.
+	forgotten forgottenOps
 	entry     pendingRetry
 	puts      putTimes // when the pending entries of key were put
 }
@@ -325,14 +323,22 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, at: now}
 }
 
+// forgottenOps are operations a slot forgot, at the last forgetting (zero:
+// none), of which one had a deadline to check if deadline; both start over
+// once at is handoffStale old.
+type forgottenOps struct {
+	at       time.Time
+	deadline bool
+}
+
 // forget counts the operations of record a, whose key the slot forgets at
 // now, among those that may still ask.
 func (s *handoffSlot) forget(a absentOps, now time.Time) {
 	f := &s.forgotten
-	if f.n > 0 && stale(&f.at, now) {
-		*f = absentOps{}
+	if !f.at.IsZero() && stale(&f.at, now) {
+		*f = forgottenOps{}
 	}
-	f.n, f.deadline, f.at = f.n+a.n, f.deadline || a.deadline, now
+	f.deadline, f.at = f.deadline || a.deadline, now
 }
 
 // forgottenAsked reports whether a take that found nothing of its value
@@ -346,11 +352,11 @@ func (s *handoffSlot) forget(a absentOps, now time.Time) {
 // are gone, and so is the telling.
 func (s *handoffSlot) forgottenAsked(now func() time.Time) (found, deadline bool) {
 	f := &s.forgotten
-	if f.n == 0 {
+	if f.at.IsZero() {
 		return false, false
 	}
 	if stale(&f.at, now()) {
-		*f = absentOps{}
+		*f = forgottenOps{}
 		return false, false
 	}
 	return true, f.deadline

@@ -141,9 +141,8 @@ func runMarginCalls(t *testing.T, optFns ...func(*jitterretry.Options)) marginOu
 				}
 				j := trace.judge(deadline, &plans)
 				out.retries, out.unchecked = out.retries+j.retries, out.unchecked+j.unchecked
-				short, past := j.short, j.past
-				out.short, out.past = out.short+short, out.past+past
-				if short+past > 0 && len(out.samples) < 5 {
+				out.short, out.past = out.short+j.short, out.past+j.past
+				if j.short+j.past > 0 && len(out.samples) < 5 {
 					out.samples = append(out.samples, fmt.Sprintf("call %d, returned %v after its deadline: %s; error %T: %v",
 						seq, end.Sub(deadline).Round(10*time.Microsecond), trace.describe(deadline, &plans), err, err))
 				}
