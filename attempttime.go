@@ -23,7 +23,11 @@ import (
 // of a lane is measured until attemptSamples have been, so that a new
 // client (a Lambda cold start) has an estimate from its first failed
 // attempt on, then one in attemptSampleEvery at random, in both cases only
-// while fewer than attemptProbes are being measured at once. The draw is
+// while fewer than attemptProbes are being measured at once; but until an
+// operation has a sample, each of its attempts is timed, on a probe of its
+// own when every probe is taken (more first attempts in flight than
+// probes left one untimed to fail first, with a margin of 0: helper-123).
+// The draw is
 // the runtime's per-thread generator's, not Options.Source's: it writes
 // nothing that other cores read, where a shared count of attempts would
 // move one cache line between cores on every attempt, and it leaves the
@@ -125,8 +129,10 @@ func (a *attemptTimes) since() time.Duration { return a.now().Sub(a.epoch) }
 // measure returns a release that records the time of the attempt under ctx
 // before calling then, for every attempt until the lane's estimate has
 // attemptSamples samples and one in attemptSampleEvery (at random) after,
-// while a probe is free, and then itself otherwise. It never allocates but
-// to add an operation or to replace a stuck probe.
+// while a probe is free, and then itself otherwise, but for an operation
+// with no sample yet, whose every attempt is timed. It never allocates but
+// to add an operation, to replace a stuck probe, or to time such an
+// attempt when every probe is taken.
 func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func(error) error {
 	if a.now == nil {
 		return then
@@ -150,16 +156,30 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func
 	for i := range a.probes {
 		p := a.probes[i].Load()
 		if p.busy.Load() && now-time.Duration(p.start.Load()) >= probeStuckAfter {
-			fresh := a.newProbe()
-			fresh.busy.Store(true)
-			fresh.ctx, fresh.op = ctx, op
-			fresh.start.Store(int64(now))
+			fresh := a.startedProbe(ctx, op, now)
 			if a.probes[i].CompareAndSwap(p, fresh) {
 				return fresh.release
 			}
 		}
 	}
+	if op != nil && op.estimate() == 0 {
+		// The operation has no sample yet: an attempt left untimed may be
+		// the first to fail, and its retry would meet a margin of 0 (more
+		// first attempts in flight than probes). A probe of its own, for
+		// the cold start only.
+		return a.startedProbe(ctx, op, now).release
+	}
 	return then
+}
+
+// startedProbe returns a new probe, busy timing the attempt under ctx of
+// operation op that started at now (since the epoch).
+func (a *attemptTimes) startedProbe(ctx context.Context, op *attemptEstimate, now time.Duration) *attemptProbe {
+	p := a.newProbe()
+	p.busy.Store(true)
+	p.ctx, p.op = ctx, op
+	p.start.Store(int64(now))
+	return p
 }
 
 // operation returns the estimate of operation k, adding one when there is

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -78,5 +79,42 @@ func TestAttemptTimeoutNeverGivesMoreThanItsLimit(t *testing.T) {
 		if cut.timeout == d {
 			assert.False(t, cut.byDeadline, "left %v: expect the error to name the attempt timeout", left)
 		}
+	}
+}
+
+// TestAColdStartsUnprobedAttemptIsTimed: more first attempts in flight than
+// there are probes (20 workers starting together, say), and one of those
+// no probe timed ends first: its retry met a margin of 0, and a 250 ms
+// backoff went ahead with 280 ms left after a 20 ms attempt, to meet the
+// deadline in the next one (helper-123). Until an operation has a sample,
+// every one of its attempts is timed.
+func TestAColdStartsUnprobedAttemptIsTimed(t *testing.T) {
+	base := time.Now()
+	var offset time.Duration // moved by this goroutine only
+	clock := func() time.Time { return base.Add(offset) }
+	r := New(func(o *Options) {
+		o.Clock = clock
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 250 * time.Millisecond, nil })
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(300*time.Millisecond))
+	defer cancel()
+	var releases []func(error) error
+	for range attemptProbes + 1 {
+		release, err := r.GetAttemptToken(ctx)
+		require.NoError(t, err)
+		releases = append(releases, release)
+	}
+	offset += 20 * time.Millisecond // every attempt took 20 ms; the last, unprobed before, ends first
+	throttle := errors.New("throttled")
+	require.NoError(t, releases[attemptProbes](throttle))
+	_, err := r.GetRetryToken(ctx, throttle)
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, throttle)
+	var gu *GiveUpError
+	require.ErrorAs(t, err, &gu, "expect the 250 ms backoff refused: 280 ms left, and 40 ms of margin after a 20 ms attempt")
+	assert.Equal(t, GiveUpDeadline, gu.Reason)
+	for _, release := range releases[:attemptProbes] {
+		require.NoError(t, release(nil))
 	}
 }

@@ -446,10 +446,22 @@ func TestDoReportsACallTheContextEndedAsCanceled(t *testing.T) {
 		return jitterretry.Do(ctx, r, fn), gaveUp
 	}
 	t.Run("the caller's deadline", func(t *testing.T) {
-		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Millisecond)
-		defer cancel()
+		// The deadline must pass inside fn: on a machine busy enough to
+		// pass 10 ms before Do called fn, Do refused the call before it
+		// (a CI run beside two others), so the timeout grows until fn ran.
 		ended := &smithy.CanceledError{Err: context.DeadlineExceeded}
-		err, gaveUp := run(ctx, func(ctx context.Context) error { <-ctx.Done(); return ended })
+		var err error
+		var gaveUp []*jitterretry.GiveUpError
+		for timeout := 10 * time.Millisecond; ; timeout *= 10 {
+			ctx, cancel := context.WithTimeout(context.Background(), timeout)
+			called := false
+			err, gaveUp = run(ctx, func(ctx context.Context) error { called = true; <-ctx.Done(); return ended })
+			cancel()
+			if called || timeout >= 10*time.Second {
+				require.True(t, called, "expect fn called within a %v deadline", timeout)
+				break
+			}
+		}
 		assert.Same(t, ended, err, "expect fn's error as it is")
 		require.Len(t, gaveUp, 1)
 		assert.Equal(t, jitterretry.GiveUpCanceled, gaveUp[0].Reason)

@@ -53,12 +53,13 @@ import (
 // reported Unchecked. Past four values it forgets the oldest, keeping only
 // how many operations it forgot and when: an operation of that value
 // descheduled between its two calls while four others of its slot were
-// evicted may still take a later entry of its value, and one that finds
-// nothing within handoffStale of the forgetting is taken for one of them
-// and reported Unchecked. (Until helper-122's review it was reported
-// checked, its backoff let past its deadline unchecked; a RetryDelay with
-// no GetRetryToken before it, in that slot and second, is now reported
-// Unchecked too.) (An outside
+// evicted may still take a later entry of its value, and a take that finds
+// nothing within handoffStale of the slot's last forgetting is taken for
+// one of them and reported Unchecked if any of them had a deadline. (Until
+// helper-122's review such a take was reported checked, its backoff let
+// past its deadline unchecked; a RetryDelay with no GetRetryToken before
+// it, or of an operation with no deadline, in that slot and window, is now
+// reported Unchecked too.) (An outside
 // review's stress, eight goroutines on one slot, had an hour-long operation
 // refused for another's deadline in 2-127 of 16,000 operations before.
 // Declining the put instead of evicting, tried first, moved the loss from
@@ -94,9 +95,9 @@ type handoffSlot struct {
 	// absent counts, by value, the operations whose entry was evicted and
 	// whose RetryDelay may still come.
 	absent [4]absentOps
-	// forgotten counts the operations whose absent record made room for
-	// another's, with no key: at is when the last of them was forgotten.
-	forgotten absentOps
+	// forgotten is what the slot keeps of the operations whose absent
+	// record made room for another's: no key, no count.
+	forgotten forgottenOps
 	entry     pendingRetry
 	puts      putTimes // when the pending entries of key were put
 }
@@ -322,34 +323,43 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 	s.absent[free] = absentOps{key: key, n: n, deadline: deadline, at: now}
 }
 
+// forgottenOps are operations a slot forgot, at the last forgetting (zero:
+// none), of which one had a deadline to check if deadline; both start over
+// once at is handoffStale old.
+type forgottenOps struct {
+	at       time.Time
+	deadline bool
+}
+
 // forget counts the operations of record a, whose key the slot forgets at
 // now, among those that may still ask.
 func (s *handoffSlot) forget(a absentOps, now time.Time) {
 	f := &s.forgotten
-	if f.n > 0 && stale(&f.at, now) {
-		*f = absentOps{}
+	if !f.at.IsZero() && stale(&f.at, now) {
+		*f = forgottenOps{}
 	}
-	f.n, f.deadline, f.at = f.n+a.n, f.deadline || a.deadline, now
+	f.deadline, f.at = f.deadline || a.deadline, now
 }
 
-// forgottenAsked counts one forgotten operation as asked, for a take that
-// found nothing of its value at now, and reports whether there was one,
-// within handoffStale of its forgetting, and whether one of them had a
-// deadline to check.
+// forgottenAsked reports whether a take that found nothing of its value
+// may be one of the forgotten operations' (within handoffStale of the
+// last forgetting), and whether one of them had a deadline to check. It
+// counts none as asked: a take with nothing put before it (a refused
+// long-polling operation's, which the middleware asks after any refusal)
+// would use up a forgotten one's place and leave it reported checked
+// (helper-123). So every such take in the window is reported Unchecked
+// when any forgotten operation had a deadline, its own or not: the keys
+// are gone, and so is the telling.
 func (s *handoffSlot) forgottenAsked(now func() time.Time) (found, deadline bool) {
 	f := &s.forgotten
-	if f.n == 0 {
+	if f.at.IsZero() {
 		return false, false
 	}
 	if stale(&f.at, now()) {
-		*f = absentOps{}
+		*f = forgottenOps{}
 		return false, false
 	}
-	deadline = f.deadline
-	if f.n--; f.n == 0 {
-		*f = absentOps{}
-	}
-	return true, deadline
+	return true, f.deadline
 }
 
 // forgetAbsent removes the record of key's absent operations, whose value a

@@ -662,8 +662,10 @@ func TestAnEvictedRetryIsCountedOnce(t *testing.T) {
 // busy machine), outgrows the slot's record of operations that may still
 // ask: its RetryDelay found nothing, and let a backoff past its deadline
 // through with no check, and told OnRetry it was checked (Unchecked false;
-// the skipped checks' metric counted it at the eviction: helper-122). It is
-// reported Unchecked within handoffStale of its put, and not after.
+// the skipped checks' metric counted it at the eviction: helper-122). It is reported Unchecked within handoffStale of the
+// forgetting, and not after, also when a RetryDelay with nothing handed
+// off before it (a refused long-polling operation's) came first in the
+// slot (helper-123).
 func TestAForgottenEvictedRetryIsReportedUnchecked(t *testing.T) {
 	for _, after := range []time.Duration{0, handoffStale} {
 		t.Run(fmt.Sprintf("asking %v after", after), func(t *testing.T) {
@@ -690,6 +692,9 @@ func TestAForgottenEvictedRetryIsReportedUnchecked(t *testing.T) {
 				require.NoError(t, err)
 			}
 			offset.Add(int64(after))
+			unasked := collidingWith(mine, 1)[0] // a refused long-poll's: nothing handed off
+			_, err = r.RetryDelay(1, unasked)
+			require.NoError(t, err)
 			var events []RetryEvent
 			r.hooks.onRetry = func(e RetryEvent) { events = append(events, e) }
 			m.mu.Lock()
