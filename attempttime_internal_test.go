@@ -108,12 +108,7 @@ func TestAColdStartsUnprobedAttemptIsTimed(t *testing.T) {
 	offset += 20 * time.Millisecond // every attempt took 20 ms; the last, unprobed before, ends first
 	throttle := errors.New("throttled")
 	require.NoError(t, releases[attemptProbes](throttle))
-	_, err := r.GetRetryToken(ctx, throttle)
-	require.NoError(t, err)
-	_, err = r.RetryDelay(1, throttle)
-	var gu *GiveUpError
-	require.ErrorAs(t, err, &gu, "expect the 250 ms backoff refused: 280 ms left, and 40 ms of margin after a 20 ms attempt")
-	assert.Equal(t, GiveUpDeadline, gu.Reason)
+	requireRetryRefusedForDeadline(t, r, ctx, throttle, "expect the 250 ms backoff refused: 280 ms left, and 40 ms of margin after a 20 ms attempt")
 	for _, release := range releases[:attemptProbes] {
 		require.NoError(t, release(nil))
 	}

@@ -151,12 +151,19 @@ func TestDeadlineCountsFromAfterABlockingLimiter(t *testing.T) {
 	})
 	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(2*time.Second))
 	defer cancel()
-	opErr := errors.New("throttled")
+	requireRetryRefusedForDeadline(t, r, ctx, errors.New("throttled"), "expect the 1 s backoff refused with 0.5 s left")
+}
+
+// requireRetryRefusedForDeadline runs the SDK's middleware's two calls for
+// a retry of opErr under ctx, and requires the first to grant it and the
+// second to refuse it for the deadline; why says what the test expected.
+func requireRetryRefusedForDeadline(t *testing.T, r *Retryer, ctx context.Context, opErr error, why string) {
+	t.Helper()
 	_, err := r.GetRetryToken(ctx, opErr)
 	require.NoError(t, err)
 	_, err = r.RetryDelay(1, opErr)
 	var gu *GiveUpError
-	require.ErrorAs(t, err, &gu, "expect the 1 s backoff refused with 0.5 s left")
+	require.ErrorAs(t, err, &gu, why)
 	assert.Equal(t, GiveUpDeadline, gu.Reason)
 }
 

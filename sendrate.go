@@ -451,6 +451,10 @@ type jumpTest struct {
 
 func (j jumpTest) active() bool { return !j.at.IsZero() }
 
+// midChain reports whether the jump followed one that held and aims at the
+// chain's peak, not past it: a link the chain measures the service by.
+func (j jumpTest) midChain() bool { return j.chained && !j.past }
+
 // jumpChain is a chain of jumps in progress: the next link may follow at
 // once, toward aim, when the last held (or failed after one that held).
 type jumpChain struct {
@@ -1034,7 +1038,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		j.score = max(j.score+j.llrOK, 0)
 	}
 	failAt := jumpFail
-	if j.chained && !j.past {
+	if j.midChain() {
 		failAt = jumpChainFail
 	}
 	switch {
@@ -1053,7 +1057,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 			// jump's, not the rate's, and so are the throttles while
 			// the service refills the burst it took.
 			l.blindUntil = now.Add(l.rtt + sendWindow)
-			if j.chained && !j.past {
+			if j.midChain() {
 				// A jump that followed one that held failed: the service
 				// takes somewhere between the two now, and the peak beyond
 				// (a warm-up's, say) is gone; aiming at it again would
