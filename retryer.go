@@ -302,7 +302,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}
-	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
+	if gerr := r.admit(&p, 0, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already, unless the
