@@ -487,11 +487,13 @@ func (d *doLoop) refund() {
 	d.paid = nil
 }
 
-// cap is the longest conflict backoff: the Retryer's MaxBackoff when it has
-// one.
+// cap is the longest conflict backoff: the cap of the Retryer's delayer
+// when it is one of package delayers (a Backoff of the caller's may be
+// one), otherwise MaxBackoff: a Backoff computes the retries' delays, not
+// the conflicts' (helper-125: capped at 20 s whatever MaxBackoff said).
 func (d *doLoop) cap() time.Duration {
 	if dl, ok := d.r.backoff.(delayers.Delayer); ok {
 		return dl.Cap()
 	}
-	return delayers.DefaultCap
+	return d.r.maxBackoff
 }

@@ -1189,3 +1189,33 @@ func TestDoBackoffErrorKeepsFnsError(t *testing.T) {
 	assert.ErrorIs(t, err, broke)
 	assert.Equal(t, uint(500), r.Remaining(), "expect the retry's tokens back")
 }
+
+// TestDoConflictBackoffKeepsMaxBackoffBesideACustomBackoff: Do's conflict
+// backoff is its own, not the Backoff's: with a Backoff of the caller's
+// that is no delayer of package delayers, MaxBackoff still caps it. It was
+// capped at 20 s whatever MaxBackoff said (helper-125: 11.3 s with a
+// MaxBackoff of 1 s). Conflicts without versions back off blindly, their
+// window doubling from fn's round trip.
+func TestDoConflictBackoffKeepsMaxBackoffBesideACustomBackoff(t *testing.T) {
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.NewExponentialJitterBackoff(time.Second)
+		o.MaxBackoff = 2 * time.Millisecond
+		o.Source = sdkcFraction(0.5)
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	require.NoError(t, r.Err())
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		time.Sleep(time.Millisecond) // a round trip, which the windows grow from
+		if calls++; calls <= 10 {
+			return conflictErr()
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, delays, 10)
+	for i, d := range delays {
+		assert.LessOrEqual(t, d, 2*time.Millisecond, "conflict %d: expect MaxBackoff to cap the wait", i+1)
+	}
+}

@@ -32,6 +32,7 @@ type Retryer struct {
 	maxAttempts      int // as the SDK reads it: 0 means no limit
 	backoff          retry.BackoffDelayer
 	delayer          delayers.Delayer // backoff, when it is one of ours; nil otherwise
+	maxBackoff       time.Duration    // Options.MaxBackoff: Do's conflict cap beside a Backoff of the caller's
 	pacedThrottles   bool             // a throttle the send-rate limiter paces backs off from BaseDelay
 	source           delayers.Source  // nil: the runtime's generator
 	classes          *classifier
@@ -96,6 +97,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		fixedMargin:      o.DeadlineMargin,
 		noDeadlineGiveUp: o.DisableDeadlineGiveUp,
 		failFast:         o.FailFastOnEmptyBudget,
+		maxBackoff:       o.MaxBackoff,
 	}
 	r.err = o.validate()
 	if r.err == nil {
