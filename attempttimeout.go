@@ -169,7 +169,7 @@ func (e *attemptTimeoutError) Error() string {
 	if e.byDeadline {
 		which = fmt.Sprintf("the operation's deadline less %v for the retry decision", readable(e.reserve))
 	}
-	return fmt.Sprintf("jitterretry: attempt cut after %v, at %s: %v", e.timeout.Round(time.Millisecond), which, e.cause)
+	return fmt.Sprintf("jitterretry: attempt cut after %v, at %s: %v", readable(e.timeout), which, e.cause)
 }
 
 // Unwrap returns context.DeadlineExceeded, not the SDK's cancellation

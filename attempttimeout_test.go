@@ -293,6 +293,26 @@ func TestAttemptTimeoutCutsAStalledAttempt(t *testing.T) {
 	assert.Equal(t, jitterretry.ClassTransient, retried[0].Class)
 }
 
+// TestAttemptTimeoutMessageSaysASmallLimit: a limit under a millisecond
+// is printed to the microsecond; rounded to the millisecond, 500µs read
+// "attempt cut after 1ms" and 1µs "after 0s" (helper-126).
+func TestAttemptTimeoutMessageSaysASmallLimit(t *testing.T) {
+	var retried []jitterretry.RetryEvent
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnRetry = func(e jitterretry.RetryEvent) { retried = append(retried, e) }
+	})
+	err := stackOperation(context.Background(), r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(500 * time.Microsecond)},
+		func(ctx context.Context, attempt int) error {
+			if attempt == 1 {
+				return stall(ctx)
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	require.Len(t, retried, 1)
+	assert.Contains(t, retried[0].Err.Error(), "attempt cut after 500µs")
+}
+
 // TestAttemptTimeoutIsRetriedBySDKStandard: the cut attempt is retryable
 // under the SDK's own rules too.
 func TestAttemptTimeoutIsRetriedBySDKStandard(t *testing.T) {

@@ -12,7 +12,9 @@ import (
 )
 
 // admit is the first step of a retry after opErr failed attempt number
-// attempt (0 when the SDK does not say); p holds the retry's context, lane,
+// attempt (0 when the SDK does not say), the failure-th of the operation
+// that its backoffs count (Do counts no conflicts; 0: not known, taken as
+// the first); p holds the retry's context, lane,
 // class, x-amz-retry-after hint, margin and deadline. It refuses a retry
 // whose context is done, or whose deadline is too close for even the
 // shortest wait (the hint alone) plus the margin, and pays cost from the
@@ -25,7 +27,7 @@ import (
 //
 // joined says that the SDK's middleware will join the refusal with opErr, so
 // its message leaves opErr out.
-func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, joined bool) *GiveUpError {
+func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost uint, joined bool) *GiveUpError {
 	ctx, l := p.ctx, p.lane
 	if p.class == ClassThrottle {
 		markThrottle(ctx) // for the Do loop whose fn made this call, if any
@@ -58,7 +60,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt int, opErr error, cost uint, jo
 		release, cost, ok = l.pacedRetryRelease, 0, true
 	}
 	if !ok {
-		waited, shortened, err := r.backOffBeforeFailing(ctx, max(attempt, 1), opErr, p.class, p.margin, l)
+		waited, shortened, err := r.backOffBeforeFailing(ctx, max(failure, 1), opErr, p.class, p.margin, l)
 		// A sweep refunds an abandoned retry reclaimGrace after it first
 		// sees its context done; the wait gave the one above that time.
 		// After a wait cut short by the deadline the retry's backoff does

@@ -99,7 +99,10 @@ const defaultMaxConflicts = 100
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
 // GiveUpMaxAttempts, GiveUpConflicts, GiveUpBudget, GiveUpDeadline or
-// GiveUpCanceled. A nil fn, invalid options or a zero Retryer give an
+// GiveUpCanceled (also for a conflict fn returns after ctx ended); when a
+// custom Options.Backoff fails, its error joined with fn's last, as the
+// SDK's middleware returns RetryDelay's (with fn's error, which that
+// loses). A nil fn, invalid options or a zero Retryer give an
 // *OptionsError; a nil ctx counts as context.Background(); nothing panics
 // but the caller's own code (fn, Classify, the hooks, a custom Backoff,
 // PartitionKey, Clock), whose panics go through Do to its caller; after a
@@ -242,7 +245,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 // next decides the retry after fn's call number attempt failed with err, of
 // class class, at time at, having taken took, queued of it in the send-rate
 // limiter's queue: the wait before the next call, or why not (a
-// *GiveUpError, or the error of a custom Backoff).
+// *GiveUpError, or the error of a custom Backoff joined with err).
 func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorClass, at time.Time, took, queued time.Duration) (time.Duration, error) {
 	r, l := d.r, d.lane
 	info := r.classes.inspect(err)
@@ -263,6 +266,11 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	var backoff time.Duration
 	switch class {
 	case ClassConflict:
+		if cerr := ctx.Err(); cerr != nil {
+			// No retry: the caller left, as admit tells a transient
+			// error's.
+			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: err, ctxErr: cerr})
+		}
 		if d.o.MaxConflicts != UnlimitedAttempts && d.conflicts >= d.o.MaxConflicts {
 			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpConflicts, Attempt: attempt, Partition: l.key, Err: err})
 		}
@@ -301,19 +309,19 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	case ClassTransient, ClassThrottle:
 		d.failures++
 		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {
-			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err})
+			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err, failures: d.failures})
 		}
 		cost := r.costs.retry
 		if class == ClassThrottle {
 			cost = r.costs.throttle
 			d.mark.noteThrottle() // fn's own throttle counts for the call after it
 		}
-		if gerr := r.admit(&p, attempt, err, cost, false); gerr != nil {
+		if gerr := r.admit(&p, attempt, d.failures, err, cost, false); gerr != nil {
 			return 0, gerr
 		}
 		d.paid = &p.paid // schedule forgets it when it refunds a refusal
 		if d.seq != nil {
-			backoff = d.seq.NextFor(r.throttleBackoff(class, nil))
+			backoff = d.seq.NextFor(r.throttleBackoff(class, l))
 		} else {
 			// A Backoff of the caller's own computes the delay and tells
 			// a throttle by its error.
@@ -324,8 +332,10 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 				backoff, derr = r.backoffFor(d.failures, err, class, nil)
 			}
 			if derr != nil {
+				// As the SDK's middleware returns RetryDelay's error, but
+				// with fn's, which that loses.
 				d.refund()
-				return 0, derr
+				return 0, errors.Join(derr, err)
 			}
 		}
 		backoff = max(backoff-p.waited, 0) // admit waited that long for tokens
@@ -477,11 +487,13 @@ func (d *doLoop) refund() {
 	d.paid = nil
 }
 
-// cap is the longest conflict backoff: the Retryer's MaxBackoff when it has
-// one.
+// cap is the longest conflict backoff: the cap of the Retryer's delayer
+// when it is one of package delayers (a Backoff of the caller's may be
+// one), otherwise MaxBackoff: a Backoff computes the retries' delays, not
+// the conflicts' (helper-125: capped at 20 s whatever MaxBackoff said).
 func (d *doLoop) cap() time.Duration {
 	if dl, ok := d.r.backoff.(delayers.Delayer); ok {
 		return dl.Cap()
 	}
-	return delayers.DefaultCap
+	return d.r.maxBackoff
 }

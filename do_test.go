@@ -1088,3 +1088,134 @@ func TestDoConflictSpanCountsTheLimitersQueue(t *testing.T) {
 	require.Len(t, delays, 1)
 	assert.Equal(t, 200*time.Millisecond, delays[0], "expect the window sized on the queue's wait, capped, and drawn at its middle")
 }
+
+// TestDoEmptyBudgetWaitsTheBackoffOfItsFailures: before an empty budget
+// refuses a retry of fn, Do waits that retry's backoff, which counts fn's
+// transient and throttling failures, as its retries' backoffs do. It was
+// drawn for fn's call number, conflicts included: after eight conflicts a
+// second 5xx waited 512 ms of a 1 ms base, not 2 ms (helper-127).
+func TestDoEmptyBudgetWaitsTheBackoffOfItsFailures(t *testing.T) {
+	var waits []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential
+		o.BaseDelay, o.MaxBackoff = time.Millisecond, time.Minute
+		o.BucketCapacity, o.RetryCost = 5, 5 // one retry, then empty
+	})
+	require.NoError(t, r.Err())
+	calls := 0
+	var last time.Time
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		if calls++; calls <= 8 {
+			return conflictErr()
+		}
+		last = time.Now()
+		return serverErr()
+	})
+	waits = append(waits, time.Since(last))
+	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, 10, gu.Attempt, "expect the call that failed named: fn's tenth")
+	assert.Less(t, waits[0], 200*time.Millisecond, "expect the wait of the second failure's 2 ms backoff, not of call 10's (512 ms)")
+}
+
+// TestDoConflictOfAnEndedContextIsCanceled: a conflict fn returns after the
+// caller's context ended is no retry: Do gives up with GiveUpCanceled, as
+// for a transient error, and reports no retry. It scheduled one, told
+// OnRetry and the retries metric, and then gave up in the sleep (a
+// cancel), or gave GiveUpDeadline "no time left" (a deadline), which says
+// the context had not ended (helper-127).
+func TestDoConflictOfAnEndedContextIsCanceled(t *testing.T) {
+	for name, timeout := range map[string]time.Duration{"canceled": 0, "past its deadline": time.Millisecond} {
+		t.Run(name, func(t *testing.T) {
+			var retries int
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.OnRetry = func(jitterretry.RetryEvent) { retries++ }
+			})
+			ctx, cancel := context.WithCancel(context.Background())
+			if timeout > 0 {
+				ctx, cancel = context.WithTimeout(context.Background(), timeout)
+			}
+			defer cancel()
+			err := jitterretry.Do(ctx, r, func(context.Context) error {
+				if timeout == 0 {
+					cancel()
+				}
+				<-ctx.Done()
+				return conflictErr()
+			})
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu)
+			assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason, "got %v", err)
+			assert.ErrorIs(t, err, ctx.Err())
+			assert.Zero(t, retries, "expect no retry reported")
+		})
+	}
+}
+
+// TestDoMaxAttemptsCountsFailuresNotConflicts: MaxAttempts counts fn's
+// transient and throttling failures, not its conflicts, and so do the
+// give-up's message and the *retry.MaxAttemptsError it matches: they said
+// 6 attempts for a limit of 3 met after three conflicts (helper-127).
+func TestDoMaxAttemptsCountsFailuresNotConflicts(t *testing.T) {
+	calls := 0
+	err := jitterretry.Do(context.Background(), jitterretry.New(fast), func(context.Context) error {
+		if calls++; calls%2 == 1 {
+			return conflictErr()
+		}
+		return serverErr()
+	})
+	require.Equal(t, 6, calls)
+	var m *retry.MaxAttemptsError
+	require.ErrorAs(t, err, &m)
+	assert.Equal(t, 3, m.Attempt, "expect the three failures MaxAttempts counts")
+	assert.Contains(t, err.Error(), "exceeded maximum number of attempts, 3")
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, 6, gu.Attempt, "expect Attempt to name the call that failed last")
+}
+
+// TestDoBackoffErrorKeepsFnsError: when a custom Options.Backoff fails, Do
+// returns its error joined with fn's last, as the SDK's middleware returns
+// RetryDelay's; fn's error was lost (helper-127).
+func TestDoBackoffErrorKeepsFnsError(t *testing.T) {
+	broke := errors.New("backoff broke")
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, broke })
+	})
+	boom := serverErr()
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error { return boom })
+	assert.ErrorIs(t, err, boom)
+	assert.ErrorIs(t, err, broke)
+	assert.Equal(t, uint(500), r.Remaining(), "expect the retry's tokens back")
+}
+
+// TestDoConflictBackoffKeepsMaxBackoffBesideACustomBackoff: Do's conflict
+// backoff is its own, not the Backoff's: with a Backoff of the caller's
+// that is no delayer of package delayers, MaxBackoff still caps it. It was
+// capped at 20 s whatever MaxBackoff said (helper-125: 11.3 s with a
+// MaxBackoff of 1 s). Conflicts without versions back off blindly, their
+// window doubling from fn's round trip.
+func TestDoConflictBackoffKeepsMaxBackoffBesideACustomBackoff(t *testing.T) {
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.NewExponentialJitterBackoff(time.Second)
+		o.MaxBackoff = 2 * time.Millisecond
+		o.Source = sdkcFraction(0.5)
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	require.NoError(t, r.Err())
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		time.Sleep(time.Millisecond) // a round trip, which the windows grow from
+		if calls++; calls <= 10 {
+			return conflictErr()
+		}
+		return nil
+	})
+	require.NoError(t, err)
+	require.Len(t, delays, 10)
+	for i, d := range delays {
+		assert.LessOrEqual(t, d, 2*time.Millisecond, "conflict %d: expect MaxBackoff to cap the wait", i+1)
+	}
+}

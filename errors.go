@@ -131,6 +131,11 @@ type GiveUpError struct {
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
+	// failures is, for a Do loop's GiveUpMaxAttempts, the failures its
+	// MaxAttempts counts (fn's transient and throttling errors, not its
+	// conflicts), which the message and *retry.MaxAttemptsError give;
+	// 0 elsewhere, where they give Attempt.
+	failures int
 	// notRetried is set by a Do loop that did not retry Err as it is (not
 	// retryable, or a request the caller's context ended), and so returns
 	// Err itself rather than this error.
@@ -178,7 +183,7 @@ func (e *GiveUpError) Error() string {
 			msg += " (" + errorText(e.ctxErr) + ")"
 		}
 	case GiveUpMaxAttempts:
-		msg = fmt.Sprintf("jitterretry: exceeded maximum number of attempts, %d", e.Attempt)
+		msg = fmt.Sprintf("jitterretry: exceeded maximum number of attempts, %d", e.attempts())
 	case GiveUpConflicts:
 		attempts := "attempts"
 		if e.Attempt == 1 {
@@ -334,6 +339,15 @@ func (e *GiveUpError) Is(target error) bool {
 	return false
 }
 
+// attempts is the count a GiveUpMaxAttempts reports: the failures a Do
+// loop's MaxAttempts counted, or Attempt.
+func (e *GiveUpError) attempts() int {
+	if e.failures > 0 {
+		return e.failures
+	}
+	return e.Attempt
+}
+
 // As fills a *ratelimit.QuotaExceededError target for GiveUpBudget (a
 // custom RateLimiter's own, when its refusal holds one, and any other
 // target that refusal fills), a **retry.MaxAttemptsError target for
@@ -365,7 +379,7 @@ func (e *GiveUpError) As(target any) bool {
 		return e.Reason == GiveUpBudget
 	case **retry.MaxAttemptsError:
 		if e.Reason == GiveUpMaxAttempts {
-			*t = &retry.MaxAttemptsError{Attempt: e.Attempt, Err: e.Err}
+			*t = &retry.MaxAttemptsError{Attempt: e.attempts(), Err: e.Err}
 			return true
 		}
 	}

@@ -57,8 +57,10 @@ type Options struct {
 	ThrottleBaseDelay time.Duration
 
 	// MaxBackoff caps every delay, before jitter, so full jitter stays
-	// jittered at the cap. Default 20 s; must be positive. Ignored when
-	// Backoff is set.
+	// jittered at the cap. Default 20 s; must be positive. When Backoff is
+	// set, it caps only Do's backoff after a conflict, which Backoff does
+	// not compute (and not that either when Backoff is a delayer of
+	// package delayers: its own cap does).
 	MaxBackoff time.Duration
 
 	// BackoffGrowth is the factor the backoff window grows by per attempt.

@@ -32,6 +32,7 @@ type Retryer struct {
 	maxAttempts      int // as the SDK reads it: 0 means no limit
 	backoff          retry.BackoffDelayer
 	delayer          delayers.Delayer // backoff, when it is one of ours; nil otherwise
+	maxBackoff       time.Duration    // Options.MaxBackoff: Do's conflict cap beside a Backoff of the caller's
 	pacedThrottles   bool             // a throttle the send-rate limiter paces backs off from BaseDelay
 	source           delayers.Source  // nil: the runtime's generator
 	classes          *classifier
@@ -96,6 +97,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		fixedMargin:      o.DeadlineMargin,
 		noDeadlineGiveUp: o.DisableDeadlineGiveUp,
 		failFast:         o.FailFastOnEmptyBudget,
+		maxBackoff:       o.MaxBackoff,
 	}
 	r.err = o.validate()
 	if r.err == nil {
@@ -302,7 +304,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}
-	if gerr := r.admit(&p, 0, opErr, cost, true); gerr != nil {
+	if gerr := r.admit(&p, 0, 0, opErr, cost, true); gerr != nil {
 		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already, unless the
