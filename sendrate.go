@@ -223,10 +223,14 @@ const (
 	// peak may still raise the peak, fall after fall, until a cut.
 	peakCapFor = 2 * time.Second
 
-	// A chain whose first trigger had cleanMin answers or more, at most
-	// cleanShare of them throttled, measured what the service took from
-	// this client, not its share of a flood (a client arriving in a crowd
-	// measured 60% throttled as the flood ended). When a later stand
+	// A link of a chain whose trigger had cleanMin answers or more, at
+	// most cleanShare of them throttled, measured what the service took
+	// from this client, not its share of a flood (a client arriving in a
+	// crowd measured 60% throttled as the flood ended); a chain keeps its
+	// last such measure. (Until 2026-12-04 only a chain's first trigger
+	// counted: a client whose first chain ran from its start's flood into
+	// a fall never kept the capacity its clean links measured before the
+	// fall, and had nothing to jump back to.) When a later stand
 	// measures a third of that or less (see jumpRatio), the capacity fell:
 	// the measure, aged as the peak, becomes the peak without waiting for
 	// peakConfirm, so that the jumps probe for it. A capacity swinging
@@ -302,8 +306,8 @@ const (
 //     cut from unlimited caps the peak at what it measured: what an
 //     unlimited client got accepted before (a warm-up on an idle table)
 //     is not what the service takes.
-//     A stand that measures a third or less of what the last clean chain
-//     (few throttles in its first answers) measured makes that the peak
+//     A stand that measures a third or less of what the last clean link
+//     of a chain (many answers, few throttled) measured makes that the peak
 //     at once: the capacity fell, and may swing back before a stand could
 //     count (see cleanShare).
 //   - After a minute with neither sends nor answers it starts over from
@@ -370,7 +374,7 @@ type sendRate struct {
 	pending     float64 // the last stand's measure, not yet counted
 	pendingAt   time.Time
 	pendingCuts int
-	clean       float64 // the last capacity measured on a clean chain's first trigger (see cleanShare), at cleanAt
+	clean       float64 // the last capacity a clean link measured, kept by a stand (see cleanShare), at cleanAt
 	cleanAt     time.Time
 	// The rate rises from base, set at baseAt by the last change of rate
 	// that was not a rise.
@@ -425,12 +429,33 @@ type cutTest struct {
 	bounded       bool    // the cut was too small to end the overload alone
 	capacity      float64 // the capacity the cut measured
 	firstCapacity float64 // the capacity measured with first
+	cleanCapacity float64 // the capacity the chain's last clean trigger measured (see cleanShare); 0 when none
 	trigger       answers // the answers the cut was sized from
 	first         answers // the chain's first trigger measured on sizeMin answers, or its first
 	after         answers
 }
 
 func (c cutTest) active() bool { return !c.at.IsZero() }
+
+// endsByJump reports whether a jump may end the test, its answers after
+// the cut so far saying it relieved the throttles over background b: for a
+// cut that is not decisive, testMin answers not clearly above b; for a
+// halving, only one bound to stand unjudged (its rate sends fewer than
+// undoMin requests in testMaxTime), on testMin/4 answers none of which was
+// throttled. Such a halving held the rate for its whole test, whatever the
+// answers, and a capacity that returned just after it was left unused for
+// that second; one whose answers are still throttled may be a fleet's
+// client cut to its share, which a jump would take from the others.
+func (c cutTest) endsByJump(b float64) bool {
+	a := c.after
+	switch {
+	case !c.decisive:
+		return a.total() >= testMin && zAbove(a.throttled(), b, a.total()) < 2
+	case c.rate*testMaxTime.Seconds() < undoMin:
+		return a.total() >= testMin/4 && a.thr == 0
+	}
+	return false
+}
 
 // jumpTest is a jump back to the peak under test: first a probe of
 // jumpProbe requests sent at once, then, if none of the answers since was
@@ -742,9 +767,13 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 	t.firstCapacity = t.capacity
 	if chain != nil {
 		t.from, t.links, t.first, t.firstCapacity = chain.from, chain.links+1, chain.first, chain.firstCapacity
+		t.cleanCapacity = chain.cleanCapacity
 		if t.first.total() < sizeMin && trigger.total() >= sizeMin {
 			t.first, t.firstCapacity = trigger, t.capacity
 		}
+	}
+	if trigger.total() >= cleanMin && trigger.throttled() <= cleanShare {
+		t.cleanCapacity = t.capacity
 	}
 	if l.trace != nil {
 		l.tracef(now, "cut #%d f=%.3f (n=%d) b=%.3f S=%.0f to %.0f (capacity %.0f)", t.links, f, trigger.total(), l.background, s, target, t.capacity)
@@ -891,8 +920,8 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 		}
 		l.known = max(l.known, cutTo*before)
 	}
-	if t.first.total() >= cleanMin && t.first.throttled() <= cleanShare {
-		l.clean, l.cleanAt = t.firstCapacity, now
+	if t.cleanCapacity > 0 {
+		l.clean, l.cleanAt = t.cleanCapacity, now
 	}
 	if c := aged(l.clean, l.cleanAt, now); c >= jumpRatio*t.capacity {
 		l.notePeakLocked(now, c) // the capacity fell: see cleanShare
@@ -1218,8 +1247,9 @@ func (l *sendRate) rollLocked(now time.Time) {
 	}
 	// A jump may end the test of a cut that is not decisive, once the
 	// cut's answers say it relieved the throttles (testMin of them, not
-	// clearly above the background): the cut stands (a capacity that
-	// returned is worth more than a verdict). A jump on no such answers,
+	// clearly above the background), and of a halving bound to stand
+	// unjudged on fewer (see endsByJump): the cut stands (a capacity
+	// that returned is worth more than a verdict). A jump on no such answers,
 	// made a window after a cut for throttles, fails, and ended the
 	// test, so that the chain stopped at its first link: at 100/s
 	// falling to 20/s, each cut kept 85% of a rate measured on 20-odd
@@ -1227,8 +1257,7 @@ func (l *sendRate) rollLocked(now time.Time) {
 	// capacity, above a third of the peak, and no jump went back up when
 	// the capacity returned.
 	canJump := !l.jump.active() && (l.holdUntil.IsZero() || l.bSamples >= backgroundAnswers) &&
-		(!l.test.active() || !l.test.decisive && l.test.after.total() >= testMin &&
-			zAbove(l.test.after.throttled(), l.background, l.test.after.total()) < 2)
+		(!l.test.active() || l.test.endsByJump(l.background))
 	if quiet {
 		l.growLocked(now, w)
 	}
