@@ -465,17 +465,25 @@ func TestAttemptTimeoutCutNearTheDeadlineKeepsTheDeadline(t *testing.T) {
 // reviews read "195ms kept for the attempt after the backoff" as the
 // attempt time the README says a cut attempt does not teach).
 // (The retry decision has the cut's 5 ms reserve before the deadline; on a
-// machine that stalls longer the context ends first, GiveUpCanceled, and
-// the operation is tried again, five times at most.)
+// machine that stalls longer the context ends first, and the operation is
+// tried again, twenty times at most: the cut's timer fired after the
+// deadline, which ended the attempt itself, not retryable (the SDK's
+// cancellation error), or the retry decision found the context done,
+// GiveUpCanceled. The first failed make test on a fresh clone on
+// 2026-12-04 while an outside review ran its tests.)
 func TestAttemptCutAtTheDeadlineSaysWhatTheMarginIs(t *testing.T) {
 	r := jitterretry.New(fast)
-	for range 5 {
+	for range 20 {
 		ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
 		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(10 * time.Second)},
 			func(ctx context.Context, _ int) error { return stall(ctx) })
 		cancel()
 		var g *jitterretry.GiveUpError
-		require.ErrorAs(t, err, &g)
+		if !errors.As(err, &g) {
+			require.ErrorIs(t, err, context.DeadlineExceeded, "expect the deadline to have ended the attempt")
+			assert.NotErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect no cut: the deadline came first")
+			continue
+		}
 		if g.Reason == jitterretry.GiveUpCanceled {
 			continue
 		}
@@ -483,7 +491,7 @@ func TestAttemptCutAtTheDeadlineSaysWhatTheMarginIs(t *testing.T) {
 		assert.Contains(t, err.Error(), "kept for the attempt after the backoff (as long as the attempt AttemptTimeout cut at the deadline ran)")
 		return
 	}
-	t.Fatal("expect a refusal for the deadline in one of five operations")
+	t.Fatal("expect a refusal for the deadline in one of twenty operations")
 }
 
 // TestAttemptTimeoutEndsASuccessfulAttemptsContext: after a success with

@@ -333,8 +333,11 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			}
 			if derr != nil {
 				// As the SDK's middleware returns RetryDelay's error, but
-				// with fn's, which that loses.
+				// with fn's, which that loses (once, when they are one).
 				d.refund()
+				if errors.Is(derr, err) {
+					return 0, derr
+				}
 				return 0, errors.Join(derr, err)
 			}
 		}

@@ -1188,6 +1188,14 @@ func TestDoBackoffErrorKeepsFnsError(t *testing.T) {
 	assert.ErrorIs(t, err, boom)
 	assert.ErrorIs(t, err, broke)
 	assert.Equal(t, uint(500), r.Remaining(), "expect the retry's tokens back")
+
+	// A Backoff that refuses with the very error it was asked about: said
+	// once, not "boom\nboom" (helper-129).
+	r = jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(_ int, err error) (time.Duration, error) { return 0, err })
+	})
+	err = jitterretry.Do(context.Background(), r, func(context.Context) error { return boom })
+	assert.Same(t, boom, err)
 }
 
 // TestDoConflictBackoffKeepsMaxBackoffBesideACustomBackoff: Do's conflict

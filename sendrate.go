@@ -227,10 +227,13 @@ const (
 	// most cleanShare of them throttled, measured what the service took
 	// from this client, not its share of a flood (a client arriving in a
 	// crowd measured 60% throttled as the flood ended); a chain keeps its
-	// last such measure. (Until 2026-12-04 only a chain's first trigger
-	// counted: a client whose first chain ran from its start's flood into
-	// a fall never kept the capacity its clean links measured before the
-	// fall, and had nothing to jump back to.) When a later stand
+	// first such measure, made before its cuts chased throttles (a later
+	// clean link of a chain that halves under throttles it cannot help
+	// measures what it was cut to: 62/s after 274/s; kept, it left nothing
+	// to jump back to, helper-129). (Until 2026-12-04 only a chain's first
+	// trigger counted: a client whose first chain ran from its start's
+	// flood into a fall never kept the capacity its clean links measured
+	// before the fall, and had nothing to jump back to.) When a later stand
 	// measures a third of that or less (see jumpRatio), the capacity fell:
 	// the measure, aged as the peak, becomes the peak without waiting for
 	// peakConfirm, so that the jumps probe for it. A capacity swinging
@@ -306,7 +309,7 @@ const (
 //     cut from unlimited caps the peak at what it measured: what an
 //     unlimited client got accepted before (a warm-up on an idle table)
 //     is not what the service takes.
-//     A stand that measures a third or less of what the last clean link
+//     A stand that measures a third or less of what the first clean link
 //     of a chain (many answers, few throttled) measured makes that the peak
 //     at once: the capacity fell, and may swing back before a stand could
 //     count (see cleanShare).
@@ -429,7 +432,7 @@ type cutTest struct {
 	bounded       bool    // the cut was too small to end the overload alone
 	capacity      float64 // the capacity the cut measured
 	firstCapacity float64 // the capacity measured with first
-	cleanCapacity float64 // the capacity the chain's last clean trigger measured (see cleanShare); 0 when none
+	cleanCapacity float64 // the capacity the chain's first clean trigger measured (see cleanShare); 0 when none
 	trigger       answers // the answers the cut was sized from
 	first         answers // the chain's first trigger measured on sizeMin answers, or its first
 	after         answers
@@ -772,7 +775,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 			t.first, t.firstCapacity = trigger, t.capacity
 		}
 	}
-	if trigger.total() >= cleanMin && trigger.throttled() <= cleanShare {
+	if t.cleanCapacity == 0 && trigger.total() >= cleanMin && trigger.throttled() <= cleanShare {
 		t.cleanCapacity = t.capacity
 	}
 	if l.trace != nil {
