@@ -294,8 +294,9 @@ func TestAttemptTimeoutCutsAStalledAttempt(t *testing.T) {
 }
 
 // TestAttemptTimeoutMessageSaysASmallLimit: a limit under a millisecond
-// is printed to the microsecond; rounded to the millisecond, 500µs read
-// "attempt cut after 1ms" and 1µs "after 0s" (helper-126).
+// is printed to the microsecond, and one under a microsecond to the
+// nanosecond; rounded to the millisecond, 500µs read "attempt cut after
+// 1ms" and 1µs "after 0s" (helper-126).
 func TestAttemptTimeoutMessageSaysASmallLimit(t *testing.T) {
 	var retried []jitterretry.RetryEvent
 	r := jitterretry.New(fast, func(o *jitterretry.Options) {
@@ -311,6 +312,19 @@ func TestAttemptTimeoutMessageSaysASmallLimit(t *testing.T) {
 	require.NoError(t, err)
 	require.Len(t, retried, 1)
 	assert.Contains(t, retried[0].Err.Error(), "attempt cut after 500µs")
+
+	// Under a microsecond, in nanoseconds: it read "after 0s" (helper-129).
+	retried = nil
+	err = stackOperation(context.Background(), r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(400 * time.Nanosecond)},
+		func(ctx context.Context, attempt int) error {
+			if attempt == 1 {
+				return stall(ctx)
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	require.Len(t, retried, 1)
+	assert.Contains(t, retried[0].Err.Error(), "attempt cut after 400ns")
 }
 
 // TestAttemptTimeoutIsRetriedBySDKStandard: the cut attempt is retryable

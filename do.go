@@ -452,7 +452,9 @@ func (d *doLoop) throttleDelay(n int, err error) (time.Duration, error) {
 	r := d.r
 	switch {
 	case r.delayer != nil:
-		return r.backoffFor(n, err, ClassThrottle, nil)
+		// With the partition's limiter, as the middleware's: a throttle
+		// it paces with few throttles backs off from BaseDelay.
+		return r.backoffFor(n, err, ClassThrottle, d.lane)
 	case err != nil && r.classes.classify(err) == ClassThrottle:
 		return r.backoff.BackoffDelay(n, err)
 	}

@@ -427,10 +427,14 @@ func (e *OptionsError) Error() string {
 }
 
 // readable rounds d for a message: to the millisecond from 10 ms up, where
-// more digits say nothing, and to the microsecond below.
+// more digits say nothing, to the microsecond below, and not at all under
+// a microsecond, which would read 0s.
 func readable(d time.Duration) time.Duration {
-	if d >= 10*time.Millisecond || d <= -10*time.Millisecond {
+	switch {
+	case d >= 10*time.Millisecond || d <= -10*time.Millisecond:
 		return d.Round(time.Millisecond)
+	case d >= time.Microsecond || d <= -time.Microsecond:
+		return d.Round(time.Microsecond)
 	}
-	return d.Round(time.Microsecond)
+	return d
 }

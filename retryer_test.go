@@ -1206,14 +1206,14 @@ func TestThrottleBackoffWhileTheLimiterPaces(t *testing.T) {
 	} {
 		t.Run(name, func(t *testing.T) {
 			now := time.Unix(1_000_000, 0)
-			var lastDelay time.Duration
+			var delays []time.Duration // OnRetry's
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				// A floor well above the test's pace: no attempt waits.
 				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
 				o.Clock = func() time.Time { return now }
 				o.Source = delayers.NewSource(1)
 				o.Backoff = tc.backoff
-				o.OnRetry = func(e jitterretry.RetryEvent) { lastDelay = e.Delay }
+				o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
 			})
 			require.NoError(t, r.Err())
 			ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
@@ -1239,7 +1239,7 @@ func TestThrottleBackoffWhileTheLimiterPaces(t *testing.T) {
 			assert.Less(t, longest, tc.longest, "expect backoffs below %v", tc.longest)
 			assert.Greater(t, longest, tc.longest/4, "expect backoffs drawn up to %v", tc.longest)
 			if tc.every == 40 && tc.backoff == nil {
-				doRetriesAThrottleWhileTheLimiterPaces(t, r, ctx, &now, &lastDelay, tc.longest)
+				doRetriesAThrottleWhileTheLimiterPaces(t, r, ctx, &now, &delays, tc.longest)
 			}
 		})
 	}
@@ -1248,10 +1248,13 @@ func TestThrottleBackoffWhileTheLimiterPaces(t *testing.T) {
 // doRetriesAThrottleWhileTheLimiterPaces: Do's own retry of a throttle
 // decides its backoff as the middleware's does, with the limiter of its
 // partition: it asked as if no limiter paced, and backed off from
-// ThrottleBaseDelay (helper-127). Ten loops, each a throttle and a success,
-// among accepted answers as TestThrottleBackoffWhileTheLimiterPaces sends;
-// lastDelay is what OnRetry last reported.
-func doRetriesAThrottleWhileTheLimiterPaces(t *testing.T, r *jitterretry.Retryer, ctx context.Context, now *time.Time, lastDelay *time.Duration, longest time.Duration) {
+// ThrottleBaseDelay (helper-127); and so does the floor of the conflict that
+// follows the throttle, what the Retryer would wait after as many
+// throttles, which waited up to 971 ms after 44 ms retries (helper-129).
+// Ten loops, each a throttle, a conflict and a success, among accepted
+// answers as TestThrottleBackoffWhileTheLimiterPaces sends; delays are what
+// OnRetry reported.
+func doRetriesAThrottleWhileTheLimiterPaces(t *testing.T, r *jitterretry.Retryer, ctx context.Context, now *time.Time, delays *[]time.Duration, longest time.Duration) {
 	t.Helper()
 	for range 10 {
 		for range 38 { // the answers between two throttles, as before
@@ -1261,19 +1264,26 @@ func doRetriesAThrottleWhileTheLimiterPaces(t *testing.T, r *jitterretry.Retryer
 			require.NoError(t, release(nil))
 		}
 		calls := 0
+		*delays = nil
 		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
 			*now = now.Add(5 * time.Millisecond)
 			release, err := r.GetAttemptToken(ctx)
 			require.NoError(t, err)
-			if calls++; calls > 1 {
-				return release(nil)
+			switch calls++; calls {
+			case 1:
+				throttle := throttleErr()
+				_ = release(throttle)
+				return throttle
+			case 2:
+				require.NoError(t, release(nil))
+				return conflictErr()
 			}
-			throttle := throttleErr()
-			_ = release(throttle)
-			return throttle
+			return release(nil)
 		})
 		require.NoError(t, err)
-		assert.Less(t, *lastDelay, longest, "expect Do's backoff below %v, as the middleware's", longest)
+		require.Len(t, *delays, 2)
+		assert.Less(t, (*delays)[0], longest, "expect Do's backoff after the throttle below %v, as the middleware's", longest)
+		assert.Less(t, (*delays)[1], longest, "expect the conflict's throttle floor below %v, as the middleware's backoff", longest)
 	}
 }
 

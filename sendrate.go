@@ -377,7 +377,7 @@ type sendRate struct {
 	pending     float64 // the last stand's measure, not yet counted
 	pendingAt   time.Time
 	pendingCuts int
-	clean       float64 // the last capacity a clean link measured, kept by a stand (see cleanShare), at cleanAt
+	clean       float64 // what the first clean link of the last standing chain measured (see cleanShare), at cleanAt
 	cleanAt     time.Time
 	// The rate rises from base, set at baseAt by the last change of rate
 	// that was not a rise.
