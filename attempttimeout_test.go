@@ -298,33 +298,22 @@ func TestAttemptTimeoutCutsAStalledAttempt(t *testing.T) {
 // nanosecond; rounded to the millisecond, 500µs read "attempt cut after
 // 1ms" and 1µs "after 0s" (helper-126).
 func TestAttemptTimeoutMessageSaysASmallLimit(t *testing.T) {
-	var retried []jitterretry.RetryEvent
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.OnRetry = func(e jitterretry.RetryEvent) { retried = append(retried, e) }
-	})
-	err := stackOperation(context.Background(), r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(500 * time.Microsecond)},
-		func(ctx context.Context, attempt int) error {
-			if attempt == 1 {
-				return stall(ctx)
-			}
-			return nil
+	for limit, says := range map[time.Duration]string{500 * time.Microsecond: "500µs", 400 * time.Nanosecond: "400ns"} {
+		var retried []jitterretry.RetryEvent
+		r := jitterretry.New(fast, func(o *jitterretry.Options) {
+			o.OnRetry = func(e jitterretry.RetryEvent) { retried = append(retried, e) }
 		})
-	require.NoError(t, err)
-	require.Len(t, retried, 1)
-	assert.Contains(t, retried[0].Err.Error(), "attempt cut after 500µs")
-
-	// Under a microsecond, in nanoseconds: it read "after 0s" (helper-129).
-	retried = nil
-	err = stackOperation(context.Background(), r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(400 * time.Nanosecond)},
-		func(ctx context.Context, attempt int) error {
-			if attempt == 1 {
-				return stall(ctx)
-			}
-			return nil
-		})
-	require.NoError(t, err)
-	require.Len(t, retried, 1)
-	assert.Contains(t, retried[0].Err.Error(), "attempt cut after 400ns")
+		err := stackOperation(context.Background(), r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(limit)},
+			func(ctx context.Context, attempt int) error {
+				if attempt == 1 {
+					return stall(ctx)
+				}
+				return nil
+			})
+		require.NoError(t, err)
+		require.Len(t, retried, 1)
+		assert.Contains(t, retried[0].Err.Error(), "attempt cut after "+says)
+	}
 }
 
 // TestAttemptTimeoutIsRetriedBySDKStandard: the cut attempt is retryable
