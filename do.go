@@ -272,7 +272,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: err, ctxErr: cerr})
 		}
 		if d.o.MaxConflicts != UnlimitedAttempts && d.conflicts >= d.o.MaxConflicts {
-			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpConflicts, Attempt: attempt, Partition: l.key, Err: err})
+			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpConflicts, Attempt: attempt, Partition: l.key, Err: err, counted: d.conflicts + 1})
 		}
 		d.conflicts++
 		seen, current := conflictReport(err)
@@ -309,7 +309,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	case ClassTransient, ClassThrottle:
 		d.failures++
 		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {
-			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err, failures: d.failures})
+			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpMaxAttempts, Attempt: attempt, Partition: l.key, Err: err, counted: d.failures})
 		}
 		cost := r.costs.retry
 		if class == ClassThrottle {

@@ -198,10 +198,19 @@ func TestDoConflictBudget(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpConflicts, gu.Reason)
 	assert.Equal(t, 5, *calls, "expect 4 conflicts retried, more than the 3 attempts of the retryer")
 	assert.ErrorIs(t, err, last, "expect the last conflict inside")
-	assert.Equal(t, "jitterretry: conflict budget exhausted after 5 attempts: "+last.Error(), err.Error())
+	assert.Equal(t, "jitterretry: conflict budget exhausted after 5 conflicts: "+last.Error(), err.Error())
 	fn, _ = sequence(fail(last))
 	err = jitterretry.Do(context.Background(), r, fn, func(o *jitterretry.DoOptions) { o.MaxConflicts = 0 })
-	assert.Equal(t, "jitterretry: conflict budget exhausted after 1 attempt: "+last.Error(), err.Error())
+	assert.Equal(t, "jitterretry: conflict budget exhausted after 1 conflict: "+last.Error(), err.Error())
+
+	// A failure between the conflicts is an attempt, not a conflict: the
+	// message counts what the budget counts (helper-129).
+	fn, calls = sequence(conflictErr, serverErr, conflictErr, conflictErr, fail(last))
+	err = jitterretry.Do(context.Background(), r, fn, func(o *jitterretry.DoOptions) { o.MaxConflicts = 3 })
+	require.ErrorAs(t, err, &gu)
+	assert.Equal(t, 5, *calls)
+	assert.Equal(t, 5, gu.Attempt, "expect Attempt to number fn's calls")
+	assert.Equal(t, "jitterretry: conflict budget exhausted after 4 conflicts: "+last.Error(), err.Error())
 
 	// The default budget is far above the SDK's three attempts.
 	fn, calls = sequence(conflictErr, conflictErr, conflictErr, conflictErr, conflictErr, conflictErr, ok)

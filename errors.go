@@ -131,11 +131,14 @@ type GiveUpError struct {
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
-	// failures is, for a Do loop's GiveUpMaxAttempts, the failures its
-	// MaxAttempts counts (fn's transient and throttling errors, not its
-	// conflicts), which the message and *retry.MaxAttemptsError give;
-	// 0 elsewhere, where they give Attempt.
-	failures int
+	// counted is what a Do loop's budget counted when it ran out, which
+	// the message (and, for GiveUpMaxAttempts, *retry.MaxAttemptsError)
+	// gives: for GiveUpMaxAttempts the failures MaxAttempts counts (fn's
+	// transient and throttling errors, not its conflicts), for
+	// GiveUpConflicts the conflicts MaxConflicts counts, the last one
+	// included (not the failures between them); 0 elsewhere, where they
+	// give Attempt.
+	counted int
 	// notRetried is set by a Do loop that did not retry Err as it is (not
 	// retryable, or a request the caller's context ended), and so returns
 	// Err itself rather than this error.
@@ -185,11 +188,11 @@ func (e *GiveUpError) Error() string {
 	case GiveUpMaxAttempts:
 		msg = fmt.Sprintf("jitterretry: exceeded maximum number of attempts, %d", e.attempts())
 	case GiveUpConflicts:
-		attempts := "attempts"
-		if e.Attempt == 1 {
-			attempts = "attempt" // MaxConflicts 0: the first conflict
+		n, conflicts := e.attempts(), "conflicts"
+		if n == 1 {
+			conflicts = "conflict" // MaxConflicts 0: the first conflict
 		}
-		msg = fmt.Sprintf("jitterretry: conflict budget exhausted after %d %s", e.Attempt, attempts)
+		msg = fmt.Sprintf("jitterretry: conflict budget exhausted after %d %s", n, conflicts)
 	default:
 		msg = "jitterretry: gave up: " + e.Reason.String()
 	}
@@ -339,11 +342,11 @@ func (e *GiveUpError) Is(target error) bool {
 	return false
 }
 
-// attempts is the count a GiveUpMaxAttempts reports: the failures a Do
-// loop's MaxAttempts counted, or Attempt.
+// attempts is the count a GiveUpMaxAttempts or GiveUpConflicts reports:
+// what a Do loop's budget counted, or Attempt.
 func (e *GiveUpError) attempts() int {
-	if e.failures > 0 {
-		return e.failures
+	if e.counted > 0 {
+		return e.counted
 	}
 	return e.Attempt
 }

@@ -499,6 +499,23 @@ func TestSendRateRecoversAtASmallCapacity(t *testing.T) {
 		"expect ≥70%% of the capacity over the two seconds after it returns, on average; got %v of 200", after)
 }
 
+// TestSendRateClimbsOnAfterARegainedHalving: a halving that stood (the
+// last link of the start's chain of cuts, say) is regained at 10% a window
+// up to 90% of the capacity it measured, and the additive rise goes on from
+// there. It went on from the halved rate instead: the rate stood at 90% of
+// the capacity, with nothing throttled, until the line from the halving
+// caught up, 3–4 s later (a client of 64 workers on 500/s halved from 602
+// to 301/s and used 451–455/s for three seconds; on the bench, 445–470/s
+// for three seconds in a third of the runs, 96.5% of the capacity used).
+// 24 draws like the bench's steady run: each uses 95% of the capacity or
+// more in seconds 1–3 (in 200 draws, 4 fall under it, against 62 before).
+func TestSendRateClimbsOnAfterARegainedHalving(t *testing.T) {
+	for seed := uint64(1); seed <= 24; seed++ {
+		c := runLikeTheBench(t, constantCapacity(500), seed, 4*time.Second)
+		assert.GreaterOrEqual(t, sum(c.ok, 1, 4), 3*475, "seed %d: expect ≥95%% of the capacity in seconds 1-3, got %v a second", seed, c.ok)
+	}
+}
+
 // TestSendRateRegainsASmallCapacityInItsFirstSecond: the table of
 // TestSendRateRecoversAtASmallCapacity, judged on the first second after
 // the capacity returns, over twelve draws. Two things held the rate at the
@@ -841,8 +858,12 @@ func TestSendRateFindsARaisedCapacity(t *testing.T) {
 // TestSendRateRecoversUnderRandomThrottles: a fall deeper than a jump's
 // fourfold step is regained by a chain of jumps; a throttle at random (1%
 // of the requests here) must not end the chain, whose steps each carry
-// hundreds of answers. Twelve runs, differing only in the service's draws:
-// the four seconds after the capacity returns average at least 85% of it.
+// hundreds of answers. 24 runs, differing only in the service's draws: the
+// four seconds after the capacity returns average at least 85% of it. (The
+// chain's first jump still fails on one throttle: in a draw where no jump
+// is lucky the capacity comes back seconds late, which moved the mean of
+// twelve draws by 3% when a change elsewhere shifted the draws; over 96
+// paired draws that change moved it by 1%.)
 func TestSendRateRecoversUnderRandomThrottles(t *testing.T) {
 	capacity := func(at time.Duration) float64 {
 		if at >= 2*time.Second && at < 6*time.Second {
@@ -850,8 +871,9 @@ func TestSendRateRecoversUnderRandomThrottles(t *testing.T) {
 		}
 		return 1000
 	}
+	const draws = 24
 	total := 0
-	for seed := range uint64(12) {
+	for seed := range uint64(draws) {
 		svc := service(capacity, 0.01)
 		svc.rng = rand.New(rand.NewPCG(seed, 2))
 		sim := newLimiterSim(2*time.Millisecond, svc)
@@ -859,7 +881,7 @@ func TestSendRateRecoversUnderRandomThrottles(t *testing.T) {
 		sim.run(10 * time.Second)
 		total += sum(c.ok, 6, 10)
 	}
-	perSecond := float64(total) / 12 / 4
+	perSecond := float64(total) / draws / 4
 	assert.GreaterOrEqual(t, perSecond, 0.85*1000, "expect ≥85%% of the capacity in the 4 s after it returns, got %.0f/s", perSecond)
 }
 
