@@ -25,6 +25,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/truora/minidyn/server"
 
+	"github.com/jitterretry/jitterretry/examples/internal/inflight"
 	"github.com/jitterretry/jitterretry/internal/capacity"
 )
 
@@ -44,22 +45,14 @@ type Backend struct {
 	// Embedded is true for minidyn, which sends no CRC32 header.
 	Embedded bool
 
-	inflight atomic.Int64
-}
-
-func (b *Backend) count(next http.Handler) http.Handler {
-	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.inflight.Add(1)
-		defer b.inflight.Add(-1)
-		next.ServeHTTP(w, r)
-	})
+	inflight inflight.Counter
 }
 
 // Minidyn starts an embedded minidyn server for the test.
 func Minidyn(t testing.TB) *Backend {
 	t.Helper()
 	b := &Backend{Name: "minidyn", Embedded: true}
-	srv := httptest.NewServer(b.count(server.NewServer()))
+	srv := httptest.NewServer(b.inflight.Handler(server.NewServer()))
 	t.Cleanup(srv.Close)
 	b.URL = srv.URL
 	return b
@@ -93,7 +86,7 @@ func Dynalite(t testing.TB) *Backend {
 	transport := newTransport()
 	rp := httputil.NewSingleHostReverseProxy(u)
 	rp.Transport = transport
-	srv := httptest.NewServer(b.count(rp))
+	srv := httptest.NewServer(b.inflight.Handler(rp))
 	t.Cleanup(func() {
 		srv.Close()
 		transport.CloseIdleConnections()
@@ -110,20 +103,10 @@ func loopback(host string) bool {
 // Quiesce waits until no request has been in flight at the server for a few
 // milliseconds, or ctx ends.
 func (b *Backend) Quiesce(ctx context.Context) error {
-	const settle = 20 * time.Millisecond
-	idleSince := time.Now()
-	for {
-		if b.inflight.Load() != 0 {
-			idleSince = time.Now()
-		} else if time.Since(idleSince) >= settle {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("ddbtest: %d requests still in flight at %s: %w", b.inflight.Load(), b.Name, ctx.Err())
-		case <-time.After(2 * time.Millisecond):
-		}
+	if err := b.inflight.Quiesce(ctx, 20*time.Millisecond, 2*time.Millisecond); err != nil {
+		return fmt.Errorf("ddbtest: at %s: %w", b.Name, err)
 	}
+	return nil
 }
 
 // ClientOptions configures NewClient.

@@ -11,7 +11,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
-	"sync/atomic"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
@@ -20,6 +19,7 @@ import (
 	"github.com/truora/minidyn/server"
 
 	"github.com/jitterretry/jitterretry/examples/internal/fault"
+	"github.com/jitterretry/jitterretry/examples/internal/inflight"
 	"github.com/jitterretry/jitterretry/internal/capacity"
 )
 
@@ -33,8 +33,8 @@ type backend struct {
 	Admin *dynamodb.Client
 
 	server    *http.Server
-	inflight  atomic.Int64    // requests at the server
-	transport *http.Transport // the admin client's and the capacity proxy's, to the server
+	inflight  inflight.Counter // requests at the server
+	transport *http.Transport  // the admin client's and the capacity proxy's, to the server
 	capacity  *capacity.Proxy
 	front     *http.Server // serves the capacity proxy
 	faults    *fault.Proxy
@@ -65,11 +65,7 @@ func startBackend(f faults) (_ *backend, err error) {
 		return nil, fmt.Errorf("emulator: listen on loopback: %w", err)
 	}
 	minidyn := withCRC32(server.NewServer())
-	b.server = &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		b.inflight.Add(1)
-		defer b.inflight.Add(-1)
-		minidyn.ServeHTTP(w, r)
-	}), ReadHeaderTimeout: 10 * time.Second}
+	b.server = &http.Server{Handler: b.inflight.Handler(minidyn), ReadHeaderTimeout: 10 * time.Second}
 	go func() { _ = b.server.Serve(ln) }()
 	serverURL := "http://" + ln.Addr().String()
 
@@ -139,20 +135,10 @@ func (b *backend) stopFaults() {
 // quiesce waits until no request has been at the server for 50 ms: a
 // request a proxy had accepted may reach it after the proxy closed.
 func (b *backend) quiesce(ctx context.Context) error {
-	const settle = 50 * time.Millisecond
-	idleSince := time.Now()
-	for {
-		if b.inflight.Load() != 0 {
-			idleSince = time.Now()
-		} else if time.Since(idleSince) >= settle {
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("emulator: %d requests still at the server: %w", b.inflight.Load(), ctx.Err())
-		case <-time.After(5 * time.Millisecond):
-		}
+	if err := b.inflight.Quiesce(ctx, 50*time.Millisecond, 5*time.Millisecond); err != nil {
+		return fmt.Errorf("emulator: at the server: %w", err)
 	}
+	return nil
 }
 
 func (b *backend) close() {
