@@ -1351,8 +1351,8 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 	}
 	accepted := float64(w.ok) / secs
 	since := now.Sub(l.baseAt)
-	step := max(probeStep, probeFrac*l.known)
-	next := l.base + step*lineWindows(since)
+	rise := max(probeStep, probeFrac*l.known) * lineWindows(since)
+	next := l.base + rise
 	switch {
 	case l.uncut && since >= slowStartAfter:
 		// No cut has measured a capacity since the start. (The peak is
@@ -1368,7 +1368,7 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 		// halved from 602 to 301/s on 500/s stood at 452 for 3.5 s).
 		if regained := min(r*(1+regrowStep), regrowTo*l.known); regained > next {
 			next = regained
-			l.base = regained - step*lineWindows(since)
+			l.base = regained - rise
 		}
 	}
 	next = min(next, 2*max(accepted, l.minRate))
