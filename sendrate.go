@@ -97,8 +97,13 @@ const (
 	// was a half). A cut that did not end the
 	// overload is followed by a halving after undoMin answers, and
 	// enough for refThrottles throttles, so that the halving is judged
-	// against a share known well enough to tell it from half; a halving
-	// judged on fewer than undoMin answers stands. A halving whose test
+	// against a share known well enough to tell it from half. A halving
+	// whose test ends with testMin answers or more but fewer than undoMin
+	// is taken back unless its share fell by helpedZ (see takeBackLocked);
+	// on fewer than testMin, what a test judges on at least, it stands.
+	// (All stood until 2026-12-04: 8 workers backing off 1 s under
+	// 20% at random sent too few to be judged, and fell from halving to
+	// halving, to 61% of their successes.) A halving whose test
 	// ends with the share fallen by helpedZ deviations or more, not
 	// clearly above what it would be if the throttles were this client's,
 	// stands: it helped. Less is what random throttles give one test in
@@ -119,6 +124,22 @@ const (
 	refThrottles = 20
 	helpedZ      = 2.5
 	clearedZ     = 1.5
+
+	// A halving undone though its share fell by unsureZ deviations or
+	// more (but not by helpedZ), or though it ended not clearly (dropZ)
+	// above what it would be if the throttles were this client's, is an
+	// unsure finding: its hold lasts unsureHold, and does not count as one
+	// in a row. In a fleet, the others' rises fill a client's halving
+	// within a second, so its share falls only part of the way: a client
+	// of four with 16 workers each undid its halving on a fall from 13%
+	// to 4.6% throttled (2.5 deviations), and, its throttles excused for
+	// ten seconds, kept 250-350/s while the other three were cut to
+	// 45-130/s (Jain's index 0.66 over the ten seconds after a fourth
+	// joined, in the simulation). Random throttles give such a fall one
+	// test in 15; at 5%, a share that is not clearly above none more often
+	// (a client of 8 workers kept 86% of its successes, 90% before).
+	unsureZ    = 1.5
+	unsureHold = 2 * time.Second
 
 	// The background. Throttles found not to follow the rate are the
 	// background for a hold of holdFirst, doubling with each such finding
@@ -281,9 +302,14 @@ const (
 //     to the rate before the halving) and the share becomes the background
 //     for a hold of ten seconds, doubling with each such finding in a row:
 //     the limiter does not fall toward its floor on throttles it cannot
-//     help. During the hold the background is learnt from the answers, and
-//     the rate rises over it only once it is learnt well; then it is
-//     forgotten, and tested again if the throttles are still there.
+//     help. An unsure finding (the share fell, though not clearly, or is
+//     not clearly above what it would be were the throttles ours) holds
+//     two seconds and is tested again. A halving too slow to judge (under
+//     a hundred answers in its second) is taken back, the cuts before it
+//     standing, unless its share fell clearly. During the hold the
+//     background is learnt from the answers, and the rate rises over it
+//     only once it is learnt well; then it is forgotten, and tested again
+//     if the throttles are still there.
 //   - The rate rises along a line of time from the last cut, by 1/s a
 //     window (or 0.5% of the known capacity): the additive increase of
 //     AIMD, the same for clients of the same scale, so that shares
@@ -847,8 +873,12 @@ func (l *sendRate) judgeLocked(now time.Time) {
 			l.nextCutLocked(now, true)
 		}
 	case n < undoMin:
-		if over {
-			l.standLocked(now, zd, za) // no telling
+		switch {
+		case !over:
+		case n >= testMin && zd < helpedZ:
+			l.takeBackLocked(now, zd) // no telling: the halving is taken back
+		default:
+			l.standLocked(now, zd, za) // it helped, or too few answers to tell
 		}
 	default:
 		l.judgeHalvingLocked(now, zd, za, over)
@@ -969,8 +999,31 @@ func (l *sendRate) undoLocked(now time.Time, zd, zO float64) {
 	b := (l.background*l.bSamples + float64(a.thr)) / (l.bSamples + n)
 	l.bSamples = min(l.bSamples+n, backgroundAnswers)
 	l.setBackgroundLocked(b)
-	l.hold = min(max(2*l.hold, holdFirst), holdMax)
-	l.holdUntil = now.Add(l.hold)
+	if zd >= unsureZ || zO < dropZ {
+		// The share fell some, or is not clearly above what it would
+		// be were the throttles ours: an unsure finding, tested again
+		// soon.
+		l.holdUntil = now.Add(unsureHold)
+	} else {
+		l.hold = min(max(2*l.hold, holdFirst), holdMax)
+		l.holdUntil = now.Add(l.hold)
+	}
+	l.cusum, l.episode = 0, answers{}
+}
+
+// takeBackLocked ends the test of a halving too slow to judge (fewer than
+// undoMin answers in its time) whose share did not clearly fall (zd): the
+// rate goes back to what it was before the halving, and the cuts before it
+// stand. Nothing was found, so neither a background nor a hold: throttles
+// that go on cut again, and a client that sends more is judged.
+func (l *sendRate) takeBackLocked(now time.Time, zd float64) {
+	t := l.test
+	l.test = cutTest{}
+	l.setRateLocked(t.prevRate)
+	if l.trace != nil {
+		l.tracef(now, "taken back after %d links: after=%d/%d before=%d/%d z=%.1f, back to %.0f", t.links, t.after.thr, t.after.total(), t.trigger.thr, t.trigger.total(), zd, l.q.rate)
+	}
+	l.base, l.baseAt = l.q.rate, now
 	l.cusum, l.episode = 0, answers{}
 }
 

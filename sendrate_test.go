@@ -127,7 +127,7 @@ func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
 			// workers have, the client sends in bursts and pauses.
 			t.Run(fmt.Sprintf("p=%v,K=%d,backoff", p, k), func(t *testing.T) {
 				if k < 64 && p > 0.05 {
-					t.Skip("known gap: a client whose workers sit in backoffs sends too few requests to judge a halving in its test's second, so halvings stand unjudged (BENCHMARKS.md §4)")
+					t.Skip("known gap: a client whose workers sit in backoffs sends too few requests to judge a halving in its test's second; the halving is taken back, but with nothing found, every episode of throttles costs a cut (TestSendRateTakesBackAHalvingItCannotJudge; BENCHMARKS.md §4)")
 				}
 				ignoresThrottlesItCannotHelp(t, p, k, time.Second, 0)
 			})
@@ -168,6 +168,37 @@ func ignoresThrottlesItCannotHelp(t *testing.T, p float64, k int, backoff, throt
 	assert.GreaterOrEqual(t, float64(ok), 0.9*float64(baseOK), "expect ≥90%% of the successes without limiter (%d), got %d", baseOK, ok)
 	assert.LessOrEqual(t, float64(sent)/float64(ok), float64(baseSent)/float64(baseOK)*1.01,
 		"expect no more calls per success than without limiter")
+}
+
+// TestSendRateTakesBackAHalvingItCannotJudge: 8 workers that back off up
+// to 1 s after a throttle, under 20% random throttles on an unlimited
+// service, send some 50 requests a second: a halving gets fewer than
+// undoMin answers in its test's second. It stood unjudged, and the client
+// fell from halving to halving: 61% of the no-limiter successes, averaged
+// over 24 draws (the bench: 64-78%). Such a halving is now taken back
+// unless its share fell clearly.
+func TestSendRateTakesBackAHalvingItCannotJudge(t *testing.T) {
+	var base, limited int
+	for seed := range uint64(24) {
+		for _, unlimited := range []bool{true, false} {
+			svc := service(constantCapacity(math.Inf(1)), 0.2)
+			svc.rng = rand.New(rand.NewPCG(seed, 5))
+			svc.throttleSkips = 2 * time.Millisecond
+			sim := newLimiterSim(4*time.Millisecond, svc)
+			c := &simClient{l: newSendRate(SendRateOptions{}, nil), workers: 8, unlimited: unlimited, backoff: time.Second}
+			sim.clients = append(sim.clients, c)
+			for range c.workers {
+				sim.ask(c, sim.now)
+			}
+			sim.run(10 * time.Second)
+			if unlimited {
+				base += sum(c.ok, 0, 10)
+			} else {
+				limited += sum(c.ok, 0, 10)
+			}
+		}
+	}
+	assert.GreaterOrEqual(t, float64(limited), 0.7*float64(base), "expect ≥70%% of the successes without the limiter (%d), got %d", base, limited)
 }
 
 // TestSendRateIgnoresRandomThrottlesAtLongerRoundTrips: random throttles at
@@ -277,6 +308,34 @@ func TestSendRateFairSharesWithALateClient(t *testing.T) {
 			shares = append(shares, float64(sum(c.ok, 20, 30)))
 		}
 		assert.GreaterOrEqual(t, jain(shares), 0.85, "seed %d: expect fair shares, the late client's last, got %v", seed, shares)
+	}
+}
+
+// TestSendRateFairSharesWithALateClientOfFour: four clients of 16 workers
+// that back off up to 1 s after a throttle, the last joining at 5 s. A
+// client's halving is filled by the others' rises within a second, so its
+// share falls only part of the way; undone on such a fall and excused for
+// ten seconds, one client kept 250-350/s while the others were cut to
+// 45-130/s (the outside review's bench run had the late client at 4.8% of
+// the capacity where a fair share is 25%). Over the ten seconds after the
+// join, Jain's index fell under 0.8 in 3 of 32 draws (least 0.66); an
+// unsure finding now holds two seconds.
+func TestSendRateFairSharesWithALateClientOfFour(t *testing.T) {
+	for seed := range uint64(32) {
+		sim := newLimiterSim(4*time.Millisecond, benchService(constantCapacity(500), seed))
+		for i := range 4 {
+			start := time.Duration(0)
+			if i == 3 {
+				start = 5 * time.Second
+			}
+			sim.add(newSendRate(SendRateOptions{}, nil), 16, start).backoff = time.Second
+		}
+		sim.run(15 * time.Second)
+		var shares []float64
+		for _, c := range sim.clients {
+			shares = append(shares, float64(sum(c.ok, 5, 15)))
+		}
+		assert.GreaterOrEqual(t, jain(shares), 0.8, "seed %d: expect fair shares from the join on, the late client's last, got %v", seed, shares)
 	}
 }
 
