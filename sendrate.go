@@ -109,11 +109,15 @@ const (
 	// stands: it helped. Less is what random throttles give one test in
 	// 160 by chance (at 1.5, one in 15: a client of 8 workers backing off
 	// 1 s under 5% at random kept 75% of its successes in the simulation,
-	// 99% now). A halving after which nothing at all was throttled stands
-	// on a fall of clearedZ: shares are taken as at least 2% from 0 in the
+	// 99% until 2026-12-04, night, 92% since: see unsureZ). A halving after which nothing at all
+	// was throttled stands on a fall of clearedZ, whether judged or too
+	// slow to judge: shares are taken as at least 2% from 0 in the
 	// variance, so a fall from 3% to none on 131 answers is 1.8 deviations,
 	// and, undone, two clients sharing a capacity each took the other's
-	// throttles for a background (helper-119: 65 such undos in 100 draws).
+	// throttles for a background (helper-119: 65 such undos in 100 draws);
+	// taken back, a client of 8 workers on a capacity of 40/s went back
+	// over it after each halving that had ended its throttles (helper-132:
+	// 61 such take-backs in 16 draws).
 	testMin      = 20
 	testMax      = 1000
 	testMaxTime  = time.Second
@@ -126,7 +130,7 @@ const (
 	clearedZ     = 1.5
 
 	// A halving undone though its share fell by unsureZ deviations or
-	// more (but not by helpedZ), or though it ended not clearly (dropZ)
+	// more, or though it ended not clearly (dropZ)
 	// above what it would be if the throttles were this client's, is an
 	// unsure finding: its hold lasts unsureHold, and does not count as one
 	// in a row. In a fleet, the others' rises fill a client's halving
@@ -305,9 +309,10 @@ const (
 //     the limiter does not fall toward its floor on throttles it cannot
 //     help. An unsure finding (the share fell, though not clearly, or is
 //     not clearly above what it would be were the throttles ours) holds
-//     two seconds and is tested again. A halving too slow to judge (under
-//     a hundred answers in its second) is taken back, the cuts before it
-//     standing, unless its share fell clearly. During the hold the
+//     two seconds and is tested again. A halving too slow to judge (20 to
+//     99 answers in its second) is taken back to the rate before it, the
+//     cuts before it standing, unless its share fell by 2.5 deviations or
+//     to none at all; on fewer answers it stands. During the hold the
 //     background is learnt from the answers, and the rate rises over it
 //     only once it is learnt well; then it is forgotten, and tested again
 //     if the throttles are still there.
@@ -470,8 +475,8 @@ func (c cutTest) active() bool { return !c.at.IsZero() }
 // endsByJump reports whether a jump may end the test, its answers after
 // the cut so far saying it relieved the throttles over background b: for a
 // cut that is not decisive, testMin answers not clearly above b; for a
-// halving, only one bound to stand unjudged (its rate sends fewer than
-// undoMin requests in testMaxTime), on testMin/4 answers none of which was
+// halving, only one too slow to judge (its rate sends fewer than undoMin
+// requests in testMaxTime), on testMin/4 answers none of which was
 // throttled. Such a halving held the rate for its whole test, whatever the
 // answers, and a capacity that returned just after it was left unused for
 // that second; one whose answers are still throttled may be a fleet's
@@ -876,7 +881,7 @@ func (l *sendRate) judgeLocked(now time.Time) {
 	case n < undoMin:
 		switch {
 		case !over:
-		case n >= testMin && zd < helpedZ:
+		case n >= testMin && zd < helpedZ && !(zd >= clearedZ && a.thr == 0):
 			l.takeBackLocked(now, zd) // no telling: the halving is taken back
 		default:
 			l.standLocked(now, zd, za) // it helped, or too few answers to tell
@@ -999,7 +1004,9 @@ func (l *sendRate) undoLocked(now time.Time, zd, zO float64) {
 		// The share fell some, or is not clearly above what it would
 		// be were the throttles ours: an unsure finding, tested again
 		// soon.
-		l.holdUntil = now.Add(unsureHold)
+		if until := now.Add(unsureHold); until.After(l.holdUntil) {
+			l.holdUntil = until // a hold running from a surer finding is not shortened
+		}
 	} else {
 		l.hold = min(max(2*l.hold, holdFirst), holdMax)
 		l.holdUntil = now.Add(l.hold)
@@ -1317,8 +1324,8 @@ func (l *sendRate) rollLocked(now time.Time) {
 	}
 	// A jump may end the test of a cut that is not decisive, once the
 	// cut's answers say it relieved the throttles (testMin of them, not
-	// clearly above the background), and of a halving bound to stand
-	// unjudged on fewer (see endsByJump): the cut stands (a capacity
+	// clearly above the background), and of a halving too slow to judge
+	// on fewer (see endsByJump): the cut stands (a capacity
 	// that returned is worth more than a verdict). A jump on no such answers,
 	// made a window after a cut for throttles, fails, and ended the
 	// test, so that the chain stopped at its first link: at 100/s
