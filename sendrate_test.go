@@ -179,27 +179,48 @@ func ignoresThrottlesItCannotHelp(t *testing.T, p float64, k int, backoff, throt
 // Such a halving is now taken back unless its share fell by 2.5 deviations
 // or to none: 74% (69-74% in those families).
 func TestSendRateTakesBackAHalvingItCannotJudge(t *testing.T) {
-	var base, limited int
-	for seed := range uint64(24) {
+	base, limited := randomThrottleRuns{p: 0.2, workers: 8, backoff: time.Second, rtt: 4 * time.Millisecond,
+		throttleSkips: 2 * time.Millisecond, family: 5, seeds: 24, d: 10 * time.Second}.successes()
+	assert.GreaterOrEqual(t, float64(limited), 0.65*float64(base), "expect ≥65%% of the successes without the limiter (%d), got %d", base, limited)
+}
+
+// randomThrottleRuns runs a client of workers that back off up to backoff
+// after a throttle, without the limiter and with it, against an unlimited
+// service that throttles with probability p (a throttle's round trip
+// shorter by throttleSkips), once per seed of the draws rand.NewPCG(seed,
+// family) for each of seeds, for d each.
+type randomThrottleRuns struct {
+	p                           float64
+	workers                     int
+	backoff, rtt, throttleSkips time.Duration
+	family, seeds               uint64
+	d                           time.Duration
+}
+
+// successes returns the successes of the runs without the limiter and with
+// it, each summed over the seeds.
+func (r randomThrottleRuns) successes() (base, limited int) {
+	secs := int(r.d / time.Second)
+	for seed := range r.seeds {
 		for _, unlimited := range []bool{true, false} {
-			svc := service(constantCapacity(math.Inf(1)), 0.2)
-			svc.rng = rand.New(rand.NewPCG(seed, 5))
-			svc.throttleSkips = 2 * time.Millisecond
-			sim := newLimiterSim(4*time.Millisecond, svc)
-			c := &simClient{l: newSendRate(SendRateOptions{}, nil), workers: 8, unlimited: unlimited, backoff: time.Second}
+			svc := service(constantCapacity(math.Inf(1)), r.p)
+			svc.rng = rand.New(rand.NewPCG(seed, r.family))
+			svc.throttleSkips = r.throttleSkips
+			sim := newLimiterSim(r.rtt, svc)
+			c := &simClient{l: newSendRate(SendRateOptions{}, nil), workers: r.workers, unlimited: unlimited, backoff: r.backoff}
 			sim.clients = append(sim.clients, c)
 			for range c.workers {
 				sim.ask(c, sim.now)
 			}
-			sim.run(10 * time.Second)
+			sim.run(r.d)
 			if unlimited {
-				base += sum(c.ok, 0, 10)
+				base += sum(c.ok, 0, secs)
 			} else {
-				limited += sum(c.ok, 0, 10)
+				limited += sum(c.ok, 0, secs)
 			}
 		}
 	}
-	assert.GreaterOrEqual(t, float64(limited), 0.65*float64(base), "expect ≥65%% of the successes without the limiter (%d), got %d", base, limited)
+	return base, limited
 }
 
 // TestSendRateIgnoresRandomThrottlesAtLongerRoundTrips: random throttles at
@@ -216,25 +237,8 @@ func TestSendRateIgnoresRandomThrottlesAtLongerRoundTrips(t *testing.T) {
 		backoff time.Duration
 	}{{0.2, 4, 0}, {0.1, 8, 100 * time.Millisecond}, {0.1, 16, time.Second}} {
 		t.Run(fmt.Sprintf("p=%v,K=%d,backoff=%v", tc.p, tc.workers, tc.backoff), func(t *testing.T) {
-			var base, limited int
-			for seed := range uint64(3) {
-				for _, unlimited := range []bool{true, false} {
-					svc := service(constantCapacity(math.Inf(1)), tc.p)
-					svc.rng = rand.New(rand.NewPCG(seed, 3))
-					sim := newLimiterSim(10*time.Millisecond, svc)
-					c := &simClient{l: newSendRate(SendRateOptions{}, nil), workers: tc.workers, unlimited: unlimited, backoff: tc.backoff}
-					sim.clients = append(sim.clients, c)
-					for range tc.workers {
-						sim.ask(c, sim.now)
-					}
-					sim.run(20 * time.Second)
-					if unlimited {
-						base += sum(c.ok, 0, 20)
-					} else {
-						limited += sum(c.ok, 0, 20)
-					}
-				}
-			}
+			base, limited := randomThrottleRuns{p: tc.p, workers: tc.workers, backoff: tc.backoff, rtt: 10 * time.Millisecond,
+				family: 3, seeds: 3, d: 20 * time.Second}.successes()
 			assert.GreaterOrEqual(t, float64(limited), 0.85*float64(base), "expect ≥85%% of the successes without the limiter (%d), got %d", base, limited)
 		})
 	}
