@@ -881,7 +881,7 @@ func (l *sendRate) judgeLocked(now time.Time) {
 	case n < undoMin:
 		switch {
 		case !over:
-		case n >= testMin && zd < helpedZ && !(zd >= clearedZ && a.thr == 0):
+		case n >= testMin && !helped(zd, a):
 			l.takeBackLocked(now, zd) // no telling: the halving is taken back
 		default:
 			l.standLocked(now, zd, za) // it helped, or too few answers to tell
@@ -915,11 +915,19 @@ func (l *sendRate) judgeHalvingLocked(now time.Time, zd, za float64, over bool) 
 		}
 	case zd < 1 && zO >= dropZ:
 		l.undoLocked(now, zd, zO) // not this client's to help
-	case over && zO < dropZ && (zd >= helpedZ || zd >= clearedZ && a.thr == 0):
+	case over && zO < dropZ && helped(zd, a):
 		l.standLocked(now, zd, za) // it helped some, and may be as ours
 	case over:
 		l.undoLocked(now, zd, zO)
 	}
+}
+
+// helped reports whether a halving's share fell enough to say it helped:
+// by helpedZ deviations (zd) from the share it was sized from, or by
+// clearedZ to none at all in its answers after, a. The one rule for a
+// halving judged and for one too slow to judge.
+func helped(zd float64, after answers) bool {
+	return zd >= helpedZ || zd >= clearedZ && after.thr == 0
 }
 
 // nextCutLocked cuts again, sized from the last cut's answers.
