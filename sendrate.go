@@ -1029,6 +1029,13 @@ func (l *sendRate) undoLocked(now time.Time, zd, zO float64) {
 		l.tracef(now, "undone after %d links: after=%d/%d before=%d/%d z=%.1f/%.1f, back to %.0f", t.links, t.after.thr, t.after.total(), t.trigger.thr, t.trigger.total(), zd, zO, l.q.rate)
 	}
 	l.base, l.baseAt = l.q.rate, now
+	// The service took what the halving was sized from, whoever's the
+	// throttles: a capacity seen, as a quiet window's. Windows in the
+	// hold count as quiet only once its background is learnt on
+	// backgroundAnswers answers, so a client of a few hundred requests a
+	// second under throttles at random had often noted no peak at all,
+	// and never jumped back after a fall.
+	l.notePeakLocked(now, min(t.capacity, l.q.rate))
 	n := float64(a.total())
 	b := (l.background*l.bSamples + float64(a.thr)) / (l.bSamples + n)
 	l.bSamples = min(l.bSamples+n, backgroundAnswers)
