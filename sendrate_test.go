@@ -571,16 +571,24 @@ func TestSendRateRecoversAFleetAfterATakenBackHalving(t *testing.T) {
 // jump that fails on one throttle after many answers at its rate now goes
 // back halfway, and its chain goes on: 79.1% (65-83%).
 func TestSendRateJumpsBackThroughRandomThrottles(t *testing.T) {
+	got := firstSecondBackUnderRandomThrottles(t, 0.02, 32)
+	assert.GreaterOrEqual(t, got, 0.7, "expect ≥70%% of the capacity in the first second back, on average, got %.1f%%", 100*got)
+}
+
+// firstSecondBackUnderRandomThrottles runs draws of runLikeTheBench's client
+// on 500/s falling to 100/s for 5 s, with a share p of the requests
+// throttled at random, and returns the mean share of the capacity it used
+// in the first second after the capacity returned.
+func firstSecondBackUnderRandomThrottles(t *testing.T, p float64, draws int) float64 {
 	capacity := phasedCapacity(500, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500})
 	total := 0
-	const draws = 32
 	for seed := range uint64(draws) {
 		sim, c := likeTheBench(t, capacity, seed)
-		sim.service.p = 0.02
+		sim.service.p = p
 		sim.run(8 * time.Second)
 		total += sum(c.ok, 7, 8)
 	}
-	assert.GreaterOrEqual(t, float64(total)/draws, 0.7*500, "expect ≥70%% of the capacity in the first second back, on average")
+	return float64(total) / float64(draws) / 500
 }
 
 // TestSendRateJumpsBackAfterAHold: as TestSendRateJumpsBackThroughRandomThrottles,
@@ -592,16 +600,8 @@ func TestSendRateJumpsBackThroughRandomThrottles(t *testing.T) {
 // families of draws). An undone halving now notes what the service took
 // before it as the peak: 47.7% (45-52%).
 func TestSendRateJumpsBackAfterAHold(t *testing.T) {
-	capacity := phasedCapacity(500, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500})
-	total := 0
-	const draws = 64
-	for seed := range uint64(draws) {
-		sim, c := likeTheBench(t, capacity, seed)
-		sim.service.p = 0.05
-		sim.run(8 * time.Second)
-		total += sum(c.ok, 7, 8)
-	}
-	assert.GreaterOrEqual(t, float64(total)/draws, 0.43*500, "expect ≥43%% of the capacity in the first second back, on average")
+	got := firstSecondBackUnderRandomThrottles(t, 0.05, 64)
+	assert.GreaterOrEqual(t, got, 0.43, "expect ≥43%% of the capacity in the first second back, on average, got %.1f%%", 100*got)
 }
 
 // TestSendRateRecoversAtASmallCapacity: a table of 100 writes/s falling to
