@@ -222,7 +222,19 @@ const (
 	// of the capacity in the four seconds after it returned, 89% now);
 	// but the jump past the peak at jumpFail: it gains a tenth at most,
 	// and each throttle it draws may be some waiting operation's last
-	// attempt. Jumps come at most once every jumpRTTs round trips: a jump
+	// attempt. A jump whose single throttle came after more than testMin
+	// answers at its rate and two round trips failed weakly (see
+	// jumpTest.weak): the service took that rate for a while, and one
+	// throttle among that many is what 2% of throttles at random give
+	// about one such jump in two. It goes back halfway (in ratio) and the
+	// chain goes on toward its aim; gone back all the way, a client under
+	// 2% of random throttles whose capacity fell to a fifth failed jump
+	// after jump once it returned: 55% of the capacity in the first second
+	// back over 48 simulated draws (at 1%, 81%; at 5%, 29%), 73% now (90%,
+	// 41%). A capacity that returns only part of the way, which a burst
+	// lets such a jump through for a while, costs more: 1000/s falling to
+	// 150/s and returning to 400/s, 7.2 throttles a second after the
+	// return against 5.5. Jumps come at most once every jumpRTTs round trips: a jump
 	// that passed its probe sends up to jumpStep times the rate for a round
 	// trip before its first throttle comes back, and the answers to it
 	// blind the detection for a round trip and a window, so at round
@@ -331,7 +343,10 @@ const (
 //     that returns is used within a few windows. A failed jump doubles the
 //     time to the next, up to two windows; when it followed one that held,
 //     the peak becomes the geometric mean of the two, so that a chain
-//     converges on the capacity. A chain that reached the peak ends with a
+//     converges on the capacity. A jump that failed on one throttle after
+//     more than 20 answers at its rate goes back only to that geometric
+//     mean, and its chain goes on: throttles at random (other tenants)
+//     fail about one such jump in two at 2%. A chain that reached the peak ends with a
 //     jump 10% past it, which fails at its first throttle when the answers
 //     to it come within its probation (100 ms), leaving the peak as it
 //     was: the capacity that returns may be above the one measured before.
@@ -514,6 +529,16 @@ func (j jumpTest) active() bool { return !j.at.IsZero() }
 // midChain reports whether the jump followed one that held and aims at the
 // chain's peak, not past it: a link the chain measures the service by.
 func (j jumpTest) midChain() bool { return j.chained && !j.past }
+
+// weak reports whether a jump failing now, on round trips of rtt, fails on
+// its first throttle after more than testMin answers at its rate and two
+// round trips or more since it committed: not past the peak (that one
+// stops at its first throttle). The service took the jump's rate for a
+// while (see the jumps' numbers).
+func (j jumpTest) weak(now time.Time, rtt time.Duration) bool {
+	return !j.committed.IsZero() && !j.past && j.after.thr == 1 && j.after.total() > testMin &&
+		now.Sub(j.committed) >= 2*rtt
+}
 
 // jumpChain is a chain of jumps in progress: the next link may follow at
 // once, toward aim, when the last held (or failed after one that held).
@@ -1004,6 +1029,13 @@ func (l *sendRate) undoLocked(now time.Time, zd, zO float64) {
 		l.tracef(now, "undone after %d links: after=%d/%d before=%d/%d z=%.1f/%.1f, back to %.0f", t.links, t.after.thr, t.after.total(), t.trigger.thr, t.trigger.total(), zd, zO, l.q.rate)
 	}
 	l.base, l.baseAt = l.q.rate, now
+	// The service took what the halving was sized from, whoever's the
+	// throttles: a capacity seen, as a quiet window's. Windows in the
+	// hold count as quiet only once its background is learnt on
+	// backgroundAnswers answers, so a client of a few hundred requests a
+	// second under throttles at random had often noted no peak at all,
+	// and never jumped back after a fall.
+	l.notePeakLocked(now, min(t.capacity, l.q.rate))
 	n := float64(a.total())
 	b := (l.background*l.bSamples + float64(a.thr)) / (l.bSamples + n)
 	l.bSamples = min(l.bSamples+n, backgroundAnswers)
@@ -1157,34 +1189,7 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 	}
 	switch {
 	case j.score >= failAt:
-		if l.trace != nil {
-			l.tracef(now, "jump failed (%d/%d), back to %.0f", j.after.thr, j.after.total(), j.from)
-		}
-		l.setRateLocked(j.from)
-		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
-		l.chain = jumpChain{}
-		if j.committed.IsZero() {
-			// The probe's answers still to come are the probe's.
-			l.blindUntil = j.at.Add(2 * l.rtt)
-		} else {
-			// The answers to the jump's requests still to come are the
-			// jump's, not the rate's, and so are the throttles while
-			// the service refills the burst it took.
-			l.blindUntil = now.Add(l.rtt + sendWindow)
-			if j.midChain() {
-				// A jump that followed one that held failed: the service
-				// takes somewhere between the two now, and the peak beyond
-				// (a warm-up's, say) is gone; aiming at it again would
-				// flood the service each time. The chain goes on, halving
-				// the gap (in ratio) with each failure. (A failed jump
-				// past the peak ends the chain and leaves the peak: it
-				// measured nothing above it.)
-				l.peak, l.peakAt, l.pending = math.Sqrt(j.from*j.to), now, 0
-				l.chain = jumpChain{aim: l.peak, at: now}
-			}
-		}
-		l.jump = jumpTest{}
-		l.base, l.baseAt = l.q.rate, now
+		l.failJumpLocked(now)
 	case j.committed.IsZero() && j.after.total() >= j.probe:
 		if l.trace != nil {
 			l.tracef(now, "jump probe passed (%d/%d): to %.0f", j.after.thr, j.after.total(), j.to)
@@ -1192,6 +1197,51 @@ func (l *sendRate) judgeJumpLocked(now time.Time, throttled bool) {
 		j.committed = now
 		l.setRateLocked(j.to)
 	}
+}
+
+// failJumpLocked ends a jump its throttles failed: back to the rate before
+// it, or, when it failed weakly (see weak), halfway there (in ratio), the
+// chain going on toward the jump's aim.
+func (l *sendRate) failJumpLocked(now time.Time) {
+	j := l.jump
+	weak := j.weak(now, l.rtt)
+	back := j.from
+	if weak {
+		back = math.Sqrt(j.from * j.to)
+	}
+	if l.trace != nil {
+		l.tracef(now, "jump failed (%d/%d, weak %v), back to %.0f", j.after.thr, j.after.total(), weak, back)
+	}
+	l.setRateLocked(back)
+	if !weak {
+		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
+	}
+	l.chain = jumpChain{}
+	if j.committed.IsZero() {
+		// The probe's answers still to come are the probe's.
+		l.blindUntil = j.at.Add(2 * l.rtt)
+	} else {
+		// The answers to the jump's requests still to come are the
+		// jump's, not the rate's, and so are the throttles while
+		// the service refills the burst it took.
+		l.blindUntil = now.Add(l.rtt + sendWindow)
+		switch {
+		case weak:
+			l.chain = jumpChain{aim: j.aim, at: now}
+		case j.midChain():
+			// A jump that followed one that held failed: the service
+			// takes somewhere between the two now, and the peak beyond
+			// (a warm-up's, say) is gone; aiming at it again would
+			// flood the service each time. The chain goes on, halving
+			// the gap (in ratio) with each failure. (A failed jump
+			// past the peak ends the chain and leaves the peak: it
+			// measured nothing above it.)
+			l.peak, l.peakAt, l.pending = math.Sqrt(j.from*j.to), now, 0
+			l.chain = jumpChain{aim: l.peak, at: now}
+		}
+	}
+	l.jump = jumpTest{}
+	l.base, l.baseAt = l.q.rate, now
 }
 
 // peakLocked returns the highest capacity measured, halved every
