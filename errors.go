@@ -92,7 +92,9 @@ func (r GiveUpReason) String() string {
 //     ended the context; test for context.Canceled first, or read Reason);
 //   - GiveUpMaxAttempts: errors.As to the SDK's *retry.MaxAttemptsError.
 type GiveUpError struct {
-	// Reason says why the retry was refused.
+	// Reason says why the retry was refused. The retryer always sets it;
+	// only a GiveUpError built by hand has the zero value, which matches
+	// nothing and prints as "gave up (no reason set)".
 	Reason GiveUpReason
 
 	// Attempt is the 1-based number of the attempt that failed. It is 0
@@ -193,6 +195,8 @@ func (e *GiveUpError) Error() string {
 			conflicts = "conflict" // MaxConflicts 0: the first conflict
 		}
 		msg = fmt.Sprintf("jitterretry: conflict budget exhausted after %d %s", n, conflicts)
+	case 0:
+		msg = "jitterretry: gave up (no reason set)" // a GiveUpError built by hand
 	default:
 		msg = "jitterretry: gave up: " + e.Reason.String()
 	}

@@ -1037,6 +1037,19 @@ func TestTypedNilErrorsNeverPanic(t *testing.T) {
 	}
 }
 
+// TestAZeroGiveUpErrorSaysSo: a GiveUpError built by hand with no Reason
+// printed "gave up: GiveUpReason(0)", a code where a sentence belongs; it
+// matches nothing, and wraps what it is given.
+func TestAZeroGiveUpErrorSaysSo(t *testing.T) {
+	zero := &jitterretry.GiveUpError{}
+	assert.Equal(t, "jitterretry: gave up (no reason set)", zero.Error())
+	assert.False(t, errors.Is(zero, context.DeadlineExceeded))
+	assert.False(t, errors.Is(zero, jitterretry.ErrRetryBudgetExhausted))
+	withCause := &jitterretry.GiveUpError{Err: io.ErrUnexpectedEOF}
+	assert.Equal(t, "jitterretry: gave up (no reason set): unexpected EOF", withCause.Error())
+	assert.ErrorIs(t, withCause, io.ErrUnexpectedEOF)
+}
+
 // TestAJoinHoldingAPanickyErrorPrintsItsOtherElements: when a join's Error
 // panics because one element's does, a refusal's message still says what
 // the other elements were, one per line as errors.Join prints them, and
