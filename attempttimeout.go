@@ -43,9 +43,14 @@ var errAttemptCut = errors.New("jitterretry: attempt cut")
 //
 // Add it to a client with config.WithAPIOptions or the client's
 // Options.APIOptions: it is a middleware in the Finalize step, right after
-// the SDK's retry middleware (every SDK client's stack has it; on a stack
-// without one the option returns the stack's error and adds nothing), so
-// it works with any retryer. Added again,
+// the SDK's retry middleware, so it works with any retryer. Every service
+// client's operation stack has that middleware; a presign client's has
+// not (its stacks send nothing, they sign a request for someone else to
+// send), and there the option adds nothing: options given with
+// config.WithAPIOptions reach the presign clients made from that config
+// too, and an error there failed every presign (STS's
+// PresignGetCallerIdentity, which EKS tokens use; S3's presigned URLs).
+// Added again,
 // for one call (dynamodb.WithAPIOptions, after the client's), it replaces
 // the earlier one, so a call can have longer or shorter than the client's
 // default. A d of zero or less adds nothing (and leaves an earlier one).
@@ -75,8 +80,7 @@ func AttemptTimeout(d time.Duration) func(*middleware.Stack) error {
 			return err
 		}
 		if _, ok := stack.Finalize.Get(retryMiddlewareID); !ok {
-			// Insert would say only that it found no place for this one.
-			return fmt.Errorf("jitterretry.AttemptTimeout: the stack has no %q middleware (the SDK's retry middleware) to run after", retryMiddlewareID)
+			return nil // no attempts to time: a presign stack, say
 		}
 		if err := stack.Finalize.Insert(m, retryMiddlewareID, middleware.After); err != nil {
 			return err

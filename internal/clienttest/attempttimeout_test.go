@@ -2,12 +2,17 @@ package clienttest_test
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -64,3 +69,39 @@ func TestAttemptTimeoutKeepsAnAnswerThatCameAsItFired(t *testing.T) {
 		})
 	}
 }
+
+// TestAttemptTimeoutLeavesPresigning: AttemptTimeout given to a whole
+// config, as the README gives it (config.WithAPIOptions sets
+// aws.Config.APIOptions), reaches the presign clients made from it too,
+// whose stacks have no retry middleware: they sign a request, and send
+// nothing. It returned an error there, and every presign failed: STS's
+// PresignGetCallerIdentity, which EKS tokens are made of (an outside
+// review, helper-133). Now it adds nothing there, and the service client
+// made from the same config still has it.
+func TestAttemptTimeoutLeavesPresigning(t *testing.T) {
+	cfg := aws.Config{
+		Region:      "us-east-1",
+		Credentials: credentials.NewStaticCredentialsProvider("AKID", "SECRET", ""),
+		Retryer:     func() aws.Retryer { return jitterretry.New() },
+		APIOptions:  []func(*middleware.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+	}
+	client := sts.NewFromConfig(cfg)
+	req, err := sts.NewPresignClient(client).PresignGetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
+	require.NoError(t, err)
+	assert.True(t, strings.Contains(req.URL, "Action=GetCallerIdentity") && strings.Contains(req.URL, "X-Amz-Signature="), "expect a signed URL, got %s", req.URL)
+
+	var stackIDs []string
+	_, err = client.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{}, func(o *sts.Options) {
+		o.APIOptions = append(o.APIOptions, func(stack *middleware.Stack) error {
+			stackIDs = stack.Finalize.List()
+			return errStopBeforeSending
+		})
+	})
+	require.ErrorIs(t, err, errStopBeforeSending)
+	assert.Contains(t, stackIDs, "jitterretry.AttemptTimeout", "expect the service client's stack to have it")
+}
+
+// errStopBeforeSending ends an operation from an API option, after the
+// options before it built its stack, so that a test reads the stack
+// without a server.
+var errStopBeforeSending = errors.New("stopped before sending")
