@@ -825,6 +825,69 @@ func TestSendRateAFailedJumpPastThePeakLeavesThePeak(t *testing.T) {
 	assert.Zero(t, l.chain.aim, "expect the chain over")
 }
 
+// TestSendRateAJumpFailsWeaklyOnlyAfterItsRateWasTaken: a jump of 773 to
+// 3091/s whose single throttle came 8 ms after the first answer to a
+// request sent at 3091/s is a burst running dry, not a throttle at random:
+// it goes back all the way. A weak failure counted 20 answers from the
+// probe on, 12 ms at such rates, and went back halfway, to 1.5 times a
+// capacity that had not returned (helper-134). One whose single throttle
+// came weakSpan after that first answer goes back halfway.
+func TestSendRateAJumpFailsWeaklyOnlyAfterItsRateWasTaken(t *testing.T) {
+	const rtt = 4 * time.Millisecond
+	for _, tc := range []struct {
+		name string
+		span time.Duration // from the first answer at the jump's rate to its throttle
+		back float64
+	}{
+		{"burst", 8 * time.Millisecond, 773},
+		{"taken", weakSpan, math.Sqrt(773 * 3091)},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			committed := t0.Add(time.Minute)
+			l := newSendRate(SendRateOptions{}, nil)
+			l.rtt = rtt
+			l.peak, l.peakAt = 5000, committed.Add(-2*time.Second)
+			l.setRateLocked(3091)
+			thr, ok := excessLLR(0.01)
+			l.jump = jumpTest{
+				at: committed.Add(-rtt), countFrom: committed.Add(-rtt / 2), committed: committed,
+				from: 773, to: 3091, aim: 5000, probe: jumpProbe, llrThr: thr, llrOK: ok,
+			}
+			l.judgeJumpLocked(committed.Add(rtt/2), false) // the probe's
+			const answers = 25
+			for i := range answers {
+				l.judgeJumpLocked(committed.Add(rtt+tc.span*time.Duration(i)/answers), false)
+			}
+			require.True(t, l.jump.active(), "the setting: the jump not yet judged")
+			l.judgeJumpLocked(committed.Add(rtt+tc.span), true)
+			assert.False(t, l.jump.active(), "expect the jump failed at its throttle")
+			assert.InDelta(t, tc.back, l.currentRate(), 1e-9)
+		})
+	}
+}
+
+// TestSendRateAnUndoneHalvingNotesWhatTheServiceTook: an undone halving
+// notes as the peak what its trigger's successes say the service took,
+// over the share the background throttles, not the capacity the cut sized
+// from what was sent: on 500/s with 5% at random, that noted more than
+// 500/s after one undo in nine, 649/s at most (helper-134).
+func TestSendRateAnUndoneHalvingNotesWhatTheServiceTook(t *testing.T) {
+	now := t0.Add(time.Minute)
+	cut := now.Add(-time.Second)
+	l := newSendRate(SendRateOptions{}, nil)
+	l.background, l.bSamples = 0.05, backgroundAnswers
+	l.setRateLocked(300)
+	l.test = cutTest{
+		at: cut, countFrom: cut.Add(4 * time.Millisecond), from: 600, rate: 300, prevRate: 600, links: 2,
+		decisive: true, capacity: 650,
+		trigger: answers{start: cut.Add(-200 * time.Millisecond), ok: 90, thr: 10},
+		after:   answers{ok: 285, thr: 15},
+	}
+	l.undoLocked(now, 0, dropZ)
+	require.Equal(t, 600.0, l.currentRate(), "the setting: the halving undone")
+	assert.InDelta(t, 90/0.2/0.95, l.peakLocked(now), 1e-6, "expect the peak what the trigger's 90 successes in 200 ms took at a background of 5%%")
+}
+
 // TestSendRateKnowsARaisedCapacityWithoutACut: 450/s falling to 100/s and
 // returning at 2000/s (a table scaled up while it throttled), for a client
 // whose demand, some 1,250/s, stays below it: no cut comes. The cap a held
