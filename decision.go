@@ -34,7 +34,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 		l.throttles.note()
 	}
 	if err := ctx.Err(); err != nil {
-		return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
+		return r.hooks.giveUp(ctx, canceledGiveUp(attempt, l.key, opErr, err, joined))
 	}
 	if p.hasDeadline {
 		p.at = r.now()
@@ -77,7 +77,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 		if err != nil {
 			// The caller left, during the wait or the limiter's: that,
 			// not the budget, ends the operation.
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: opErr, ctxErr: err, joined: joined})
+			return r.hooks.giveUp(ctx, canceledGiveUp(attempt, l.key, opErr, err, joined))
 		}
 		if !ok {
 			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpBudget, Attempt: attempt, Partition: l.key, Err: opErr, available: refused.available, requested: cost, limiterErr: refused.err, joined: joined, waited: waited})

@@ -191,7 +191,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 	for attempt := 1; ; attempt++ {
 		if cerr := ctx.Err(); cerr != nil {
 			d.refund()
-			return d.r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt - 1, Partition: d.lane.key, Err: lastErr, ctxErr: cerr})
+			return d.r.hooks.giveUp(ctx, canceledGiveUp(attempt-1, d.lane.key, lastErr, cerr, false))
 		}
 		start := d.r.now()
 		d.mark.startCall(start)
@@ -237,7 +237,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		}
 		if serr := sleep(ctx, wait); serr != nil {
 			d.refund()
-			return d.r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: d.lane.key, Err: err, ctxErr: serr})
+			return d.r.hooks.giveUp(ctx, canceledGiveUp(attempt, d.lane.key, err, serr, false))
 		}
 	}
 }
@@ -269,7 +269,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		if cerr := ctx.Err(); cerr != nil {
 			// No retry: the caller left, as admit tells a transient
 			// error's.
-			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: l.key, Err: err, ctxErr: cerr})
+			return 0, r.hooks.giveUp(ctx, canceledGiveUp(attempt, l.key, err, cerr, false))
 		}
 		if d.o.MaxConflicts != UnlimitedAttempts && d.conflicts >= d.o.MaxConflicts {
 			return 0, r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpConflicts, Attempt: attempt, Partition: l.key, Err: err, counted: d.conflicts + 1})

@@ -150,6 +150,13 @@ type GiveUpError struct {
 	joined bool
 }
 
+// canceledGiveUp returns the GiveUpError of an operation whose context
+// ended (ctxErr) after attempt attempts in partition key, its last error
+// opErr; joined as for GiveUpError.joined.
+func canceledGiveUp(attempt int, key string, opErr, ctxErr error, joined bool) *GiveUpError {
+	return &GiveUpError{Reason: GiveUpCanceled, Attempt: attempt, Partition: key, Err: opErr, ctxErr: ctxErr, joined: joined}
+}
+
 // Error describes the refusal and, unless the SDK's middleware prints it
 // already, the failed attempt's error. A nil *GiveUpError (a typed nil in an
 // error interface) prints as such rather than panic.
