@@ -504,6 +504,14 @@ type cutTest struct {
 
 func (c cutTest) active() bool { return !c.at.IsZero() }
 
+// fellFromAboveBackground reports whether the chain began clearly (dropZ)
+// above background b and its share after the last cut fell clearly from
+// that beginning: the cuts, as a whole, relieved throttles that were not
+// the background's.
+func (c cutTest) fellFromAboveBackground(b float64) bool {
+	return zAbove(c.first.throttled(), b, c.first.total()) >= dropZ && zDrop(c.first, c.after) >= dropZ
+}
+
 // endsByJump reports whether a jump may end the test, its answers after
 // the cut so far saying it relieved the throttles over background b: for a
 // cut that is not decisive, testMin answers not clearly above b; for a
@@ -1025,13 +1033,19 @@ func (l *sendRate) standLocked(now time.Time, zd, za float64) {
 	}
 	l.pending, l.pendingAt, l.pendingCuts = t.capacity, now, l.cuts
 	l.hold = 0
-	if zd >= dropZ && now.Before(l.holdUntil) {
-		// The share fell clearly with a cut made during a hold: the
+	if now.Before(l.holdUntil) && (zd >= dropZ || t.fellFromAboveBackground(l.background)) {
+		// The share fell clearly with a cut made during a hold, or
+		// with the chain it ended, begun far above the background: the
 		// throttles follow this client's rate after all, whatever the
 		// halving before the hold found. A client that joins a fleet of
 		// small ones moves the fleet's throttles only some of the way
 		// with its halving, takes them for the background, and, excused,
-		// kept a large share for the hold while the small ones cut.
+		// kept a large share for the hold while the small ones cut. And
+		// a capacity that falls during a hold (5% at random, 500/s to
+		// 100/s) is cut to by a chain whose last link, at a few tens of
+		// answers a second, falls by two deviations or so: the hold went
+		// on, the rate frozen in it, and the client sent at the fallen
+		// rate for seconds after the capacity returned.
 		l.endHoldLocked(now, "hold ended")
 	}
 }

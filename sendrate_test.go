@@ -634,6 +634,31 @@ func TestSendRateHoldsUpUnderRandomThrottlesOnACapacity(t *testing.T) {
 	assert.GreaterOrEqual(t, slices.Min(perDraw), 350, "expect ≥70% of the capacity in every draw")
 }
 
+// TestSendRateAFallDuringAHoldEndsIt: one client like the bench's, 5% of
+// all requests throttled at random on 500/s falling to 100/s for 5 s. A
+// halving before the fall finds the throttles not its own, and holds them
+// as background for 10 s: no rise and no jump until the background is
+// learnt on 2,000 answers, 16 s at the fallen rate. The fall's chain of
+// cuts, begun at 75% throttled, ended on a last link whose share fell by
+// two deviations or so, not the three that ended a hold, and the client
+// sent at the fallen rate for seconds after the capacity returned: in 10
+// of these 64 draws under 30% of it over the second to the fifth second
+// back (7 with lowShare's change). A chain that fell clearly from a
+// beginning clearly above the background now ends the hold: 4.
+func TestSendRateAFallDuringAHoldEndsIt(t *testing.T) {
+	capacity := phasedCapacity(500, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500})
+	var stuck []uint64
+	for seed := range uint64(64) {
+		sim, c := likeTheBench(t, capacity, seed)
+		sim.service.p = 0.05
+		sim.run(12 * time.Second)
+		if sum(c.ok, 8, 12) < 0.3*4*500 {
+			stuck = append(stuck, seed)
+		}
+	}
+	assert.LessOrEqual(t, len(stuck), 6, "expect at most 6 of 64 draws under 30%% of the capacity over seconds 2-5 back, got %v", stuck)
+}
+
 // TestSendRateRecoversAtASmallCapacity: a table of 100 writes/s falling to
 // 20/s for 5 s, with the capacity proxy's bucket of 0.1 s and workers that
 // back off up to 1 s after a throttle. The cuts in the low phase are sized
