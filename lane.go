@@ -195,6 +195,9 @@ func (l *lane) give(n uint) uint {
 	return 0
 }
 
+// releaseNothing is the release of a grant that came without one.
+func releaseNothing() error { return nil }
+
 // refusal is why a lane refused a retry's tokens: the tokens available,
 // and a foreign limiter's own error.
 type refusal struct {
@@ -210,6 +213,12 @@ func (l *lane) take(ctx context.Context, cost uint) (release func(error) error, 
 		rel, err := l.foreign.GetToken(ctx, cost)
 		if err != nil {
 			return nil, nil, refusal{l.remaining(), err}, false
+		}
+		if rel == nil {
+			// A limiter that grants without a release (retry.NewStandard
+			// calls it when the retry succeeds, and panics): nothing to
+			// give back.
+			rel = releaseNothing
 		}
 		return l.retryRelease(func() { _ = rel() }), rel, refusal{}, true
 	}

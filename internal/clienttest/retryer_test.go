@@ -682,3 +682,43 @@ func TestALimiterWaitLeavesTheAttemptItsUsualTime(t *testing.T) {
 		assert.NoError(t, err, "caller %d", i)
 	}
 }
+
+// releaselessLimiter is a RateLimiter whose GetToken grants tokens but
+// hands out no release function: a user's limiter written against the
+// interface's signature alone.
+type releaselessLimiter struct{ retry.RateLimiter }
+
+func (releaselessLimiter) GetToken(context.Context, uint) (func() error, error) { return nil, nil }
+
+// TestALimiterWithoutAReleaseDoesNotPanic: a custom RateLimiter that grants
+// a retry with a nil release. retry.NewStandard calls it when the retry
+// succeeds and panics; the retryer treats it as a release that does
+// nothing, on a retry that succeeds and on one paid for and never sent.
+func TestALimiterWithoutAReleaseDoesNotPanic(t *testing.T) {
+	lim := releaselessLimiter{ratelimit.None}
+	t.Run("the SDK", func(t *testing.T) {
+		srv := newScriptServer(t, throttle, ok)
+		sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+			o.RateLimiter = lim
+			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		})
+		assert.Panics(t, func() { _ = putItem(context.Background(), newClient(srv.URL, sdk)) },
+			"the setting: retry.NewStandard calls the nil release of a retry that succeeded")
+	})
+	t.Run("a retry that succeeds", func(t *testing.T) {
+		srv := newScriptServer(t, throttle, ok)
+		r := jitterretry.New(fast, func(o *jitterretry.Options) { o.RateLimiter = lim })
+		assert.NotPanics(t, func() { assert.NoError(t, putItem(context.Background(), newClient(srv.URL, r))) })
+	})
+	t.Run("a retry paid for and never sent", func(t *testing.T) {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.RateLimiter = lim
+			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Minute, nil })
+		})
+		srv := newScriptServer(t, throttle, ok)
+		ctx, cancel := context.WithCancel(context.Background())
+		defer cancel()
+		time.AfterFunc(50*time.Millisecond, cancel) // in the retry's backoff, after it was paid for
+		assert.NotPanics(t, func() { assert.ErrorIs(t, putItem(ctx, newClient(srv.URL, r)), context.Canceled) })
+	})
+}
