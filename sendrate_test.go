@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"math"
 	"math/rand/v2"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -606,6 +607,56 @@ func firstSecondBackUnderRandomThrottles(t *testing.T, p float64, draws int) flo
 func TestSendRateJumpsBackAfterAHold(t *testing.T) {
 	got := firstSecondBackUnderRandomThrottles(t, 0.05, 64)
 	assert.GreaterOrEqual(t, got, 0.43, "expect ≥43%% of the capacity in the first second back, on average, got %.1f%%", 100*got)
+}
+
+// TestSendRateHoldsUpUnderRandomThrottlesOnACapacity: one client like the
+// bench's on a steady 500/s, with 2% of all requests throttled at random
+// on top. A chain of cuts begun in the start's flood cut on after its
+// share fell to a few percent, where the next halving cannot tell whose
+// the throttles are and stands: the client used 88.4% of the capacity over
+// seconds 2-10 on average over these 64 draws, 65% in the worst. A cut
+// whose share fell clearly to lowShare or less now ends its chain: 91.1%,
+// 72%.
+func TestSendRateHoldsUpUnderRandomThrottlesOnACapacity(t *testing.T) {
+	const draws = 64
+	var perDraw []int
+	total := 0
+	for seed := range uint64(draws) {
+		sim, c := likeTheBench(t, constantCapacity(500), seed)
+		sim.service.p = 0.02
+		sim.run(10 * time.Second)
+		perDraw = append(perDraw, sum(c.ok, 2, 10)/8)
+		total += sum(c.ok, 2, 10)
+	}
+	mean := float64(total) / draws / 8
+	t.Logf("successes a second over seconds 2-10, per draw: %v", perDraw)
+	assert.GreaterOrEqual(t, mean, 0.89*500, "expect ≥89%% of the capacity on average, got %.0f/s", mean)
+	assert.GreaterOrEqual(t, slices.Min(perDraw), 350, "expect ≥70% of the capacity in every draw")
+}
+
+// TestSendRateAFallDuringAHoldEndsIt: one client like the bench's, 5% of
+// all requests throttled at random on 500/s falling to 100/s for 5 s. A
+// halving before the fall finds the throttles not its own, and holds them
+// as background for 10 s: no rise and no jump until the background is
+// learnt on 2,000 answers, 16 s at the fallen rate. The fall's chain of
+// cuts, begun at 75% throttled, ended on a last link whose share fell by
+// two deviations or so, not the three that ended a hold, and the client
+// sent at the fallen rate for seconds after the capacity returned: in 10
+// of these 64 draws under 30% of it over the second to the fifth second
+// back (7 with lowShare's change). A chain that fell clearly from a
+// beginning clearly above the background now ends the hold: 4.
+func TestSendRateAFallDuringAHoldEndsIt(t *testing.T) {
+	capacity := phasedCapacity(500, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500})
+	var stuck []uint64
+	for seed := range uint64(64) {
+		sim, c := likeTheBench(t, capacity, seed)
+		sim.service.p = 0.05
+		sim.run(12 * time.Second)
+		if sum(c.ok, 8, 12) < 0.3*4*500 {
+			stuck = append(stuck, seed)
+		}
+	}
+	assert.LessOrEqual(t, len(stuck), 6, "expect at most 6 of 64 draws under 30%% of the capacity over seconds 2-5 back, got %v", stuck)
 }
 
 // TestSendRateRecoversAtASmallCapacity: a table of 100 writes/s falling to
