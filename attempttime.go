@@ -44,6 +44,20 @@ import (
 // so that such attempts cannot stop the sampling; a release that comes
 // after all still times its attempt, on the probe it was given.
 //
+// An attempt that began before any measured attempt of the lane came back
+// is cold: it waited for what a new client does once (credentials fetched
+// for its signature from IMDS, a container endpoint or STS, hundreds of
+// milliseconds; DNS, TCP and TLS handshakes), which the attempts after it
+// do not. Its time still counts while nothing better is known, so that a
+// cold client's first retry keeps a margin, but once and not twice (see
+// Retryer.margin): the sample already holds the headroom. The first warm
+// sample of an estimate replaces its cold ones, and a cold one that comes
+// back after it is left out. (Counted as any sample, a 400 ms credential
+// fetch in a PutItem's first attempt made a margin of 805 ms that refused
+// its retry with 598 ms left, where the retry needed a millisecond and
+// retry.NewStandard() made it; and Do sized its first conflict's window
+// from it, 1-5 s against 0.5-7 ms warm: an outside hunt, hunt277.)
+//
 // A lane keeps the estimates of maxOperationTimes operations at most; an
 // operation beyond them has no estimate of its own (a margin of 0, as
 // before its first attempt). Every sample also feeds the lane's estimate
@@ -84,6 +98,10 @@ type attemptTimes struct {
 	ops   atomic.Pointer[map[string]*attemptEstimate]
 	count atomic.Int32 // estimates in ops: none is added beyond maxOperationTimes
 	mu    sync.Mutex   // adds to ops
+
+	// warmFrom is when the lane's first sample came back, since the
+	// epoch, plus one: 0 until then. An attempt begun before it is cold.
+	warmFrom atomic.Int64
 }
 
 type attemptProbe struct {
@@ -114,7 +132,8 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 		// context had not ended yet, or at its own limit), took what the
 		// caller allowed, not what the service takes: it is no sample.
 		if ctx := p.ctx; ctx != nil && ctx.Err() == nil && !wasCut(err) {
-			a.record(p.op, a.since()-time.Duration(p.start.Load()))
+			start, end := time.Duration(p.start.Load()), a.since()
+			a.record(p.op, end-start, a.cold(start, end))
 		}
 		p.ctx, p.op = nil, nil
 		p.busy.Store(false)
@@ -215,15 +234,23 @@ func (a *attemptTimes) lookup(k operationKey) *attemptEstimate {
 	return nil
 }
 
-// record adds one attempt's time to the lane's estimate and to op's, if
-// any.
-func (a *attemptTimes) record(op *attemptEstimate, took time.Duration) {
+// cold reports whether the attempt measured from start to end (since the
+// epoch) began before the lane's first sample came back; the first sample
+// itself is cold unless it took no time.
+func (a *attemptTimes) cold(start, end time.Duration) bool {
+	a.warmFrom.CompareAndSwap(0, int64(end)+1)
+	return start < time.Duration(a.warmFrom.Load()-1)
+}
+
+// record adds one attempt's time, cold or not, to the lane's estimate and
+// to op's, if any.
+func (a *attemptTimes) record(op *attemptEstimate, took time.Duration, cold bool) {
 	if took < 0 {
 		return
 	}
-	a.all.record(took)
+	a.all.record(took, cold)
 	if op != nil {
-		op.record(took)
+		op.record(took, cold)
 	}
 }
 
@@ -233,16 +260,20 @@ func (a *attemptTimes) estimate() time.Duration {
 	return a.all.estimate()
 }
 
+// coldOnly reports whether the lane's estimate rests on cold samples only.
+func (a *attemptTimes) coldOnly() bool { return a.all.coldOnly() }
+
 // estimateOf returns the expected time of the next attempt of operation k,
-// without headroom: 0 before any of its attempts was measured.
-func (a *attemptTimes) estimateOf(k operationKey) time.Duration {
+// without headroom: 0 before any of its attempts was measured; and whether
+// it rests on cold samples only.
+func (a *attemptTimes) estimateOf(k operationKey) (time.Duration, bool) {
 	if a.now == nil {
-		return 0
+		return 0, false
 	}
 	if e := a.lookup(k); e != nil {
-		return e.estimate()
+		return e.estimate(), e.coldOnly()
 	}
-	return 0
+	return 0, false
 }
 
 // attemptEstimate is the estimate from one stream of samples: of one
@@ -253,16 +284,27 @@ type attemptEstimate struct {
 
 	est  atomic.Int64 // the current estimate, in nanoseconds
 	full atomic.Bool  // attemptSamples samples taken
+	cold atomic.Bool  // every sample taken is cold (and there is one)
 
 	mu      sync.Mutex
 	samples [attemptSamples]time.Duration
-	at      int // where the next sample goes
+	at      int  // where the next sample goes
+	warm    bool // a warm sample was taken
 }
 
-// record adds a sample.
-func (e *attemptEstimate) record(took time.Duration) {
+// record adds a sample, cold or not (see attemptTimes): the first warm one
+// replaces the cold ones, and a cold one after it is left out.
+func (e *attemptEstimate) record(took time.Duration, cold bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	switch {
+	case cold && e.warm:
+		return
+	case !cold && !e.warm:
+		e.samples, e.at, e.warm = [attemptSamples]time.Duration{}, 0, true
+		e.full.Store(false)
+	}
+	e.cold.Store(cold)
 	e.samples[e.at] = took
 	e.at = (e.at + 1) % attemptSamples
 	full := e.full.Load()
@@ -288,3 +330,5 @@ func (e *attemptEstimate) record(took time.Duration) {
 func (e *attemptEstimate) estimate() time.Duration {
 	return time.Duration(e.est.Load())
 }
+
+func (e *attemptEstimate) coldOnly() bool { return e.cold.Load() }

@@ -38,7 +38,7 @@ func TestOperationEstimatesAreBounded(t *testing.T) {
 	assert.Equal(t, int32(maxOperationTimes), a.count.Load())
 	estimated := 0
 	for i := range 2 * maxOperationTimes {
-		switch e := a.estimateOf(operationOf(op(i))); e {
+		switch e, _ := a.estimateOf(operationOf(op(i))); e {
 		case time.Millisecond:
 			estimated++
 		default:
@@ -87,14 +87,16 @@ func TestAttemptTimeoutNeverGivesMoreThanItsLimit(t *testing.T) {
 // no probe timed ends first: its retry met a margin of 0, and a 250 ms
 // backoff went ahead with 280 ms left after a 20 ms attempt, to meet the
 // deadline in the next one (helper-123). Until an operation has a sample,
-// every one of its attempts is timed.
+// every one of its attempts is timed. (Cold, the sample counts once: a
+// 265 ms backoff is refused with 280 ms left, and went ahead with a margin
+// of 0.)
 func TestAColdStartsUnprobedAttemptIsTimed(t *testing.T) {
 	base := time.Now()
 	var offset time.Duration // moved by this goroutine only
 	clock := func() time.Time { return base.Add(offset) }
 	r := New(func(o *Options) {
 		o.Clock = clock
-		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 250 * time.Millisecond, nil })
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 265 * time.Millisecond, nil })
 	})
 	require.NoError(t, r.Err())
 	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(300*time.Millisecond))
@@ -108,8 +110,44 @@ func TestAColdStartsUnprobedAttemptIsTimed(t *testing.T) {
 	offset += 20 * time.Millisecond // every attempt took 20 ms; the last, unprobed before, ends first
 	throttle := errors.New("throttled")
 	require.NoError(t, releases[attemptProbes](throttle))
-	requireRetryRefusedForDeadline(t, r, ctx, throttle, "expect the 250 ms backoff refused: 280 ms left, and 40 ms of margin after a 20 ms attempt")
+	requireRetryRefusedForDeadline(t, r, ctx, throttle, "expect the 265 ms backoff refused: 280 ms left, and 20 ms of margin after a cold 20 ms attempt")
 	for _, release := range releases[:attemptProbes] {
 		require.NoError(t, release(nil))
 	}
+}
+
+// TestColdSamplesGiveWayToWarmOnes: two attempts of a new lane begin
+// together and wait for its credentials; the first comes back after 400 ms
+// and is the estimate, counted once in the margin. An attempt begun after
+// it took 10 ms: warm, it replaces the cold sample, and the margin is
+// twice it. The other cold attempt, back at 500 ms, is left out.
+func TestColdSamplesGiveWayToWarmOnes(t *testing.T) {
+	base := time.Now()
+	var offset time.Duration // moved by this goroutine only
+	clock := func() time.Time { return base.Add(offset) }
+	r := New(func(o *Options) { o.Clock = clock })
+	require.NoError(t, r.Err())
+	ctx := awsmiddle.SetOperationName(awsmiddle.SetServiceID(context.Background(), "DynamoDB"), "PutItem")
+	first, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	second, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	l := r.lanes.get(ctx)
+
+	offset += 400 * time.Millisecond
+	require.NoError(t, first(nil))
+	assert.Equal(t, 400*time.Millisecond, r.margin(ctx, l), "expect a cold estimate counted once")
+	assert.True(t, l.attempts.coldOnly())
+
+	warm, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	offset += 10 * time.Millisecond
+	require.NoError(t, warm(nil))
+	assert.Equal(t, 20*time.Millisecond, r.margin(ctx, l), "expect the warm sample alone, twice")
+	assert.Equal(t, 20*time.Millisecond, r.margin(nil, l), "and over the lane's operations too")
+	assert.False(t, l.attempts.coldOnly())
+
+	offset += 90 * time.Millisecond
+	require.NoError(t, second(nil))
+	assert.Equal(t, 20*time.Millisecond, r.margin(ctx, l), "expect a cold attempt back after a warm one left out")
 }

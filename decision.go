@@ -185,16 +185,21 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 // operations when ctx is nil (a Do loop, whose fn may call several): the
 // headroom is for the attempts that take longer still and for a backoff
 // sleep that ends late on a busy machine, both of which the estimate cannot
-// see.
+// see. An estimate of cold attempts only counts once: they held a new
+// client's one-time costs, headroom enough.
 func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin
 	}
 	var e time.Duration
+	var cold bool
 	if ctx == nil {
-		e = l.attempts.estimate()
+		e, cold = l.attempts.estimate(), l.attempts.coldOnly()
 	} else {
-		e = l.attempts.estimateOf(operationOf(ctx))
+		e, cold = l.attempts.estimateOf(operationOf(ctx))
+	}
+	if cold {
+		return e
 	}
 	return addSaturating(e, e) // a clock that leapt forward made an attempt last ages
 }
@@ -210,7 +215,8 @@ func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 {
 		return r.fixedMargin
 	}
-	return l.attempts.estimateOf(operationOf(ctx))
+	e, _ := l.attempts.estimateOf(operationOf(ctx))
+	return e
 }
 
 // refusalReserve is what a wait before an empty budget's refusal leaves of

@@ -276,7 +276,16 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		}
 		d.conflicts++
 		seen, current := conflictReport(err)
-		backoff = d.conflictBackoff.Next(at, d.attemptSpan(took, queued), seen, current)
+		span := d.attemptSpan(took, queued)
+		backoff = d.conflictBackoff.Next(at, span, seen, current)
+		if l.attempts.coldOnly() {
+			// fn's call held the client's one-time costs (see
+			// attemptTimes): as round trips, they made a first window of
+			// seconds. The wait is drawn within one round trip as that
+			// call measured it (the Contention's), and the next conflict,
+			// warm, is sized from round trips.
+			backoff = d.fitConflict(backoff, span/2)
+		}
 		if p.hasDeadline {
 			p.at = r.now()
 			if left := p.deadline.Sub(p.at); left > p.margin { // no overflow below
@@ -410,9 +419,9 @@ func (d *doLoop) attemptSpan(took, queued time.Duration) time.Duration {
 	return took
 }
 
-// fitConflict returns the conflict backoff, or, when it would end within
-// the margin of the deadline (room is the time left before the margin), a
-// wait drawn uniformly in [0, room): the backoff only spaces the loop's
+// fitConflict returns the conflict backoff, or, when it is room or more, a
+// wait drawn uniformly in [0, room). With room the time left before the
+// deadline's margin: the backoff only spaces the loop's
 // attempts among its competitors, and one drawn longer than the time left
 // (a window sized for 64 writers, say) gave up calls with most of their
 // deadline unused, where an attempt sooner may still win. With no room the
