@@ -7,6 +7,7 @@ import (
 	"io"
 	"math"
 	"math/rand/v2"
+	"net"
 	"slices"
 	"strings"
 	"sync"
@@ -84,6 +85,107 @@ func TestSameAsStandard(t *testing.T) {
 }
 
 var genericErr = smithyGeneric("TooManyRequests")
+
+// timeoutErr is a transport's timeout, as net.Error says it.
+type timeoutErr struct{}
+
+func (timeoutErr) Error() string   { return "i/o timeout" }
+func (timeoutErr) Timeout() bool   { return true }
+func (timeoutErr) Temporary() bool { return false }
+
+// randomAnswers are the answers TestSameAsStandardOnRandomScripts draws
+// from: every kind the SDK's checks tell apart, and shared error values
+// (one value answering many attempts).
+func randomAnswers() []func() error {
+	shared500, sharedThrottle := serverErr(), throttleErr()
+	return []func() error{
+		ok, serverErr, throttleErr, validationErr,
+		func() error { return retryAfter(1) },
+		fail(shared500), fail(sharedThrottle),
+		func() error { return asResponse(429, &genericErr) },
+		func() error { return &net.OpError{Op: "dial", Net: "tcp", Err: errors.New("refused")} },
+		func() error { return asResponse(400, &modeled{"RequestTimeoutException"}) },
+		func() error { return asResponse(503, &modeled{"ServiceUnavailable"}) },
+		func() error { return fmt.Errorf("send: %w", timeoutErr{}) },
+		func() error { return errors.New("not an AWS error") },
+	}
+}
+
+// randomScript draws a script of one to four answers from answers.
+func randomScript(rng *rand.Rand, answers []func() error) []func() error {
+	s := make([]func() error, 1+rng.IntN(4))
+	for i := range s {
+		s[i] = answers[rng.IntN(len(answers))]
+	}
+	return s
+}
+
+// TestSameAsStandardOnRandomScripts is TestSameAsStandard on 2,400 random
+// scripts, one operation after another on one retryer of each: after every
+// operation the attempts, the outcome (success, max attempts, quota) and
+// the tokens left are the SDK's, in a bucket small enough to run dry.
+func TestSameAsStandardOnRandomScripts(t *testing.T) {
+	answers := randomAnswers()
+	for seed := uint64(1); seed <= 40; seed++ {
+		rng := rand.New(rand.NewPCG(seed, 7))
+		bucket := ratelimit.NewTokenRateLimit(100)
+		sdk := retry.NewStandard(sdkFast(bucket))
+		ours := jitterretry.New(fast, func(o *jitterretry.Options) {
+			o.BucketCapacity = 100
+			o.FailFastOnEmptyBudget = true // the SDK's refusal, at once
+		})
+		for op := range 60 {
+			s := randomScript(rng, answers)
+			sdkAttempts, sdkErr := operation(context.Background(), sdk, script(s...))
+			attempts, err := operation(context.Background(), ours, script(s...))
+			var sdkMax, max *retry.MaxAttemptsError
+			var sdkQuota, quota ratelimit.QuotaExceededError
+			if attempts != sdkAttempts || (err == nil) != (sdkErr == nil) ||
+				errors.As(err, &max) != errors.As(sdkErr, &sdkMax) ||
+				errors.As(err, &quota) != errors.As(sdkErr, &sdkQuota) ||
+				ours.Remaining() != bucket.Remaining() {
+				t.Fatalf("seed %d, operation %d: the SDK made %d attempts, %d tokens left, err %v;\nours %d attempts, %d tokens left, err %v",
+					seed, op, sdkAttempts, bucket.Remaining(), sdkErr, attempts, ours.Remaining(), err)
+			}
+		}
+	}
+}
+
+// TestSameTokensAsStandardOnConcurrentRandomScripts runs 3,200 random
+// scripts on 8 goroutines through each retryer, with a far deadline (a
+// retry is then tracked until its release), from the same bucket level:
+// the tokens left at the end are the SDK's.
+func TestSameTokensAsStandardOnConcurrentRandomScripts(t *testing.T) {
+	answers := randomAnswers()
+	const workers, ops = 8, 400
+	rng := rand.New(rand.NewPCG(3, 9))
+	scripts := make([][][]func() error, workers)
+	for w := range scripts {
+		for range ops {
+			scripts[w] = append(scripts[w], randomScript(rng, answers))
+		}
+	}
+	// Half full, so that neither a drained nor a full bucket hides a
+	// difference.
+	bucket := ratelimit.NewTokenRateLimit(1_000_000)
+	sdk := retry.NewStandard(sdkFast(bucket))
+	for range 500_000 / 5 {
+		_, err := sdk.GetRetryToken(context.Background(), throttleErr())
+		require.NoError(t, err)
+	}
+	ours := jitterretry.New(fast, func(o *jitterretry.Options) { o.BucketCapacity = 1_000_000 })
+	spendTokens(t, ours, 500_000)
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	for _, r := range []aws.Retryer{sdk, ours} {
+		concurrently(workers, func(w int) {
+			for _, s := range scripts[w] {
+				operation(ctx, r, script(s...))
+			}
+		})
+	}
+	assert.Equal(t, bucket.Remaining(), ours.Remaining())
+}
 
 func TestDeadlineGiveUpKeepsCause(t *testing.T) {
 	var gaveUp []*jitterretry.GiveUpError
