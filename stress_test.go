@@ -331,3 +331,70 @@ func TestFinishedOperationsKeepNoContextAlive(t *testing.T) {
 		})
 	}
 }
+
+// TestStressColdStarts races new retryers' first attempts, the cold ones
+// whose times count once in the margin until a warm one is timed (see
+// attemptTimes), through the SDK's retry middleware: in each of 200 rounds
+// 16 goroutines start together on a fresh retryer, the attempts before the
+// round's first answer slow (a credential fetch) and the rest quick, under
+// deadlines of a few milliseconds, cancels racing every step, far
+// deadlines, and Do loops whose first call conflicts (sized on cold times
+// only). Nothing may panic, and no token may be created.
+func TestStressColdStarts(t *testing.T) {
+	if !runInChild(t) {
+		return
+	}
+	const rounds, workers = 200, 16
+	shared := serverErr()
+	for round := range rounds {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.BaseDelay, o.ThrottleBaseDelay, o.MaxBackoff = 100*time.Microsecond, 200*time.Microsecond, time.Millisecond
+		})
+		require.NoError(t, r.Err())
+		var answered atomic.Bool
+		answer := func(attempt int) error {
+			if !answered.Load() {
+				time.Sleep(2 * time.Millisecond) // the client's one-time costs
+			} else {
+				time.Sleep(50 * time.Microsecond)
+			}
+			answered.Store(true)
+			if attempt == 1 {
+				return shared
+			}
+			return nil
+		}
+		concurrently(workers, func(w int) {
+			i := round*workers + w
+			var ctx context.Context
+			var cancel context.CancelFunc
+			switch i % 3 {
+			case 0:
+				ctx, cancel = context.WithTimeout(context.Background(), time.Duration(1+i%5)*time.Millisecond)
+			case 1:
+				ctx, cancel = context.WithCancel(context.Background())
+				go func() {
+					time.Sleep(time.Duration(i%3000) * time.Microsecond)
+					cancel()
+				}()
+			default:
+				ctx, cancel = context.WithTimeout(context.Background(), time.Hour)
+			}
+			defer cancel()
+			if i%2 == 0 {
+				_, _ = operation(ctx, r, answer)
+				return
+			}
+			calls := 0
+			_ = jitterretry.Do(ctx, r, func(ctx context.Context) error {
+				calls++
+				_, err := operation(ctx, r, answer)
+				if calls == 1 {
+					return jitterretry.Conflict(errors.Join(err, errors.New("conditional check failed")), 1, 2)
+				}
+				return err
+			})
+		})
+		assert.LessOrEqual(t, r.Remaining(), uint(500), "expect no token created")
+	}
+}
