@@ -92,6 +92,11 @@ type handoffSlot struct {
 	pending   int   // hand-offs of key not yet taken
 	ambiguous bool  // more than one operation handed key off at once
 	deadlines bool  // one of the pending hand-offs had a deadline to check
+	// uncounted is how many of the pending hand-offs had a deadline to
+	// check and are not yet in the skipped checks' metric: an eviction
+	// counts them, or the takes of an ambiguous entry do, one each, so
+	// that each skipped check is counted once.
+	uncounted int
 	// absent counts, by value, the operations whose entry was evicted and
 	// whose RetryDelay may still come.
 	absent [4]absentOps
@@ -192,6 +197,15 @@ type pendingRetry struct {
 // refused operations never ask for it.
 func (p *pendingRetry) checksDeadline() bool { return p.hasDeadline && !p.refused }
 
+// countsDeadline is 1 when p has a deadline check to make, else 0: what it
+// adds to its slot's uncounted checks.
+func (p *pendingRetry) countsDeadline() int {
+	if p.checksDeadline() {
+		return 1
+	}
+	return 0
+}
+
 // refund gives the tokens of the retry back, unless they were claimed, and
 // forgets them: a second refund (a Do loop's, after a hook that panicked)
 // gives nothing.
@@ -216,26 +230,18 @@ const (
 )
 
 // skippedCheck is whether a retry's deadline check was due but could not be
-// made, and whether the eviction of its hand-off counted it already (in the
-// skipped checks' metric, reason evicted).
+// made, and whether the skipped checks' metric holds it already (counted at
+// the eviction of its hand-off, or at another take of its ambiguous entry).
 type skippedCheck struct{ skipped, counted bool }
-
-// check returns what status means for a retry that had a deadline to check
-// if hadDeadline.
-func (s handoffStatus) check(hadDeadline bool) skippedCheck {
-	return skippedCheck{
-		skipped: hadDeadline && (s == handoffAmbiguous || s == handoffLost),
-		counted: hadDeadline && s == handoffLost,
-	}
-}
 
 // put hands e off under err, whose keyHash is hash, reading clock only when
 // e has no reading and the slot needs one (a pending entry of the same
 // value to date, another value's entries to age, evicted operations of the
-// value to tell). It reports whether it evicted entries of another error
-// with a deadline to check, and their partition ("" when several operations
-// had handed that error off at once).
-func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted bool, partition string) {
+// value to tell). It returns how many of the entries it evicted (another
+// error's, or its own value's gone stale) had a deadline check due that no
+// count holds yet, and their partition ("" when several operations had
+// handed the evicted error off at once).
+func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted int, partition string) {
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -251,15 +257,18 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		// is known: a put that made none reads the clock here, on this
 		// rare path.
 		if s.puts.allStale(reading()) {
+			// Their RetryDelay will not come: their checks are skipped.
+			evicted, partition = s.evictedChecks()
 			s.replace(err, e, at)
-			return false, ""
+			return evicted, partition
 		}
 		s.puts.push(at)
 		s.pending++
 		s.ambiguous = true
 		s.deadlines = s.deadlines || e.checksDeadline()
+		s.uncounted += e.countsDeadline()
 		s.entry = pendingRetry{}
-		return false, ""
+		return 0, ""
 	}
 	// The absent operations of this value, if recent, may still ask: their
 	// RetryDelay must not take this entry. (Taken first, so that their
@@ -268,10 +277,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	if s.pending > 0 {
 		// Another value's entries: evicted. Their operations may still
 		// ask, unless the entries are stale.
-		evicted = s.deadlines
-		if s.entry.lane != nil {
-			partition = s.entry.lane.key
-		}
+		evicted, partition = s.evictedChecks()
 		if !s.puts.allStale(reading()) {
 			s.addAbsent(s.key, s.pending, s.deadlines, reading())
 		}
@@ -287,9 +293,19 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	return evicted, partition
 }
 
+// evictedChecks returns how many of the pending entries, about to be
+// evicted, had a deadline check due that no count holds yet, and their
+// partition ("" when the entry is ambiguous).
+func (s *handoffSlot) evictedChecks() (n int, partition string) {
+	if s.entry.lane != nil {
+		partition = s.entry.lane.key
+	}
+	return s.uncounted, partition
+}
+
 // replace makes e, put at at, the slot's only entry, under err.
 func (s *handoffSlot) replace(err error, e *pendingRetry, at time.Time) {
-	s.key, s.pending, s.ambiguous, s.deadlines, s.entry = err, 1, false, e.checksDeadline(), *e
+	s.key, s.pending, s.ambiguous, s.deadlines, s.uncounted, s.entry = err, 1, false, e.checksDeadline(), e.countsDeadline(), *e
 	s.puts.reset(at)
 }
 
@@ -403,34 +419,39 @@ func (s *handoffSlot) absentOf(key error) *absentOps {
 	return nil
 }
 
-// take takes the entry handed off under err. For an ambiguous or lost
-// entry, hadDeadline reports whether a deadline check was due. It reads
-// clock only when it finds nothing and the slot forgot operations that may
-// still ask.
-func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, status handoffStatus, hadDeadline bool) {
+// take takes the entry handed off under err, and tells whether its
+// deadline check, if one was due, could not be made (an ambiguous or lost
+// entry) and is counted already. An ambiguous entry's takes count the
+// skipped checks its puts brought, one each, whichever of its operations
+// asks: the pairing is lost, the total is not. It reads clock only when it
+// finds nothing and the slot forgot operations that may still ask.
+func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, status handoffStatus, check skippedCheck) {
 	s := &h.slots[keyHash(err)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending > 0 && sameKey(s.key, err) {
 		s.pending--
 		s.puts.pop() // under the SDK's middleware, the last to put takes first
-		status, e, hadDeadline = handoffFound, s.entry, s.deadlines
+		status, e = handoffFound, s.entry
 		if s.ambiguous {
 			status, e = handoffAmbiguous, pendingRetry{}
+			check = skippedCheck{skipped: s.deadlines, counted: s.uncounted == 0}
+			s.uncounted = max(s.uncounted-1, 0)
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.entry = nil, false, false, pendingRetry{}
+			s.key, s.ambiguous, s.deadlines, s.uncounted, s.entry = nil, false, false, 0, pendingRetry{}
 			s.puts = putTimes{}
 		}
-		return e, status, hadDeadline
+		return e, status, check
 	}
+	// A lost entry's skipped check was counted at its eviction.
 	if found, deadline := s.absentAsked(err); found {
-		return pendingRetry{}, handoffLost, deadline
+		return pendingRetry{}, handoffLost, skippedCheck{skipped: deadline, counted: true}
 	}
 	if found, deadline := s.forgottenAsked(clock); found {
-		return pendingRetry{}, handoffLost, deadline
+		return pendingRetry{}, handoffLost, skippedCheck{skipped: deadline, counted: true}
 	}
-	return pendingRetry{}, handoffMissing, false
+	return pendingRetry{}, handoffMissing, skippedCheck{}
 }
 
 // keyHash spreads pointers (by address) and other errors (by dynamic type)

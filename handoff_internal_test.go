@@ -721,3 +721,84 @@ func TestAForgottenEvictedRetryIsReportedUnchecked(t *testing.T) {
 		})
 	}
 }
+
+// TestEachSkippedCheckIsCountedOnce: the skipped deadline checks' metric
+// counts each retry whose check was due and could not be made once, however
+// its hand-off was shared or evicted. Before, an operation whose hand-off
+// was evicted and whose value was then handed off again (a shared error
+// value) was counted at the eviction and again when its RetryDelay found
+// the slot ambiguous; an evicted ambiguous pair was counted once for two;
+// and a retry with no deadline, sharing its value with one that had one,
+// was counted as a check it never had.
+func TestEachSkippedCheckIsCountedOnce(t *testing.T) {
+	type step struct {
+		put      bool // GetRetryToken, else RetryDelay
+		other    bool // the colliding value, else the shared one
+		deadline bool
+		later    bool // a second after the step before
+	}
+	putShared := step{put: true, deadline: true}
+	putSharedNoDeadline := step{put: true}
+	putOther := step{put: true, other: true} // no deadline: only the shared value's checks are due
+	askShared := step{}
+	askOther := step{other: true}
+	cases := []struct {
+		name    string
+		steps   []step
+		skipped int64 // retries whose check was due and not made
+	}{
+		{"evicted, then its value handed off again", []step{putShared, putOther, putShared, askShared, askShared, askOther}, 2},
+		{"an ambiguous pair evicted", []step{putShared, putShared, putOther, askShared, askShared, askOther}, 2},
+		{"an ambiguous pair, one with no deadline", []step{putShared, putSharedNoDeadline, askShared, askShared}, 1},
+		{"an ambiguous pair", []step{putShared, putShared, askShared, askShared}, 2},
+		{"an ambiguous pair, one evicted before the other's put", []step{putShared, putOther, putSharedNoDeadline, askShared, askShared, askOther}, 1},
+		{"an ambiguous pair whose RetryDelays never come, evicted", []step{putShared, putShared, putOther, askOther}, 2},
+		{"unasked for a second, replaced by its own value", []step{putShared, {put: true, later: true}, askShared}, 1},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			m := &skipCounter{reasons: map[string]int64{}}
+			base := time.Now()
+			var offset atomic.Int64
+			r := New(func(o *Options) {
+				o.MeterProvider = skipProvider{m}
+				o.Clock = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+			})
+			require.NoError(t, r.Err())
+			shared := errors.New("shared")
+			other := collidingWith(shared, 1)[0]
+			hour, cancel := context.WithTimeout(context.Background(), time.Hour)
+			defer cancel()
+			unchecked := 0
+			r.hooks.onRetry = func(e RetryEvent) {
+				if e.Unchecked {
+					unchecked++
+				}
+			}
+			for _, s := range tc.steps {
+				if s.later {
+					offset.Add(int64(handoffStale))
+				}
+				err := shared
+				if s.other {
+					err = other
+				}
+				ctx := context.Background()
+				if s.deadline {
+					ctx = hour
+				}
+				if s.put {
+					_, gerr := r.GetRetryToken(ctx, err)
+					require.NoError(t, gerr)
+				} else {
+					_, derr := r.RetryDelay(1, err)
+					require.NoError(t, derr)
+				}
+			}
+			m.mu.Lock()
+			defer m.mu.Unlock()
+			assert.Equal(t, tc.skipped, m.reasons["evicted"]+m.reasons["unpaired"], "expect each skipped check counted once, got %v (%d retries reported unchecked)", m.reasons, unchecked)
+		})
+	}
+}

@@ -330,11 +330,11 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	return release, nil
 }
 
-// put hands p off to the RetryDelay that follows, and counts an entry with
-// a deadline check it evicted (see handoff.put).
+// put hands p off to the RetryDelay that follows, and counts the deadline
+// checks of the entries it evicted (see handoff.put).
 func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
-	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted && r.hooks.meter != nil {
-		r.hooks.meter.uncheckedEviction(partition)
+	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted > 0 && r.hooks.meter != nil {
+		r.hooks.meter.uncheckedEvictions(partition, evicted)
 	}
 }
 
@@ -356,7 +356,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
 	}
-	p, status, hadDeadline := r.handoff.take(opErr, r.now)
+	p, status, check := r.handoff.take(opErr, r.now)
 	if status != handoffFound {
 		info := r.classes.inspect(opErr)
 		p.class, p.hint = r.classes.retryClass(opErr, info.class), info.hint
@@ -371,7 +371,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 		return 0, err
 	}
 	d = max(d-p.waited, 0) // GetRetryToken waited that long for tokens
-	if _, gerr := r.schedule(&p, attempt, opErr, d, status.check(hadDeadline)); gerr != nil {
+	if _, gerr := r.schedule(&p, attempt, opErr, d, check); gerr != nil {
 		return 0, gerr
 	}
 	return d, nil

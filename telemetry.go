@@ -176,11 +176,12 @@ func (m *meter) sendWait(ctx context.Context, partition string, d time.Duration,
 	m.waits.Record(orBackground(ctx), d.Seconds(), attrs(ctx, partition, attrReason, reason))
 }
 
-// uncheckedEviction counts a hand-off of partition that no RetryDelay took
-// before another error needed its slot: a wrapper replaced RetryDelay, or
-// the retry never came (yet).
-func (m *meter) uncheckedEviction(partition string) {
-	m.uncheckable.Add(context.Background(), 1, attrs(nil, partition, attrReason, "evicted"))
+// uncheckedEvictions counts n hand-offs of partition with a deadline check
+// due that no RetryDelay took before another error needed their slot, or
+// within a second: a wrapper replaced RetryDelay, or the retry never came
+// (yet).
+func (m *meter) uncheckedEvictions(partition string, n int) {
+	m.uncheckable.Add(context.Background(), int64(n), attrs(nil, partition, attrReason, "evicted"))
 }
 
 func orBackground(ctx context.Context) context.Context {
