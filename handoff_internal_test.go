@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"runtime"
 	"sync"
 	"sync/atomic"
@@ -12,6 +13,8 @@ import (
 
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go/metrics"
+	smithymiddle "github.com/aws/smithy-go/middleware"
+	smithyhttp "github.com/aws/smithy-go/transport/http"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -801,4 +804,77 @@ func TestEachSkippedCheckIsCountedOnce(t *testing.T) {
 			assert.Equal(t, tc.skipped, m.reasons["evicted"]+m.reasons["unpaired"], "expect each skipped check counted once, got %v (%d retries reported unchecked)", m.reasons, unchecked)
 		})
 	}
+}
+
+// sharedFailure is a retryable error that operations share, as a sentinel
+// a transport or wrapper returns is.
+type sharedFailure struct{ name string }
+
+func (e *sharedFailure) Error() string        { return e.name }
+func (e *sharedFailure) RetryableError() bool { return true }
+
+// TestSkippedChecksUnderTheMiddlewareAddUp: operations with deadlines,
+// through the SDK's retry middleware from many goroutines at once, fail
+// with three retryable error values of one hand-off slot, which they
+// share: their hand-offs are shared and evict each other. Every retry the
+// retryer reported Unchecked had its deadline check skipped, and the
+// skipped checks' metric counts each of them once, whatever the
+// interleaving; none is counted that was checked.
+func TestSkippedChecksUnderTheMiddlewareAddUp(t *testing.T) {
+	m := &skipCounter{reasons: map[string]int64{}}
+	var retries, unchecked atomic.Int64
+	r := New(func(o *Options) {
+		o.MeterProvider = skipProvider{m}
+		o.BucketCapacity = 1 << 30 // no retry refused: a refusal's hand-off is no skipped check
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+		o.OnRetry = func(e RetryEvent) {
+			retries.Add(1)
+			if e.Unchecked {
+				unchecked.Add(1)
+			}
+		}
+	})
+	require.NoError(t, r.Err())
+	first := &sharedFailure{name: "shared"}
+	values := []error{first}
+	for len(values) < 3 {
+		if c := (&sharedFailure{name: "colliding"}); keyHash(c)%handoffSlots == keyHash(first)%handoffSlots {
+			values = append(values, c)
+		}
+	}
+	attempt := retry.NewAttemptMiddleware(r, func(in any) any { return in })
+	const workers, operations = 8, 2_000
+	var wg sync.WaitGroup
+	for w := range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range operations {
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				calls := 0
+				next := smithymiddle.FinalizeHandlerFunc(func(context.Context, smithymiddle.FinalizeInput) (smithymiddle.FinalizeOutput, smithymiddle.Metadata, error) {
+					calls++
+					if calls == 3 {
+						return smithymiddle.FinalizeOutput{}, smithymiddle.Metadata{}, nil
+					}
+					return smithymiddle.FinalizeOutput{}, smithymiddle.Metadata{}, values[(w+i+calls)%len(values)]
+				})
+				in := smithymiddle.FinalizeInput{Request: &smithyhttp.Request{Request: &http.Request{Header: http.Header{}}}}
+				_, _, err := attempt.HandleFinalize(ctx, in, next)
+				cancel()
+				if err != nil {
+					t.Errorf("expect every operation to succeed on its third attempt, got %v", err)
+					return
+				}
+			}
+		}()
+	}
+	wg.Wait()
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	counted := m.reasons["evicted"] + m.reasons["unpaired"]
+	require.Equal(t, int64(2*workers*operations), retries.Load(), "expect two retries per operation")
+	require.Positive(t, unchecked.Load(), "expect the shared values to leave some checks unmade, or this test shows nothing")
+	assert.Equal(t, unchecked.Load(), counted, "expect each retry reported Unchecked counted once in the metric, got %v", m.reasons)
+	t.Logf("%d retries, %d unchecked, counted %v", retries.Load(), unchecked.Load(), m.reasons)
 }
