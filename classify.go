@@ -127,8 +127,10 @@ func newClassifier(retryables []retry.IsErrorRetryable, throttles []retry.IsErro
 // facts walks err's chain once and looks its error code up.
 func (c *classifier) facts(err error) errorFacts {
 	var f errorFacts
-	f.walk(err, 0)
-	if f.partial {
+	var w chainWalk
+	w.visit(err, 0, f.sees)
+	f.typedNil = w.typedNil
+	if w.partial {
 		// An error larger than the walk reads (a batch's errors joined):
 		// what it read decides, unless a cycle or a nil pointer lies past
 		// it, on which the checks that follow (errors.As, Error) would
@@ -413,7 +415,6 @@ type errorFacts struct {
 	timeGaveUp      bool         // a *GiveUpError for a deadline or a cancel (GiveUpDeadline, GiveUpCanceled) is in the chain
 	outOfAttempts   bool         // a *retry.MaxAttemptsError is in the chain
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
-	partial         bool         // the walk stopped at maxErrorDepth or maxErrorNodes before the chain's end
 	truncated       bool         // the chain has a cycle, or more than maxCycleNodes reads (see scanWhole)
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
@@ -421,7 +422,6 @@ type errorFacts struct {
 	refusalCtxErr   error        // the canceled flag is a GiveUpCanceled's, with this context error
 	network         bool         // a connection-level error is in the chain
 	foreignAs       bool         // a node has an As method
-	nodes           int          // nodes visited so far
 	response        *http.Response
 	cut             time.Duration // the limit of an attempt AttemptTimeout cut at the operation's deadline
 	stalled         bool          // AttemptTimeout cut an attempt at its own limit
@@ -440,66 +440,61 @@ func (f *errorFacts) httpResponse(err error) *http.Response {
 	return f.response
 }
 
-// maxErrorDepth and maxErrorNodes bound the walk, so that a cyclic chain
+// maxErrorDepth and maxErrorNodes bound a walk of a chain, so that a cyclic chain
 // cannot loop for ever and a tree of joined errors cannot grow exponentially.
 const (
 	maxErrorDepth = 64
 	maxErrorNodes = 256
 )
 
-func (f *errorFacts) walk(err error, depth int) {
-	if err == nil {
-		return
-	}
-	if depth > maxErrorDepth || f.nodes >= maxErrorNodes {
-		f.partial = true
-		return
-	}
-	f.nodes++
-	if holdsNil(err) {
-		f.typedNil = true
-		return
-	}
-	f.visit(err)
-	switch u := err.(type) {
-	case interface{ Unwrap() error }:
-		f.walk(u.Unwrap(), depth+1)
-	case interface{ Unwrap() []error }:
-		for _, e := range u.Unwrap() {
-			f.walk(e, depth+1)
-		}
-	}
+// chainWalk walks an error's chain depth first through both forms of
+// Unwrap, as errors.Is does, within maxErrorDepth and maxErrorNodes: the
+// bounds of every walk of a chain on the retry decision's path. Unlike
+// errors.As it calls no method of the errors but Unwrap, and stops at a
+// nil pointer, whose methods may dereference it (found never sees one).
+// The zero value is ready to walk.
+type chainWalk struct {
+	nodes    int  // errors visited so far
+	partial  bool // the walk stopped at a bound before the chain's end
+	typedNil bool // a nil pointer is in the part of the chain walked
 }
 
-// inChain reports whether found holds for err or an error of its chain,
-// visited depth first through both forms of Unwrap. Unlike errors.As it
-// calls no method of the errors but Unwrap, and stops at a nil pointer,
-// whose methods may dereference it (found never sees one); it visits at
-// most maxErrorNodes errors, maxErrorDepth deep.
-func inChain(err error, found func(error) bool) bool {
-	nodes := 0
-	var walk func(e error, depth int) bool
-	walk = func(e error, depth int) bool {
-		if e == nil || depth > maxErrorDepth || nodes >= maxErrorNodes || holdsNil(e) {
-			return false
-		}
-		nodes++
-		if found(e) {
-			return true
-		}
-		switch u := e.(type) {
-		case interface{ Unwrap() error }:
-			return walk(u.Unwrap(), depth+1)
-		case interface{ Unwrap() []error }:
-			for _, inner := range u.Unwrap() {
-				if walk(inner, depth+1) {
-					return true
-				}
-			}
-		}
+// visit calls found on err, depth deep, and then on its chain, until found
+// returns true, and reports whether it did.
+func (w *chainWalk) visit(err error, depth int, found func(error) bool) bool {
+	if err == nil {
 		return false
 	}
-	return walk(err, 0)
+	if depth > maxErrorDepth || w.nodes >= maxErrorNodes {
+		w.partial = true
+		return false
+	}
+	w.nodes++
+	if holdsNil(err) {
+		w.typedNil = true
+		return false
+	}
+	if found(err) {
+		return true
+	}
+	switch u := err.(type) {
+	case interface{ Unwrap() error }:
+		return w.visit(u.Unwrap(), depth+1, found)
+	case interface{ Unwrap() []error }:
+		for _, inner := range u.Unwrap() {
+			if w.visit(inner, depth+1, found) {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// inChain reports whether found holds for err or an error of its chain
+// (see chainWalk).
+func inChain(err error, found func(error) bool) bool {
+	var w chainWalk
+	return w.visit(err, 0, found)
 }
 
 // isPointer reports whether err's dynamic type is a pointer, whose identity
@@ -620,6 +615,13 @@ func (f *errorFacts) loopsConflict() bool {
 
 func (f *errorFacts) isConflict() bool {
 	return f.conflictMark || f.kind&codeConflict != 0 || f.transaction == cancelledByConflicts
+}
+
+// sees records what err, a node of the chain, says; it never stops the
+// walk.
+func (f *errorFacts) sees(err error) bool {
+	f.visit(err)
+	return false
 }
 
 func (f *errorFacts) visit(err error) {
