@@ -176,6 +176,11 @@ func TestMarginRefusalSaysSo(t *testing.T) {
 	// A drawn backoff of 10 min that the hint stretches to 10 min 5 s.
 	msg = refusal(10*time.Minute, time.Millisecond, 10*time.Minute+3*time.Second, asResponse(400, &modeled{"ThrottlingException"}, "X-Amz-Retry-After", "1200000"))
 	assert.Contains(t, msg, "gave up: backoff 10m0s, 10m5s after the service's x-amz-retry-after, would end past the context deadline")
+
+	// The longest margin reads to the millisecond, as shorter ones do:
+	// rounding it up overflowed, and it printed every nanosecond.
+	msg = refusal(0, math.MaxInt64, time.Hour, throttle)
+	assert.Contains(t, msg, "gave up: 2562047h47m16.854s kept for the attempt after the backoff")
 }
 
 // TestAttemptReleaseTwiceDoesNotPanic: releasing an attempt twice is the

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"math"
 	"strings"
 	"time"
 
@@ -442,13 +443,18 @@ func (e *OptionsError) Error() string {
 
 // readable rounds d for a message: to the millisecond from 10 ms up, where
 // more digits say nothing, to the microsecond below, and not at all under
-// a microsecond, which would read 0s.
+// a microsecond, which would read 0s. A d that rounding would overflow
+// (Round saturates, leaving every digit) is truncated instead.
 func readable(d time.Duration) time.Duration {
+	unit := time.Duration(1)
 	switch {
 	case d >= 10*time.Millisecond || d <= -10*time.Millisecond:
-		return d.Round(time.Millisecond)
+		unit = time.Millisecond
 	case d >= time.Microsecond || d <= -time.Microsecond:
-		return d.Round(time.Microsecond)
+		unit = time.Microsecond
 	}
-	return d
+	if r := d.Round(unit); r != math.MaxInt64 && r != math.MinInt64 {
+		return r
+	}
+	return d.Truncate(unit)
 }

@@ -45,7 +45,7 @@ type Options struct {
 	// BaseDelay is the first retry's backoff window after an error that is
 	// not a throttle, growing by BackoffGrowth per attempt. Default 50 ms;
 	// must be positive. A BaseDelay above MaxBackoff is capped, as in the
-	// SDK. Ignored when Backoff is set.
+	// SDK. Ignored when Backoff is set, and still checked then.
 	BaseDelay time.Duration
 
 	// ThrottleBaseDelay is BaseDelay for throttling errors. Default 1 s;
@@ -53,14 +53,15 @@ type Options struct {
 	// default, a throttle uses BaseDelay while the limiter paces its
 	// partition and at most a tenth of the last 100-200 ms's answers were
 	// throttled: the limiter already slows the client down, and the
-	// throttle was a near miss. Ignored when Backoff is set.
+	// throttle was a near miss. Ignored when Backoff is set, and still
+	// checked then.
 	ThrottleBaseDelay time.Duration
 
 	// MaxBackoff caps every delay, before jitter, so full jitter stays
-	// jittered at the cap. Default 20 s; must be positive. When Backoff is
-	// set, it caps only Do's backoff after a conflict, which Backoff does
-	// not compute (and not that either when Backoff is a delayer of
-	// package delayers: its own cap does).
+	// jittered at the cap. Default 20 s; must be positive, also when
+	// Backoff is set: then it caps only Do's backoff after a conflict,
+	// which Backoff does not compute (and not that either when Backoff is
+	// a delayer of package delayers: its own cap does).
 	MaxBackoff time.Duration
 
 	// BackoffGrowth is the factor the backoff window grows by per attempt.
@@ -321,12 +322,9 @@ func (o *Options) validate() error {
 			return err
 		}
 	}
-	if o.Backoff != nil {
-		return nil
-	}
-	if _, err := delayers.ParseStrategy(string(o.Jitter)); err != nil {
-		return invalid("Jitter", fmt.Sprintf("%q is not a strategy; want one of %v", o.Jitter, delayers.Strategies()))
-	}
+	// Checked with a custom Backoff too: MaxBackoff still caps Do's
+	// backoff after a conflict there, and a bad value is bad input
+	// whatever reads it.
 	for _, d := range []struct {
 		name string
 		v    time.Duration
@@ -334,6 +332,12 @@ func (o *Options) validate() error {
 		if d.v <= 0 {
 			return invalid(d.name, fmt.Sprintf("must be positive, got %v", d.v))
 		}
+	}
+	if o.Backoff != nil {
+		return nil
+	}
+	if _, err := delayers.ParseStrategy(string(o.Jitter)); err != nil {
+		return invalid("Jitter", fmt.Sprintf("%q is not a strategy; want one of %v", o.Jitter, delayers.Strategies()))
 	}
 	switch g := o.BackoffGrowth; {
 	case g == defaultGrowth:

@@ -838,10 +838,22 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		opt    func(*jitterretry.Options)
 		option string
 	}{
-		"MaxAttempts zero":        {func(o *jitterretry.Options) { o.MaxAttempts = 0 }, "MaxAttempts"},
-		"MaxAttempts negative":    {func(o *jitterretry.Options) { o.MaxAttempts = -5 }, "MaxAttempts"},
-		"negative base":           {func(o *jitterretry.Options) { o.BaseDelay = -time.Second }, "BaseDelay"},
-		"zero cap":                {func(o *jitterretry.Options) { o.MaxBackoff = 0 }, "MaxBackoff"},
+		"MaxAttempts zero":     {func(o *jitterretry.Options) { o.MaxAttempts = 0 }, "MaxAttempts"},
+		"MaxAttempts negative": {func(o *jitterretry.Options) { o.MaxAttempts = -5 }, "MaxAttempts"},
+		"negative base":        {func(o *jitterretry.Options) { o.BaseDelay = -time.Second }, "BaseDelay"},
+		"zero cap":             {func(o *jitterretry.Options) { o.MaxBackoff = 0 }, "MaxBackoff"},
+		// With a custom Backoff, MaxBackoff still caps Do's backoff after
+		// a conflict: a zero or negative one was let through and read as
+		// the 20 s default there (helper-138).
+		"zero cap beside a Backoff": {func(o *jitterretry.Options) {
+			o.Backoff, o.MaxBackoff = retry.NewExponentialJitterBackoff(time.Second), 0
+		}, "MaxBackoff"},
+		"negative cap beside a Backoff": {func(o *jitterretry.Options) {
+			o.Backoff, o.MaxBackoff = retry.NewExponentialJitterBackoff(time.Second), -time.Second
+		}, "MaxBackoff"},
+		"negative base beside a Backoff": {func(o *jitterretry.Options) {
+			o.Backoff, o.BaseDelay = retry.NewExponentialJitterBackoff(time.Second), -time.Second
+		}, "BaseDelay"},
 		"unknown jitter":          {func(o *jitterretry.Options) { o.Jitter = "sideways" }, "Jitter"},
 		"empty jitter":            {func(o *jitterretry.Options) { o.Jitter = "" }, "Jitter"},
 		"negative margin":         {func(o *jitterretry.Options) { o.DeadlineMargin = -1 }, "DeadlineMargin"},

@@ -161,6 +161,12 @@ func (b *TokenBucket) refillLocked() {
 	if b.now == nil {
 		return
 	}
+	if math.IsInf(b.refill, 1) {
+		// Full at every reading, whether or not the clock moved since
+		// the last: a coarse or held clock reads the same time twice.
+		b.tokens.Store(uint64(b.capacity))
+		return
+	}
 	// A clock stepped back refills nothing, and its return forward only
 	// what passes the time refilled up to (see steadyTime).
 	last := b.steady.latest

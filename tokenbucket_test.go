@@ -126,6 +126,27 @@ func TestBucketRefillFollowsAJitteryClock(t *testing.T) {
 	assert.Equal(t, uint(0), r.Remaining(), "expect a millisecond's refill after one reading an hour back")
 }
 
+// TestInfiniteRefillKeepsTheBucketFullOnAStillClock: a refill of +Inf
+// keeps the bucket full, as Options.BucketRefill says, also when the clock
+// reads the same time for every retry (a test's fixed Clock, a coarse
+// clock's tick): the refill waited for the clock to move, and the third
+// retry of a bucket of two was refused for the budget (helper-138).
+func TestInfiniteRefillKeepsTheBucketFullOnAStillClock(t *testing.T) {
+	still := time.Date(2026, 1, 1, 0, 0, 0, 0, time.UTC)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 10, 5, 5
+		o.BucketRefill = math.Inf(1)
+		o.FailFastOnEmptyBudget = true
+		o.Clock = func() time.Time { return still }
+	})
+	require.NoError(t, r.Err())
+	for i := range 4 {
+		_, err := r.GetRetryToken(context.Background(), throttleErr())
+		require.NoError(t, err, "retry %d: expect the bucket full", i+1)
+	}
+	assert.Equal(t, uint(10), r.Remaining(), "expect the bucket full")
+}
+
 // TestBucketRefillKeepsItsFractionOnACoarseClock: a clock that ticks in
 // 1 ms steps, read twice a tick: the second reading, with nothing elapsed,
 // threw the fraction away, and a second at 100/s refilled nothing
