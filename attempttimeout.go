@@ -42,8 +42,14 @@ var errAttemptCut = errors.New("jitterretry: attempt cut")
 // context ends first fails as before, with the context's error.
 //
 // Add it to a client with config.WithAPIOptions or the client's
-// Options.APIOptions: it is a middleware in the Finalize step, right after
-// the SDK's retry middleware, so it works with any retryer. Every service
+// Options.APIOptions: it is a middleware at the end of the Finalize step,
+// where the request is signed and about to be sent, within each attempt
+// of the SDK's retry middleware, so it works with any retryer. It bounds
+// the send, the wait for the answer and the reading of it, not what the
+// attempt does before: fetching credentials (a cold client's AssumeRole,
+// SSO or IMDS fetch, which the operation's context bounds), resolving or
+// discovering the endpoint, signing. A middleware added to the Finalize
+// step after it (a later API option's) runs within its time. Every service
 // client's operation stack has that middleware; a presign client's has
 // not (its stacks send nothing, they sign a request for someone else to
 // send), and there the option adds nothing: options given with
@@ -82,7 +88,14 @@ func AttemptTimeout(d time.Duration) func(*middleware.Stack) error {
 		if _, ok := stack.Finalize.Get(retryMiddlewareID); !ok {
 			return nil // no attempts to time: a presign stack, say
 		}
-		if err := stack.Finalize.Insert(m, retryMiddlewareID, middleware.After); err != nil {
+		// Last in the Finalize step, after the credentials, the endpoint
+		// (and its discovery) and the signature: a cold client's
+		// credential fetch (AssumeRole, SSO, IMDS), which no retry speeds
+		// up, goes on in the SDK's cache whatever the attempt does, and
+		// cut by the attempt's timeout it cost every attempt and 42
+		// tokens without a request sent (an outside review). The
+		// operation's middlewares are all in place when API options run.
+		if err := stack.Finalize.Add(m, middleware.After); err != nil {
 			return err
 		}
 		// Last in the Deserialize step, next to the transport, so that the

@@ -440,8 +440,9 @@ func (f *errorFacts) httpResponse(err error) *http.Response {
 	return f.response
 }
 
-// maxErrorDepth and maxErrorNodes bound a walk of a chain, so that a cyclic chain
-// cannot loop for ever and a tree of joined errors cannot grow exponentially.
+// maxErrorDepth and maxErrorNodes bound a walk of a chain, so that a cyclic
+// chain cannot loop for ever and a tree of joined errors cannot grow
+// exponentially.
 const (
 	maxErrorDepth = 64
 	maxErrorNodes = 256

@@ -114,7 +114,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff})
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}

@@ -304,6 +304,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// Not the default partition's, the whole client: there one
 		// goroutine throttled on another table every 100 ms made 32 loops
 		// on an item 50 times slower (an outside review).
+		fitted := backoff
 		if !d.throttled {
 			d.capped = 0
 		} else {
@@ -315,6 +316,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 				backoff = max(backoff, floor)
 			}
 		}
+		// A throttle's floor is not shortened; a conflict's backoff is,
+		// so with no time left before the margin, the margin refuses it.
+		p.fits = backoff == fitted
 	case ClassTransient, ClassThrottle:
 		d.failures++
 		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {

@@ -994,6 +994,11 @@ func TestDoFitsAConflictBackoffIntoTheTimeLeft(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
 	assert.Equal(t, 7, calls, "expect fn called until less than the margin was left (28 ms of 30 gone): %v", err)
 	assert.Contains(t, err.Error(), "2ms left", "expect the give-up with 2 ms left")
+	// The margin refused it, whatever the backoff drawn: with none, the
+	// backoff would have been fitted into the 2 ms (an outside review
+	// read "backoff 20s would end past the context deadline (6.13ms
+	// left)", blaming a backoff Do would have shortened).
+	assert.Contains(t, err.Error(), "and 3ms kept for the attempt after it, would end past the context deadline (2ms left)")
 }
 
 // TestDoPanicInFnGivesTheRetrysTokensBack: a panic in fn goes through Do to

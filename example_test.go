@@ -160,13 +160,16 @@ func ExampleOptions_sendRate() {
 
 // AttemptTimeout is an SDK API option: add it where the client's other API
 // options go, config.WithAPIOptions or the client's Options.APIOptions. It
-// adds one middleware, right after the SDK's retry middleware. An attempt
+// adds one middleware, last in the Finalize step, after the signature,
+// within each attempt of the SDK's retry middleware. An attempt
 // that stalls (a connection that never answers) is cut at its limit, with
 // an error that matches ErrAttemptTimeout, and retried as a timeout.
 func ExampleAttemptTimeout() {
 	// A client's stack has the SDK's signing and retry middlewares; a
 	// stand-in signs here, and the handler below stands in for the
-	// connection.
+	// connection. The timeout goes last, next to the send: what comes
+	// before it in an attempt (the credentials, the signature) is not
+	// cut.
 	stack := middleware.NewStack("PutItem", smithyhttp.NewStackRequest)
 	signing := middleware.FinalizeMiddlewareFunc("Signing", func(ctx context.Context, in middleware.FinalizeInput, next middleware.FinalizeHandler) (middleware.FinalizeOutput, middleware.Metadata, error) {
 		return next.HandleFinalize(ctx, in)
@@ -198,7 +201,7 @@ func ExampleAttemptTimeout() {
 	_, _, err := middleware.DecorateHandler(send, stack).Handle(context.Background(), nil)
 	fmt.Println(err, attempts, errors.Is(cut, jitterretry.ErrAttemptTimeout))
 	// Output:
-	// [Retry jitterretry.AttemptTimeout Signing]
+	// [Retry Signing jitterretry.AttemptTimeout]
 	// <nil> 2 true
 }
 

@@ -15,7 +15,10 @@ import (
 
 // The limiter's control, in virtual time (sendrate_sim_test.go): K workers
 // per client in a closed loop, a 2 ms round trip, a service that throttles
-// beyond its capacity (burst 50) or at random.
+// beyond its capacity (burst 50) or at random. Virtual time reads no clock,
+// so these tests run in parallel: they are most of the package's time
+// (about 200 s of 280 under -race on the 2-core VM), and one at a time
+// they held a second core idle.
 
 func service(capacity func(time.Duration) float64, p float64) *simService {
 	return &simService{capacity: capacity, burst: 50, tokens: 50, p: p, rng: rand.New(rand.NewPCG(1, 2))}
@@ -72,6 +75,7 @@ func tracedSendRate(t *testing.T, o SendRateOptions) *sendRate {
 // then sent twice; 8 workers with 10 ms round trips sent 3,297 requests in
 // a second where they can send 1,000 at most (round trips vary ±20%).
 func TestLimiterSimRunsOnePollPerWorker(t *testing.T) {
+	t.Parallel()
 	svc := service(constantCapacity(math.Inf(1)), 0.1)
 	svc.rng = rand.New(rand.NewPCG(2, 3))
 	sim := newLimiterSim(10*time.Millisecond, svc)
@@ -90,6 +94,7 @@ func TestLimiterSimRunsOnePollPerWorker(t *testing.T) {
 // capacity of 500/s settles at it, with few throttles; and so it does
 // against other capacities, and with a longer round trip.
 func TestSendRateSettlesAtCapacity(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		capacity float64
 		rtt      time.Duration
@@ -119,6 +124,7 @@ func TestSendRateSettlesAtCapacity(t *testing.T) {
 // cutting would not reduce the throttles: the limiter keeps at least 90% of
 // the throughput of no limiter, and makes no more calls per success.
 func TestSendRateIgnoresThrottlesItCannotHelp(t *testing.T) {
+	t.Parallel()
 	for _, p := range []float64{0.5, 0.4, 0.2, 0.05} {
 		for _, k := range []int{8, 64} {
 			t.Run(fmt.Sprintf("p=%v,K=%d", p, k), func(t *testing.T) {
@@ -180,6 +186,7 @@ func ignoresThrottlesItCannotHelp(t *testing.T, p float64, k int, backoff, throt
 // Such a halving is now taken back unless its share fell by 2.5 deviations
 // or to none: 74% (69-74% in those families).
 func TestSendRateTakesBackAHalvingItCannotJudge(t *testing.T) {
+	t.Parallel()
 	base, limited := randomThrottleRuns{p: 0.2, workers: 8, backoff: time.Second, rtt: 4 * time.Millisecond,
 		throttleSkips: 2 * time.Millisecond, family: 5, seeds: 24, d: 10 * time.Second}.successes()
 	assert.GreaterOrEqual(t, float64(limited), 0.65*float64(base), "expect ≥65%% of the successes without the limiter (%d), got %d", base, limited)
@@ -232,6 +239,7 @@ func (r randomThrottleRuns) successes() (base, limited int) {
 // without the limiter. Per case, the mean over three runs differing only
 // in the service's draws is at least 85% of the no-limiter one.
 func TestSendRateIgnoresRandomThrottlesAtLongerRoundTrips(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		p       float64
 		workers int
@@ -249,6 +257,7 @@ func TestSendRateIgnoresRandomThrottlesAtLongerRoundTrips(t *testing.T) {
 // with its own limiter and no way to talk to each other, end with similar
 // shares: two clients, one of which arrives late, and a fleet of 16.
 func TestSendRateFairShares(t *testing.T) {
+	t.Parallel()
 	cases := map[string]struct {
 		clients, workers int
 		late             time.Duration // the last client starts then
@@ -297,6 +306,7 @@ func TestSendRateFairShares(t *testing.T) {
 // ends the hold. Ten runs, differing only in the service's draws; each is
 // judged on Jain's index over the last 10 s of 30.
 func TestSendRateFairSharesWithALateClient(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(10) {
 		svc := service(constantCapacity(500), 0)
 		svc.rng = rand.New(rand.NewPCG(seed, 7))
@@ -328,6 +338,7 @@ func TestSendRateFairSharesWithALateClient(t *testing.T) {
 // of eight families of draws); an unsure finding now holds two seconds,
 // and 0-6 of 64 fall under it in those families, 2 in this one.
 func TestSendRateFairSharesWithALateClientOfFour(t *testing.T) {
+	t.Parallel()
 	var unfair []uint64
 	for seed := range uint64(64) {
 		sim := newLimiterSim(4*time.Millisecond, benchService(constantCapacity(500), seed))
@@ -354,6 +365,7 @@ func TestSendRateFairSharesWithALateClientOfFour(t *testing.T) {
 // rate only as far as the service accepted; when the capacity then falls to
 // 500/s, the limiter finds it within a few round trips.
 func TestSendRateAfterWarmUp(t *testing.T) {
+	t.Parallel()
 	capacity := func(at time.Duration) float64 {
 		if at < time.Second {
 			return math.Inf(1)
@@ -377,6 +389,7 @@ func TestSendRateAfterWarmUp(t *testing.T) {
 // after two seconds, as documented, and reaches the capacity within
 // seconds; it grew by 1/s a window only, and needed minutes, before.
 func TestSendRateRisesFromInitialRate(t *testing.T) {
+	t.Parallel()
 	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(5000), 0))
 	l := newSendRate(SendRateOptions{InitialRate: 20}, nil)
 	c := sim.add(l, 256, 0)
@@ -390,6 +403,7 @@ func TestSendRateRisesFromInitialRate(t *testing.T) {
 // cut (a cut is sized on what the client sends now, and keeps at least half
 // of it): the capacity is in use from the second second on.
 func TestSendRateAfterAQuietHour(t *testing.T) {
+	t.Parallel()
 	l := newSendRate(SendRateOptions{}, nil)
 	for now := t0.Add(-time.Hour); now.Before(t0); now = now.Add(time.Second) {
 		p := placeAt(l, now)
@@ -413,6 +427,7 @@ func TestSendRateAfterAQuietHour(t *testing.T) {
 // to 500/s, the limiter must not climb back toward that flood's measure:
 // the share throttled stays near the random fifth.
 func TestSendRateAfterWarmUpUnderRandomThrottles(t *testing.T) {
+	t.Parallel()
 	sim := newLimiterSim(2*time.Millisecond, service(stepCapacity(time.Second, math.Inf(1), 500), 0.2))
 	c := sim.add(tracedSendRate(t, SendRateOptions{}), 64, 0)
 	sim.run(10 * time.Second)
@@ -426,6 +441,7 @@ func TestSendRateAfterWarmUpUnderRandomThrottles(t *testing.T) {
 // not flood the service: each probe goes at most a few times above the
 // rate, and probes that keep failing come less often.
 func TestSendRateProbesCheaplyAfterWarmUp(t *testing.T) {
+	t.Parallel()
 	capacity := func(at time.Duration) float64 {
 		if at < time.Second {
 			return math.Inf(1)
@@ -447,6 +463,7 @@ func TestSendRateProbesCheaplyAfterWarmUp(t *testing.T) {
 // the limiter never cut again, and three quarters of the sends were
 // throttled. Jumps now come at most once every ten round trips.
 func TestSendRateProbesCheaplyWithLongRoundTrips(t *testing.T) {
+	t.Parallel()
 	for seed := range uint64(3) {
 		svc := service(stepCapacity(time.Second, math.Inf(1), 500), 0)
 		svc.rng = rand.New(rand.NewPCG(seed, 3))
@@ -462,6 +479,7 @@ func TestSendRateProbesCheaplyWithLongRoundTrips(t *testing.T) {
 // TestSendRateMaxRateWhileUnlimited: a ceiling holds from the first request,
 // before any throttle, and after an idle reset.
 func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
+	t.Parallel()
 	l := newSendRate(SendRateOptions{MaxRate: 100}, nil)
 	assert.Equal(t, 100.0, l.currentRate())
 	placeAt(l, time.Unix(0, 0))
@@ -476,6 +494,7 @@ func TestSendRateMaxRateWhileUnlimited(t *testing.T) {
 // for a limiter that started unlimited, and for one that started at
 // InitialRate and never saw the service unthrottled.
 func TestSendRateRecovers(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		workers int
 		initial float64
@@ -547,6 +566,7 @@ func likeTheBench(t *testing.T, capacity func(time.Duration) float64, seed uint6
 // the first second after the capacity returned averaged 75.0% of it over
 // 64 draws (78.3% when those halvings stood).
 func TestSendRateRecoversAFleetAfterATakenBackHalving(t *testing.T) {
+	t.Parallel()
 	capacity := phasedCapacity(500, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500})
 	total := 0
 	const draws = 64
@@ -574,6 +594,7 @@ func TestSendRateRecoversAFleetAfterATakenBackHalving(t *testing.T) {
 // change (65-83% with the jump's alone), 79.1% since the answers must span
 // weakSpan at the jump's rate.
 func TestSendRateJumpsBackThroughRandomThrottles(t *testing.T) {
+	t.Parallel()
 	got := firstSecondBackUnderRandomThrottles(t, 0.02, 32)
 	assert.GreaterOrEqual(t, got, 0.7, "expect ≥70%% of the capacity in the first second back, on average, got %.1f%%", 100*got)
 }
@@ -605,6 +626,7 @@ func firstSecondBackUnderRandomThrottles(t *testing.T, p float64, draws int) flo
 // service took before it as the peak: 47.7% (45-52%); 45.7% since the
 // weak failure needs weakSpan and the peak counts the trigger's successes.
 func TestSendRateJumpsBackAfterAHold(t *testing.T) {
+	t.Parallel()
 	got := firstSecondBackUnderRandomThrottles(t, 0.05, 64)
 	assert.GreaterOrEqual(t, got, 0.43, "expect ≥43%% of the capacity in the first second back, on average, got %.1f%%", 100*got)
 }
@@ -618,6 +640,7 @@ func TestSendRateJumpsBackAfterAHold(t *testing.T) {
 // whose share fell clearly to lowShare or less now ends its chain: 91.1%,
 // 72%.
 func TestSendRateHoldsUpUnderRandomThrottlesOnACapacity(t *testing.T) {
+	t.Parallel()
 	const draws = 64
 	var perDraw []int
 	total := 0
@@ -646,6 +669,7 @@ func TestSendRateHoldsUpUnderRandomThrottlesOnACapacity(t *testing.T) {
 // back (7 with lowShare's change). A chain that fell clearly from a
 // beginning clearly above the background now ends the hold: 4.
 func TestSendRateAFallDuringAHoldEndsIt(t *testing.T) {
+	t.Parallel()
 	capacity := phasedCapacity(500, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500})
 	var stuck []uint64
 	for seed := range uint64(64) {
@@ -670,6 +694,7 @@ func TestSendRateAFallDuringAHoldEndsIt(t *testing.T) {
 // under 46% (74% now, three under 60%; throttlebench -capacity 100
 // -scenarios drop: 2.8-3.1 s to recover before, 0.0-1.3 s now).
 func TestSendRateRecoversAtASmallCapacity(t *testing.T) {
+	t.Parallel()
 	capacity := func(at time.Duration) float64 {
 		if at >= 2*time.Second && at < 7*time.Second {
 			return 20
@@ -701,6 +726,7 @@ func TestSendRateRecoversAtASmallCapacity(t *testing.T) {
 // 24 draws like the bench's steady run: each uses 95% of the capacity or
 // more in seconds 1–3 (in 200 draws, 4 fall under it, against 62 before).
 func TestSendRateClimbsOnAfterARegainedHalving(t *testing.T) {
+	t.Parallel()
 	for seed := uint64(1); seed <= 24; seed++ {
 		c := runLikeTheBench(t, constantCapacity(500), seed, 4*time.Second)
 		assert.GreaterOrEqual(t, sum(c.ok, 1, 4), 3*475, "seed %d: expect ≥95%% of the capacity in seconds 1-3, got %v a second", seed, c.ok)
@@ -721,6 +747,7 @@ func TestSendRateClimbsOnAfterARegainedHalving(t *testing.T) {
 //     to: what a clean link of that chain (many answers, few throttled)
 //     measured was dropped, since only a chain's first trigger counted.
 func TestSendRateRegainsASmallCapacityInItsFirstSecond(t *testing.T) {
+	t.Parallel()
 	capacity := phasedCapacity(100, capacityStep{2 * time.Second, 20}, capacityStep{7 * time.Second, 100})
 	first, mean := firstSecondAfterTheReturn(t, capacity, 12)
 	t.Logf("successes in the first second after the return, per draw: %v of 100", first)
@@ -752,6 +779,7 @@ func firstSecondAfterTheReturn(t *testing.T, capacity func(time.Duration) float6
 // no-limiter successes with the first, 55.3% with the last, 59.0% before
 // a chain kept any but its first trigger's.
 func TestSendRateKeepsAChainsFirstCleanMeasure(t *testing.T) {
+	t.Parallel()
 	const draws = 64
 	var with, without int
 	for seed := range uint64(draws) {
@@ -782,6 +810,7 @@ func TestSendRateKeepsAChainsFirstCleanMeasure(t *testing.T) {
 // after the return, averaged over eight draws, two of them under 420.
 // The chain's last jump now aims 10% past the peak.
 func TestSendRateRecoversPastThePeakItKnew(t *testing.T) {
+	t.Parallel()
 	capacity := phasedCapacity(450, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500})
 	first, mean := firstSecondAfterTheReturn(t, capacity, 8)
 	assert.GreaterOrEqual(t, mean, 0.9*500,
@@ -798,6 +827,7 @@ func TestSendRateRecoversPastThePeakItKnew(t *testing.T) {
 // draws; the peak stays within 20% of the capacity at the end of every
 // high phase from the fifth on.
 func TestSendRateRepeatedFallsDoNotRatchet(t *testing.T) {
+	t.Parallel()
 	capacity := func(at time.Duration) float64 {
 		if s := at % (8 * time.Second); s >= 2*time.Second && s < 5*time.Second {
 			return 100
@@ -831,6 +861,7 @@ func TestSendRateRepeatedFallsDoNotRatchet(t *testing.T) {
 // chain whose next link does not come within the gap between jumps and a
 // window is over.
 func TestSendRateAChainEndsWhenItsNextLinkDoesNotCome(t *testing.T) {
+	t.Parallel()
 	capacity := phasedCapacity(450, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 500}, capacityStep{37 * time.Second, 450})
 	for seed := range uint64(4) {
 		sim := newLimiterSim(20*time.Millisecond, benchService(capacity, seed))
@@ -864,6 +895,7 @@ func TestSendRateAChainEndsWhenItsNextLinkDoesNotCome(t *testing.T) {
 // geometric mean of its two rates, as a failed link of a chain does, and
 // made it fresh: a peak of 500 aged to 315 became 524 (helper-118).
 func TestSendRateAFailedJumpPastThePeakLeavesThePeak(t *testing.T) {
+	t.Parallel()
 	now := t0.Add(time.Minute)
 	l := newSendRate(SendRateOptions{}, nil)
 	l.setRateLocked(500)
@@ -888,6 +920,7 @@ func TestSendRateAFailedJumpPastThePeakLeavesThePeak(t *testing.T) {
 // capacity that had not returned (helper-134). One whose single throttle
 // came weakSpan after that first answer goes back halfway.
 func TestSendRateAJumpFailsWeaklyOnlyAfterItsRateWasTaken(t *testing.T) {
+	t.Parallel()
 	const rtt = 4 * time.Millisecond
 	for _, tc := range []struct {
 		name string
@@ -927,6 +960,7 @@ func TestSendRateAJumpFailsWeaklyOnlyAfterItsRateWasTaken(t *testing.T) {
 // from what was sent: on 500/s with 5% at random, that noted more than
 // 500/s after one undo in nine, 649/s at most (helper-134).
 func TestSendRateAnUndoneHalvingNotesWhatTheServiceTook(t *testing.T) {
+	t.Parallel()
 	now := t0.Add(time.Minute)
 	cut := now.Add(-time.Second)
 	l := newSendRate(SendRateOptions{}, nil)
@@ -952,6 +986,7 @@ func TestSendRateAnUndoneHalvingNotesWhatTheServiceTook(t *testing.T) {
 // second in the first second after the return against some 1,160 served
 // before the fall (helper-119). Three draws.
 func TestSendRateKnowsARaisedCapacityWithoutACut(t *testing.T) {
+	t.Parallel()
 	capacity := phasedCapacity(450, capacityStep{2 * time.Second, 100}, capacityStep{7 * time.Second, 2000},
 		capacityStep{20 * time.Second, 100}, capacityStep{25 * time.Second, 2000})
 	for seed := range uint64(3) {
@@ -977,6 +1012,7 @@ func TestSendRateKnowsARaisedCapacityWithoutACut(t *testing.T) {
 // 23/s (1.8 deviations) was taken back to 47/s on a capacity of 40/s, in
 // all 61 take-backs of 16 simulated draws of 8 workers (helper-132).
 func TestSendRateAHalvingThatEndedEveryThrottleStands(t *testing.T) {
+	t.Parallel()
 	for name, tc := range map[string]struct {
 		rate    float64 // before the halving
 		trigger int     // the answers the halving was sized from
@@ -1023,6 +1059,7 @@ func TestSendRateAHalvingThatEndedEveryThrottleStands(t *testing.T) {
 // before the fix, none after; the simulation is too slow under -race for
 // all 64).
 func TestSendRateDoesNotStallOverALargeCapacity(t *testing.T) {
+	t.Parallel()
 	const capacity = 2000
 	phases := phasedCapacity(capacity, capacityStep{2 * time.Second, capacity / 5}, capacityStep{5 * time.Second, capacity})
 	thr, answered := 0, 0
@@ -1044,6 +1081,7 @@ func TestSendRateDoesNotStallOverALargeCapacity(t *testing.T) {
 // four seeds at 1 s, 47-48% with three at 0.5 s (an outside evaluation
 // measured 47% with throttlebench).
 func TestSendRateFollowsASwingingCapacity(t *testing.T) {
+	t.Parallel()
 	for _, tc := range []struct {
 		half    time.Duration
 		min     float64 // of the mean capacity, each seed
@@ -1080,6 +1118,7 @@ func TestSendRateFollowsASwingingCapacity(t *testing.T) {
 // +Inf (an outside trace of throttlebench), so that its rises were no
 // longer a line but twice whatever a window accepted.
 func TestSendRateAfterABurstFromUnlimitedKnowsAFiniteCapacity(t *testing.T) {
+	t.Parallel()
 	l := newSendRate(SendRateOptions{}, nil)
 	if testing.Verbose() {
 		l.trace = t.Logf
@@ -1117,6 +1156,7 @@ func TestSendRateAfterABurstFromUnlimitedKnowsAFiniteCapacity(t *testing.T) {
 // not only by the additive rise (1/s a window at 100/s: some 40 s to 500);
 // and the climb costs few throttles.
 func TestSendRateFindsARaisedCapacity(t *testing.T) {
+	t.Parallel()
 	sim := newLimiterSim(2*time.Millisecond, service(stepCapacity(5*time.Second, 100, 500), 0))
 	c := sim.add(tracedSendRate(t, SendRateOptions{}), 64, 0)
 	sim.run(15 * time.Second)
@@ -1136,6 +1176,7 @@ func TestSendRateFindsARaisedCapacity(t *testing.T) {
 // twelve draws by 3% when a change elsewhere shifted the draws; over 96
 // paired draws that change moved it by 1%.)
 func TestSendRateRecoversUnderRandomThrottles(t *testing.T) {
+	t.Parallel()
 	capacity := func(at time.Duration) float64 {
 		if at >= 2*time.Second && at < 6*time.Second {
 			return 150
@@ -1159,6 +1200,7 @@ func TestSendRateRecoversUnderRandomThrottles(t *testing.T) {
 // TestSendRateForgetsWhenIdle: an idle minute brings the limiter back to its
 // initial rate, and a lane with such a limiter can be forgotten.
 func TestSendRateForgetsWhenIdle(t *testing.T) {
+	t.Parallel()
 	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(200), 0))
 	l := newSendRate(SendRateOptions{}, nil)
 	c := sim.add(l, 16, 0)
@@ -1173,6 +1215,7 @@ func TestSendRateForgetsWhenIdle(t *testing.T) {
 }
 
 func TestSendRateZeroValueIsUnlimited(t *testing.T) {
+	t.Parallel()
 	var l sendRate
 	assert.True(t, math.IsInf(l.currentRate(), 1))
 	assert.Equal(t, time.Duration(0), reserve(&l, t0))
@@ -1180,6 +1223,7 @@ func TestSendRateZeroValueIsUnlimited(t *testing.T) {
 }
 
 func TestSendRateOptionsValidated(t *testing.T) {
+	t.Parallel()
 	for name, o := range map[string]SendRateOptions{
 		"negative initial":      {InitialRate: -1},
 		"NaN min":               {MinRate: math.NaN()},

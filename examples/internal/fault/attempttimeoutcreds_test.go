@@ -1,0 +1,102 @@
+package fault_test
+
+import (
+	"context"
+	"hash/crc32"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strconv"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go/middleware"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+)
+
+// slowCredentials is a credentials provider that takes delay to answer, as
+// a cold client's AssumeRole, SSO or IMDS fetch can. The SDK's
+// CredentialsCache runs it under a context whose cancellation is
+// suppressed, so one fetch goes on whatever the attempt that started it
+// does; done is closed when it returns.
+type slowCredentials struct {
+	delay time.Duration
+	calls atomic.Int32
+	done  chan struct{}
+}
+
+func (p *slowCredentials) Retrieve(ctx context.Context) (aws.Credentials, error) {
+	if p.calls.Add(1) == 1 {
+		defer close(p.done)
+	}
+	select {
+	case <-time.After(p.delay):
+	case <-ctx.Done():
+		return aws.Credentials{}, ctx.Err()
+	}
+	return aws.Credentials{AccessKeyID: "AKID", SecretAccessKey: "SECRET", Source: "slow",
+		CanExpire: true, Expires: time.Now().Add(time.Hour)}, nil
+}
+
+// TestAttemptTimeoutDoesNotCutTheCredentialFetch: a cold client whose
+// credentials take 3 s (a slow AssumeRole, say) under AttemptTimeout(200ms)
+// succeeds with one request and a whole bucket. When the timeout sat right
+// after the SDK's Retry middleware, before GetIdentity, ResolveEndpointV2
+// and Signing, it bounded the credential fetch too: the call failed with
+// "exceeded maximum number of attempts, 4, jitterretry: attempt cut after
+// 200ms, at the attempt timeout: get identity: get credentials: request
+// canceled" without reaching the server, and spent 3 x 14 retry tokens on
+// retries that could not help, since the cache's fetch goes on in the
+// background under a suppressed context whatever the attempts do (an
+// outside review). The margins are wide: the four cut attempts and their
+// backoffs ended after 0.8-1.0 s, well before the 3 s fetch.
+func TestAttemptTimeoutDoesNotCutTheCredentialFetch(t *testing.T) {
+	noLeaks(t)
+	var requests atomic.Int32
+	body := []byte(`{}`)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		requests.Add(1)
+		_, _ = io.Copy(io.Discard, r.Body)
+		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
+		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
+		_, _ = w.Write(body)
+	}))
+	t.Cleanup(srv.Close)
+	tr := &http.Transport{}
+	t.Cleanup(tr.CloseIdleConnections)
+	creds := &slowCredentials{delay: 3 * time.Second, done: make(chan struct{})}
+	t.Cleanup(func() {
+		if creds.calls.Load() > 0 {
+			<-creds.done // the cache's background fetch, before the leak check
+		}
+	})
+
+	r := jitterretry.New(jitterretry.DynamoDB)
+	require.NoError(t, r.Err())
+	client := dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(srv.URL),
+		Credentials:  aws.NewCredentialsCache(creds),
+		Retryer:      r,
+		HTTPClient:   &http.Client{Transport: tr},
+		APIOptions:   []func(*middleware.Stack) error{jitterretry.AttemptTimeout(200 * time.Millisecond)},
+	})
+
+	ctx, cancel := context.WithTimeout(context.Background(), 20*time.Second)
+	defer cancel()
+	_, err := client.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String("t"),
+		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
+	})
+	require.NoError(t, err, "expect a slow credential fetch, which no retry can speed up, not to be cut by the per-attempt timeout")
+	assert.Equal(t, int32(1), requests.Load(), "expect one request: the server answers at once")
+	assert.Equal(t, uint(500), r.Remaining(), "expect no retry tokens spent on attempts that sent nothing")
+	assert.Equal(t, int32(1), creds.calls.Load(), "expect one credential fetch")
+}
