@@ -5,8 +5,10 @@
 // (SDK v1.48.0, retry behaviour 2.1), with the differences the README
 // lists, each with its reason.
 //
-// Build one Retryer per client and hand it to the SDK (config.WithRetryer,
-// or a client's Options.Retryer); check Retryer.Err at startup. On top of
+// Build a Retryer once, at startup, and hand it to the SDK
+// (config.WithRetryer, which shares it, and its retry budget, among every
+// client made from that config; or a client's Options.Retryer); check
+// Retryer.Err then. On top of
 // the SDK's retries it gives typed refusals (*GiveUpError, which wraps the
 // failed attempt's error), retries that never sleep past a deadline they can
 // see (a margin learnt per operation, or Options.DeadlineMargin), partitioned

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
@@ -138,6 +139,81 @@ func ExampleWithPartition() {
 	_, err := r.GetRetryToken(hot, &smithy.GenericAPIError{Code: "RequestTimeout"})
 	fmt.Println(err, r.Remaining()) // the shared bucket is untouched
 	// Output: <nil> 20
+}
+
+// PartitionByOperation gives each SDK operation a bucket of its own: a
+// PutItem whose throttles empty its bucket leaves GetItem's whole. The SDK
+// names the operation in the context it hands the retryer, as the context
+// below does.
+func ExamplePartitionByOperation() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity = 14 // the least: a retry after a timeout costs 14
+		o.PartitionKey = jitterretry.PartitionByOperation
+		o.FailFastOnEmptyBudget = true // refuse at once, as the SDK does
+	})
+	operation := func(name string) context.Context {
+		return awsmiddle.SetOperationName(awsmiddle.SetServiceID(context.Background(), "DynamoDB"), name)
+	}
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"} // 5 tokens a retry
+	put, get := operation("PutItem"), operation("GetItem")
+	for range 2 {
+		if _, err := r.GetRetryToken(put, throttle); err != nil {
+			panic(err)
+		}
+	}
+	_, err := r.GetRetryToken(put, throttle)
+	fmt.Println(errors.Is(err, jitterretry.ErrRetryBudgetExhausted)) // DynamoDB.PutItem's has 4 left
+	_, err = r.GetRetryToken(get, throttle)
+	fmt.Println(err, r.Remaining()) // DynamoDB.GetItem's are not; the shared bucket is untouched
+	// Output:
+	// true
+	// <nil> 14
+}
+
+// DoOptions bound one loop and say what it retries. Build Classify on the
+// default Do hands the option function: here an error of the caller's own
+// is a conflict too, and the loop gives up after two of them.
+func ExampleDoOptions() {
+	r := jitterretry.New()
+	errStale := errors.New("the item moved on since it was read")
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		calls++
+		return errStale
+	}, func(o *jitterretry.DoOptions) {
+		o.MaxConflicts = 2
+		classify := o.Classify
+		o.Classify = func(err error) jitterretry.ErrorClass {
+			if errors.Is(err, errStale) {
+				return jitterretry.ClassConflict
+			}
+			return classify(err)
+		}
+	})
+	var g *jitterretry.GiveUpError
+	fmt.Println(errors.As(err, &g) && g.Reason == jitterretry.GiveUpConflicts, errors.Is(err, errStale), calls)
+	// Output: true true 3
+}
+
+// DeadlineMargin fixes the time a retry must leave before the deadline for
+// its attempt (by default it is learnt from the attempts). A throttle with
+// 90 s left is not retried after a 40 s backoff when the attempt needs a
+// minute: the refusal wraps the throttle and matches the deadline's error.
+func ExampleOptions_deadlineMargin() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.DeadlineMargin = time.Minute
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 40 * time.Second, nil })
+	})
+	ctx, cancel := context.WithTimeout(context.Background(), 90*time.Second)
+	defer cancel()
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	if _, err := r.GetRetryToken(ctx, throttle); err != nil { // as the SDK's middleware asks
+		panic(err)
+	}
+	_, err := r.RetryDelay(1, throttle)
+	var g *jitterretry.GiveUpError
+	fmt.Println(errors.As(err, &g), g.Reason, errors.Is(err, context.DeadlineExceeded), errors.Is(err, throttle))
+	// Output: true deadline true true
 }
 
 // With Options.SendRate set, every attempt waits its turn in

@@ -60,7 +60,7 @@ var errZeroRetryer = &OptionsError{Option: "Retryer", Reason: "a nil or zero Ret
 //
 // A Retryer is meant to be shared: by every operation of a client, or of
 // several. Its fixed-size tables (the hand-off, the tracking of held
-// retries) cost about 208 KB and 90-100 µs to make (retry.NewStandard:
+// retries) cost about 208 KB and 90-98 µs to make (retry.NewStandard:
 // 0.7 KB, under 1 µs; BenchmarkNew), so one per operation costs that per
 // request, and gives every
 // operation a bucket of its own, as retry.NewStandard per operation does.

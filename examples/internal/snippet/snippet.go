@@ -4,6 +4,7 @@
 // 32 writers on one item while responses are lost.
 package snippet
 
+// README: begin
 import (
 	"context"
 	"errors"
@@ -16,11 +17,10 @@ import (
 	"github.com/jitterretry/jitterretry"
 )
 
-// README: begin
-
 // Increment adds one to the counter n of item key, exactly once however often
 // its requests are retried; seq counts writer's increments from 1 (an item
-// without writer's seq reads as 0, as if that one landed). The version v makes the write conditional, so no update is lost, and the
+// without writer's seq reads as 0, as if that one landed). The version v
+// makes the write conditional, so no update is lost, and the
 // item keeps each writer's last seq, so a retry whose earlier write landed
 // (its response was lost) finds it there instead of adding one again.
 func Increment(ctx context.Context, client *dynamodb.Client, retryer *jitterretry.Retryer,

@@ -35,6 +35,26 @@ const (
 	sourceEnd   = "// README: end\n"
 )
 
+// TestREADMEShowsTheQuickStartVerbatim: the Quick start is a whole program,
+// examples/quickstart, so that it compiles as a newcomer pastes it (an
+// outside review pasted the earlier fragment and got "declared and not
+// used: client"). The README's first go block after the heading is the
+// file from its package clause on.
+func TestREADMEShowsTheQuickStartVerbatim(t *testing.T) {
+	src, err := os.ReadFile("../../quickstart/main.go")
+	require.NoError(t, err)
+	_, code, ok := strings.Cut(string(src), "\npackage main\n")
+	require.True(t, ok, "expect quickstart/main.go to have a package clause")
+	readme, err := os.ReadFile(readmePath)
+	require.NoError(t, err)
+	section := between(t, string(readme), "## Quick start\n", "\n## ", readmePath)
+	_, block, ok := strings.Cut(section, "```go\n")
+	require.True(t, ok, "expect a go block in the Quick start")
+	block, _, _ = strings.Cut(block, "\n```")
+	assert.Equal(t, "package main\n\n"+strings.TrimSpace(code), block,
+		"expect the Quick start's first go block to be examples/quickstart/main.go from its package clause on")
+}
+
 func TestREADMEShowsTheSnippetVerbatim(t *testing.T) {
 	src, err := os.ReadFile("snippet.go")
 	require.NoError(t, err)
