@@ -73,7 +73,7 @@ func closed(ch <-chan struct{}) bool {
 
 // The queue: first come, first served, places given back stepped over.
 
-func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
+func TestSendQueueCancelMovesTheQueueUp(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100}, nil)
 	first, middle, last := placeAt(l, t0), placeAt(l, t0), placeAt(l, t0)
 	cancelAt(l, middle, t0)
@@ -85,7 +85,7 @@ func TestSendRateCancelMovesTheQueueUp(t *testing.T) {
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
 }
 
-func TestSendRateSpacesSends(t *testing.T) {
+func TestSendQueueSpacesSends(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100}, nil)
 	assert.Equal(t, time.Duration(0), reserve(l, t0))
 	assert.Equal(t, 10*time.Millisecond, reserve(l, t0))
@@ -93,7 +93,7 @@ func TestSendRateSpacesSends(t *testing.T) {
 	assert.Equal(t, time.Duration(0), reserve(l, t0.Add(time.Second)), "no debt carried over an idle second")
 }
 
-func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
+func TestSendQueueGiveBackWakesTheCallersBehind(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	places := make([]sendPlace, 12)
 	for i := range places {
@@ -128,7 +128,7 @@ func TestSendRateGiveBackWakesTheCallersBehind(t *testing.T) {
 	assert.True(t, closed(woken), "expect a give-back a window later to wake the callers behind")
 }
 
-func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
+func TestSendQueueGiveBackTwiceChangesNothing(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	placeAt(l, t0)
 	gone := placeAt(l, t0)
@@ -142,7 +142,7 @@ func TestSendRateGiveBackTwiceChangesNothing(t *testing.T) {
 	assert.Equal(t, 20*time.Millisecond, b, "expect two places, not one handed out twice")
 }
 
-func TestSendRateClockSteppedBack(t *testing.T) {
+func TestSendQueueClockSteppedBack(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	placeAt(l, t0)
 	next := placeAt(l, t0)
@@ -155,11 +155,11 @@ func TestSendRateClockSteppedBack(t *testing.T) {
 	assert.Equal(t, time.Duration(0), wait, "expect the queue to go on from the new time once the step is taken, not stand still for an hour")
 }
 
-// TestSendRateStartsOverAMinuteAfterItsLastPlaceCameDue: a minute with
+// TestSendQueueStartsOverAMinuteAfterItsLastPlaceCameDue: a minute with
 // neither sends nor answers starts the limiter over, once no place waits;
 // the last place was counted as waiting for another 1/rate after it came
 // due, 500 s at 0.002 requests a second (helper-110).
-func TestSendRateStartsOverAMinuteAfterItsLastPlaceCameDue(t *testing.T) {
+func TestSendQueueStartsOverAMinuteAfterItsLastPlaceCameDue(t *testing.T) {
 	l := newSendRate(SendRateOptions{MinRate: 0.001}, nil)
 	func() {
 		defer setClock(l, t0)()
@@ -176,13 +176,13 @@ func TestSendRateStartsOverAMinuteAfterItsLastPlaceCameDue(t *testing.T) {
 	assert.Equal(t, time.Duration(0), reserve(l, idle), "expect the limiter started over, unlimited")
 }
 
-// TestSendRateJitteryClockKeepsItsRate: a clock whose readings jitter back
+// TestSendQueueJitteryClockKeepsItsRate: a clock whose readings jitter back
 // and forth (an offset re-synced from a time server) counted every return
 // forward again after going on from each step back: jittering by 20 ms,
 // it ran the control five times faster than the clock, and a limiter fixed
 // at 100 requests a second sent 501 in one (helper-110). Places not due at
 // once are given back, so each reading asks for one send.
-func TestSendRateJitteryClockKeepsItsRate(t *testing.T) {
+func TestSendQueueJitteryClockKeepsItsRate(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
 	sent := 0
 	for ms := range 1000 {
@@ -196,14 +196,14 @@ func TestSendRateJitteryClockKeepsItsRate(t *testing.T) {
 	assert.InDelta(t, 100, sent, 3, "expect 100 sends in a second of the clock at 100/s")
 }
 
-// TestSendRateCrowdKeepsItsClock: callers that read the clock before they
+// TestSendQueueCrowdKeepsItsClock: callers that read the clock before they
 // took the limiter's lock arrived with readings out of order, behind the
 // latest by as long as the lock took, and each was taken for a clock
 // stepped back: the control's time ran ahead by their sum (5 s in 0.2 s
 // at K = 1000 in throttlebench), a window seemed seconds long, and a cut
 // sized on it took 515/s to 18/s. The limiter reads its clock under its
 // lock.
-func TestSendRateCrowdKeepsItsClock(t *testing.T) {
+func TestSendQueueCrowdKeepsItsClock(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 1e6}, nil)
 	var wg sync.WaitGroup
 	for range 64 {

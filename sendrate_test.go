@@ -18,7 +18,11 @@ import (
 // beyond its capacity (burst 50) or at random. Virtual time reads no clock,
 // so these tests run in parallel: they are most of the package's time
 // (about 200 s of 280 under -race on the 2-core VM), and one at a time
-// they held a second core idle.
+// they held a second core idle. make test runs them, every test named
+// TestSendRate* or TestLimiterSim*, in a pass of their own without -race
+// (one goroutine: the detector finds nothing, and made them five times as
+// slow); a test of the limiter with goroutines is named otherwise
+// (sendqueue_test.go's TestSendQueue*, stress_test.go).
 
 func service(capacity func(time.Duration) float64, p float64) *simService {
 	return &simService{capacity: capacity, burst: 50, tokens: 50, p: p, rng: rand.New(rand.NewPCG(1, 2))}

@@ -2,11 +2,9 @@ package fault_test
 
 import (
 	"context"
-	"hash/crc32"
 	"io"
 	"net/http"
 	"net/http/httptest"
-	"strconv"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -19,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
 )
 
 // slowCredentials is a credentials provider that takes delay to answer, as
@@ -60,13 +59,10 @@ func (p *slowCredentials) Retrieve(ctx context.Context) (aws.Credentials, error)
 func TestAttemptTimeoutDoesNotCutTheCredentialFetch(t *testing.T) {
 	noLeaks(t)
 	var requests atomic.Int32
-	body := []byte(`{}`)
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		requests.Add(1)
 		_, _ = io.Copy(io.Discard, r.Body)
-		w.Header().Set("Content-Type", "application/x-amz-json-1.0")
-		w.Header().Set("X-Amz-Crc32", strconv.FormatUint(uint64(crc32.ChecksumIEEE(body)), 10))
-		_, _ = w.Write(body)
+		ddbwire.WriteJSON(w, http.StatusOK, []byte(`{}`))
 	}))
 	t.Cleanup(srv.Close)
 	tr := &http.Transport{}
