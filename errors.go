@@ -319,7 +319,7 @@ func (e *GiveUpError) deadlineWhat() string {
 	default:
 		return "" // no wait and no margin: the deadline is here
 	}
-	if e.margin > 0 && (e.Delay < e.remaining || e.fits) {
+	if e.margin > 0 && (e.Delay < e.remaining || e.fits && e.remaining > 0) {
 		// The wait alone would fit, or would have been fitted into the
 		// time left: say what does not.
 		what = strings.TrimSuffix(what, ",") + fmt.Sprintf(", and %v kept for the attempt after it%s,", readable(e.margin), e.marginSource())
