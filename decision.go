@@ -114,12 +114,14 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
+			var held time.Duration
 			if p.class == ClassThrottle {
-				if err := holdThrottleRefusal(p.ctx, wait, p.margin, remaining); err != nil {
+				var err error
+				if held, err = holdThrottleRefusal(p.ctx, wait, p.margin, remaining); err != nil {
 					return 0, r.hooks.giveUp(p.ctx, canceledGiveUp(attempt, partition, opErr, err, false))
 				}
 			}
-			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff})
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff, waited: held})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -259,17 +261,18 @@ const maxRefusalHold = time.Second
 // once: one goroutine with 50 ms deadlines on a table throttling every
 // write sent 780 requests a second, against the SDK's 20 (an outside
 // review). Other refusals come at once: the caller has its time left. It
-// returns ctx's error when the caller left during the hold; a deadline that
-// ends it on a busy machine still gives the deadline's refusal.
-func holdThrottleRefusal(ctx context.Context, wait, margin, remaining time.Duration) error {
+// returns the hold, and ctx's error when the caller left during it; a
+// deadline that ends it on a busy machine still gives the deadline's
+// refusal.
+func holdThrottleRefusal(ctx context.Context, wait, margin, remaining time.Duration) (time.Duration, error) {
 	held, _ := heldBefore(min(wait, maxRefusalHold), margin, remaining)
 	if held <= 0 {
-		return nil
+		return 0, nil
 	}
 	if err := sleep(ctx, held); err != nil && ctx.Err() != context.DeadlineExceeded {
-		return err
+		return held, err
 	}
-	return nil
+	return held, nil
 }
 
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an

@@ -134,7 +134,7 @@ type GiveUpError struct {
 	// drawn again within the time left before the margin, had there been
 	// any, so the margin, not the backoff, refused it.
 	fits                 bool
-	waited               time.Duration // GiveUpBudget: the backoff waited before refusing; a limiter's GiveUpDeadline: the time held in its queue
+	waited               time.Duration // GiveUpBudget: the backoff waited before refusing; a limiter's GiveUpDeadline: the time held in its queue; a throttle's GiveUpDeadline: the hold before the refusal
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
@@ -186,8 +186,11 @@ func (e *GiveUpError) Error() string {
 		if e.remaining > 0 {
 			left = fmt.Sprintf("%v left", readable(e.remaining))
 		}
-		if e.Err == nil && e.waited > 0 {
+		switch {
+		case e.Err == nil && e.waited > 0:
 			left += fmt.Sprintf(", after %v held in the send queue", readable(e.waited))
+		case e.waited > 0:
+			left += fmt.Sprintf("; held %v before refusing, as the SDK's sleep would", readable(e.waited))
 		}
 		if what := e.deadlineWhat(); what != "" {
 			msg = fmt.Sprintf("jitterretry: gave up: %s would end past the context deadline (%s)", what, left)

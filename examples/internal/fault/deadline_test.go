@@ -161,6 +161,7 @@ func TestDeadlineShorterThanTheFirstBackoffGivesUp(t *testing.T) {
 	// A lower bound only: a busy machine can only make the hold longer
 	// (a deadline that ends it still gives the deadline's refusal).
 	assert.GreaterOrEqual(t, time.Since(start), 300*time.Millisecond, "expect the caller held before the refusal")
+	assert.ErrorContains(t, err, "before refusing, as the SDK's sleep would", "expect the message to say the caller was held")
 	var gu *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &gu)
 	assert.Equal(t, 1, gu.Attempt)
