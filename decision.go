@@ -114,7 +114,14 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff})
+			var held time.Duration
+			if p.class == ClassThrottle {
+				var err error
+				if held, err = holdThrottleRefusal(p.ctx, wait, p.margin, remaining); err != nil {
+					return 0, r.hooks.giveUp(p.ctx, canceledGiveUp(attempt, partition, opErr, err, false))
+				}
+			}
+			return 0, r.hooks.giveUp(p.ctx, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff, waited: held})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -224,6 +231,50 @@ func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
 // refusal reaches the caller before its context ends.
 const refusalReserve = 5 * time.Millisecond
 
+// heldBefore returns how long a caller is held before a refusal whose wait
+// was d, with remaining left until its deadline: d, or, when that would end
+// past the deadline less margin and refusalReserve, until then (shortened),
+// or 0 when that has passed.
+func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shortened bool) {
+	if remaining <= margin || remaining-margin <= refusalReserve {
+		return 0, false
+	}
+	// remaining > margin here: no sum below can overflow.
+	if left := remaining - margin - refusalReserve; d > left {
+		return left, true
+	}
+	return d, false
+}
+
+// maxRefusalHold bounds holdThrottleRefusal's hold: a throttle's first
+// backoff at the SDK's base, enough to keep a closed loop under a request a
+// second per caller, while a caller with minutes left and a long backoff
+// refused still hears of it within a second.
+const maxRefusalHold = time.Second
+
+// holdThrottleRefusal holds the caller of a throttle's retry that its
+// deadline refused for as much of the refused wait (at most
+// maxRefusalHold) as ends before the deadline less margin and
+// refusalReserve: about as long as the SDK, which sleeps into the
+// deadline, holds it. Refused at once, a caller in a closed
+// loop whose deadline is shorter than the throttle backoff sends again at
+// once: one goroutine with 50 ms deadlines on a table throttling every
+// write sent 780 requests a second, against the SDK's 20 (an outside
+// review). Other refusals come at once: the caller has its time left. It
+// returns the hold, and ctx's error when the caller left during it; a
+// deadline that ends it on a busy machine still gives the deadline's
+// refusal.
+func holdThrottleRefusal(ctx context.Context, wait, margin, remaining time.Duration) (time.Duration, error) {
+	held, _ := heldBefore(min(wait, maxRefusalHold), margin, remaining)
+	if held <= 0 {
+		return 0, nil
+	}
+	if err := sleep(ctx, held); err != nil && ctx.Err() != context.DeadlineExceeded {
+		return held, err
+	}
+	return held, nil
+}
+
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an
 // empty budget fails the operation, so that callers that send again at once
 // cannot turn the empty budget into a storm. It never waits past ctx's
@@ -246,13 +297,8 @@ func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr e
 		return 0, false, nil
 	}
 	if deadline, ok := ctx.Deadline(); ok {
-		remaining := deadline.Sub(r.now())
-		if remaining <= margin || remaining-margin <= refusalReserve {
+		if d, shortened = heldBefore(d, margin, deadline.Sub(r.now())); d <= 0 {
 			return 0, false, nil
-		}
-		// remaining > margin here: no sum below can overflow.
-		if left := remaining - margin - refusalReserve; d > left {
-			d, shortened = left, true
 		}
 	}
 	if err := sleep(ctx, d); err != nil {

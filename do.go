@@ -304,7 +304,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// Not the default partition's, the whole client: there one
 		// goroutine throttled on another table every 100 ms made 32 loops
 		// on an item 50 times slower (an outside review).
-		fitted := backoff
+		// A throttle's floor is not shortened; a conflict's backoff is,
+		// so with no time left before the margin, the margin refuses it.
+		p.fits = true
 		if !d.throttled {
 			d.capped = 0
 		} else {
@@ -312,13 +314,10 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			// A Backoff of the caller's own tells a throttle by its
 			// error: it is asked with one, not with the conflict: fn's
 			// own from the call before, when it was one.
-			if floor, ferr := d.throttleDelay(d.capped, d.lastThrottle); ferr == nil {
-				backoff = max(backoff, floor)
+			if floor, ferr := d.throttleDelay(d.capped, d.lastThrottle); ferr == nil && floor >= backoff {
+				backoff, p.fits = floor, false
 			}
 		}
-		// A throttle's floor is not shortened; a conflict's backoff is,
-		// so with no time left before the margin, the margin refuses it.
-		p.fits = backoff == fitted
 	case ClassTransient, ClassThrottle:
 		d.failures++
 		if d.o.MaxAttempts != UnlimitedAttempts && d.failures >= d.o.MaxAttempts {

@@ -1001,6 +1001,40 @@ func TestDoFitsAConflictBackoffIntoTheTimeLeft(t *testing.T) {
 	assert.Contains(t, err.Error(), "and 3ms kept for the attempt after it, would end past the context deadline (2ms left)")
 }
 
+// TestDoThrottleFloorRefusalDoesNotBlameTheMargin: a conflict after a
+// throttle waits at least the throttle's backoff, which is not shortened to
+// the time left: when that floor does not fit, the refusal names the
+// backoff, not the margin (an outside review of the message that names the
+// margin when it decided).
+func TestDoThrottleFloorRefusalDoesNotBlameTheMargin(t *testing.T) {
+	deadline := time.Now().Add(time.Hour)
+	var elapsed atomic.Int64 // of the retryer's clock, since 100 ms before the deadline
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Clock = func() time.Time { return deadline.Add(-100*time.Millisecond + time.Duration(elapsed.Load())) }
+		o.DeadlineMargin = 3 * time.Millisecond
+		o.Jitter = delayers.StrategyExponential // no jitter: the throttle's floor is its 20 ms base
+		o.ThrottleBaseDelay = 20 * time.Millisecond
+		o.Source = delayers.NewSource(1)
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	defer cancel()
+	calls := 0
+	err := jitterretry.Do(ctx, r, func(context.Context) error {
+		if calls++; calls == 1 {
+			return throttleErr()
+		}
+		elapsed.Store(int64(90 * time.Millisecond)) // 10 ms left: the 20 ms floor cannot fit
+		return conflictErr()
+	})
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
+	assert.Equal(t, 2, calls)
+	assert.Contains(t, err.Error(), "backoff 20ms would end past the context deadline (10ms left)")
+	assert.NotContains(t, err.Error(), "kept for the attempt after")
+}
+
 // TestDoPanicInFnGivesTheRetrysTokensBack: a panic in fn goes through Do to
 // its caller, as any panic of the caller's code; the retry in flight then
 // says nothing of the service, so its tokens go back to the bucket. They

@@ -134,7 +134,7 @@ type GiveUpError struct {
 	// drawn again within the time left before the margin, had there been
 	// any, so the margin, not the backoff, refused it.
 	fits                 bool
-	waited               time.Duration // GiveUpBudget: the backoff waited before refusing; a limiter's GiveUpDeadline: the time held in its queue
+	waited               time.Duration // GiveUpBudget: the backoff waited before refusing; a limiter's GiveUpDeadline: the time held in its queue; a throttle's GiveUpDeadline: the hold before the refusal
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
 	ctxErr               error         // GiveUpCanceled: the context's error
@@ -186,8 +186,11 @@ func (e *GiveUpError) Error() string {
 		if e.remaining > 0 {
 			left = fmt.Sprintf("%v left", readable(e.remaining))
 		}
-		if e.Err == nil && e.waited > 0 {
+		switch {
+		case e.Err == nil && e.waited > 0:
 			left += fmt.Sprintf(", after %v held in the send queue", readable(e.waited))
+		case e.waited > 0:
+			left += fmt.Sprintf("; held %v before refusing, as the SDK's sleep would", readable(e.waited))
 		}
 		if what := e.deadlineWhat(); what != "" {
 			msg = fmt.Sprintf("jitterretry: gave up: %s would end past the context deadline (%s)", what, left)
@@ -319,7 +322,7 @@ func (e *GiveUpError) deadlineWhat() string {
 	default:
 		return "" // no wait and no margin: the deadline is here
 	}
-	if e.margin > 0 && (e.Delay < e.remaining || e.fits) {
+	if e.margin > 0 && (e.Delay < e.remaining || e.fits && e.remaining > 0) {
 		// The wait alone would fit, or would have been fitted into the
 		// time left: say what does not.
 		what = strings.TrimSuffix(what, ",") + fmt.Sprintf(", and %v kept for the attempt after it%s,", readable(e.margin), e.marginSource())

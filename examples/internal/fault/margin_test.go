@@ -46,7 +46,7 @@ import (
 // backoff, since the retry decision came after the attempt ended.
 const (
 	marginCalls    = 1000
-	marginWorkers  = 20 // calls in flight at once
+	marginWorkers  = 40 // calls in flight at once: a throttle's refusal holds its caller until about the deadline
 	marginDeadline = 300 * time.Millisecond
 	marginLatency  = 20 * time.Millisecond
 )
