@@ -961,6 +961,24 @@ func TestDoThrottleFloorAsksACustomBackoffForAThrottle(t *testing.T) {
 		"expect the floor asked for with a throttle, got %v", asked[1])
 }
 
+// clockBeforeDeadline returns a context whose deadline is an hour away and
+// a Retryer (3 ms margin, seeded draws, then optFns) whose clock stands
+// before that deadline, moved on by what the test adds to elapsed.
+func clockBeforeDeadline(t *testing.T, before time.Duration, optFns ...func(*jitterretry.Options)) (*jitterretry.Retryer, context.Context, *atomic.Int64) {
+	t.Helper()
+	deadline := time.Now().Add(time.Hour)
+	elapsed := new(atomic.Int64)
+	r := jitterretry.New(append([]func(*jitterretry.Options){func(o *jitterretry.Options) {
+		o.Clock = func() time.Time { return deadline.Add(-before + time.Duration(elapsed.Load())) }
+		o.DeadlineMargin = 3 * time.Millisecond
+		o.Source = delayers.NewSource(1)
+	}}, optFns...)...)
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithDeadline(context.Background(), deadline)
+	t.Cleanup(cancel)
+	return r, ctx, elapsed
+}
+
 // TestDoFitsAConflictBackoffIntoTheTimeLeft: a conflict backoff only spaces
 // the loop's attempts among its competitors, so one drawn longer than the
 // time left before the deadline (less the margin) is drawn again within it,
@@ -973,16 +991,7 @@ func TestDoThrottleFloorAsksACustomBackoffForAThrottle(t *testing.T) {
 // draws outgrow the time left by the third call, and the loop still calls
 // fn until less than the 3 ms margin is left, the seventh call.
 func TestDoFitsAConflictBackoffIntoTheTimeLeft(t *testing.T) {
-	deadline := time.Now().Add(time.Hour)
-	var elapsed atomic.Int64 // of the retryer's clock, since 30 ms before the deadline
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Clock = func() time.Time { return deadline.Add(-30*time.Millisecond + time.Duration(elapsed.Load())) }
-		o.DeadlineMargin = 3 * time.Millisecond
-		o.Source = delayers.NewSource(1)
-	})
-	require.NoError(t, r.Err())
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
+	r, ctx, elapsed := clockBeforeDeadline(t, 30*time.Millisecond)
 	calls := 0
 	err := jitterretry.Do(ctx, r, func(context.Context) error {
 		calls++
@@ -1007,18 +1016,10 @@ func TestDoFitsAConflictBackoffIntoTheTimeLeft(t *testing.T) {
 // backoff, not the margin (an outside review of the message that names the
 // margin when it decided).
 func TestDoThrottleFloorRefusalDoesNotBlameTheMargin(t *testing.T) {
-	deadline := time.Now().Add(time.Hour)
-	var elapsed atomic.Int64 // of the retryer's clock, since 100 ms before the deadline
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Clock = func() time.Time { return deadline.Add(-100*time.Millisecond + time.Duration(elapsed.Load())) }
-		o.DeadlineMargin = 3 * time.Millisecond
+	r, ctx, elapsed := clockBeforeDeadline(t, 100*time.Millisecond, func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential // no jitter: the throttle's floor is its 20 ms base
 		o.ThrottleBaseDelay = 20 * time.Millisecond
-		o.Source = delayers.NewSource(1)
 	})
-	require.NoError(t, r.Err())
-	ctx, cancel := context.WithDeadline(context.Background(), deadline)
-	defer cancel()
 	calls := 0
 	err := jitterretry.Do(ctx, r, func(context.Context) error {
 		if calls++; calls == 1 {
