@@ -246,10 +246,11 @@ func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shorten
 	return d, false
 }
 
-// maxRefusalHold bounds holdThrottleRefusal's hold: a throttle's first
-// backoff at the SDK's base, enough to keep a closed loop under a request a
-// second per caller, while a caller with minutes left and a long backoff
-// refused still hears of it within a second.
+// maxRefusalHold bounds holdThrottleRefusal's hold to a throttle's first
+// backoff at the SDK's base: a caller with time left whose longer backoff
+// was refused (a margin of seconds, a long x-amz-retry-after) hears of it
+// within a second, while a closed loop with deadlines shorter than that is
+// held about as long as the SDK's sleep would hold it.
 const maxRefusalHold = time.Second
 
 // holdThrottleRefusal holds the caller of a throttle's retry that its
