@@ -17,9 +17,10 @@ import (
 // The deadline check refuses a retry whose backoff plus the attempt after it
 // would end past the deadline. Unless Options.DeadlineMargin fixes it, the
 // attempt's time is estimated from the last attemptSamples measured attempts
-// of the same operation (service and operation name) in the lane: a Scan
-// that takes a second says nothing of how long a PutItem takes, and a
-// margin learnt from it would refuse the PutItem's retries. Every attempt
+// of the same operation (service, operation name and region) in the lane:
+// a Scan that takes a second says nothing of how long a PutItem takes, and
+// a margin learnt from it would refuse the PutItem's retries; nor does a
+// PutItem in another region (see operationKey). Every attempt
 // of a lane is measured until attemptSamples have been, so that a new
 // client (a Lambda cold start) has an estimate from its first failed
 // attempt on, then one in attemptSampleEvery at random, in both cases only
@@ -44,8 +45,8 @@ import (
 // so that such attempts cannot stop the sampling; a release that comes
 // after all still times its attempt, on the probe it was given.
 //
-// An attempt that began before any measured attempt of the lane came back
-// is cold: it waited for what a new client does once (credentials fetched
+// An attempt that began before any measured attempt of its estimate (the
+// lane's, or its operation's) came back is cold: it waited for what a new client does once (credentials fetched
 // for its signature from IMDS, a container endpoint or STS, hundreds of
 // milliseconds; DNS, TCP and TLS handshakes), which the attempts after it
 // do not. Its time still counts while nothing better is known, so that a
@@ -70,13 +71,21 @@ const (
 	maxOperationTimes  = 64
 )
 
-// operationKey names an SDK operation: its service ID and operation name,
-// both "" for attempts outside the SDK's middleware.
-type operationKey struct{ service, operation string }
+// operationKey names an SDK operation: its service ID, operation name and
+// the client's region, all "" for attempts outside the SDK's middleware.
+// The region keeps apart the clients of a configuration shared across
+// regions (one retryer from config.WithRetryer, clients of a global
+// table's replicas): a PutItem to a region 300 ms away says nothing of
+// one in the caller's own, and a margin learnt from it refused half of
+// the near region's retries under a 450 ms deadline, which
+// retry.NewStandard() made (helper-147). Clients of one region and
+// service, on different endpoints or credentials, still share an estimate
+// (see the README's Deadlines).
+type operationKey struct{ service, operation, region string }
 
 // operationOf returns the key of the SDK operation ctx belongs to.
 func operationOf(ctx context.Context) operationKey {
-	return operationKey{awsmiddle.GetServiceID(ctx), awsmiddle.GetOperationName(ctx)}
+	return operationKey{awsmiddle.GetServiceID(ctx), awsmiddle.GetOperationName(ctx), awsmiddle.GetRegion(ctx)}
 }
 
 // attemptTimes estimates how long a lane's attempts take.
@@ -99,9 +108,6 @@ type attemptTimes struct {
 	count atomic.Int32 // estimates in ops: none is added beyond maxOperationTimes
 	mu    sync.Mutex   // adds to ops
 
-	// warmFrom is when the lane's first sample came back, since the
-	// epoch, plus one: 0 until then. An attempt begun before it is cold.
-	warmFrom atomic.Int64
 }
 
 type attemptProbe struct {
@@ -133,7 +139,7 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 		// caller allowed, not what the service takes: it is no sample.
 		if ctx := p.ctx; ctx != nil && ctx.Err() == nil && !wasCut(err) {
 			start, end := time.Duration(p.start.Load()), a.since()
-			a.record(p.op, end-start, a.cold(start, end))
+			a.record(p.op, start, end)
 		}
 		p.ctx, p.op = nil, nil
 		p.busy.Store(false)
@@ -217,7 +223,7 @@ func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
 	for name, e := range ops {
 		grown[name] = e
 	}
-	e := &attemptEstimate{service: k.service, next: ops[k.operation]}
+	e := &attemptEstimate{service: k.service, region: k.region, next: ops[k.operation]}
 	grown[k.operation] = e
 	a.ops.Store(&grown)
 	a.count.Add(1)
@@ -227,30 +233,23 @@ func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
 // lookup returns the estimate of operation k, or nil.
 func (a *attemptTimes) lookup(k operationKey) *attemptEstimate {
 	for e := (*a.ops.Load())[k.operation]; e != nil; e = e.next {
-		if e.service == k.service {
+		if e.service == k.service && e.region == k.region {
 			return e
 		}
 	}
 	return nil
 }
 
-// cold reports whether the attempt measured from start to end (since the
-// epoch) began before the lane's first sample came back; the first sample
-// itself is cold unless it took no time.
-func (a *attemptTimes) cold(start, end time.Duration) bool {
-	a.warmFrom.CompareAndSwap(0, int64(end)+1)
-	return start < time.Duration(a.warmFrom.Load()-1)
-}
-
-// record adds one attempt's time, cold or not, to the lane's estimate and
-// to op's, if any.
-func (a *attemptTimes) record(op *attemptEstimate, took time.Duration, cold bool) {
-	if took < 0 {
+// record adds the time of one attempt, from start to end (since the
+// epoch), to the lane's estimate and to op's, if any, each judging
+// whether it was cold.
+func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) {
+	if end < start {
 		return
 	}
-	a.all.record(took, cold)
+	a.all.record(end-start, a.all.begunCold(start, end))
 	if op != nil {
-		op.record(took, cold)
+		op.record(end-start, op.begunCold(start, end))
 	}
 }
 
@@ -280,11 +279,17 @@ func (a *attemptTimes) estimateOf(k operationKey) (time.Duration, bool) {
 // operation of a service, or of all of a lane's.
 type attemptEstimate struct {
 	service string           // the operation's service
-	next    *attemptEstimate // the estimate of another service's operation of the same name
+	region  string           // and its client's region
+	next    *attemptEstimate // the estimate of another service's or region's operation of the same name
 
 	est  atomic.Int64 // the current estimate, in nanoseconds
 	full atomic.Bool  // attemptSamples samples taken
 	cold atomic.Bool  // every sample taken is cold (and there is one)
+
+	// warmFrom is when the estimate's first sample came back, since the
+	// lane's epoch, plus one: 0 until then. An attempt begun before it is
+	// cold.
+	warmFrom atomic.Int64
 
 	mu      sync.Mutex
 	samples [attemptSamples]time.Duration
@@ -325,6 +330,16 @@ func (e *attemptEstimate) record(took time.Duration, cold bool) {
 		second = first
 	}
 	e.est.Store(int64(second))
+}
+
+// begunCold reports whether the attempt measured from start to end (since the
+// lane's epoch) began before the estimate's first sample came back; the
+// first sample itself is cold unless it took no time. Each estimate
+// judges for itself, so that a client that joins a warm lane (another
+// region's, sharing the retryer) has its cold start counted as one.
+func (e *attemptEstimate) begunCold(start, end time.Duration) bool {
+	e.warmFrom.CompareAndSwap(0, int64(end)+1)
+	return start < time.Duration(e.warmFrom.Load()-1)
 }
 
 func (e *attemptEstimate) estimate() time.Duration {

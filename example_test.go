@@ -312,3 +312,27 @@ func ExampleDynamoDB() {
 	fmt.Println(r.MaxAttempts(), seen.BaseDelay)
 	// Output: 4 25ms
 }
+
+// UnlimitedAttempts lifts the attempt limit, so the retry budget and the
+// context end the retries instead; the SDK's middleware reads the limit
+// as 0, its own "no limit". Here every attempt times out: each retry costs
+// 14 tokens of a bucket of 70, and the sixth is refused with the SDK's
+// quota error.
+func ExampleUnlimitedAttempts() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.MaxAttempts = jitterretry.UnlimitedAttempts
+		o.BucketCapacity = 70
+	})
+	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"}
+	retries := 0
+	for {
+		_, err := r.GetRetryToken(context.Background(), timeout) // as the SDK's middleware asks
+		if err != nil {
+			var quota ratelimit.QuotaExceededError
+			fmt.Println(r.MaxAttempts(), retries, errors.As(err, &quota), errors.Is(err, timeout))
+			break
+		}
+		retries++
+	}
+	// Output: 0 5 true true
+}

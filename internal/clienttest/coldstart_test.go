@@ -33,8 +33,13 @@ func (s *slowFirstCredentials) Retrieve(context.Context) (aws.Credentials, error
 // newColdClient returns a DynamoDB client whose first attempt signs with
 // credentials fetched then, inside the attempt the retryer times.
 func newColdClient(url string, r aws.Retryer) *dynamodb.Client {
+	return newColdClientIn("us-east-1", url, r)
+}
+
+// newColdClientIn is newColdClient for a client of region.
+func newColdClientIn(region, url string, r aws.Retryer) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
+		Region:       region,
 		BaseEndpoint: aws.String(url),
 		Credentials:  aws.NewCredentialsCache(&slowFirstCredentials{}),
 		Retryer:      r,
@@ -61,6 +66,67 @@ func TestAColdStartsCredentialFetchDoesNotRefuseTheRetry(t *testing.T) {
 	err, calls = run(jitterretry.New())
 	require.NoError(t, err, "expect the retry made: it needs no credential fetch")
 	assert.Equal(t, 2, calls)
+}
+
+// TestAClientJoiningAWarmRetryerHasItsColdStartCountedOnce: one retryer
+// serves the clients of two regions, as config.WithRetryer's does for
+// every client made from the configuration. A client of the second region,
+// made once the first has warmed the retryer, fetches credentials for
+// 500 ms in its first PutItem and gets a 500. Judged cold by the lane, which
+// the first client had warmed, that attempt counted as a warm one, twice,
+// and refused the retry with about 1 s left of 1.5 s (helper-147 saw 804 ms
+// kept, 598 ms left); its region's estimate judges it cold, as a client of
+// its own would.
+func TestAClientJoiningAWarmRetryerHasItsColdStartCountedOnce(t *testing.T) {
+	run := func(r aws.Retryer) (error, int) {
+		warm := newScriptServer(t, ok)
+		for range 4 {
+			require.NoError(t, putItem(context.Background(), newClient(warm.URL, r)))
+		}
+		srv := newScriptServer(t, serverErr, ok)
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
+		defer cancel()
+		return putItem(ctx, newColdClientIn("eu-west-1", srv.URL, r)), srv.Calls()
+	}
+	err, calls := run(retry.NewStandard())
+	require.NoError(t, err, "the SDK's retryer retries and succeeds")
+	require.Equal(t, 2, calls)
+	err, calls = run(jitterretry.New())
+	require.NoError(t, err, "expect the retry made: it needs no credential fetch")
+	assert.Equal(t, 2, calls)
+}
+
+// TestAFarRegionsAttemptsDoNotRefuseANearRegionsRetries: one retryer
+// serves the clients of two regions, one 300 ms away. The near region's
+// PutItem fails once with a 500 and needs a millisecond to retry; under a
+// 450 ms deadline, retry.NewStandard() retries every one. Estimated from
+// both regions' attempts, the margin was 600 ms and refused half of them
+// (helper-147); each region's PutItem has its own estimate.
+func TestAFarRegionsAttemptsDoNotRefuseANearRegionsRetries(t *testing.T) {
+	run := func(r aws.Retryer) (failed int) {
+		near := newScriptServer(t, serverErr, ok)
+		near.cycle = true
+		nearClient := newClientIn("us-east-1", near.URL, r)
+		for range 4 {
+			require.NoError(t, putItem(context.Background(), nearClient))
+		}
+		far := newScriptServer(t, reply{delay: 300 * time.Millisecond})
+		farClient := newClientIn("ap-southeast-2", far.URL, r)
+		for range 4 {
+			require.NoError(t, putItem(context.Background(), farClient))
+		}
+		for range 10 {
+			ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
+			if err := putItem(ctx, nearClient); err != nil {
+				t.Log(err)
+				failed++
+			}
+			cancel()
+		}
+		return failed
+	}
+	require.Zero(t, run(retry.NewStandard()), "the SDK's retryer retries every one")
+	assert.Zero(t, run(jitterretry.New()), "expect the near region's retries made")
 }
 
 // TestAColdStartsFirstConflictIsNotSizedByTheCredentialFetch: Do sizes its

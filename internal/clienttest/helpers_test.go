@@ -30,6 +30,7 @@ type reply struct {
 	// cancelled: a TransactionCanceledException with these reasons,
 	// comma-separated, one for each item of the transaction
 	cancelled string
+	delay     time.Duration // answer after this long, as a far region does
 }
 
 var (
@@ -87,6 +88,7 @@ func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 
+	time.Sleep(rep.delay)
 	switch {
 	case rep.drop:
 		conn, _, err := w.(http.Hijacker).Hijack()
@@ -118,8 +120,13 @@ func (s *scriptServer) serve(w http.ResponseWriter, r *http.Request) {
 
 // newClient returns a real DynamoDB client that talks to url with retryer.
 func newClient(url string, retryer aws.Retryer) *dynamodb.Client {
+	return newClientIn("us-east-1", url, retryer)
+}
+
+// newClientIn is newClient for a client of region.
+func newClientIn(region, url string, retryer aws.Retryer) *dynamodb.Client {
 	return dynamodb.New(dynamodb.Options{
-		Region:       "us-east-1",
+		Region:       region,
 		BaseEndpoint: aws.String(url),
 		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
 		Retryer:      retryer,

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"maps"
+	"math"
 	"net"
 	"os"
 	"runtime"
@@ -27,6 +28,7 @@ import (
 	"github.com/jitterretry/jitterretry/examples/internal/ddbtest"
 	"github.com/jitterretry/jitterretry/examples/internal/fault"
 	"github.com/jitterretry/jitterretry/examples/internal/occ"
+	"github.com/jitterretry/jitterretry/examples/internal/telemetry"
 	"github.com/jitterretry/jitterretry/internal/capacity"
 )
 
@@ -125,7 +127,7 @@ type matrixRow struct {
 	retries           int64
 	lost, doubled     int64
 	throttled, errors int64 // capacity proxy: throttles, 500s before and after forwarding
-	bucketMin         uint
+	bucketMin         float64
 	leftovers         int // toxiproxy goroutines stuck after the proxy closed
 	causes            map[string]int64
 	kinds             map[string]int
@@ -166,7 +168,11 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 	require.NoError(t, faults.Apply(f))
 
 	causes := &causeCounter{n: map[string]int64{}, sample: map[string]error{}}
+	meters, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	t.Cleanup(func() { _ = meters.Shutdown(context.Background()) })
 	p, err := occ.NewPolicy(occ.Contention, occ.PolicyOptions{
+		MeterProvider:     meters.Provider,
 		Seed:              seed,
 		BaseDelay:         time.Millisecond,
 		ThrottleBaseDelay: 25 * time.Millisecond,
@@ -181,7 +187,7 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 		o.CloseIdleEvery = closeIdleEvery
 	})
 
-	bucket := watchBucket(p.Loop)
+	bucket := watchBucket(meters, table)
 	stopThrottling := throttleEpisodes(t, capProxy)
 	runCtx, cancel := context.WithTimeout(ctx, 3*time.Minute)
 	defer cancel()
@@ -235,7 +241,8 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 	}
 	assert.GreaterOrEqual(t, int(res.Successes), ops*9/10, "expect the retries to carry at least 90%% of the increments through %s; failures: %v", f.Name, kinds)
 
-	assert.LessOrEqual(t, bucketMax, defaultBucketCapacity, "expect the retry bucket never above its capacity (nor wrapped below 0)")
+	assert.GreaterOrEqual(t, bucketMin, 0.0, "expect the table's bucket on the retryer's gauge")
+	assert.LessOrEqual(t, bucketMax, float64(defaultBucketCapacity), "expect the retry bucket never above its capacity (nor wrapped below 0)")
 	st := capProxy.Stats()
 	assert.Positive(t, st.Throttled, "expect the capacity proxy to have throttled")
 	assert.Positive(t, causes.get(causeThrottle), "expect throttles to have been retried")
@@ -365,39 +372,59 @@ func causeOf(err error) string {
 	return causeOther
 }
 
-// bucketWatch samples a retryer's bucket every millisecond.
+// bucketWatch samples the bucket of one partition every 5 ms, from the
+// retryer's bucket gauge: occ.Run keys the retries by table, so the
+// shared partition, which Retryer.Remaining reads, is never drawn on (it
+// stood at 500 through every row, and the column said so).
 type bucketWatch struct {
-	r        *jitterretry.Retryer
-	min, max uint
-	done     chan struct{}
-	wg       sync.WaitGroup
+	m         *telemetry.Metrics
+	partition string
+	min, max  float64
+	done      chan struct{}
+	wg        sync.WaitGroup
 }
 
-func watchBucket(r *jitterretry.Retryer) *bucketWatch {
-	w := &bucketWatch{r: r, min: r.Remaining(), max: r.Remaining(), done: make(chan struct{})}
+func watchBucket(m *telemetry.Metrics, partition string) *bucketWatch {
+	w := &bucketWatch{m: m, partition: partition, min: math.Inf(1), max: math.Inf(-1), done: make(chan struct{})}
 	w.wg.Add(1)
 	go func() {
 		defer w.wg.Done()
-		tick := time.NewTicker(time.Millisecond)
+		tick := time.NewTicker(5 * time.Millisecond)
 		defer tick.Stop()
 		for {
 			select {
 			case <-w.done:
 				return
 			case <-tick.C:
-				n := w.r.Remaining()
-				w.min, w.max = min(w.min, n), max(w.max, n)
+				w.sample()
 			}
 		}
 	}()
 	return w
 }
 
-func (w *bucketWatch) stop() (lo, hi uint) {
+func (w *bucketWatch) sample() {
+	rm, err := w.m.Collect(context.Background())
+	if err != nil {
+		return
+	}
+	for _, row := range telemetry.Rows(rm) {
+		if p, _ := row.Attr("jitterretry.partition"); row.Instrument == telemetry.BucketTokens && p == w.partition {
+			w.min, w.max = min(w.min, row.Value), max(w.max, row.Value)
+		}
+	}
+}
+
+// stop ends the watch and returns the least and the most tokens seen; -1
+// for both when the partition's bucket never showed.
+func (w *bucketWatch) stop() (lo, hi float64) {
 	close(w.done)
 	w.wg.Wait()
-	n := w.r.Remaining()
-	return min(w.min, n), max(w.max, n)
+	w.sample()
+	if w.min > w.max {
+		return -1, -1
+	}
+	return w.min, w.max
 }
 
 // toxiproxyLeftovers counts the toxiproxy goroutines still running once
@@ -426,7 +453,7 @@ func writeMatrix(w io.Writer, rows []matrixRow) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "fault\tserver\tops\tacked\tfailed (landed)\tretries\tlost\tdoubled\tthrottled\t500s\tbucket min\ttoxiproxy stuck\twall\tretry causes\tfailures")
 	for _, r := range rows {
-		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\n",
+		fmt.Fprintf(tw, "%s\t%s\t%d\t%d\t%d (%d)\t%d\t%d\t%d\t%d\t%d\t%v\t%d\t%s\t%s\t%s\n",
 			r.fault, r.server, r.ops, r.acked, r.failed, r.landed, r.retries, r.lost, r.doubled,
 			r.throttled, r.errors, r.bucketMin, r.leftovers, r.wall.Round(10*time.Millisecond), formatCounts(r.causes), formatCounts(r.kinds))
 	}
