@@ -61,11 +61,18 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 	}
 	if !ok {
 		waited, shortened, err := r.backOffBeforeFailing(ctx, max(failure, 1), opErr, p.class, p.margin, l)
-		// A sweep refunds an abandoned retry reclaimGrace after it first
-		// sees its context done; the wait gave the one above that time.
-		// After a wait cut short by the deadline the retry's backoff does
-		// not fit: the tokens are left to others, and the budget refuses.
-		if err == nil && waited > 0 && r.tracked.reclaim() && !shortened {
+		// Tokens may have come back during the wait: first-attempt
+		// successes' (a service that recovered), a refill's, or an
+		// abandoned retry's, which a sweep refunds reclaimGrace after it
+		// first sees its context done (the wait gave the one above that
+		// time). Refused anyway, every caller waiting when a failing
+		// service recovered failed for the budget (an outside review:
+		// one per worker, up to 54 ms after the recovery, the bucket
+		// full again). After a wait cut short by the deadline the retry's
+		// backoff does not fit: the tokens are left to others, and the
+		// budget refuses.
+		if err == nil && waited > 0 && !shortened {
+			r.tracked.reclaim()
 			release, foreign, refused, ok = l.take(ctx, cost)
 		}
 		if err == nil && !ok && !shortened {

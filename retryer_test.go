@@ -2221,3 +2221,28 @@ func TestSyscallErrorsAreRetriedAsTheSDKRetriesThem(t *testing.T) {
 		assert.Equal(t, map[bool]int{true: 2, false: 1}[want], calls, "Do's calls for %v", err)
 	}
 }
+
+// TestEmptyBudgetWaitTakesTokensThatCameBack: a retry that found the bucket
+// empty goes ahead after its wait when tokens came back meanwhile, here a
+// refill's (as first-attempt successes' do when a failing service
+// recovers), instead of failing for a budget that is no longer empty. The
+// wait's backoff is drawn just before it starts: the draw moves the
+// retryer's clock on, and the bucket refills by as much.
+func TestEmptyBudgetWaitTakesTokensThatCameBack(t *testing.T) {
+	var now atomic.Int64 // nanoseconds on the retryer's clock
+	var draws atomic.Int32
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.RetryCost, o.BucketRefill = 10, 10, 1 // a token a second
+		o.Clock = func() time.Time { return time.Unix(0, now.Load()) }
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
+			if draws.Add(1) == 2 { // the wait before refusing the second retry
+				now.Add(int64(10 * time.Second))
+			}
+			return time.Millisecond, nil
+		})
+	})
+	attempts, err := operation(context.Background(), r, script(fail(serverErr()), fail(serverErr()), ok))
+	require.NoError(t, err, "expect the second retry made with the tokens that came back during its wait")
+	requireAttempts(t, 3, attempts, err)
+	assert.Equal(t, int32(3), draws.Load(), "the first retry's backoff, the wait, the second retry's backoff")
+}
