@@ -38,9 +38,12 @@ const (
 	// ConditionalCheckFailedException or TransactionConflictException, a
 	// TransactionCanceledException whose cancellation reasons are only
 	// ConditionalCheckFailed, TransactionConflict and None, or an error
-	// marked with Conflict. Only Do retries conflicts, with a budget
-	// of their own (DoOptions.MaxConflicts); under the SDK's middleware they
-	// are not retryable, as in retry.Standard.
+	// marked with Conflict, that the SDK's rules would not retry (the
+	// 400 DynamoDB answers with; on a 5xx, or beside a connection
+	// failure, the same code is ClassTransient, as retry.Standard retries
+	// it). Only Do retries conflicts, with a budget of their own
+	// (DoOptions.MaxConflicts); under the SDK's middleware they are not
+	// retryable, as in retry.Standard.
 	ClassConflict
 )
 
