@@ -24,10 +24,16 @@ import (
 // of a lane is measured until attemptSamples have been, so that a new
 // client (a Lambda cold start) has an estimate from its first failed
 // attempt on, then one in attemptSampleEvery at random, in both cases only
-// while fewer than attemptProbes are being measured at once; but until an
-// operation has a sample, each of its attempts is timed, on a probe of its
-// own when every probe is taken (more first attempts in flight than
-// probes left one untimed to fail first, with a margin of 0: helper-123).
+// while fewer than attemptProbes are being measured at once; but an
+// attempt drawn (or made before the lane's estimate is full) of an
+// operation with no sample yet is timed on a probe of its own when every
+// probe is taken (more first attempts in flight than probes left one
+// untimed to fail first, with a margin of 0: helper-123). An operation
+// first seen once the lane's estimate is full (a client of another region
+// joining a warm retryer) has its attempts timed one in attemptSampleEvery
+// like the rest, so its margin is 0, as without a deadline check, until
+// one of them is: looking its estimate up on every attempt would cost
+// every attempt of the lane a hash of its name (helper-148).
 // The draw is
 // the runtime's per-thread generator's, not Options.Source's: it writes
 // nothing that other cores read, where a shared count of attempts would
@@ -101,7 +107,7 @@ type attemptTimes struct {
 
 	all attemptEstimate // every sample of the lane; full: sample one in attemptSampleEvery
 	// ops maps an operation name to the estimates of the operations of
-	// that name, one per service, chained. It is replaced, never changed,
+	// that name, one per service and region, chained. It is replaced, never changed,
 	// so that the attempts read it without a lock; keyed by the name
 	// alone, a lookup hashes one short string.
 	ops   atomic.Pointer[map[string]*attemptEstimate]
@@ -220,10 +226,16 @@ func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
 	}
 	ops := *a.ops.Load()
 	grown := make(map[string]*attemptEstimate, len(ops)+1)
-	for name, e := range ops {
-		grown[name] = e
-	}
 	e := &attemptEstimate{service: k.service, region: k.region, next: ops[k.operation]}
+	e.client = e
+	for name, other := range ops {
+		grown[name] = other
+		for ; other != nil; other = other.next {
+			if other.service == k.service && other.region == k.region {
+				e.client = other.client
+			}
+		}
+	}
 	grown[k.operation] = e
 	a.ops.Store(&grown)
 	a.count.Add(1)
@@ -249,7 +261,7 @@ func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) {
 	}
 	a.all.record(end-start, a.all.begunCold(start, end))
 	if op != nil {
-		op.record(end-start, op.begunCold(start, end))
+		op.record(end-start, op.client.begunCold(start, end))
 	}
 }
 
@@ -281,6 +293,11 @@ type attemptEstimate struct {
 	service string           // the operation's service
 	region  string           // and its client's region
 	next    *attemptEstimate // the estimate of another service's or region's operation of the same name
+	// client is the lane's first estimate of the same service and
+	// region (this one, if it was the first): its warmFrom says when
+	// that client's first attempt came back, which tells its other
+	// operations' cold attempts from warm ones.
+	client *attemptEstimate
 
 	est  atomic.Int64 // the current estimate, in nanoseconds
 	full atomic.Bool  // attemptSamples samples taken
@@ -288,7 +305,8 @@ type attemptEstimate struct {
 
 	// warmFrom is when the estimate's first sample came back, since the
 	// lane's epoch, plus one: 0 until then. An attempt begun before it is
-	// cold.
+	// cold: before the lane's for its estimate over all operations, before
+	// its client's (see client) for an operation's.
 	warmFrom atomic.Int64
 
 	mu      sync.Mutex
@@ -334,9 +352,12 @@ func (e *attemptEstimate) record(took time.Duration, cold bool) {
 
 // begunCold reports whether the attempt measured from start to end (since the
 // lane's epoch) began before the estimate's first sample came back; the
-// first sample itself is cold unless it took no time. Each estimate
-// judges for itself, so that a client that joins a warm lane (another
-// region's, sharing the retryer) has its cold start counted as one.
+// first sample itself is cold unless it took no time. The operations of
+// a service in a region judge by their client's estimate (see client), so
+// that a client that joins a warm lane (another region's, sharing the
+// retryer) has its cold start counted as one, while a warm client's first
+// call of another operation is warm (counted as one, it halved that
+// operation's first margin: helper-148).
 func (e *attemptEstimate) begunCold(start, end time.Duration) bool {
 	e.warmFrom.CompareAndSwap(0, int64(end)+1)
 	return start < time.Duration(e.warmFrom.Load()-1)

@@ -151,3 +151,40 @@ func TestColdSamplesGiveWayToWarmOnes(t *testing.T) {
 	require.NoError(t, second(nil))
 	assert.Equal(t, 20*time.Millisecond, r.margin(ctx, l), "expect a cold attempt back after a warm one left out")
 }
+
+// inRegion is the context the SDK's middleware gives an attempt of
+// DynamoDB operation op by a client of region.
+func inRegion(op, region string) context.Context {
+	ctx := awsmiddle.SetServiceID(context.Background(), "DynamoDB")
+	ctx = awsmiddle.SetOperationName(ctx, op)
+	return awsmiddle.SetRegion(ctx, region)
+}
+
+// TestAClientsColdStartIsJudgedByItsServiceAndRegion: a warm client's
+// first call of another operation is warm, and counts twice in the margin
+// (judged cold by its own estimate's first sample, it counted once and
+// halved that operation's first margin: helper-148); the first call of a
+// client of another region joining the warm retryer is cold, and counts
+// once; that client's next operation, after it, is warm again.
+func TestAClientsColdStartIsJudgedByItsServiceAndRegion(t *testing.T) {
+	base := time.Now()
+	var offset time.Duration
+	r := New(func(o *Options) { o.Clock = func() time.Time { return base.Add(offset) } })
+	require.NoError(t, r.Err())
+	attempt := func(ctx context.Context, took time.Duration) time.Duration {
+		release, err := r.GetAttemptToken(ctx)
+		require.NoError(t, err)
+		offset += took
+		require.NoError(t, release(nil))
+		return r.margin(ctx, r.lanes.get(ctx))
+	}
+	for range 4 {
+		attempt(inRegion("PutItem", "us-east-1"), 10*time.Millisecond)
+	}
+	assert.Equal(t, 200*time.Millisecond, attempt(inRegion("GetItem", "us-east-1"), 100*time.Millisecond),
+		"expect a warm client's first GetItem counted twice")
+	assert.Equal(t, 500*time.Millisecond, attempt(inRegion("PutItem", "eu-west-1"), 500*time.Millisecond),
+		"expect another region's first call cold, counted once")
+	assert.Equal(t, 40*time.Millisecond, attempt(inRegion("GetItem", "eu-west-1"), 20*time.Millisecond),
+		"expect that client's next operation warm, counted twice")
+}

@@ -38,9 +38,12 @@ const (
 	// ConditionalCheckFailedException or TransactionConflictException, a
 	// TransactionCanceledException whose cancellation reasons are only
 	// ConditionalCheckFailed, TransactionConflict and None, or an error
-	// marked with Conflict. Only Do retries conflicts, with a budget
-	// of their own (DoOptions.MaxConflicts); under the SDK's middleware they
-	// are not retryable, as in retry.Standard.
+	// marked with Conflict, that the SDK's rules would not retry (the
+	// 400 DynamoDB answers with; on a 5xx, or beside a connection
+	// failure, the same code is ClassTransient, as retry.Standard retries
+	// it). Only Do retries conflicts, with a budget of their own
+	// (DoOptions.MaxConflicts); under the SDK's middleware they are not
+	// retryable, as in retry.Standard.
 	ClassConflict
 )
 
@@ -214,9 +217,14 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 		if !v.Bool() {
 			return ClassNotRetryable
 		}
-	} else if f.loopsConflict() {
-		return ClassConflict
 	} else if !c.builtinRetryable(err, f) {
+		// A conflict is what the SDK's rules would not retry: a conflict's
+		// code on a 5xx, or beside a connection failure, is retried as
+		// the SDK retries it (helper-149: a ConditionalCheckFailedException
+		// with a 503 got 3 attempts under retry.NewStandard(), 1 here).
+		if f.loopsConflict() {
+			return ClassConflict
+		}
 		return ClassNotRetryable
 	}
 	if c.throttle(err, f) {
@@ -332,18 +340,21 @@ func (c *classifier) rateSignal(err error) (throttled, counted bool) {
 // builtinRetryable applies the SDK's default retryable checks, in their
 // order, to what the walk found.
 func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
-	if f.foreignAs {
-		// An error with its own As method can pose as any type, which only
-		// errors.As sees; defer to the SDK's own checks for it.
-		return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err).Bool()
-	}
 	switch {
 	case f.contextCanceled:
 		// Deliberate: the SDK retries a bare context.Canceled inside a send
-		// error; a cancelled caller never wants another attempt.
+		// error; a cancelled caller never wants another attempt. Asked
+		// before the SDK's checks below are, so that an S3 client's
+		// errors are judged so too (helper-149: a cancelled S3 send got 3
+		// attempts, another client's 1).
 		return false
 	case f.canceled.seen && f.canceled.value:
 		return false
+	case f.foreignAs:
+		// An error with its own As method (the S3 client's response
+		// errors) can pose as any type, which only errors.As sees; defer
+		// to the SDK's own checks for it.
+		return retry.IsErrorRetryables(retry.DefaultRetryables).IsErrorRetryable(err).Bool()
 	case f.retryableErr.seen:
 		return f.retryableErr.value
 	}

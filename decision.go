@@ -20,7 +20,8 @@ import (
 // shortest wait (the hint alone) plus the margin, and pays cost from the
 // lane's bucket. On an empty bucket it first reclaims the tokens of retries
 // abandoned with their context, then backs off once (unless
-// FailFastOnEmptyBudget) and refuses.
+// FailFastOnEmptyBudget), takes the tokens that came back meanwhile if
+// they are enough, and otherwise refuses.
 //
 // On success it records the paid ticket, the cost and the time it read,
 // when it read one (for a deadline), in p.

@@ -324,15 +324,13 @@ func ExampleUnlimitedAttempts() {
 		o.BucketCapacity = 70
 	})
 	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"}
-	retries := 0
-	for {
+	for retries := 0; retries < 100; retries++ {
 		_, err := r.GetRetryToken(context.Background(), timeout) // as the SDK's middleware asks
 		if err != nil {
 			var quota ratelimit.QuotaExceededError
 			fmt.Println(r.MaxAttempts(), retries, errors.As(err, &quota), errors.Is(err, timeout))
 			break
 		}
-		retries++
 	}
 	// Output: 0 5 true true
 }

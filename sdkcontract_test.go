@@ -32,8 +32,10 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"os"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -989,6 +991,11 @@ func TestSDKContract_DifferenceCanceledAnywhere(t *testing.T) {
 		"in a send error":    &smithyhttp.RequestSendError{Err: context.Canceled},
 		"joined with a 503":  errors.Join(context.Canceled, unavailable),
 		"wrapped with a 503": fmt.Errorf("%w, then %w", unavailable, context.Canceled),
+		// The S3 client's errors have an As method, for which the
+		// retryer asks the SDK's checks: a cancel in them is asked first.
+		"in an S3 client's send error":   &sdkcPosing{&smithyhttp.RequestSendError{Err: context.Canceled}},
+		"joined with an S3 client's 503": errors.Join(context.Canceled, &sdkcPosing{unavailable}),
+		"in an S3 client's wrapped 503":  &sdkcPosing{fmt.Errorf("%w, then %w", unavailable, context.Canceled)},
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.True(t, retry.NewStandard().IsErrorRetryable(err), "the SDK: expect a retry")
@@ -996,6 +1003,67 @@ func TestSDKContract_DifferenceCanceledAnywhere(t *testing.T) {
 		})
 	}
 }
+
+// sdkcPosing is an error with an As method of its own, as the S3 client's
+// response errors have (s3shared.ResponseError poses as the SDK's
+// response error types).
+type sdkcPosing struct{ err error }
+
+func (e *sdkcPosing) Error() string      { return e.err.Error() }
+func (e *sdkcPosing) Unwrap() error      { return e.err }
+func (e *sdkcPosing) As(target any) bool { return errors.As(e.err, target) }
+
+// TestSDKContract_ConflictCodesOnA5xxAreRetried: DynamoDB answers its
+// conflicts with a 400, which neither retryer retries; a conflict's code on
+// a 5xx, or beside a connection failure, is retried as the SDK retries it
+// (helper-149: a ConditionalCheckFailedException on a 503 got 3 attempts
+// from the SDK's retryer and 1 from ours, which took the code first).
+func TestSDKContract_ConflictCodesOnA5xxAreRetried(t *testing.T) {
+	reset := &smithyhttp.RequestSendError{Err: &net.OpError{Op: "read", Net: "tcp", Err: errors.New("connection reset by peer")}}
+	for name, c := range map[string]struct {
+		err   error
+		retry bool
+	}{
+		"ConditionalCheckFailed on a 400":    {sdkcReply{status: 400, shape: sdkcModeled, code: "ConditionalCheckFailedException"}.err(), false},
+		"ConditionalCheckFailed on a 503":    {sdkcReply{status: 503, shape: sdkcModeled, code: "ConditionalCheckFailedException"}.err(), true},
+		"TransactionConflict on a 500":       {sdkcReply{status: 500, shape: sdkcGeneric, code: "TransactionConflictException"}.err(), true},
+		"ConditionalCheckFailed and a reset": {errors.Join(sdkcReply{status: 400, shape: sdkcModeled, code: "ConditionalCheckFailedException"}.err(), reset), true},
+	} {
+		t.Run(name, func(t *testing.T) {
+			require.Equal(t, c.retry, retry.NewStandard().IsErrorRetryable(c.err), "the SDK")
+			assert.Equal(t, c.retry, jitterretry.New().IsErrorRetryable(c.err))
+			want := jitterretry.ClassNotRetryable
+			if c.retry {
+				want = jitterretry.ClassTransient
+			} else {
+				want = jitterretry.ClassConflict
+			}
+			assert.Equal(t, want, jitterretry.Classify(c.err), "Do retries the 400 as a conflict, the rest as transient")
+		})
+	}
+}
+
+// TestSDKContract_DifferenceResetBehindAQuietWrapper: a connection reset
+// whose wrapper's message does not quote it is retried; the SDK searches
+// the message only (helper-149). A reset is a reset whatever wraps it; the
+// SDK's own send errors quote it, and both retry those.
+func TestSDKContract_DifferenceResetBehindAQuietWrapper(t *testing.T) {
+	for name, err := range map[string]error{
+		"ECONNRESET":    &sdkcQuiet{os.NewSyscallError("read", syscall.ECONNRESET)},
+		"net.ErrClosed": &sdkcQuiet{net.ErrClosed},
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.False(t, retry.NewStandard().IsErrorRetryable(err), "the SDK: expect no retry")
+			assert.True(t, jitterretry.New().IsErrorRetryable(err), "expect a retry")
+		})
+	}
+}
+
+// sdkcQuiet wraps an error without quoting it.
+type sdkcQuiet struct{ err error }
+
+func (e *sdkcQuiet) Error() string { return "request failed" }
+func (e *sdkcQuiet) Unwrap() error { return e.err }
 
 // TestSDKContract_DifferenceZeroOptions: option values the SDK reads as
 // something else are an *OptionsError here (option functions see the
