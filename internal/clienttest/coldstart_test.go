@@ -54,18 +54,27 @@ func newColdClientIn(region, url string, r aws.Retryer) *dynamodb.Client {
 // 400 ms fetch, 598 ms left of 1 s). Counted once, the margin leaves some
 // 250 ms for a busy machine's delays.
 func TestAColdStartsCredentialFetchDoesNotRefuseTheRetry(t *testing.T) {
-	run := func(r aws.Retryer) (error, int) {
+	requireTheColdRetryMade(t, "us-east-1", func(aws.Retryer) {})
+}
+
+// requireTheColdRetryMade makes a cold client of region call PutItem,
+// answered with a 500 and then a success, under a 1.5 s deadline, first
+// with retry.NewStandard() and then with jitterretry.New(), each after
+// warm(retryer): both must make the retry and succeed.
+func requireTheColdRetryMade(t *testing.T, region string, warm func(aws.Retryer)) {
+	t.Helper()
+	for _, c := range []struct {
+		name string
+		r    aws.Retryer
+	}{{"the SDK's retryer", retry.NewStandard()}, {"jitterretry", jitterretry.New()}} {
+		warm(c.r)
 		srv := newScriptServer(t, serverErr, ok)
 		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-		defer cancel()
-		return putItem(ctx, newColdClient(srv.URL, r)), srv.Calls()
+		err := putItem(ctx, newColdClientIn(region, srv.URL, c.r))
+		cancel()
+		require.NoError(t, err, "%s: expect the retry made: it needs no credential fetch", c.name)
+		assert.Equal(t, 2, srv.Calls(), c.name)
 	}
-	err, calls := run(retry.NewStandard())
-	require.NoError(t, err, "the SDK's retryer retries and succeeds")
-	require.Equal(t, 2, calls)
-	err, calls = run(jitterretry.New())
-	require.NoError(t, err, "expect the retry made: it needs no credential fetch")
-	assert.Equal(t, 2, calls)
 }
 
 // TestAClientJoiningAWarmRetryerHasItsColdStartCountedOnce: one retryer
@@ -78,22 +87,12 @@ func TestAColdStartsCredentialFetchDoesNotRefuseTheRetry(t *testing.T) {
 // kept, 598 ms left); its region's estimate judges it cold, as a client of
 // its own would.
 func TestAClientJoiningAWarmRetryerHasItsColdStartCountedOnce(t *testing.T) {
-	run := func(r aws.Retryer) (error, int) {
+	requireTheColdRetryMade(t, "eu-west-1", func(r aws.Retryer) {
 		warm := newScriptServer(t, ok)
 		for range 4 {
 			require.NoError(t, putItem(context.Background(), newClient(warm.URL, r)))
 		}
-		srv := newScriptServer(t, serverErr, ok)
-		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
-		defer cancel()
-		return putItem(ctx, newColdClientIn("eu-west-1", srv.URL, r)), srv.Calls()
-	}
-	err, calls := run(retry.NewStandard())
-	require.NoError(t, err, "the SDK's retryer retries and succeeds")
-	require.Equal(t, 2, calls)
-	err, calls = run(jitterretry.New())
-	require.NoError(t, err, "expect the retry made: it needs no credential fetch")
-	assert.Equal(t, 2, calls)
+	})
 }
 
 // TestAFarRegionsAttemptsDoNotRefuseANearRegionsRetries: one retryer

@@ -7,8 +7,10 @@
 #                                            200, prints its endpoint URL
 #   tools/dynalite/run.sh stop STATE_DIR    stops the server started there, by PID
 #
-# STATE_DIR holds the PID, the port and the server's log. cli.js is started
-# with node directly: killing an npx wrapper would leave the server running.
+# STATE_DIR holds the PID, the port and the server's log. dynalite's cli.js
+# is started with node directly, through serve.js, which keeps it up when a
+# client aborts a request (see there): killing an npx wrapper would leave
+# the server running.
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
@@ -69,7 +71,7 @@ start() {
 	local attempt port pid
 	for attempt in 1 2 3; do
 		port="$(free_port)"
-		node "$here/node_modules/dynalite/cli.js" --host 127.0.0.1 --port "$port" \
+		node "$here/serve.js" --host 127.0.0.1 --port "$port" \
 			--createTableMs 0 --deleteTableMs 0 --updateTableMs 0 \
 			>"$state/dynalite.log" 2>&1 </dev/null &
 		pid=$!
