@@ -250,7 +250,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	r, l := d.r, d.lane
 	info := r.classes.inspect(err)
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint}
-	p.margin, p.cutMargin = r.marginAfter(nil, l, info)
+	p.margin, p.cutMargin = withCut(d.margin(), info)
 	if r.fixedMargin == 0 {
 		// fn's call may make several attempts, each of them needed again:
 		// its whole time counts. (It also holds the sleeps of the SDK's own
@@ -278,7 +278,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		seen, current := conflictReport(err)
 		span := d.attemptSpan(took, queued)
 		backoff = d.conflictBackoff.Next(at, span, seen, current)
-		if l.attempts.coldOnly() {
+		if _, cold := d.estimate(); cold {
 			// fn's call held the client's one-time costs (see
 			// attemptTimes): as round trips, they made a first window of
 			// seconds. The wait is drawn within one round trip as that
@@ -416,10 +416,33 @@ func (d *doLoop) partitionNews() bool {
 // limiter). Before any attempt was measured (an fn that does not go through
 // this Retryer's middleware) took is all there is.
 func (d *doLoop) attemptSpan(took, queued time.Duration) time.Duration {
-	if est := d.lane.attempts.estimate(); est > 0 {
+	if est, _ := d.estimate(); est > 0 {
 		return min(took, addSaturating(addSaturating(est, est), queued))
 	}
 	return took
+}
+
+// estimate returns the expected time of an attempt of fn's, and whether it
+// rests on cold attempts only: over the operations of the client fn's SDK
+// calls used last (see loopMark.client), or, before one, over the lane's.
+// A partition shared by the clients of several regions holds them all, and
+// the near one's loop met the far one's times (helper-148: 5 of 10
+// conflicts refused under 450 ms deadlines beside a region 300 ms away,
+// none without it).
+func (d *doLoop) estimate() (time.Duration, bool) {
+	if c := d.mark.client.Load(); c != nil {
+		return c.clientAll.estimate(), c.clientAll.coldOnly()
+	}
+	return d.lane.attempts.estimate(), d.lane.attempts.coldOnly()
+}
+
+// margin is the loop's learnt margin (see Retryer.margin), from estimate,
+// or Options.DeadlineMargin when set.
+func (d *doLoop) margin() time.Duration {
+	if d.r.fixedMargin > 0 {
+		return d.r.fixedMargin
+	}
+	return d.r.marginOf(d.estimate())
 }
 
 // fitConflict returns the conflict backoff, or, when it is room or more, a

@@ -33,7 +33,13 @@ type loopMark struct {
 	// are the table's, whichever Retryer met them.)
 	owner     *hooks
 	throttled atomic.Bool
-	outer     *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
+	// client is the estimate of the client whose attempt fn's SDK calls
+	// through the owner made last (see attemptEstimate.client), nil
+	// before one: the loop's margin and round trip are that client's, not
+	// the partition's, which holds every region's clients (helper-148:
+	// a near region's conflicts refused for a far one's times).
+	client atomic.Pointer[attemptEstimate]
+	outer  *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
 
 	mu sync.Mutex
 	// failed holds the errors of the latest attempts that failed inside
@@ -83,6 +89,19 @@ func markThrottle(ctx context.Context) {
 func (m *loopMark) noteThrottle() {
 	for ; m != nil; m = m.outer {
 		m.throttled.Store(true)
+	}
+}
+
+// markClient notes c, the client of an attempt made under ctx through the
+// Retryer of owner, for the Do loops of that Retryer around the call.
+func markClient(ctx context.Context, owner *hooks, c *attemptEstimate) {
+	if c == nil {
+		return
+	}
+	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		if m.owner == owner {
+			m.client.Store(c)
+		}
 	}
 }
 
