@@ -84,7 +84,7 @@ const (
 // The region keeps apart the clients of a configuration shared across
 // regions (one retryer from config.WithRetryer, clients of a global
 // table's replicas): a PutItem to a region 300 ms away says nothing of
-// one in the caller's own, and a margin learnt from it refused half of
+// one in the caller's own, and a margin learnt from it refused every one of
 // the near region's retries under a 450 ms deadline, which
 // retry.NewStandard() made (helper-147). Clients of one region and
 // service, on different endpoints or credentials, still share an estimate
@@ -269,13 +269,18 @@ func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) {
 	}
 }
 
-// clientOf returns the estimate of the client (see attemptEstimate.client)
-// that makes the attempts of operation k, or nil when k has none.
-func (a *attemptTimes) clientOf(k operationKey) *attemptEstimate {
+// clientFor returns the estimate of the client (see attemptEstimate.client)
+// that makes the attempts of operation k, adding k's estimate when there
+// is room, as a timed attempt would; nil when there is none. A Do loop
+// asks for every attempt of its fn's calls, so that it finds the client
+// before any of its attempts was timed (one in attemptSampleEvery, once
+// the lane's estimate is full): falling back to the lane's estimate, a
+// near region's loop met a far one's times (helper-150).
+func (a *attemptTimes) clientFor(k operationKey) *attemptEstimate {
 	if a.now == nil {
 		return nil
 	}
-	if e := a.lookup(k); e != nil {
+	if e := a.operation(k); e != nil {
 		return e.client
 	}
 	return nil

@@ -206,7 +206,8 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 // longer still and for a backoff sleep that ends late on a busy machine,
 // both of which the estimate cannot see. An estimate of cold attempts only
 // counts once: they held a new client's one-time costs, headroom enough.
-// (A Do loop's is doLoop.margin.)
+// With no lane (a RetryDelay with no GetRetryToken before it) the learnt
+// margin is 0. (A Do loop's is doLoop.margin.)
 func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin

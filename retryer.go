@@ -240,7 +240,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	}
 	release = l.attempts.measure(ctx, release)
 	if r.hooks.loops.Load() > 0 {
-		markClient(ctx, &r.hooks, l.attempts.clientOf(operationOf(ctx)))
+		markClient(ctx, &r.hooks, &l.attempts)
 	}
 	if m := r.hooks.loopToTell(ctx); m != nil {
 		// IsErrorRetryable, which follows the release, reports a refusal
