@@ -68,7 +68,9 @@ import (
 // A lane keeps the estimates of maxOperationTimes operations at most; an
 // operation beyond them has no estimate of its own (a margin of 0, as
 // before its first attempt). Every sample also feeds the lane's estimate
-// over all its operations: the round trip the send-rate limiter and Do use.
+// over all its operations: the round trip the send-rate limiter uses, and
+// Do before fn made an SDK call through the Retryer (after, Do reads the
+// estimate over that call's client's operations: see clientAll).
 const (
 	attemptSamples     = 32
 	attemptSampleEvery = 16
@@ -82,7 +84,7 @@ const (
 // The region keeps apart the clients of a configuration shared across
 // regions (one retryer from config.WithRetryer, clients of a global
 // table's replicas): a PutItem to a region 300 ms away says nothing of
-// one in the caller's own, and a margin learnt from it refused half of
+// one in the caller's own, and a margin learnt from it refused every one of
 // the near region's retries under a 450 ms deadline, which
 // retry.NewStandard() made (helper-147). Clients of one region and
 // service, on different endpoints or credentials, still share an estimate
@@ -227,12 +229,12 @@ func (a *attemptTimes) operation(k operationKey) *attemptEstimate {
 	ops := *a.ops.Load()
 	grown := make(map[string]*attemptEstimate, len(ops)+1)
 	e := &attemptEstimate{service: k.service, region: k.region, next: ops[k.operation]}
-	e.client = e
+	e.client, e.clientAll = e, new(attemptEstimate)
 	for name, other := range ops {
 		grown[name] = other
 		for ; other != nil; other = other.next {
 			if other.service == k.service && other.region == k.region {
-				e.client = other.client
+				e.client, e.clientAll = other.client, nil
 			}
 		}
 	}
@@ -261,8 +263,27 @@ func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) {
 	}
 	a.all.record(end-start, a.all.begunCold(start, end))
 	if op != nil {
-		op.record(end-start, op.client.begunCold(start, end))
+		cold := op.client.begunCold(start, end)
+		op.record(end-start, cold)
+		op.client.clientAll.record(end-start, cold)
 	}
+}
+
+// clientFor returns the estimate of the client (see attemptEstimate.client)
+// that makes the attempts of operation k, adding k's estimate when there
+// is room, as a timed attempt would; nil when there is none. A Do loop
+// asks for every attempt of its fn's calls, so that it finds the client
+// before any of its attempts was timed (one in attemptSampleEvery, once
+// the lane's estimate is full): falling back to the lane's estimate, a
+// near region's loop met a far one's times (helper-150).
+func (a *attemptTimes) clientFor(k operationKey) *attemptEstimate {
+	if a.now == nil {
+		return nil
+	}
+	if e := a.operation(k); e != nil {
+		return e.client
+	}
+	return nil
 }
 
 // estimate returns the expected time of the lane's next attempt, of any
@@ -298,6 +319,10 @@ type attemptEstimate struct {
 	// that client's first attempt came back, which tells its other
 	// operations' cold attempts from warm ones.
 	client *attemptEstimate
+	// clientAll, of a client's estimate, is the estimate over all the
+	// client's operations: Do's, whose fn may call several (nil for the
+	// others).
+	clientAll *attemptEstimate
 
 	est  atomic.Int64 // the current estimate, in nanoseconds
 	full atomic.Bool  // attemptSamples samples taken

@@ -158,7 +158,12 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 //
 // cut reports that the cut at the deadline set it, which a refusal says.
 func (r *Retryer) marginAfter(ctx context.Context, l *lane, info errorInfo) (m time.Duration, cut bool) {
-	learnt := r.margin(ctx, l)
+	return withCut(r.margin(ctx, l), info)
+}
+
+// withCut returns the margin learnt (or fixed) after an attempt whose error
+// inspect found info, raised as marginAfter says.
+func withCut(learnt time.Duration, info errorInfo) (m time.Duration, cut bool) {
 	m = max(learnt, info.cut)
 	if info.stalled {
 		m = addSaturating(m, attemptReserve)
@@ -197,22 +202,25 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 // after its backoff, before the deadline, for the attempt itself:
 // Options.DeadlineMargin when set, otherwise twice what recent attempts of
 // the same operation on the lane took (see attemptTimes), or of any of its
-// operations when ctx is nil (a Do loop, whose fn may call several): the
-// headroom is for the attempts that take longer still and for a backoff
-// sleep that ends late on a busy machine, both of which the estimate cannot
-// see. An estimate of cold attempts only counts once: they held a new
-// client's one-time costs, headroom enough.
+// operations when ctx is nil: the headroom is for the attempts that take
+// longer still and for a backoff sleep that ends late on a busy machine,
+// both of which the estimate cannot see. An estimate of cold attempts only
+// counts once: they held a new client's one-time costs, headroom enough.
+// With no lane (a RetryDelay with no GetRetryToken before it) the learnt
+// margin is 0. (A Do loop's is doLoop.margin.)
 func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin
 	}
-	var e time.Duration
-	var cold bool
 	if ctx == nil {
-		e, cold = l.attempts.estimate(), l.attempts.coldOnly()
-	} else {
-		e, cold = l.attempts.estimateOf(operationOf(ctx))
+		return r.marginOf(l.attempts.estimate(), l.attempts.coldOnly())
 	}
+	return r.marginOf(l.attempts.estimateOf(operationOf(ctx)))
+}
+
+// marginOf returns the learnt margin for an estimate e of an attempt's
+// time, cold when it rests on cold attempts only (see margin).
+func (r *Retryer) marginOf(e time.Duration, cold bool) time.Duration {
 	if cold {
 		return e
 	}

@@ -86,7 +86,9 @@ const defaultMaxConflicts = 100
 // x-amz-retry-after hint, the empty-budget backoff. For every retry, a backoff that would end past ctx's
 // deadline, with a margin of Options.DeadlineMargin when set, otherwise of
 // twice the Retryer's learnt attempt time (over every operation of the
-// partition, since fn may call several) or of fn's own last duration (the
+// slowest client, service and region, fn's SDK calls used, since fn may
+// call several; of the partition before fn called through the Retryer) or
+// of fn's own last duration (the
 // SDK's backoff sleeps inside it included), whichever is larger, ends the
 // loop at once; but a conflict's contention backoff, which only spaces the
 // loop's attempts, is drawn again uniformly within the time left before the
@@ -250,7 +252,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	r, l := d.r, d.lane
 	info := r.classes.inspect(err)
 	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint}
-	p.margin, p.cutMargin = r.marginAfter(nil, l, info)
+	p.margin, p.cutMargin = withCut(d.margin(), info)
 	if r.fixedMargin == 0 {
 		// fn's call may make several attempts, each of them needed again:
 		// its whole time counts. (It also holds the sleeps of the SDK's own
@@ -278,7 +280,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		seen, current := conflictReport(err)
 		span := d.attemptSpan(took, queued)
 		backoff = d.conflictBackoff.Next(at, span, seen, current)
-		if l.attempts.coldOnly() {
+		if _, cold := d.estimate(); cold {
 			// fn's call held the client's one-time costs (see
 			// attemptTimes): as round trips, they made a first window of
 			// seconds. The wait is drawn within one round trip as that
@@ -403,10 +405,10 @@ func (d *doLoop) partitionNews() bool {
 // includes whatever the SDK did inside fn, its own retries of a throttle
 // and their sleeps, which say nothing of the item's contention and, taken
 // for round trips, would stretch the first conflict's window (firstWindow
-// times took/2) to seconds. So took is bounded by twice the lane's learnt
-// attempt time: fn of the usual loop sends a read and a write at most, and
-// the estimate, about the 95th percentile of the lane's attempts, already
-// covers a slow one. A fn that sends more sees its round trips
+// times took/2) to seconds. So took is bounded by twice the learnt
+// attempt time (see estimate: the slowest client's fn called): fn of the
+// usual loop sends a read and a write at most, and the estimate, about the
+// 95th percentile of its attempts, already covers a slow one. A fn that sends more sees its round trips
 // underestimated by as much, which only shortens its first window. The
 // waits of fn's SDK calls in the send-rate limiter's queue, queued, are
 // the attempt's too: they hold the item open between the read and the
@@ -416,10 +418,37 @@ func (d *doLoop) partitionNews() bool {
 // limiter). Before any attempt was measured (an fn that does not go through
 // this Retryer's middleware) took is all there is.
 func (d *doLoop) attemptSpan(took, queued time.Duration) time.Duration {
-	if est := d.lane.attempts.estimate(); est > 0 {
+	if est, _ := d.estimate(); est > 0 {
 		return min(took, addSaturating(addSaturating(est, est), queued))
 	}
 	return took
+}
+
+// estimate returns the expected time of an attempt of fn's, and whether it
+// rests on cold attempts only: over the operations of the slowest client
+// fn's SDK calls used (see loopMark.client), taken as cold while none of
+// its attempts was timed (its first call may have held a new client's
+// one-time costs), or, before fn called through the Retryer, over the
+// lane's.
+// A partition shared by the clients of several regions holds them all, and
+// the near one's loop met the far one's times (helper-148: every
+// conflict refused under 450 ms deadlines beside a region 300 ms away,
+// none without it).
+func (d *doLoop) estimate() (time.Duration, bool) {
+	if c := d.mark.client.Load(); c != nil {
+		e := c.clientAll.estimate()
+		return e, e == 0 || c.clientAll.coldOnly()
+	}
+	return d.lane.attempts.estimate(), d.lane.attempts.coldOnly()
+}
+
+// margin is the loop's learnt margin (see Retryer.margin), from estimate,
+// or Options.DeadlineMargin when set.
+func (d *doLoop) margin() time.Duration {
+	if d.r.fixedMargin > 0 {
+		return d.r.fixedMargin
+	}
+	return d.r.marginOf(d.estimate())
 }
 
 // fitConflict returns the conflict backoff, or, when it is room or more, a

@@ -33,7 +33,15 @@ type loopMark struct {
 	// are the table's, whichever Retryer met them.)
 	owner     *hooks
 	throttled atomic.Bool
-	outer     *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
+	// client is the estimate of the slowest client (see
+	// attemptEstimate.client) whose attempts fn's SDK calls through the
+	// owner made, nil before one: the loop's margin and round trip are
+	// that client's, not the partition's, which holds every region's
+	// clients (helper-148: a near region's conflicts refused for a far
+	// one's times). The slowest, so that an fn that calls a far region
+	// and then a near one keeps the far one's headroom (helper-150).
+	client atomic.Pointer[attemptEstimate]
+	outer  *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
 
 	mu sync.Mutex
 	// failed holds the errors of the latest attempts that failed inside
@@ -83,6 +91,37 @@ func markThrottle(ctx context.Context) {
 func (m *loopMark) noteThrottle() {
 	for ; m != nil; m = m.outer {
 		m.throttled.Store(true)
+	}
+}
+
+// markClient notes, for the Do loops of owner around the call of ctx, the
+// client (in a, the attempt times of the Retryer's lane) of the attempt
+// being made. Only attempts inside such a loop pay for finding it.
+func markClient(ctx context.Context, owner *hooks, a *attemptTimes) {
+	var c *attemptEstimate
+	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		if m.owner != owner {
+			continue
+		}
+		if c == nil {
+			if c = a.clientFor(operationOf(ctx)); c == nil {
+				return
+			}
+		}
+		m.noteClient(c)
+	}
+}
+
+// noteClient makes c the loop's client unless the one it has is slower.
+func (m *loopMark) noteClient(c *attemptEstimate) {
+	for {
+		had := m.client.Load()
+		if had == c || had != nil && had.clientAll.estimate() > c.clientAll.estimate() {
+			return
+		}
+		if m.client.CompareAndSwap(had, c) {
+			return
+		}
 	}
 }
 

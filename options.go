@@ -164,7 +164,8 @@ type Options struct {
 	// before the deadline, for the attempt itself. Zero (the default) means
 	// learnt, per partition and SDK operation (service and operation name;
 	// 64 operations a partition at most, beyond which an operation's
-	// margin is 0; for Do, over every operation of the partition), from
+	// margin is 0, and each region's operations count apart; for Do, over
+	// every operation of the slowest client fn's calls used), from
 	// the time from GetAttemptToken to its release: every attempt of a
 	// partition is measured until 32 have been, then one in 16 at random,
 	// in both cases only while fewer than 8 are measured at once;
@@ -178,8 +179,9 @@ type Options struct {
 	// AttemptTimeout's 5 ms reserve, and one that stalls again is cut
 	// before the deadline. After an attempt cut at the deadline no retry is
 	// made, DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
-	// is the partition's over all its operations, or fn's whole last time
-	// when longer (the SDK's sleeps inside fn included). Negative is
+	// is learnt over all the operations of the slowest client (service and
+	// region) fn's calls used, or fn's whole last time when longer (the
+	// SDK's sleeps inside fn included). Negative is
 	// invalid.
 	DeadlineMargin time.Duration
 

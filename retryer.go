@@ -239,6 +239,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		release = l.sendRelease
 	}
 	release = l.attempts.measure(ctx, release)
+	if r.hooks.loops.Load() > 0 {
+		markClient(ctx, &r.hooks, &l.attempts)
+	}
 	if m := r.hooks.loopToTell(ctx); m != nil {
 		// IsErrorRetryable, which follows the release, reports a refusal
 		// with no context: the Do loop learns of it here.

@@ -99,7 +99,7 @@ func TestAClientJoiningAWarmRetryerHasItsColdStartCountedOnce(t *testing.T) {
 // serves the clients of two regions, one 300 ms away. The near region's
 // PutItem fails once with a 500 and needs a millisecond to retry; under a
 // 450 ms deadline, retry.NewStandard() retries every one. Estimated from
-// both regions' attempts, the margin was 600 ms and refused half of them
+// both regions' attempts, the margin was 600 ms and refused every one
 // (helper-147); each region's PutItem has its own estimate.
 func TestAFarRegionsAttemptsDoNotRefuseANearRegionsRetries(t *testing.T) {
 	run := func(r aws.Retryer) (failed int) {

@@ -1115,3 +1115,115 @@ func TestDoThrottleFloorForAThrottledTransaction(t *testing.T) {
 	floor := asked[len(asked)-1]
 	assert.True(t, isThrottle.IsErrorThrottle(floor).Bool(), "expect the conflict's floor asked with a throttle, got %v", floor)
 }
+
+// conflictOnce runs a Do loop whose fn calls PutItem on c and takes the
+// first call's answer for a conflict whose item moved from version 1 to 2,
+// under a deadline of d.
+func conflictOnce(r *jitterretry.Retryer, c *dynamodb.Client, d time.Duration) error {
+	ctx, cancel := context.WithTimeout(context.Background(), d)
+	defer cancel()
+	calls := 0
+	return jitterretry.Do(ctx, r, func(ctx context.Context) error {
+		calls++
+		err := putItem(ctx, c)
+		if calls == 1 {
+			return jitterretry.Conflict(err, 1, 2)
+		}
+		return err
+	})
+}
+
+// TestDoLearnsFromTheClientItsCallsUse: one retryer serves two regions'
+// clients, as config.WithRetryer's does. A Do loop in the near region,
+// whose attempts take a millisecond, sized its margin and its first
+// conflict's window from the partition's times, every region's: beside a
+// region 300 ms away, every conflict under 450 ms deadlines was refused
+// (helper-148), and a client of another region joining the warm retryer
+// had its first call's 500 ms credential fetch taken for a warm round
+// trip, twice (a backoff of 4.5 s drawn, 1 s kept, 997 ms left). It now
+// learns from the slowest client fn's calls used.
+func TestDoLearnsFromTheClientItsCallsUse(t *testing.T) {
+	t.Run("a far region beside", func(t *testing.T) {
+		r := jitterretry.New()
+		far := newScriptServer(t, reply{delay: 300 * time.Millisecond})
+		farClient := newClientIn("ap-southeast-2", far.URL, r)
+		for range 4 {
+			require.NoError(t, putItem(context.Background(), farClient))
+		}
+		near := newScriptServer(t, ccf, ok)
+		near.cycle = true
+		nearClient := newClientIn("us-east-1", near.URL, r)
+		for range 10 {
+			assert.NoError(t, conflictOnce(r, nearClient, 450*time.Millisecond))
+		}
+	})
+	t.Run("a near client joining a lane full of a far one's times", func(t *testing.T) {
+		// Past its first 32 timed attempts the partition times one in 16:
+		// the near client's estimate is made for the loop all the same,
+		// not left to the partition's (helper-150: 0 to 10 of 10 refused).
+		r := jitterretry.New()
+		far := newScriptServer(t, reply{delay: 300 * time.Millisecond})
+		farClient := newClientIn("ap-southeast-2", far.URL, r)
+		var wg sync.WaitGroup
+		for range 8 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for range 5 {
+					assert.NoError(t, putItem(context.Background(), farClient))
+				}
+			}()
+		}
+		wg.Wait()
+		near := newScriptServer(t, ccf, ok)
+		near.cycle = true
+		nearClient := newClientIn("us-east-1", near.URL, r)
+		for range 10 {
+			assert.NoError(t, conflictOnce(r, nearClient, 450*time.Millisecond))
+		}
+	})
+	t.Run("a far call before a near one in fn", func(t *testing.T) {
+		// fn reads from a far region (300 ms, then 450 ms) and writes to a
+		// near one, which answers a conflict: the margin keeps the far
+		// call's headroom, and the loop gives up before calling fn again
+		// rather than run its second far call into the deadline (it did,
+		// learning from the last call's client only: helper-150).
+		r := jitterretry.New()
+		far := newScriptServer(t, reply{delay: 300 * time.Millisecond}, reply{delay: 300 * time.Millisecond},
+			reply{delay: 300 * time.Millisecond}, reply{delay: 450 * time.Millisecond})
+		farClient := newClientIn("ap-southeast-2", far.URL, r)
+		near := newScriptServer(t, ok, ccf, ok)
+		nearClient := newClientIn("us-east-1", near.URL, r)
+		require.NoError(t, putItem(context.Background(), farClient))
+		require.NoError(t, putItem(context.Background(), farClient))
+		require.NoError(t, putItem(context.Background(), nearClient))
+		ctx, cancel := context.WithTimeout(context.Background(), 750*time.Millisecond)
+		defer cancel()
+		calls := 0
+		err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+			calls++
+			if err := putItem(ctx, farClient); err != nil {
+				return err
+			}
+			err := putItem(ctx, nearClient)
+			if calls == 1 {
+				return jitterretry.Conflict(err, 1, 2)
+			}
+			return err
+		})
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g)
+		assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "expect the loop to give up before its second call: %v", err)
+		assert.Equal(t, 1, calls)
+		assert.Equal(t, 3, far.Calls(), "expect no second far call run into the deadline")
+	})
+	t.Run("a cold client of another region joining", func(t *testing.T) {
+		r := jitterretry.New()
+		warm := newScriptServer(t, ok)
+		for range 4 {
+			require.NoError(t, putItem(context.Background(), newClient(warm.URL, r)))
+		}
+		srv := newScriptServer(t, ccf, ok)
+		assert.NoError(t, conflictOnce(r, newColdClientIn("eu-west-1", srv.URL, r), 1500*time.Millisecond))
+	})
+}
