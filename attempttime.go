@@ -33,7 +33,8 @@ import (
 // joining a warm retryer) has its attempts timed one in attemptSampleEvery
 // like the rest, so its margin is 0, as without a deadline check, until
 // one of them is: looking its estimate up on every attempt would cost
-// every attempt of the lane a hash of its name (helper-148).
+// every attempt of the lane a hash of its name (helper-148). Only the
+// attempts inside a Do loop look it up every time (see clientFor).
 // The draw is
 // the runtime's per-thread generator's, not Options.Source's: it writes
 // nothing that other cores read, where a shared count of attempts would
@@ -275,13 +276,22 @@ func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) {
 // asks for every attempt of its fn's calls, so that it finds the client
 // before any of its attempts was timed (one in attemptSampleEvery, once
 // the lane's estimate is full): falling back to the lane's estimate, a
-// near region's loop met a far one's times (helper-150).
+// near region's loop met a far one's times (helper-150). With no room for
+// k's estimate, it is the client of another operation of k's service and
+// region, if the lane has one (helper-151).
 func (a *attemptTimes) clientFor(k operationKey) *attemptEstimate {
 	if a.now == nil {
 		return nil
 	}
 	if e := a.operation(k); e != nil {
 		return e.client
+	}
+	for _, e := range *a.ops.Load() {
+		for ; e != nil; e = e.next {
+			if e.service == k.service && e.region == k.region {
+				return e.client
+			}
+		}
 	}
 	return nil
 }

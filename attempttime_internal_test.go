@@ -155,7 +155,13 @@ func TestColdSamplesGiveWayToWarmOnes(t *testing.T) {
 // inRegion is the context the SDK's middleware gives an attempt of
 // DynamoDB operation op by a client of region.
 func inRegion(op, region string) context.Context {
-	ctx := awsmiddle.SetServiceID(context.Background(), "DynamoDB")
+	return withOperation(context.Background(), op, region)
+}
+
+// withOperation returns ctx as the SDK's middleware gives it to an attempt
+// of DynamoDB operation op by a client of region.
+func withOperation(ctx context.Context, op, region string) context.Context {
+	ctx = awsmiddle.SetServiceID(ctx, "DynamoDB")
 	ctx = awsmiddle.SetOperationName(ctx, op)
 	return awsmiddle.SetRegion(ctx, region)
 }

@@ -406,9 +406,12 @@ func (d *doLoop) partitionNews() bool {
 // and their sleeps, which say nothing of the item's contention and, taken
 // for round trips, would stretch the first conflict's window (firstWindow
 // times took/2) to seconds. So took is bounded by twice the learnt
-// attempt time (see estimate: the slowest client's fn called): fn of the
-// usual loop sends a read and a write at most, and the estimate, about the
-// 95th percentile of its attempts, already covers a slow one. A fn that sends more sees its round trips
+// attempt time (see estimate: the slowest client's fn called; the lane's
+// while that client has no timed attempt, which would leave took unbounded:
+// helper-151 saw first waits of 82-528 ms after an SDK sleep inside fn,
+// against 17-72 ms): fn of the usual loop sends a read and a write at most,
+// and the estimate, about the 95th percentile of its attempts, already
+// covers a slow one. A fn that sends more sees its round trips
 // underestimated by as much, which only shortens its first window. The
 // waits of fn's SDK calls in the send-rate limiter's queue, queued, are
 // the attempt's too: they hold the item open between the read and the
@@ -418,7 +421,11 @@ func (d *doLoop) partitionNews() bool {
 // limiter). Before any attempt was measured (an fn that does not go through
 // this Retryer's middleware) took is all there is.
 func (d *doLoop) attemptSpan(took, queued time.Duration) time.Duration {
-	if est, _ := d.estimate(); est > 0 {
+	est, _ := d.estimate()
+	if est == 0 {
+		est = d.lane.attempts.estimate()
+	}
+	if est > 0 {
 		return min(took, addSaturating(addSaturating(est, est), queued))
 	}
 	return took

@@ -180,8 +180,9 @@ type Options struct {
 	// before the deadline. After an attempt cut at the deadline no retry is
 	// made, DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
 	// is learnt over all the operations of the slowest client (service and
-	// region) fn's calls used, or fn's whole last time when longer (the
-	// SDK's sleeps inside fn included). Negative is
+	// region) fn's calls used, kept for the whole loop (over the
+	// partition's before fn's first call through the Retryer), or fn's
+	// whole last time when longer (the SDK's sleeps inside fn included). Negative is
 	// invalid.
 	DeadlineMargin time.Duration
 
