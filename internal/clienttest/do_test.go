@@ -1133,6 +1133,35 @@ func conflictOnce(r *jitterretry.Retryer, c *dynamodb.Client, d time.Duration) e
 	})
 }
 
+// nearConflictsBesideAFarRegion has workers goroutines make calls
+// PutItems each through a client of a region 300 ms away, and then runs
+// ten Do loops through a near region's client, on the same retryer, whose
+// first call meets a conflict and whose second succeeds under a 450 ms
+// deadline: each must succeed.
+func nearConflictsBesideAFarRegion(t *testing.T, workers, calls int) {
+	t.Helper()
+	r := jitterretry.New()
+	far := newScriptServer(t, reply{delay: 300 * time.Millisecond})
+	farClient := newClientIn("ap-southeast-2", far.URL, r)
+	var wg sync.WaitGroup
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range calls {
+				assert.NoError(t, putItem(context.Background(), farClient))
+			}
+		}()
+	}
+	wg.Wait()
+	near := newScriptServer(t, ccf, ok)
+	near.cycle = true
+	nearClient := newClientIn("us-east-1", near.URL, r)
+	for range 10 {
+		assert.NoError(t, conflictOnce(r, nearClient, 450*time.Millisecond))
+	}
+}
+
 // TestDoLearnsFromTheClientItsCallsUse: one retryer serves two regions'
 // clients, as config.WithRetryer's does. A Do loop in the near region,
 // whose attempts take a millisecond, sized its margin and its first
@@ -1144,43 +1173,13 @@ func conflictOnce(r *jitterretry.Retryer, c *dynamodb.Client, d time.Duration) e
 // learns from the slowest client fn's calls used.
 func TestDoLearnsFromTheClientItsCallsUse(t *testing.T) {
 	t.Run("a far region beside", func(t *testing.T) {
-		r := jitterretry.New()
-		far := newScriptServer(t, reply{delay: 300 * time.Millisecond})
-		farClient := newClientIn("ap-southeast-2", far.URL, r)
-		for range 4 {
-			require.NoError(t, putItem(context.Background(), farClient))
-		}
-		near := newScriptServer(t, ccf, ok)
-		near.cycle = true
-		nearClient := newClientIn("us-east-1", near.URL, r)
-		for range 10 {
-			assert.NoError(t, conflictOnce(r, nearClient, 450*time.Millisecond))
-		}
+		nearConflictsBesideAFarRegion(t, 1, 4)
 	})
 	t.Run("a near client joining a lane full of a far one's times", func(t *testing.T) {
 		// Past its first 32 timed attempts the partition times one in 16:
 		// the near client's estimate is made for the loop all the same,
 		// not left to the partition's (helper-150: 0 to 10 of 10 refused).
-		r := jitterretry.New()
-		far := newScriptServer(t, reply{delay: 300 * time.Millisecond})
-		farClient := newClientIn("ap-southeast-2", far.URL, r)
-		var wg sync.WaitGroup
-		for range 8 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for range 5 {
-					assert.NoError(t, putItem(context.Background(), farClient))
-				}
-			}()
-		}
-		wg.Wait()
-		near := newScriptServer(t, ccf, ok)
-		near.cycle = true
-		nearClient := newClientIn("us-east-1", near.URL, r)
-		for range 10 {
-			assert.NoError(t, conflictOnce(r, nearClient, 450*time.Millisecond))
-		}
+		nearConflictsBesideAFarRegion(t, 8, 5)
 	})
 	t.Run("a far call before a near one in fn", func(t *testing.T) {
 		// fn reads from a far region (300 ms, then 450 ms) and writes to a
