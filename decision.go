@@ -69,11 +69,14 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 		// time). Refused anyway, every caller waiting when a failing
 		// service recovered failed for the budget (an outside review:
 		// one per worker, up to 54 ms after the recovery, the bucket
-		// full again). After a wait cut short by the deadline the retry's
+		// full again). A custom RateLimiter, whose level the retryer
+		// cannot see, is asked again only when abandoned retries gave it
+		// tokens back: asked after every wait, it counted each refusal
+		// twice, and one that blocks for a token would block twice
+		// (helper-148). After a wait cut short by the deadline the retry's
 		// backoff does not fit: the tokens are left to others, and the
 		// budget refuses.
-		if err == nil && waited > 0 && !shortened {
-			r.tracked.reclaim()
+		if err == nil && waited > 0 && !shortened && (r.tracked.reclaim() || l.ownBucket) {
 			release, foreign, refused, ok = l.take(ctx, cost)
 		}
 		if err == nil && !ok && !shortened {

@@ -274,7 +274,8 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // The wait ends at the deadline less the margin and 5 ms when the backoff
 // would pass that. When tokens came back during a whole backoff's wait
 // (first-attempt successes', a refill's, or those of retries abandoned by
-// their callers), the retry goes ahead instead,
+// their callers; to a custom RateLimiter, which is asked again only then,
+// the last), the retry goes ahead instead,
 // and RetryDelay's backoff is shorter by the wait (after a wait cut short
 // they are left to others: the backoff cannot fit); when the caller leaves
 // before or during the wait, the refusal is GiveUpCanceled, and when the

@@ -287,16 +287,23 @@ func (c *countingLimiter) GetToken(ctx context.Context, cost uint) (func() error
 }
 
 // TestCustomRateLimiterAskedOncePerRetry: a refusal asks a custom
-// RateLimiter once, so its own counts stay true.
+// RateLimiter once, so its own counts stay true: at once, or after the
+// wait before refusing, when no abandoned retry gave it tokens back
+// meanwhile (asked again after every wait, it counted each refusal twice:
+// helper-148).
 func TestCustomRateLimiterAskedOncePerRetry(t *testing.T) {
-	limiter := &countingLimiter{RateLimiter: ratelimit.NewTokenRateLimit(0)}
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.RateLimiter = limiter
-		o.FailFastOnEmptyBudget = true
-	})
-	_, err := r.GetRetryToken(context.Background(), serverErr())
-	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
-	assert.Equal(t, int32(1), limiter.gets.Load())
+	for name, failFast := range map[string]bool{"fails fast": true, "backs off first": false} {
+		t.Run(name, func(t *testing.T) {
+			limiter := &countingLimiter{RateLimiter: ratelimit.NewTokenRateLimit(0)}
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.RateLimiter = limiter
+				o.FailFastOnEmptyBudget = failFast
+			})
+			_, err := r.GetRetryToken(context.Background(), serverErr())
+			require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+			assert.Equal(t, int32(1), limiter.gets.Load())
+		})
+	}
 }
 
 // TestANilBucketOrDelayerInTheSDKsRetryerActsAsItsZeroValue: a
