@@ -53,11 +53,12 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 		// Tokens of retries abandoned with their context came back.
 		release, foreign, refused, ok = l.take(ctx, cost)
 	}
-	if !ok && p.class == ClassThrottle && !r.failFast && l.ownBucket && l.sender != nil && l.sender.holdsBack() {
+	if !ok && p.paced && p.class == ClassThrottle && !r.failFast && l.ownBucket && l.sender != nil && l.sender.holdsBack() {
 		// The limiter holds the partition's callers back, at a rate it
 		// cuts on these throttles: a throttle's retry waits its turn
 		// behind them, and cannot add to a storm the budget would have
-		// to stop.
+		// to stop. Only a retry whose attempt will wait: Do's fn need not
+		// call the SDK at all.
 		release, cost, ok = l.pacedRetryRelease, 0, true
 	}
 	if !ok {

@@ -372,6 +372,26 @@ type lanes struct {
 	m          map[string]*lane
 	lastSweep  time.Time
 	sweptClock uint64 // the clock at the last sweep
+
+	// unpaced is set by the first attempt that waited at no send-rate
+	// limiter: one of GetInitialToken, whose caller (a decorator written
+	// for the older aws.Retryer interface) has no context to wait with.
+	// From then on no throttle's retry is left to the limiter's pacing
+	// unpaid, in any partition: which retries follow such attempts
+	// cannot be told, and theirs were sent at once, as often as the
+	// backoff allowed (an outside review: some 8 requests a call, never
+	// refused for the budget, while a client using the retryer directly
+	// waited in the queue).
+	unpaced atomic.Bool
+}
+
+// initialRelease is GetInitialToken's: the shared partition's
+// initialRelease, after noting that attempts go unpaced.
+func (t *lanes) initialRelease() func(error) error {
+	if !t.unpaced.Load() {
+		t.unpaced.Store(true)
+	}
+	return t.main.initialRelease()
 }
 
 func newLanes(cfg laneConfig) *lanes {

@@ -254,12 +254,15 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // aws.Retryer interface, such as a decorator that hides the RetryerV2
 // methods. Having no context, it uses the shared partition and never waits
 // for the send-rate limiter; as the SDK's, its release adds NoRetryIncrement
-// on every successful attempt.
+// on every successful attempt. Once it has been called, a throttle's retry
+// on an empty bucket is refused as after any other error, in every
+// partition, even while the limiter holds callers back (see GetRetryToken):
+// its next attempt might not wait its turn.
 func (r *Retryer) GetInitialToken() func(error) error {
 	if r.ready() != nil {
 		return func(error) error { return nil }
 	}
-	return r.lanes.main.initialRelease()
+	return r.lanes.initialRelease()
 }
 
 // GetRetryToken pays for a retry after opErr from the bucket:
@@ -283,8 +286,9 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // GiveUpBudget. A throttle's retry in a partition whose send-rate
 // limiter holds callers back (see Options.SendRate) is not refused when the
 // bucket holds less than its cost, unless FailFastOnEmptyBudget or
-// RateLimiter is set: it takes no tokens (and its release gives none back)
-// and waits its turn at the limiter in the next GetAttemptToken.
+// RateLimiter is set, or GetInitialToken was ever called: it takes no
+// tokens (and its release gives none back) and waits its turn at the
+// limiter in the next GetAttemptToken.
 // The SDK's middleware joins the error with opErr, so it does not repeat
 // opErr in its message. A nil ctx counts as context.Background().
 func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) error, error) {
@@ -305,7 +309,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if class == ClassThrottle {
 		cost = r.costs.throttle
 	}
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut, paced: !r.lanes.unpaced.Load()}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}

@@ -1705,6 +1705,82 @@ func TestPacedThrottleRetryNeedsNoTokens(t *testing.T) {
 	}
 }
 
+// TestPacedThrottleRetryOnlyWhenItsAttemptWaits: the exception of
+// TestPacedThrottleRetryNeedsNoTokens holds only for a retry whose next
+// attempt waits its turn at the limiter, while callers of the same
+// partition wait theirs. Behind a decorator of the older aws.Retryer
+// interface (GetInitialToken, which has no context to wait with), and in
+// Do around a function, which need not call the SDK at all, the empty
+// budget refuses a throttle's retry as it does any other's: such retries
+// went out at once, unpaid and unpaced (an outside review: some 8
+// requests a call, none refused for the budget).
+func TestPacedThrottleRetryOnlyWhenItsAttemptWaits(t *testing.T) {
+	throttledTwice := script(throttleErr, throttleErr, ok)
+	cases := map[string]struct {
+		call     func(ctx context.Context, r *jitterretry.Retryer) error
+		admitted bool
+	}{
+		"directly": {func(ctx context.Context, r *jitterretry.Retryer) error {
+			_, err := operation(ctx, r, throttledTwice)
+			return err
+		}, true},
+		"behind the older interface": {func(ctx context.Context, r *jitterretry.Retryer) error {
+			_, err := operation(ctx, v1Only{r}, throttledTwice)
+			return err
+		}, false},
+		"in Do around a function": {func(ctx context.Context, r *jitterretry.Retryer) error {
+			calls := 0
+			return jitterretry.Do(ctx, r, func(context.Context) error {
+				calls++
+				return throttledTwice(calls)
+			})
+		}, false},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				// The first retry empties the bucket.
+				o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 5, 5, 5
+				o.Backoff = fixedBackoff(0)
+				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
+			})
+			// Ten callers keep the queue full, at 100 sends a second
+			// each waiting some 100 ms for its turn; their conflicts
+			// take and earn no tokens.
+			ctx, stop := context.WithCancel(context.Background())
+			var wg sync.WaitGroup
+			var answered atomic.Int64
+			for range 10 {
+				wg.Add(1)
+				go func() {
+					defer wg.Done()
+					for ctx.Err() == nil {
+						_, _ = operation(ctx, r, script(conflictErr))
+						answered.Add(1)
+					}
+				}()
+			}
+			for answered.Load() < 10 {
+				time.Sleep(time.Millisecond)
+			}
+			errs := make([]error, 3)
+			for i := range errs {
+				errs[i] = tc.call(context.Background(), r)
+			}
+			stop()
+			wg.Wait()
+			for i, err := range errs {
+				if tc.admitted {
+					assert.NoError(t, err, "call %d: expect the throttle's retries to wait their turn", i)
+				} else {
+					assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted, "call %d: expect the empty budget to refuse", i)
+				}
+			}
+			assert.Equal(t, uint(0), r.Remaining())
+		})
+	}
+}
+
 // v1Only hides the RetryerV2 methods, as a decorator written for the older
 // aws.Retryer interface does: the SDK's middleware then calls
 // GetInitialToken for every attempt.
