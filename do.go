@@ -81,8 +81,8 @@ const defaultMaxConflicts = 100
 // and throttling errors go through the same retry decision as the SDK's
 // middleware: the Retryer's jitter (a decorrelated chain keeps the
 // loop's real previous delay), its bucket (with the send-rate limiter's
-// exception for throttles, see Options.SendRate: such a retry of fn waits
-// its turn only if fn's calls go through this Retryer), the
+// exception for throttles, see Options.SendRate, taken only when fn's
+// last call waited its turn in this Retryer's queue), the
 // x-amz-retry-after hint, the empty-budget backoff. For every retry, a backoff that would end past ctx's
 // deadline, with a margin of Options.DeadlineMargin when set, otherwise of
 // twice the Retryer's learnt attempt time (over every operation of the
@@ -251,7 +251,10 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorClass, at time.Time, took, queued time.Duration) (time.Duration, error) {
 	r, l := d.r, d.lane
 	info := r.classes.inspect(err)
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint}
+	// A throttle's retry may be left unpaid to the send-rate limiter's
+	// pacing only when fn's next call will wait its turn there: fn's last
+	// call did (fn need not call the SDK at all, nor through this Retryer).
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, paced: queued > 0 && !r.lanes.unpaced.Load()}
 	p.margin, p.cutMargin = withCut(d.margin(), info)
 	if r.fixedMargin == 0 {
 		// fn's call may make several attempts, each of them needed again:

@@ -219,10 +219,11 @@ type Options struct {
 	// bucket takes no tokens and
 	// waits its turn instead of failing, unless FailFastOnEmptyBudget or
 	// RateLimiter is set: what is sent is the limiter's rate however many
-	// of those waiting are retries. Only the SDK's middleware's retries
-	// are so paced, not Do's, and none once GetInitialToken was called (a
-	// decorator of the older aws.Retryer interface): their next attempts
-	// do not wait. With UnlimitedAttempts and no
+	// of those waiting are retries. Only retries whose next attempt waits
+	// its turn: GetRetryToken's, and Do's when fn's last call waited in
+	// this Retryer's queue; none once GetInitialToken was called (a
+	// decorator of the older aws.Retryer interface, whose attempts never
+	// wait). With UnlimitedAttempts and no
 	// deadline, such an operation can retry as long as others wait.
 	// Default nil (off), as the SDK's standard mode.
 	SendRate *SendRateOptions
