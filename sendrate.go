@@ -265,8 +265,12 @@ const (
 	// line alone (31% and 39% in the second and third seconds back, 89%
 	// and 92% now); with no wait after a cut, a fleet's late joiner,
 	// whose jumps the others' throttles never fail, took four times a
-	// fair share (Jain's index 0.73).
+	// fair share (Jain's index 0.73). After untestedTries failed jumps
+	// it is dropped: a warm-up's rate, tried every second for as long as
+	// it aged above the rate (some 100 s), cost 2.4 times the throttles
+	// (a review); a fall of up to some 10 s is still regained.
 	untestedEvery = time.Second
+	untestedTries = 10
 	peakConfirm   = 500 * time.Millisecond
 	peakAgree     = 0.75
 	jumpRatio     = 3.0
@@ -456,6 +460,7 @@ type sendRate struct {
 	untested       float64
 	untestedAt     time.Time
 	untestedJumpAt time.Time
+	untestedFails  int       // jumps toward it that failed
 	cutAt          time.Time // the last cut
 	pending        float64   // the last stand's measure, not yet counted
 	pendingAt      time.Time
@@ -562,6 +567,7 @@ type jumpTest struct {
 	probe         int     // the places the probe sent
 	chained       bool    // it followed a jump that held
 	past          bool    // it aims past the peak its chain reached
+	untested      bool    // it aims at the rate taken before the first cut (see sendRate.untested)
 	after         answers
 	atRate        answers // the answers to requests sent at to: from a round trip after committed on
 	// A CUSUM of the evidence that the jump is throttled beyond the
@@ -889,7 +895,7 @@ func (l *sendRate) cutLocked(now time.Time, trigger answers, decisive bool, chai
 		// cut measures that, and aiming back above it would flood. But
 		// a capacity that fell under a demand it had met looks the
 		// same, and returns: jumps try it now and then (untested).
-		l.untested, l.untestedAt, l.untestedJumpAt = l.peak, l.peakAt, now
+		l.untested, l.untestedAt, l.untestedJumpAt, l.untestedFails = l.peak, l.peakAt, now, 0
 		l.peak, l.peakAt = t.capacity, now
 	}
 	l.test, l.chain, l.peakCap = t, jumpChain{}, 0
@@ -1202,18 +1208,18 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 		return
 	}
 	p := l.peakLocked(now)
-	aim := l.peak
+	aim, untested := l.peak, false
 	if p < jumpRatio*r && !(l.chain.aim > jumpNear*r) && !l.chain.past {
 		if l.untested == 0 || aged(l.untested, l.untestedAt, now) < jumpRatio*r || now.Sub(l.untestedJumpAt) < untestedEvery || now.Sub(l.cutAt) < untestedEvery {
 			return
 		}
-		aim, l.untestedJumpAt = l.untested, now
+		aim, untested = l.untested, true
 	}
 	// A chain keeps its aim: the window that accepted the jump before
 	// may have raised the aged peak to that jump's rate, which would end
 	// the chain there (a capacity back after seconds of a fall was
 	// regained to jumpStep times the low rate, then only by the line).
-	if l.chain.aim > 0 {
+	if l.chain.aim > 0 && !untested {
 		aim = l.chain.aim
 	}
 	to := l.clamp(min(aim, jumpStep*r))
@@ -1225,6 +1231,9 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 		return
 	}
 	l.win.sent += sent
+	if untested {
+		l.untestedJumpAt = now
+	}
 	if l.trace != nil {
 		l.tracef(now, "jump %.0f -> %.0f", r, to)
 	}
@@ -1239,7 +1248,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	thr, ok := excessLLR(l.background)
 	l.jump = jumpTest{
 		at: now, countFrom: now.Add(l.rtt / 2), from: r, to: to, aim: aim, probe: int(sent), chained: l.chain.aim > 0, past: l.chain.past,
-		llrThr: thr, llrOK: ok,
+		untested: untested, llrThr: thr, llrOK: ok,
 	}
 	l.jumpedAt = now
 }
@@ -1292,6 +1301,11 @@ func (l *sendRate) failJumpLocked(now time.Time) {
 	l.setRateLocked(back)
 	if !weak {
 		l.jumpGap = min(2*max(l.jumpGap, jumpEvery), jumpEveryMax)
+		if j.untested {
+			if l.untestedFails++; l.untestedFails >= untestedTries {
+				l.untested = 0 // a warm-up's, most likely
+			}
+		}
 	}
 	l.chain = jumpChain{}
 	if j.committed.IsZero() {

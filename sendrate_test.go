@@ -549,16 +549,7 @@ func TestSendRateRegainsWhatItTookBeforeItsFirstCut(t *testing.T) {
 	const draws = 8
 	back := 0
 	for seed := range uint64(draws) {
-		sim := newLimiterSim(50*time.Millisecond, benchService(capacity, seed))
-		lim := newSendRate(SendRateOptions{}, nil)
-		if testing.Verbose() && seed == 0 {
-			lim.trace = t.Logf
-		}
-		c := &simClient{l: lim, workers: 24, backoff: time.Second}
-		sim.clients = append(sim.clients, c)
-		for range c.workers {
-			sim.ask(c, sim.now)
-		}
+		sim, c := backingOffClient(t, 50*time.Millisecond, 24, capacity, seed)
 		sim.run(10 * time.Second)
 		require.Zero(t, sum(c.thr, 0, 2), "seed %d: expect no throttle before the fall", seed)
 		back += sum(c.ok, 8, 10)
@@ -581,12 +572,20 @@ func runLikeTheBench(t *testing.T, capacity func(time.Duration) float64, seed ui
 
 // likeTheBench sets up runLikeTheBench's simulation, not yet run.
 func likeTheBench(t *testing.T, capacity func(time.Duration) float64, seed uint64) (*limiterSim, *simClient) {
-	sim := newLimiterSim(4*time.Millisecond, benchService(capacity, seed))
+	return backingOffClient(t, 4*time.Millisecond, 64, capacity, seed)
+}
+
+// backingOffClient sets up a simulation, not yet run, of one client of
+// workers that back off up to 1 s after a throttle, at round trips of rtt,
+// on a benchService of capacity seeded by seed; the limiter's trace is
+// logged for seed 0 under -v.
+func backingOffClient(t *testing.T, rtt time.Duration, workers int, capacity func(time.Duration) float64, seed uint64) (*limiterSim, *simClient) {
+	sim := newLimiterSim(rtt, benchService(capacity, seed))
 	lim := newSendRate(SendRateOptions{}, nil)
 	if testing.Verbose() && seed == 0 {
 		lim.trace = t.Logf
 	}
-	c := &simClient{l: lim, workers: 64, backoff: time.Second}
+	c := &simClient{l: lim, workers: workers, backoff: time.Second}
 	sim.clients = append(sim.clients, c)
 	for range c.workers {
 		sim.ask(c, sim.now)
