@@ -254,7 +254,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	// A throttle's retry may be left unpaid to the send-rate limiter's
 	// pacing only when fn's next call will wait its turn there: fn's last
 	// call did (fn need not call the SDK at all, nor through this Retryer).
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, paced: queued > 0 && !r.lanes.unpaced.Load()}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, paced: queued > 0 && r.lanes.attemptsWait()}
 	p.margin, p.cutMargin = withCut(d.margin(), info)
 	if r.fixedMargin == 0 {
 		// fn's call may make several attempts, each of them needed again:

@@ -385,6 +385,11 @@ type lanes struct {
 	unpaced atomic.Bool
 }
 
+// attemptsWait reports whether every attempt so far waited its turn at
+// the send-rate limiter (none came through GetInitialToken), so that a
+// throttle's retry may be left to its pacing.
+func (t *lanes) attemptsWait() bool { return !t.unpaced.Load() }
+
 // initialRelease is GetInitialToken's: the shared partition's
 // initialRelease, after noting that attempts go unpaced.
 func (t *lanes) initialRelease() func(error) error {

@@ -309,7 +309,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if class == ClassThrottle {
 		cost = r.costs.throttle
 	}
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut, paced: !r.lanes.unpaced.Load()}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut, paced: r.lanes.attemptsWait()}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}

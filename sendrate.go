@@ -1210,7 +1210,7 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 	p := l.peakLocked(now)
 	aim, untested := l.peak, false
 	if p < jumpRatio*r && !(l.chain.aim > jumpNear*r) && !l.chain.past {
-		if l.untested == 0 || aged(l.untested, l.untestedAt, now) < jumpRatio*r || now.Sub(l.untestedJumpAt) < untestedEvery || now.Sub(l.cutAt) < untestedEvery {
+		if !l.untestedDueLocked(now, r) {
 			return
 		}
 		aim, untested = l.untested, true
@@ -1251,6 +1251,14 @@ func (l *sendRate) jumpLocked(now time.Time, w answers) {
 		untested: untested, llrThr: thr, llrOK: ok,
 	}
 	l.jumpedAt = now
+}
+
+// untestedDueLocked reports whether a jump from rate r may aim at the rate
+// taken before the first cut: it is still far enough above r, and neither
+// a jump toward it nor a cut came in the last untestedEvery.
+func (l *sendRate) untestedDueLocked(now time.Time, r float64) bool {
+	return l.untested > 0 && aged(l.untested, l.untestedAt, now) >= jumpRatio*r &&
+		now.Sub(l.untestedJumpAt) >= untestedEvery && now.Sub(l.cutAt) >= untestedEvery
 }
 
 // judgeJumpLocked counts an answer to a request sent after a jump: enough
