@@ -7,7 +7,8 @@ import (
 	"time"
 )
 
-// waitToSend queues for a place in lane l's send queue and waits until it is
+// waitToSend queues for a place in lane l's send queue (in the retries'
+// line when it expects a retry of ctx's operation) and waits until it is
 // due, asking again at least once a window and whenever the limiter wakes it
 // (a cut, a rise, the first place given back in a window). When the wait
 // would end, with the attempt's time (see sendMargin), past ctx's deadline
@@ -15,7 +16,7 @@ import (
 // less that time and refusalReserve, and then, if the place is still not
 // due, gives it back and fails; it fails too when ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
-	place, wait, changed := l.sender.reserve()
+	place, wait, changed := l.sender.reserve(ctx.Done())
 	due := false
 	defer func() {
 		if !due { // an error, or a panicking hook
