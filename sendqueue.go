@@ -89,11 +89,18 @@ func (q *sendQueue) advance(now time.Time) float64 {
 func (q *sendQueue) serve(n float64) float64 {
 	from := q.clock
 	q.clock += n
-	q.hand(math.Floor(q.clock) - float64(q.turns) + 1)
+	q.hand(q.turnsDue())
 	if q.retries.waiting() == 0 && q.firsts.waiting() == 0 {
 		q.clock = min(q.clock, float64(q.turns))
 	}
 	return max(q.clock-from, 0)
+}
+
+// turnsDue counts the turns due and not yet handed out: those the clock
+// reached, or will within a nanosecond. The clock is a sum of fractions,
+// and may stop a rounding short of a turn the time it read has reached.
+func (q *sendQueue) turnsDue() float64 {
+	return math.Floor(q.clock+q.rate/float64(time.Second)) - float64(q.turns) + 1
 }
 
 // hand gives up to n turns to the places waiting, the retries first.
@@ -134,7 +141,7 @@ func (q *sendQueue) reserve(retry bool) (sendPlace, bool) {
 		q.clock = float64(q.turns)
 		return p, true
 	}
-	q.hand(math.Floor(q.clock) - float64(q.turns) + 1)
+	q.hand(q.turnsDue())
 	return p, false
 }
 
@@ -150,8 +157,7 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 		ahead += q.retries.waiting()
 	}
 	q.watched = true
-	// At least a nanosecond: a place is due only once handed its turn, and
-	// the clock, a sum of fractions, may stop a rounding short of it.
+	// At least a nanosecond: a place is due only once handed its turn.
 	return max(secondsToDuration((float64(q.turns+ahead)-q.clock)/q.rate), 1), q.changed
 }
 
