@@ -148,10 +148,6 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 	}()
 	r.hooks.retry(p.ctx, RetryEvent{Attempt: attempt, Delay: wait, Class: p.class, Partition: partition, Err: opErr, Unchecked: check.skipped}, p.cost, p.lane, check.counted)
 	reported = true
-	if p.lane != nil && p.lane.sender != nil {
-		// The retry's attempt waited its turn once already.
-		p.lane.sender.expectRetry(p.ctx.Done(), wait)
-	}
 	return wait, nil
 }
 

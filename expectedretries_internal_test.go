@@ -1,10 +1,13 @@
 package jitterretry
 
 import (
+	"context"
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
 )
 
 func TestExpectedRetries(t *testing.T) {
@@ -43,4 +46,30 @@ func TestExpectedRetriesStayBounded(t *testing.T) {
 	e.expect(fresh, late, late)
 	assert.Len(t, e.ops, 1, "expect the lapsed ones forgotten to make room")
 	assert.True(t, e.claim(fresh, late))
+}
+
+// TestRetryDelayExpectsOnlyRetriesThatWait: behind a decorator of the older
+// aws.Retryer interface, whose attempts come through GetInitialToken and
+// never wait, RetryDelay records no expected retry: none would claim it,
+// and the set would stay full (helper-157).
+func TestRetryDelayExpectsOnlyRetriesThatWait(t *testing.T) {
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
+	for _, older := range []bool{false, true} {
+		r := New(func(o *Options) { o.SendRate = &SendRateOptions{} })
+		if older {
+			r.GetInitialToken()
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		_, err := r.GetRetryToken(ctx, throttle)
+		require.NoError(t, err)
+		_, err = r.RetryDelay(1, throttle)
+		require.NoError(t, err)
+		cancel()
+		expected := &r.lanes.main.sender.expected
+		if older {
+			assert.Empty(t, expected.ops, "expect no entry once GetInitialToken was called")
+		} else {
+			assert.Len(t, expected.ops, 1, "expect the retry's attempt expected")
+		}
+	}
 }

@@ -5,6 +5,9 @@ import (
 	"slices"
 	"sync"
 	"testing"
+	"time"
+
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -20,34 +23,70 @@ import (
 // 20 a second, a turn every 50 ms, so the order does not depend on the
 // machine's speed.
 func TestRetryWaitsAheadOfFirstAttempts(t *testing.T) {
-	cases := map[string]func(ctx context.Context, r *jitterretry.Retryer, answer func(int) error) error{
-		"the SDK's middleware": func(ctx context.Context, r *jitterretry.Retryer, answer func(int) error) error {
-			_, err := operation(ctx, r, answer)
+	type runner = func(ctx context.Context, r *jitterretry.Retryer, answer func(int) error) error
+	sdk := func(asCall func(context.Context) context.Context) runner {
+		return func(ctx context.Context, r *jitterretry.Retryer, answer func(int) error) error {
+			_, err := operation(asCall(ctx), r, answer)
 			return err
-		},
-		"Do around a call through the retryer": func(ctx context.Context, r *jitterretry.Retryer, answer func(int) error) error {
+		}
+	}
+	// inDo retries in a Do loop whose fn makes one call through the
+	// retryer under the context asCall derives from fn's; a conflict, not
+	// retried by the SDK, cancels the first "transaction" as a throttle
+	// would, which Do retries.
+	inDo := func(asCall func(context.Context) (context.Context, context.CancelFunc)) runner {
+		return func(ctx context.Context, r *jitterretry.Retryer, answer func(int) error) error {
 			calls := 0
 			return jitterretry.Do(ctx, r, func(ctx context.Context) error {
 				calls++
 				n := calls
+				ctx, cancel := asCall(ctx)
+				defer cancel()
 				_, err := operation(ctx, r, func(int) error {
 					if answer(n) != nil {
-						return conflictErr() // not retried by the SDK
+						return conflictErr()
 					}
 					return nil
 				})
 				if err != nil {
-					return throttleErr() // as a transaction cancelled for a throttle, which Do retries
+					return throttleErr()
 				}
 				return nil
 			})
-		},
+		}
 	}
-	for name, run := range cases {
+	same := func(ctx context.Context) context.Context { return ctx }
+	putItem := func(ctx context.Context) context.Context {
+		return awsmiddle.SetOperationName(awsmiddle.SetServiceID(ctx, "DynamoDB"), "PutItem")
+	}
+	byOperation := func(o *jitterretry.Options) { o.PartitionKey = jitterretry.PartitionByOperation }
+	cases := map[string]struct {
+		opts   func(*jitterretry.Options)
+		asCall func(context.Context) context.Context // the first attempts' calls
+		run    runner
+	}{
+		"the SDK's middleware":               {nil, same, sdk(same)},
+		"the SDK's middleware, by operation": {byOperation, putItem, sdk(putItem)},
+		"Do around a call through the retryer": {nil, same, inDo(func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return ctx, func() {}
+		})},
+		// helper-157: fn's call has a Done channel of its own, and its
+		// partition is not Do's.
+		"Do, fn's call under a timeout of its own": {nil, same, inDo(func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return context.WithTimeout(ctx, time.Minute)
+		})},
+		"Do, by operation": {byOperation, putItem, inDo(func(ctx context.Context) (context.Context, context.CancelFunc) {
+			return putItem(ctx), func() {}
+		})},
+	}
+	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				o.Backoff = fixedBackoff(0)
 				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 20, MaxRate: 20}
+				if tc.opts != nil {
+					tc.opts(o)
+				}
 			})
 			var mu sync.Mutex
 			var sent []string
@@ -61,7 +100,7 @@ func TestRetryWaitsAheadOfFirstAttempts(t *testing.T) {
 			defer cancel()
 			retried := make(chan error, 1)
 			go func() {
-				retried <- run(ctx, r, func(attempt int) error {
+				retried <- tc.run(ctx, r, func(attempt int) error {
 					if attempt == 1 {
 						close(firstSent)
 						<-answerFirst
@@ -79,7 +118,7 @@ func TestRetryWaitsAheadOfFirstAttempts(t *testing.T) {
 					defer wg.Done()
 					callCtx, cancel := context.WithCancel(context.Background())
 					defer cancel()
-					_, err := operation(callCtx, r, func(int) error {
+					_, err := operation(tc.asCall(callCtx), r, func(int) error {
 						send("first " + itoa(i))
 						return nil
 					})

@@ -27,7 +27,7 @@ func setClock(l *sendRate, now time.Time) (restore func()) {
 
 func reserveAt(l *sendRate, now time.Time) (sendPlace, time.Duration, <-chan struct{}) {
 	defer setClock(l, now)()
-	return l.reserve(nil)
+	return l.reserve(nil, false)
 }
 
 func delayAt(l *sendRate, p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
@@ -102,7 +102,7 @@ func retryPlaceAt(l *sendRate, now time.Time) sendPlace {
 	}()
 	p, _, _ := func() (sendPlace, time.Duration, <-chan struct{}) {
 		defer setClock(l, now)()
-		return l.reserve(done)
+		return l.reserve(done, false)
 	}()
 	return p
 }
@@ -277,7 +277,7 @@ func TestSendQueueCrowdKeepsItsClock(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				p, _, _ := l.reserve(nil)
+				p, _, _ := l.reserve(nil, false)
 				l.observe(i%10 == 0, time.Millisecond)
 				l.cancel(p)
 			}
