@@ -386,6 +386,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		d.paid = nil
 		return 0, gerr
 	}
+	d.mark.retryNext.Store(true) // fn's next attempt through the limiter goes ahead
 	return wait, nil
 }
 

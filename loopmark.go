@@ -42,6 +42,11 @@ type loopMark struct {
 	// and then a near one keeps the far one's headroom (helper-150).
 	client atomic.Pointer[attemptEstimate]
 	outer  *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
+	// retryNext: the loop retries, and the first attempt of fn's next call
+	// that waits for the owner's send-rate limiter has not yet been
+	// made; it waits in the retries' line (see sendQueue), in whichever
+	// partition and under whatever context fn derived from the loop's.
+	retryNext atomic.Bool
 
 	mu sync.Mutex
 	// failed holds the errors of the latest attempts that failed inside
@@ -123,6 +128,18 @@ func (m *loopMark) noteClient(c *attemptEstimate) {
 			return
 		}
 	}
+}
+
+// claimLoopRetry reports whether an attempt made under ctx is the first of a
+// retry of a Do loop of owner (see loopMark.retryNext), which it then no
+// longer is.
+func claimLoopRetry(ctx context.Context, owner *hooks) bool {
+	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		if m.owner == owner && m.retryNext.CompareAndSwap(true, false) {
+			return true
+		}
+	}
+	return false
 }
 
 // markQueued adds an attempt's wait in the send-rate limiter's queue, from

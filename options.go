@@ -208,7 +208,12 @@ type Options struct {
 
 	// SendRate, when set, turns on the adaptive client-side send-rate
 	// limiter: every attempt waits in GetAttemptToken for its turn to send,
-	// at a rate learnt from the service's throttles, one limiter per
+	// at a rate learnt from the service's throttles, retries ahead of first
+	// attempts (a retry is told by its context's Done channel, which the
+	// SDK hands on from the operation to every attempt: under
+	// context.Background, or a context concurrent operations share, it
+	// waits with the first attempts, or takes another's turn; a Do loop's
+	// by the loop: fn's next call's first attempt), one limiter per
 	// partition: without a PartitionKey one for the whole client, so for a
 	// client that serves several tables, partition by table, or a hot
 	// table's throttles set the rate every table's calls wait for. While a

@@ -383,6 +383,13 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if _, gerr := r.schedule(&p, attempt, opErr, d, check); gerr != nil {
 		return 0, gerr
 	}
+	if p.lane != nil && p.lane.sender != nil && r.lanes.attemptsWait() {
+		// The retry's attempt, which waited its turn once already, goes
+		// ahead of first attempts (see expectedRetries). Not while
+		// attempts through GetInitialToken, which never wait, are made:
+		// nothing would claim the entries.
+		p.lane.sender.expectRetry(p.ctx.Done(), d)
+	}
 	return d, nil
 }
 

@@ -27,7 +27,7 @@ func setClock(l *sendRate, now time.Time) (restore func()) {
 
 func reserveAt(l *sendRate, now time.Time) (sendPlace, time.Duration, <-chan struct{}) {
 	defer setClock(l, now)()
-	return l.reserve()
+	return l.reserve(nil, false)
 }
 
 func delayAt(l *sendRate, p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
@@ -91,6 +91,72 @@ func TestSendQueueSpacesSends(t *testing.T) {
 	assert.Equal(t, 10*time.Millisecond, reserve(l, t0))
 	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
 	assert.Equal(t, time.Duration(0), reserve(l, t0.Add(time.Second)), "no debt carried over an idle second")
+}
+
+// retryPlaceAt takes, at now, the place of a retry the limiter expected.
+func retryPlaceAt(l *sendRate, now time.Time) sendPlace {
+	done := make(chan struct{})
+	func() {
+		defer setClock(l, now)()
+		l.expectRetry(done, 0)
+	}()
+	p, _, _ := func() (sendPlace, time.Duration, <-chan struct{}) {
+		defer setClock(l, now)()
+		return l.reserve(done, false)
+	}()
+	return p
+}
+
+// The retries' line: served before the first attempts', at the same rate.
+
+func TestSendQueueServesRetriesFirst(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
+	placeAt(l, t0) // due at once
+	firsts := []sendPlace{placeAt(l, t0), placeAt(l, t0), placeAt(l, t0)}
+	soon := t0.Add(5 * time.Millisecond)
+	retry := retryPlaceAt(l, soon)
+	assert.True(t, retry.retry)
+	wait, _ := delayAt(l, retry, soon)
+	assert.Equal(t, 5*time.Millisecond, wait, "expect the retry at the next turn, not at once: the turn in progress is the rate's")
+	later := retryPlaceAt(l, soon)
+	wait, _ = delayAt(l, later, soon)
+	assert.Equal(t, 15*time.Millisecond, wait, "expect retries first come, first served")
+	for i, p := range firsts {
+		wait, _ = delayAt(l, p, soon)
+		assert.Equal(t, time.Duration(i+3)*10*time.Millisecond-5*time.Millisecond, wait, "expect first attempt %d two turns later", i)
+	}
+
+	// A retry given back moves the first attempts up again, and wakes them.
+	_, woken := delayAt(l, firsts[0], soon)
+	cancelAt(l, retry, soon)
+	assert.True(t, closed(woken))
+	wait, _ = delayAt(l, firsts[0], soon)
+	assert.Equal(t, 15*time.Millisecond, wait)
+
+	// The turns come due in that order.
+	at := t0.Add(15 * time.Millisecond)
+	wait, _ = delayAt(l, later, at)
+	assert.Equal(t, time.Duration(0), wait)
+	wait, _ = delayAt(l, firsts[0], at)
+	assert.Equal(t, 5*time.Millisecond, wait)
+}
+
+func TestSendQueueRetryFindsAFreeTurn(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
+	placeAt(l, t0)
+	wait, _ := delayAt(l, retryPlaceAt(l, t0.Add(time.Second)), t0.Add(time.Second))
+	assert.Equal(t, time.Duration(0), wait, "expect a retry finding the queue empty sent at once")
+	wait, _ = delayAt(l, retryPlaceAt(l, t0.Add(time.Second)), t0.Add(time.Second))
+	assert.Equal(t, 10*time.Millisecond, wait, "expect the next a turn later")
+	assert.Equal(t, 20*time.Millisecond, reserve(l, t0.Add(time.Second)))
+}
+
+func TestSendQueueUnlimitedSendsRetriesAtOnce(t *testing.T) {
+	l := newSendRate(SendRateOptions{}, nil)
+	placeAt(l, t0)
+	wait, _ := delayAt(l, retryPlaceAt(l, t0), t0)
+	assert.Equal(t, time.Duration(0), wait)
+	assert.Equal(t, time.Duration(0), reserve(l, t0))
 }
 
 func TestSendQueueGiveBackWakesTheCallersBehind(t *testing.T) {
@@ -211,7 +277,7 @@ func TestSendQueueCrowdKeepsItsClock(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				p, _, _ := l.reserve()
+				p, _, _ := l.reserve(nil, false)
 				l.observe(i%10 == 0, time.Millisecond)
 				l.cancel(p)
 			}

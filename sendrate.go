@@ -397,8 +397,9 @@ const (
 // It is safe for concurrent use. The zero value is an unlimited limiter
 // with the default options.
 type sendRate struct {
-	mu sync.Mutex
-	q  sendQueue
+	mu       sync.Mutex
+	q        sendQueue
+	expected expectedRetries
 	// clock is read under mu; nil is the monotonic clock, read as
 	// epoch plus the time since, half the cost of time.Now, which also
 	// reads the wall clock: the limiter reads it twice per attempt, under
@@ -709,22 +710,38 @@ func (l *sendRate) forgettable() bool {
 		l.background == 0 && !l.test.active() && !l.jump.active()
 }
 
-// reserve takes the next place in the queue, and returns how
-// long it waits and the channel closed when that may change, as delay
-// does: most places are due at once, and a caller asks delay again only
-// after it slept. The caller gives the place back with cancel if it does
-// not send.
-func (l *sendRate) reserve() (sendPlace, time.Duration, <-chan struct{}) {
+// reserve takes the next place in the queue, for an attempt of the
+// operation whose context's Done channel is done: in the retries' line
+// when it is an expected retry (see expectRetry), or when retry says it is
+// one. It returns how long the
+// place waits and the channel closed when that may change, as delay does:
+// most places are due at once, and a caller asks delay again only after
+// it slept. The caller gives the place back with cancel if it does not
+// send.
+func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.syncLocked()
 	l.lastSeen = now
-	p, due := l.q.reserve()
+	p, due := l.q.reserve(retry || l.expected.claim(done, now))
 	if due {
 		l.win.sent++
 	}
 	wait, changed := l.delayLocked(p, now)
 	return p, wait, changed
+}
+
+// expectRetry records that the operation whose context's Done channel is
+// done retries after wait: its next attempt here waits in the retries'
+// line, ahead of first attempts.
+func (l *sendRate) expectRetry(done <-chan struct{}, wait time.Duration) {
+	if done == nil {
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.syncLocked()
+	l.expected.expect(done, now, now.Add(min(wait, time.Hour))) // no overflow
 }
 
 // delay returns how long, from now and at the current rate, p waits before
