@@ -188,6 +188,9 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 	// nothing of the service, so the retry's tokens go back.
 	defer d.refund()
 	d.mark.owner = &d.r.hooks
+	// A goroutine fn left behind, sending later under fn's context, is no
+	// retry of the loop's.
+	defer d.mark.retryNext.Store(false)
 	fnCtx := withLoopMark(ctx, &d.mark)
 	var lastErr error
 	for attempt := 1; ; attempt++ {
@@ -386,7 +389,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		d.paid = nil
 		return 0, gerr
 	}
-	d.mark.retryNext.Store(true) // fn's next attempt through the limiter goes ahead
+	// The first attempt through the limiter of fn's next calls goes
+	// ahead, if this call's waited its turn there.
+	d.mark.retryNext.Store(d.mark.sent.Load())
 	return wait, nil
 }
 

@@ -140,3 +140,94 @@ func TestRetryWaitsAheadOfFirstAttempts(t *testing.T) {
 		})
 	}
 }
+
+// TestFirstAttemptsStayAheadOfAttemptsThatNeverWaited: the retries' line is
+// for attempts that waited their turn once already. An attempt arriving
+// behind eight first attempts queued at 20 a second waits behind them when
+// it is a plain first attempt, the next call of a Do loop that retries fn's
+// own failure (nothing sent through the limiter), or a straggler fn left
+// behind that sends after its loop returned, while another loop of the
+// retryer runs (helper-158: the first two went ahead, and closed loops of
+// the first kind held first attempts back for as long as they ran).
+func TestFirstAttemptsStayAheadOfAttemptsThatNeverWaited(t *testing.T) {
+	// probe is made after its set-up, once the eight are queued.
+	cases := map[string]func(t *testing.T, r *jitterretry.Retryer, setUp func(), probe func(context.Context) error) error{
+		"a plain first attempt": func(t *testing.T, r *jitterretry.Retryer, setUp func(), probe func(context.Context) error) error {
+			setUp()
+			return probe(context.Background())
+		},
+		"Do retrying fn's own failure": func(t *testing.T, r *jitterretry.Retryer, setUp func(), probe func(context.Context) error) error {
+			calls := 0
+			return jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				if calls++; calls == 1 {
+					return serverErr() // nothing sent
+				}
+				setUp()
+				return probe(ctx)
+			})
+		},
+		"a straggler after its loop": func(t *testing.T, r *jitterretry.Retryer, setUp func(), probe func(context.Context) error) error {
+			hold, other := make(chan struct{}), make(chan error, 1)
+			go func() { // another loop of the retryer runs throughout
+				other <- jitterretry.Do(context.Background(), r, func(context.Context) error { <-hold; return nil })
+			}()
+			defer func() { close(hold); assert.NoError(t, <-other) }()
+			var kept context.Context
+			calls := 0
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				kept = ctx
+				if calls++; calls == 1 {
+					_, err := operation(ctx, r, script(conflictErr)) // sent, and retried by Do
+					return err
+				}
+				return nil // the retry served without the limiter
+			})
+			require.NoError(t, err)
+			require.Equal(t, 2, calls)
+			setUp()
+			return probe(kept)
+		},
+	}
+	for name, run := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.Backoff = fixedBackoff(0)
+				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 20, MaxRate: 20}
+			})
+			var mu sync.Mutex
+			var sent []string
+			send := func(label string) {
+				mu.Lock()
+				defer mu.Unlock()
+				sent = append(sent, label)
+			}
+			var wg sync.WaitGroup
+			defer wg.Wait()
+			setUp := func() {
+				for i := range 8 {
+					wg.Add(1)
+					go func() {
+						defer wg.Done()
+						ctx, cancel := context.WithCancel(context.Background())
+						defer cancel()
+						_, err := operation(ctx, r, func(int) error { send("first " + itoa(i)); return nil })
+						assert.NoError(t, err)
+					}()
+				}
+				require.Eventually(t, func() bool {
+					mu.Lock()
+					defer mu.Unlock()
+					return len(sent) > 0
+				}, 10*time.Second, time.Millisecond)
+			}
+			probe := func(ctx context.Context) error {
+				_, err := operation(ctx, r, func(int) error { send("probe"); return nil })
+				return err
+			}
+			require.NoError(t, run(t, r, setUp, probe))
+			wg.Wait()
+			at := slices.Index(sent, "probe")
+			assert.Greater(t, at, 3, "expect an attempt that never waited its turn behind the first attempts queued: %v", sent)
+		})
+	}
+}

@@ -42,10 +42,15 @@ type loopMark struct {
 	// and then a near one keeps the far one's headroom (helper-150).
 	client atomic.Pointer[attemptEstimate]
 	outer  *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
-	// retryNext: the loop retries, and the first attempt of fn's next call
-	// that waits for the owner's send-rate limiter has not yet been
-	// made; it waits in the retries' line (see sendQueue), in whichever
-	// partition and under whatever context fn derived from the loop's.
+	// sent: an attempt of the current call of fn took a place in the
+	// owner's send-rate limiter's queue.
+	sent atomic.Bool
+	// retryNext: the loop retries a call of fn that sent through the
+	// owner's limiter, and the first attempt of a later call of fn to take
+	// a place there has not yet been made; it waits in the retries' line
+	// (see sendQueue), in whichever partition and under whatever context
+	// fn derived from the loop's. A retry of a call that sent nothing
+	// there gets none: its attempt never waited its turn (helper-158).
 	retryNext atomic.Bool
 
 	mu sync.Mutex
@@ -130,16 +135,23 @@ func (m *loopMark) noteClient(c *attemptEstimate) {
 	}
 }
 
-// claimLoopRetry reports whether an attempt made under ctx is the first of a
-// retry of a Do loop of owner (see loopMark.retryNext), which it then no
-// longer is.
-func claimLoopRetry(ctx context.Context, owner *hooks) bool {
+// markSend notes, for the Do loops of owner around the call of ctx, that
+// an attempt takes a place in owner's send queue, and reports whether it is
+// the first of a retry of such a loop (see loopMark.retryNext), which it
+// then no longer is.
+func markSend(ctx context.Context, owner *hooks) (retry bool) {
 	for m := loopMarkOf(ctx); m != nil; m = m.outer {
-		if m.owner == owner && m.retryNext.CompareAndSwap(true, false) {
-			return true
+		if m.owner != owner {
+			continue
+		}
+		if !m.sent.Load() {
+			m.sent.Store(true)
+		}
+		if !retry && m.retryNext.CompareAndSwap(true, false) {
+			retry = true
 		}
 	}
-	return false
+	return retry
 }
 
 // markQueued adds an attempt's wait in the send-rate limiter's queue, from
@@ -255,6 +267,7 @@ func (m *loopMark) startCall(now time.Time) {
 	m.failed, m.reported = recentErrors{}, recentErrors{}
 	m.queued, m.callStart, m.queuedTo = 0, now, time.Time{}
 	m.mu.Unlock()
+	m.sent.Store(false)
 }
 
 // reportedAlready reports whether every give-up fn's error err carries was

@@ -213,7 +213,8 @@ type Options struct {
 	// SDK hands on from the operation to every attempt: under
 	// context.Background, or a context concurrent operations share, it
 	// waits with the first attempts, or takes another's turn; a Do loop's
-	// by the loop: fn's next call's first attempt), one limiter per
+	// by the loop: the first attempt through this Retryer of fn's later
+	// calls, when the failed call's waited its turn), one limiter per
 	// partition: without a PartitionKey one for the whole client, so for a
 	// client that serves several tables, partition by table, or a hot
 	// table's throttles set the rate every table's calls wait for. While a

@@ -723,7 +723,8 @@ func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Du
 	defer l.mu.Unlock()
 	now := l.syncLocked()
 	l.lastSeen = now
-	p, due := l.q.reserve(retry || l.expected.claim(done, now))
+	expected := l.expected.claim(done, now) // even for a loop's retry: its entry is used
+	p, due := l.q.reserve(retry || expected)
 	if due {
 		l.win.sent++
 	}

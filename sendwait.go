@@ -16,7 +16,7 @@ import (
 // less that time and refusalReserve, and then, if the place is still not
 // due, gives it back and fails; it fails too when ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
-	loopRetry := r.hooks.loops.Load() > 0 && claimLoopRetry(ctx, &r.hooks)
+	loopRetry := r.hooks.loops.Load() > 0 && markSend(ctx, &r.hooks)
 	place, wait, changed := l.sender.reserve(ctx.Done(), loopRetry)
 	due := false
 	defer func() {
