@@ -185,7 +185,7 @@ type pendingRetry struct {
 	margin      time.Duration // what the attempt after the backoff needs
 	cutMargin   bool          // margin is the time an attempt ran before AttemptTimeout cut it at the deadline
 	fits        bool          // a conflict backoff, fitted into the time left before the margin when there is any: a refusal is the margin's
-	paced       bool          // the retry's attempt will wait its turn at the send-rate limiter: GetRetryToken's (the SDK's middleware sends it through GetAttemptToken), or Do's whose fn's last call waited there; never once GetInitialToken was called
+	paced       bool          // the retry's attempt will wait its turn at the send-rate limiter: GetRetryToken's (the SDK's middleware sends it through GetAttemptToken), or Do's whose fn's last call waited there; never within a minute of a call of GetInitialToken
 	cost        uint          // the tokens the retry took
 	ticket      trackRef      // the paid retry, when tracked
 	paid        ticket        // the paid retry, when not tracked

@@ -373,28 +373,49 @@ type lanes struct {
 	lastSweep  time.Time
 	sweptClock uint64 // the clock at the last sweep
 
-	// unpaced is set by the first attempt that waited at no send-rate
-	// limiter: one of GetInitialToken, whose caller (a decorator written
-	// for the older aws.Retryer interface) has no context to wait with.
-	// From then on no throttle's retry is left to the limiter's pacing
-	// unpaid, in any partition: which retries follow such attempts
-	// cannot be told, and theirs were sent at once, as often as the
-	// backoff allowed (an outside review: some 8 requests a call, never
-	// refused for the budget, while a client using the retryer directly
-	// waited in the queue).
-	unpaced atomic.Bool
+	// unpacedAt is when (UnixNano of cfg.now, to within unpacedStamp) an
+	// attempt last waited at no send-rate limiter: one of
+	// GetInitialToken, whose caller (a decorator written for the older
+	// aws.Retryer interface) has no context to wait with; zero when none
+	// has. For unpacedFor after it no throttle's retry is left to the
+	// limiter's pacing unpaid, in any partition: which retries follow
+	// such attempts cannot be told, and theirs were sent at once, as often
+	// as the backoff allowed (an outside review: some 8 requests a call,
+	// never refused for the budget, while a client using the retryer
+	// directly waited in the queue). Until 2026-12-06 one such attempt
+	// turned the pacing off for good.
+	unpacedAt atomic.Int64
 }
 
-// attemptsWait reports whether every attempt so far waited its turn at
-// the send-rate limiter (none came through GetInitialToken), so that a
-// throttle's retry may be left to its pacing.
-func (t *lanes) attemptsWait() bool { return !t.unpaced.Load() }
+const (
+	// unpacedFor is how long after the last attempt through
+	// GetInitialToken retries are not left to the limiter: an operation
+	// of such a decorator makes an attempt through it at least every
+	// MaxBackoff (20 s by default) while it lasts.
+	unpacedFor = time.Minute
+	// unpacedStamp is how stale unpacedAt may be: it is written at most
+	// once in that time, not on every attempt of the older interface.
+	unpacedStamp = time.Second
+)
+
+// attemptsWait reports whether every attempt of the last unpacedFor
+// waited its turn at the send-rate limiter (none came through
+// GetInitialToken), so that a throttle's retry may be left to its pacing.
+// A clock stepped back counts as within it.
+func (t *lanes) attemptsWait() bool {
+	at := t.unpacedAt.Load()
+	if at == 0 {
+		return true
+	}
+	return t.cfg.now().UnixNano()-at > int64(unpacedFor)
+}
 
 // initialRelease is GetInitialToken's: the shared partition's
 // initialRelease, after noting that attempts go unpaced.
 func (t *lanes) initialRelease() func(error) error {
-	if !t.unpaced.Load() {
-		t.unpaced.Store(true)
+	now, at := t.cfg.now().UnixNano(), t.unpacedAt.Load()
+	if now-at >= int64(unpacedStamp) || now < at {
+		t.unpacedAt.Store(max(now, 1)) // 1: a clock at the epoch still counts
 	}
 	return t.main.initialRelease()
 }

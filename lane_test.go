@@ -226,3 +226,26 @@ func TestLongPartitionKeysAreKeptShort(t *testing.T) {
 	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	assert.Less(t, grew, int64(16<<20), "expect 1024 keys of 80 KB to keep little of them (80 MB kept whole), grew %d bytes", grew)
 }
+
+// TestGetInitialTokenTurnsPacingOffForAMinute: the older interface's
+// attempts never wait at the limiter, so for a minute after the last of
+// them no retry is left to its pacing or sent ahead of first attempts;
+// until 2026-12-06 one such attempt turned both off for good.
+func TestGetInitialTokenTurnsPacingOffForAMinute(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) {
+		o.SendRate = &SendRateOptions{}
+		o.Clock = func() time.Time { return now }
+	})
+	require.True(t, r.lanes.attemptsWait(), "expect retries paced before any GetInitialToken")
+	r.GetInitialToken()
+	now = now.Add(unpacedFor / 2)
+	r.GetInitialToken() // refreshes the minute
+	now = now.Add(unpacedFor)
+	assert.False(t, r.lanes.attemptsWait(), "expect a minute counted from the last call")
+	now = now.Add(unpacedStamp)
+	assert.True(t, r.lanes.attemptsWait(), "expect pacing back a minute after the last call")
+	now = now.Add(-time.Hour) // a clock stepped back
+	r.GetInitialToken()
+	assert.False(t, r.lanes.attemptsWait())
+}

@@ -227,9 +227,9 @@ type Options struct {
 	// RateLimiter is set: what is sent is the limiter's rate however many
 	// of those waiting are retries. Only retries whose next attempt waits
 	// its turn: GetRetryToken's, and Do's when fn's last call waited in
-	// this Retryer's queue; none once GetInitialToken was called (a
-	// decorator of the older aws.Retryer interface, whose attempts never
-	// wait). With UnlimitedAttempts and no
+	// this Retryer's queue; none within a minute after GetInitialToken
+	// was last called (a decorator of the older aws.Retryer interface,
+	// whose attempts never wait). With UnlimitedAttempts and no
 	// deadline, such an operation can retry as long as others wait.
 	// Default nil (off), as the SDK's standard mode.
 	SendRate *SendRateOptions

@@ -254,10 +254,11 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // aws.Retryer interface, such as a decorator that hides the RetryerV2
 // methods. Having no context, it uses the shared partition and never waits
 // for the send-rate limiter; as the SDK's, its release adds NoRetryIncrement
-// on every successful attempt. Once it has been called, a throttle's retry
-// on an empty bucket is refused as after any other error, in every
-// partition, even while the limiter holds callers back (see GetRetryToken):
-// its next attempt might not wait its turn.
+// on every successful attempt. For a minute after each call, a throttle's
+// retry on an empty bucket is refused as after any other error, in every
+// partition, even while the limiter holds callers back (see GetRetryToken),
+// and no retry goes ahead of first attempts in the limiter's queue: its
+// next attempt might not wait its turn.
 func (r *Retryer) GetInitialToken() func(error) error {
 	if r.ready() != nil {
 		return func(error) error { return nil }
@@ -286,7 +287,7 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // GiveUpBudget. A throttle's retry in a partition whose send-rate
 // limiter holds callers back (see Options.SendRate) is not refused when the
 // bucket holds less than its cost, unless FailFastOnEmptyBudget or
-// RateLimiter is set, or GetInitialToken was ever called: it takes no
+// RateLimiter is set, or GetInitialToken was called in the last minute: it takes no
 // tokens (and its release gives none back) and waits its turn at the
 // limiter in the next GetAttemptToken.
 // The SDK's middleware joins the error with opErr, so it does not repeat
