@@ -373,18 +373,19 @@ type lanes struct {
 	lastSweep  time.Time
 	sweptClock uint64 // the clock at the last sweep
 
-	// unpacedAt is when (UnixNano of cfg.now, to within unpacedStamp) an
-	// attempt last waited at no send-rate limiter: one of
-	// GetInitialToken, whose caller (a decorator written for the older
-	// aws.Retryer interface) has no context to wait with; zero when none
-	// has. For unpacedFor after it no throttle's retry is left to the
+	// unpacedAt is when (by cfg.now, to within unpacedStamp) an attempt
+	// last waited at no send-rate limiter: one of GetInitialToken, whose
+	// caller (a decorator written for the older aws.Retryer interface)
+	// has no context to wait with; nil when none has. A time, not
+	// UnixNano, which a custom Clock's zero time would overflow; stored
+	// at most once per unpacedStamp, its allocation is rare. For unpacedFor after it no throttle's retry is left to the
 	// limiter's pacing unpaid, in any partition: which retries follow
 	// such attempts cannot be told, and theirs were sent at once, as often
 	// as the backoff allowed (an outside review: some 8 requests a call,
 	// never refused for the budget, while a client using the retryer
 	// directly waited in the queue). Until 2026-12-06 one such attempt
 	// turned the pacing off for good.
-	unpacedAt atomic.Int64
+	unpacedAt atomic.Pointer[time.Time]
 }
 
 const (
@@ -404,18 +405,15 @@ const (
 // A clock stepped back counts as within it.
 func (t *lanes) attemptsWait() bool {
 	at := t.unpacedAt.Load()
-	if at == 0 {
-		return true
-	}
-	return t.cfg.now().UnixNano()-at > int64(unpacedFor)
+	return at == nil || t.cfg.now().Sub(*at) > unpacedFor
 }
 
 // initialRelease is GetInitialToken's: the shared partition's
 // initialRelease, after noting that attempts go unpaced.
 func (t *lanes) initialRelease() func(error) error {
-	now, at := t.cfg.now().UnixNano(), t.unpacedAt.Load()
-	if now-at >= int64(unpacedStamp) || now < at {
-		t.unpacedAt.Store(max(now, 1)) // 1: a clock at the epoch still counts
+	now, at := t.cfg.now(), t.unpacedAt.Load()
+	if at == nil || now.Sub(*at) >= unpacedStamp || now.Before(*at) {
+		t.unpacedAt.Store(&now)
 	}
 	return t.main.initialRelease()
 }

@@ -249,3 +249,18 @@ func TestGetInitialTokenTurnsPacingOffForAMinute(t *testing.T) {
 	r.GetInitialToken()
 	assert.False(t, r.lanes.attemptsWait())
 }
+
+// TestGetInitialTokenUnderAClockAtTheZeroTime: a custom Clock that returns
+// the zero time (year 1, whose UnixNano overflows) still turns the pacing
+// off, and back on a minute later, without a panic.
+func TestGetInitialTokenUnderAClockAtTheZeroTime(t *testing.T) {
+	var now time.Time
+	r := New(func(o *Options) {
+		o.SendRate = &SendRateOptions{}
+		o.Clock = func() time.Time { return now }
+	})
+	r.GetInitialToken()
+	assert.False(t, r.lanes.attemptsWait())
+	now = now.Add(unpacedFor + time.Nanosecond)
+	assert.True(t, r.lanes.attemptsWait())
+}
