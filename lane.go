@@ -390,9 +390,11 @@ type lanes struct {
 
 const (
 	// unpacedFor is how long after the last attempt through
-	// GetInitialToken retries are not left to the limiter: an operation
-	// of such a decorator makes an attempt through it at least every
-	// MaxBackoff (20 s by default) while it lasts.
+	// GetInitialToken began retries are not left to the limiter: an
+	// operation of such a decorator begins one at least every MaxBackoff
+	// (20 s by default) plus its attempt's time while it lasts. An
+	// attempt longer than that may leave one retry to the limiter that
+	// its next attempt does not wait at (helper-159).
 	unpacedFor = time.Minute
 	// unpacedStamp is how stale unpacedAt may be: it is written at most
 	// once in that time, not on every attempt of the older interface.
@@ -402,10 +404,21 @@ const (
 // attemptsWait reports whether every attempt of the last unpacedFor
 // waited its turn at the send-rate limiter (none came through
 // GetInitialToken), so that a throttle's retry may be left to its pacing.
-// A clock stepped back counts as within it.
+// A custom Clock stepped back behind the stamp moves the stamp back with
+// it: the minute counts from then, not from a time the clock will take
+// the step's length to reach again (helper-159: an hour's step kept the
+// pacing off for 61 minutes).
 func (t *lanes) attemptsWait() bool {
 	at := t.unpacedAt.Load()
-	return at == nil || t.cfg.now().Sub(*at) > unpacedFor
+	if at == nil {
+		return true
+	}
+	now := t.cfg.now()
+	if now.Before(*at) {
+		t.unpacedAt.CompareAndSwap(at, &now)
+		return false
+	}
+	return now.Sub(*at) > unpacedFor
 }
 
 // initialRelease is GetInitialToken's: the shared partition's
