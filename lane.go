@@ -373,25 +373,28 @@ type lanes struct {
 	lastSweep  time.Time
 	sweptClock uint64 // the clock at the last sweep
 
-	// unpacedAt is when (UnixNano of cfg.now, to within unpacedStamp) an
-	// attempt last waited at no send-rate limiter: one of
-	// GetInitialToken, whose caller (a decorator written for the older
-	// aws.Retryer interface) has no context to wait with; zero when none
-	// has. For unpacedFor after it no throttle's retry is left to the
+	// unpacedAt is when (by cfg.now, to within unpacedStamp) an attempt
+	// last waited at no send-rate limiter: one of GetInitialToken, whose
+	// caller (a decorator written for the older aws.Retryer interface)
+	// has no context to wait with; nil when none has. A time, not
+	// UnixNano, which a custom Clock's zero time would overflow; stored
+	// at most once per unpacedStamp, its allocation is rare. For unpacedFor after it no throttle's retry is left to the
 	// limiter's pacing unpaid, in any partition: which retries follow
 	// such attempts cannot be told, and theirs were sent at once, as often
 	// as the backoff allowed (an outside review: some 8 requests a call,
 	// never refused for the budget, while a client using the retryer
 	// directly waited in the queue). Until 2026-12-06 one such attempt
 	// turned the pacing off for good.
-	unpacedAt atomic.Int64
+	unpacedAt atomic.Pointer[time.Time]
 }
 
 const (
 	// unpacedFor is how long after the last attempt through
-	// GetInitialToken retries are not left to the limiter: an operation
-	// of such a decorator makes an attempt through it at least every
-	// MaxBackoff (20 s by default) while it lasts.
+	// GetInitialToken began retries are not left to the limiter: an
+	// operation of such a decorator begins one at least every MaxBackoff
+	// (20 s by default) plus its attempt's time while it lasts. An
+	// attempt longer than that may leave one retry to the limiter that
+	// its next attempt does not wait at (helper-159).
 	unpacedFor = time.Minute
 	// unpacedStamp is how stale unpacedAt may be: it is written at most
 	// once in that time, not on every attempt of the older interface.
@@ -401,21 +404,29 @@ const (
 // attemptsWait reports whether every attempt of the last unpacedFor
 // waited its turn at the send-rate limiter (none came through
 // GetInitialToken), so that a throttle's retry may be left to its pacing.
-// A clock stepped back counts as within it.
+// A custom Clock stepped back behind the stamp moves the stamp back with
+// it: the minute counts from then, not from a time the clock will take
+// the step's length to reach again (helper-159: an hour's step kept the
+// pacing off for 61 minutes).
 func (t *lanes) attemptsWait() bool {
 	at := t.unpacedAt.Load()
-	if at == 0 {
+	if at == nil {
 		return true
 	}
-	return t.cfg.now().UnixNano()-at > int64(unpacedFor)
+	now := t.cfg.now()
+	if now.Before(*at) {
+		t.unpacedAt.CompareAndSwap(at, &now)
+		return false
+	}
+	return now.Sub(*at) > unpacedFor
 }
 
 // initialRelease is GetInitialToken's: the shared partition's
 // initialRelease, after noting that attempts go unpaced.
 func (t *lanes) initialRelease() func(error) error {
-	now, at := t.cfg.now().UnixNano(), t.unpacedAt.Load()
-	if now-at >= int64(unpacedStamp) || now < at {
-		t.unpacedAt.Store(max(now, 1)) // 1: a clock at the epoch still counts
+	now, at := t.cfg.now(), t.unpacedAt.Load()
+	if at == nil || now.Sub(*at) >= unpacedStamp || now.Before(*at) {
+		t.unpacedAt.Store(&now)
 	}
 	return t.main.initialRelease()
 }

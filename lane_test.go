@@ -249,3 +249,35 @@ func TestGetInitialTokenTurnsPacingOffForAMinute(t *testing.T) {
 	r.GetInitialToken()
 	assert.False(t, r.lanes.attemptsWait())
 }
+
+// TestGetInitialTokenUnderAClockAtTheZeroTime: a custom Clock that returns
+// the zero time (year 1, whose UnixNano overflows) still turns the pacing
+// off, and back on a minute later, without a panic.
+func TestGetInitialTokenUnderAClockAtTheZeroTime(t *testing.T) {
+	var now time.Time
+	r := New(func(o *Options) {
+		o.SendRate = &SendRateOptions{}
+		o.Clock = func() time.Time { return now }
+	})
+	r.GetInitialToken()
+	assert.False(t, r.lanes.attemptsWait())
+	now = now.Add(unpacedFor + time.Nanosecond)
+	assert.True(t, r.lanes.attemptsWait())
+}
+
+// TestGetInitialTokenMinuteAfterAClockSteppedBack: a custom Clock stepped
+// back an hour behind the stamp of the last GetInitialToken moves the
+// stamp back with it once seen: pacing returns a minute later, not after
+// the hour and the minute (helper-159).
+func TestGetInitialTokenMinuteAfterAClockSteppedBack(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) {
+		o.SendRate = &SendRateOptions{}
+		o.Clock = func() time.Time { return now }
+	})
+	r.GetInitialToken()
+	now = now.Add(-time.Hour)
+	assert.False(t, r.lanes.attemptsWait(), "expect the minute to count from the step")
+	now = now.Add(unpacedFor + time.Nanosecond)
+	assert.True(t, r.lanes.attemptsWait(), "expect pacing back a minute after the step was seen")
+}

@@ -257,8 +257,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // on every successful attempt. For a minute after each call, a throttle's
 // retry on an empty bucket is refused as after any other error, in every
 // partition, even while the limiter holds callers back (see GetRetryToken),
-// and no retry goes ahead of first attempts in the limiter's queue: its
-// next attempt might not wait its turn.
+// and no retry that GetRetryToken and RetryDelay admit goes ahead of first
+// attempts in the limiter's queue: its next attempt might not wait its
+// turn. (A Do loop's retry still may: its attempt is one that waits.)
 func (r *Retryer) GetInitialToken() func(error) error {
 	if r.ready() != nil {
 		return func(error) error { return nil }

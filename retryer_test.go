@@ -2337,3 +2337,57 @@ func TestEmptyBudgetWaitTakesTokensThatCameBack(t *testing.T) {
 	requireAttempts(t, 3, attempts, err)
 	assert.Equal(t, int32(3), draws.Load(), "the first retry's backoff, the wait, the second retry's backoff")
 }
+
+// TestDoPacedOnlyByItsOwnRetryersQueue: a Do loop on r whose fn calls only
+// through another retryer r2, whose limiter holds its callers back, gets
+// no unpaid throttle retry from r's empty bucket: fn's next call does not
+// wait at r's limiter. The loop's wait in r2's queue counted (helper-159).
+func TestDoPacedOnlyByItsOwnRetryersQueue(t *testing.T) {
+	throttledTwice := script(throttleErr, throttleErr, ok)
+	limited := func() *jitterretry.Retryer {
+		return jitterretry.New(func(o *jitterretry.Options) {
+			o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 5, 5, 5
+			o.Backoff = fixedBackoff(0)
+			o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
+		})
+	}
+	r, r2 := limited(), limited()
+	// Ten callers on each keep both queues full with conflicts.
+	ctx, stop := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for _, x := range []*jitterretry.Retryer{r, r2} {
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					_, _ = operation(ctx, x, script(conflictErr))
+					answered.Add(1)
+				}
+			}()
+		}
+	}
+	for answered.Load() < 20 {
+		time.Sleep(time.Millisecond)
+	}
+	_, err := operation(context.Background(), r, throttledTwice)
+	require.NoError(t, err, "expect a direct operation's second retry paced, unpaid")
+	require.Equal(t, uint(0), r.Remaining(), "expect the first retry to have emptied r's bucket")
+	errs := make([]error, 3)
+	for i := range errs {
+		calls := 0
+		errs[i] = jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			calls++
+			if _, err := operation(ctx, r2, script(ok)); err != nil { // waits in r2's queue
+				return err
+			}
+			return throttledTwice(calls)
+		})
+	}
+	stop()
+	wg.Wait()
+	for i, err := range errs {
+		assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted, "call %d: expect r's empty budget to refuse", i)
+	}
+}

@@ -713,11 +713,10 @@ func (l *sendRate) forgettable() bool {
 // reserve takes the next place in the queue, for an attempt of the
 // operation whose context's Done channel is done: in the retries' line
 // when it is an expected retry (see expectRetry), or when retry says it is
-// one. It returns how long the
-// place waits and the channel closed when that may change, as delay does:
-// most places are due at once, and a caller asks delay again only after
-// it slept. The caller gives the place back with cancel if it does not
-// send.
+// one. It returns how long the place waits and the channel closed when
+// that may change, as delay does: most places are due at once, and a
+// caller asks delay again only after it slept. The caller gives the place
+// back with cancel if it does not send.
 func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Duration, <-chan struct{}) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

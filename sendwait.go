@@ -9,8 +9,9 @@ import (
 
 // waitToSend queues for a place in lane l's send queue (in the retries'
 // line for a retry's attempt: one the limiter expects of ctx's operation,
-// or the first of a Do loop's retry) and waits until it is due, asking again at least once a window and whenever the limiter wakes it
-// (a cut, a rise, the first place given back in a window). When the wait
+// or the first of a Do loop's retry) and waits until it is due, asking
+// again at least once a window and whenever the limiter wakes it (a cut, a
+// rise, the first place given back in a window). When the wait
 // would end, with the attempt's time (see sendMargin), past ctx's deadline
 // (unless deadline give-ups are off), it holds the place until the deadline
 // less that time and refusalReserve, and then, if the place is still not
