@@ -81,20 +81,8 @@ func TestRetryWaitsAheadOfFirstAttempts(t *testing.T) {
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := jitterretry.New(func(o *jitterretry.Options) {
-				o.Backoff = fixedBackoff(0)
-				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 20, MaxRate: 20}
-				if tc.opts != nil {
-					tc.opts(o)
-				}
-			})
-			var mu sync.Mutex
-			var sent []string
-			send := func(label string) {
-				mu.Lock()
-				defer mu.Unlock()
-				sent = append(sent, label)
-			}
+			r := pinnedAt20(tc.opts)
+			var order sendOrder
 			firstSent, answerFirst := make(chan struct{}), make(chan struct{})
 			ctx, cancel := context.WithCancel(context.Background()) // the operation's own context
 			defer cancel()
@@ -106,39 +94,82 @@ func TestRetryWaitsAheadOfFirstAttempts(t *testing.T) {
 						<-answerFirst
 						return throttleErr()
 					}
-					send("retry")
+					order.send("retry")
 					return nil
 				})
 			}()
 			<-firstSent
 			var wg sync.WaitGroup
-			for i := range 8 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					callCtx, cancel := context.WithCancel(context.Background())
-					defer cancel()
-					_, err := operation(tc.asCall(callCtx), r, func(int) error {
-						send("first " + itoa(i))
-						return nil
-					})
-					assert.NoError(t, err)
-				}()
-			}
 			// The first of them is sent a turn after the throttled
 			// attempt; the others wait 50 ms a turn behind it.
-			require.Eventually(t, func() bool {
-				mu.Lock()
-				defer mu.Unlock()
-				return len(sent) > 0
-			}, 10e9, 1e6)
+			queueFirstAttempts(t, r, &order, tc.asCall, &wg, 1)
 			close(answerFirst)
 			require.NoError(t, <-retried)
 			wg.Wait()
-			at := slices.Index(sent, "retry")
+			at, sent := order.indexOf("retry")
 			assert.LessOrEqual(t, at, 3, "expect the retry sent at one of the next turns, ahead of the first attempts waiting: %v", sent)
 		})
 	}
+}
+
+// pinnedAt20 is a retryer with opts (nil: none) whose limiter sends 20
+// requests a second, a turn every 50 ms, so that the order of sends does
+// not depend on the machine's speed, and which retries without backoff.
+func pinnedAt20(opts func(*jitterretry.Options)) *jitterretry.Retryer {
+	return jitterretry.New(func(o *jitterretry.Options) {
+		o.Backoff = fixedBackoff(0)
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 20, MaxRate: 20}
+		if opts != nil {
+			opts(o)
+		}
+	})
+}
+
+// sendOrder records the labels of attempts in the order they were sent.
+type sendOrder struct {
+	mu   sync.Mutex
+	sent []string
+}
+
+func (o *sendOrder) send(label string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.sent = append(o.sent, label)
+}
+
+func (o *sendOrder) count() int {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return len(o.sent)
+}
+
+// indexOf returns where label was sent (-1: not), and the order.
+func (o *sendOrder) indexOf(label string) (int, []string) {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	return slices.Index(o.sent, label), slices.Clone(o.sent)
+}
+
+// queueFirstAttempts starts eight operations on r, each under a context of
+// its own (as asCall derives it), sent as "first 0" to "first 7", and
+// waits until sent of them were: the others wait their turns behind. wg
+// waits for them all.
+func queueFirstAttempts(t *testing.T, r *jitterretry.Retryer, order *sendOrder, asCall func(context.Context) context.Context, wg *sync.WaitGroup, sent int) {
+	t.Helper()
+	for i := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			_, err := operation(asCall(ctx), r, func(int) error {
+				order.send("first " + itoa(i))
+				return nil
+			})
+			assert.NoError(t, err)
+		}()
+	}
+	require.Eventually(t, func() bool { return order.count() >= sent }, 10*time.Second, time.Millisecond)
 }
 
 // TestFirstAttemptsStayAheadOfAttemptsThatNeverWaited: the retries' line is
@@ -190,47 +221,24 @@ func TestFirstAttemptsStayAheadOfAttemptsThatNeverWaited(t *testing.T) {
 	}
 	for name, run := range cases {
 		t.Run(name, func(t *testing.T) {
-			r := jitterretry.New(func(o *jitterretry.Options) {
-				o.Backoff = fixedBackoff(0)
-				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 20, MaxRate: 20}
-			})
-			var mu sync.Mutex
-			var sent []string
-			send := func(label string) {
-				mu.Lock()
-				defer mu.Unlock()
-				sent = append(sent, label)
-			}
+			r := pinnedAt20(nil)
+			var order sendOrder
 			var wg sync.WaitGroup
 			defer wg.Wait()
+			// Two sent, a turn (50 ms) apart: the others have had that
+			// long to take their places, on a busy machine too (after
+			// the first alone, under -race, a place was taken after the
+			// probe's, one run in ten).
 			setUp := func() {
-				for i := range 8 {
-					wg.Add(1)
-					go func() {
-						defer wg.Done()
-						ctx, cancel := context.WithCancel(context.Background())
-						defer cancel()
-						_, err := operation(ctx, r, func(int) error { send("first " + itoa(i)); return nil })
-						assert.NoError(t, err)
-					}()
-				}
-				// Two sent, a turn (50 ms) apart: the others have
-				// had that long to take their places, on a busy
-				// machine too (after the first alone, under -race, a
-				// place was taken after the probe's, one run in ten).
-				require.Eventually(t, func() bool {
-					mu.Lock()
-					defer mu.Unlock()
-					return len(sent) >= 2
-				}, 10*time.Second, time.Millisecond)
+				queueFirstAttempts(t, r, &order, func(ctx context.Context) context.Context { return ctx }, &wg, 2)
 			}
 			probe := func(ctx context.Context) error {
-				_, err := operation(ctx, r, func(int) error { send("probe"); return nil })
+				_, err := operation(ctx, r, func(int) error { order.send("probe"); return nil })
 				return err
 			}
 			require.NoError(t, run(t, r, setUp, probe))
 			wg.Wait()
-			at := slices.Index(sent, "probe")
+			at, sent := order.indexOf("probe")
 			assert.Greater(t, at, 3, "expect an attempt that never waited its turn behind the first attempts queued: %v", sent)
 		})
 	}

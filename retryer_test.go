@@ -1757,25 +1757,7 @@ func TestPacedThrottleRetryOnlyWhenItsAttemptWaits(t *testing.T) {
 				o.Backoff = fixedBackoff(0)
 				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
 			})
-			// Ten callers keep the queue full, at 100 sends a second
-			// each waiting some 100 ms for its turn; their conflicts
-			// take and earn no tokens.
-			ctx, stop := context.WithCancel(context.Background())
-			var wg sync.WaitGroup
-			var answered atomic.Int64
-			for range 10 {
-				wg.Add(1)
-				go func() {
-					defer wg.Done()
-					for ctx.Err() == nil {
-						_, _ = operation(ctx, r, script(conflictErr))
-						answered.Add(1)
-					}
-				}()
-			}
-			for answered.Load() < 10 {
-				time.Sleep(time.Millisecond)
-			}
+			stop := crowd(r)
 			_, err := operation(context.Background(), r, throttledTwice)
 			require.NoError(t, err, "expect a direct operation's second retry paced, unpaid")
 			require.Equal(t, uint(0), r.Remaining(), "expect the first retry to have emptied the bucket")
@@ -1784,7 +1766,6 @@ func TestPacedThrottleRetryOnlyWhenItsAttemptWaits(t *testing.T) {
 				errs[i] = tc.call(context.Background(), r)
 			}
 			stop()
-			wg.Wait()
 			for i, err := range errs {
 				if tc.admitted {
 					assert.NoError(t, err, "call %d: expect the throttle's retries to wait their turn", i)
@@ -1793,6 +1774,35 @@ func TestPacedThrottleRetryOnlyWhenItsAttemptWaits(t *testing.T) {
 				}
 			}
 		})
+	}
+}
+
+// crowd starts ten callers on each retryer of rs that keep its send queue
+// full (at 100 sends a second, each waiting some 100 ms for its turn) with
+// conflicts, which take and earn no tokens, and returns once each caller
+// was answered once on average; stop ends them and waits for them.
+func crowd(rs ...*jitterretry.Retryer) (stop func()) {
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	var answered atomic.Int64
+	for _, r := range rs {
+		for range 10 {
+			wg.Add(1)
+			go func() {
+				defer wg.Done()
+				for ctx.Err() == nil {
+					_, _ = operation(ctx, r, script(conflictErr))
+					answered.Add(1)
+				}
+			}()
+		}
+	}
+	for answered.Load() < int64(10*len(rs)) {
+		time.Sleep(time.Millisecond)
+	}
+	return func() {
+		cancel()
+		wg.Wait()
 	}
 }
 
@@ -2352,25 +2362,7 @@ func TestDoPacedOnlyByItsOwnRetryersQueue(t *testing.T) {
 		})
 	}
 	r, r2 := limited(), limited()
-	// Ten callers on each keep both queues full with conflicts.
-	ctx, stop := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	var answered atomic.Int64
-	for _, x := range []*jitterretry.Retryer{r, r2} {
-		for range 10 {
-			wg.Add(1)
-			go func() {
-				defer wg.Done()
-				for ctx.Err() == nil {
-					_, _ = operation(ctx, x, script(conflictErr))
-					answered.Add(1)
-				}
-			}()
-		}
-	}
-	for answered.Load() < 20 {
-		time.Sleep(time.Millisecond)
-	}
+	stop := crowd(r, r2)
 	_, err := operation(context.Background(), r, throttledTwice)
 	require.NoError(t, err, "expect a direct operation's second retry paced, unpaid")
 	require.Equal(t, uint(0), r.Remaining(), "expect the first retry to have emptied r's bucket")
@@ -2386,7 +2378,6 @@ func TestDoPacedOnlyByItsOwnRetryersQueue(t *testing.T) {
 		})
 	}
 	stop()
-	wg.Wait()
 	for i, err := range errs {
 		assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted, "call %d: expect r's empty budget to refuse", i)
 	}
