@@ -257,9 +257,8 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	// A throttle's retry may be left unpaid to the send-rate limiter's
 	// pacing only when fn's next call will wait its turn there: fn's last
 	// call did (fn need not call the SDK at all, nor through this Retryer:
-	// queued counts waits at any Retryer's limiter, so its calls must also
-	// have gone through this one's, helper-159).
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, paced: queued > 0 && d.mark.sent.Load() && r.lanes.attemptsWait()}
+	// a wait at another's limiter does not count, helper-159).
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, paced: d.mark.waited.Load() && r.lanes.attemptsWait()}
 	p.margin, p.cutMargin = withCut(d.margin(), info)
 	if r.fixedMargin == 0 {
 		// fn's call may make several attempts, each of them needed again:

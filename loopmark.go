@@ -43,8 +43,9 @@ type loopMark struct {
 	client atomic.Pointer[attemptEstimate]
 	outer  *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
 	// sent: an attempt of the current call of fn took a place in the
-	// owner's send-rate limiter's queue.
-	sent atomic.Bool
+	// owner's send-rate limiter's queue; waited: one waited there, for
+	// its turn, before it was sent.
+	sent, waited atomic.Bool
 	// retryNext: the loop retries a call of fn that sent through the
 	// owner's limiter, and the first attempt of a later call of fn to take
 	// a place there has not yet been made; it waits in the retries' line
@@ -163,9 +164,15 @@ func markSend(ctx context.Context, owner *hooks) (retry bool) {
 // union: a wait that began before one noted earlier, and ends after it,
 // counts from that one's end, short (the queue serves its places in
 // order, so the first in line is the first out; and a goroutine that notes
-// its wait late counts short too).
-func markQueued(ctx context.Context, start, end time.Time) {
+// its wait late counts short too). The waits count for every loop, since
+// they took fn's time whichever Retryer's queue they were in; the loops
+// of owner, the Retryer of that queue, also note that fn's call waited
+// at their limiter (see loopMark.waited).
+func markQueued(ctx context.Context, owner *hooks, start, end time.Time) {
 	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		if m.owner == owner && !m.waited.Load() {
+			m.waited.Store(true)
+		}
 		m.mu.Lock()
 		if from := latest(start, m.callStart, m.queuedTo); end.After(from) {
 			m.queued += end.Sub(from)
@@ -268,6 +275,7 @@ func (m *loopMark) startCall(now time.Time) {
 	m.queued, m.callStart, m.queuedTo = 0, now, time.Time{}
 	m.mu.Unlock()
 	m.sent.Store(false)
+	m.waited.Store(false)
 }
 
 // reportedAlready reports whether every give-up fn's error err carries was

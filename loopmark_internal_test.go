@@ -46,12 +46,12 @@ func TestQueueWaitsCountOnceWithinTheCall(t *testing.T) {
 	ctx := withLoopMark(withLoopMark(context.Background(), &outer), &inner)
 	outer.startCall(ms(0))
 	inner.startCall(ms(10))
-	markQueued(ctx, ms(-100), ms(30)) // left by the previous call: 20 ms in inner's, 30 in outer's
-	markQueued(ctx, ms(20), ms(80))   // four reads in parallel, noted as they end
-	markQueued(ctx, ms(20), ms(90))
-	markQueued(ctx, ms(20), ms(100))
-	markQueued(ctx, ms(40), ms(60))   // a late note, within what is counted
-	markQueued(ctx, ms(200), ms(250)) // the write, after them
+	markQueued(ctx, nil, ms(-100), ms(30)) // left by the previous call: 20 ms in inner's, 30 in outer's
+	markQueued(ctx, nil, ms(20), ms(80))   // four reads in parallel, noted as they end
+	markQueued(ctx, nil, ms(20), ms(90))
+	markQueued(ctx, nil, ms(20), ms(100))
+	markQueued(ctx, nil, ms(40), ms(60))   // a late note, within what is counted
+	markQueued(ctx, nil, ms(200), ms(250)) // the write, after them
 	assert.Equal(t, 140*time.Millisecond, inner.queuedInCall(), "expect [10, 100] and [200, 250]")
 	assert.Equal(t, 150*time.Millisecond, outer.queuedInCall(), "expect [0, 100] and [200, 250]")
 	inner.startCall(ms(300))

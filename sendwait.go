@@ -40,7 +40,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			due = true
 			ended("queued")
 			if waited > 0 {
-				markQueued(ctx, since, since.Add(waited)) // for the Do loop whose fn made this call, if any
+				markQueued(ctx, &r.hooks, since, since.Add(waited)) // for the Do loop whose fn made this call, if any
 			}
 			return nil
 		}
