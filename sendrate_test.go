@@ -1250,6 +1250,38 @@ func TestSendRateForgetsWhenIdle(t *testing.T) {
 	assert.True(t, math.IsInf(l.currentRate(), 1), "expect the initial (unlimited) rate after an idle spell")
 }
 
+// TestSendRateKeepsItsRateThroughADemandDrop: a client of 64 workers at
+// round trips of 20 ms on 500/s settles on the capacity; then all but a few
+// stop for 15 s, sending a tenth to a half of it, and 60 return at once.
+// While demand is low the rate neither grows (nothing tests a rate above
+// what is sent) nor is forgotten (the client is not idle): the surge meets
+// the capacity learnt, not a flood.
+func TestSendRateKeepsItsRateThroughADemandDrop(t *testing.T) {
+	t.Parallel()
+	for _, keep := range []int{1, 2, 5} {
+		t.Run(fmt.Sprintf("%d of 64 keep sending", keep), func(t *testing.T) {
+			sim := newLimiterSim(20*time.Millisecond, service(constantCapacity(500), 0))
+			l := tracedSendRate(t, SendRateOptions{})
+			sim.add(l, 64-keep, 0).stop = 5 * time.Second
+			sim.add(l, keep, 0)
+			sim.run(5 * time.Second)
+			settled := l.currentRate()
+			require.InDelta(t, 500, settled, 0.1*500, "expect the rate settled near the capacity before the drop")
+			sim.run(20 * time.Second)
+			assert.InDelta(t, settled, l.currentRate(), 0.05*settled, "expect the rate kept through the drop")
+			surge := sim.add(l, 64-keep, 0)
+			sim.run(22 * time.Second)
+			var ok, thr int
+			for _, c := range sim.clients {
+				ok, thr = ok+sum(c.ok, 20, 22), thr+sum(c.thr, 20, 22)
+			}
+			assert.GreaterOrEqual(t, ok, 2*450, "expect ≥90%% of the capacity over the two seconds after the surge, got %d", ok)
+			assert.LessOrEqual(t, float64(thr)/float64(ok+thr), 0.05, "expect ≤5%% throttled after the surge, got %d of %d", thr, ok+thr)
+			assert.NotZero(t, sum(surge.ok, 20, 22))
+		})
+	}
+}
+
 func TestSendRateZeroValueIsUnlimited(t *testing.T) {
 	t.Parallel()
 	var l sendRate
