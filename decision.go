@@ -248,7 +248,8 @@ func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
 
 // refusalReserve is what a wait before an empty budget's refusal leaves of
 // the caller's deadline beyond the margin (which may be zero), so that the
-// refusal reaches the caller before its context ends.
+// refusal reaches the caller before its context ends; and the least margin
+// a Do loop learns, for the same reason (see doLoop.next).
 const refusalReserve = 5 * time.Millisecond
 
 // heldBefore returns how long a caller is held before a refusal whose wait

@@ -267,8 +267,17 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// the conflict backoff bounds it, fn's time never counted, and fn
 		// that makes several slow calls was started without time to end:
 		// helper-73. DeadlineMargin, when set, decides alone.)
-		if took > p.margin {
-			p.margin, p.cutMargin = took, false // fn's time, not the cut's
+		//
+		// And at least refusalReserve: a Do loop whose fn is quick (it
+		// makes no SDK call through this Retryer, or one answered at once)
+		// learns a margin of about nothing, and fitted each conflict's
+		// backoff into nearly all the time left, drawing the loop ever
+		// closer to the deadline until a sleep, woken a little late, ended
+		// past it: every call of such a loop with a 50 ms deadline returned
+		// up to 1.1 ms after it, a third of them as GiveUpCanceled
+		// (helper-162).
+		if floor := max(took, refusalReserve); floor > p.margin {
+			p.margin, p.cutMargin = floor, false // fn's time or the reserve, not the cut's
 		}
 	}
 	p.deadline, p.hasDeadline = r.deadline(ctx)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -1008,6 +1009,46 @@ func TestDoFitsAConflictBackoffIntoTheTimeLeft(t *testing.T) {
 	// read "backoff 20s would end past the context deadline (6.13ms
 	// left)", blaming a backoff Do would have shortened).
 	assert.Contains(t, err.Error(), "and 3ms kept for the attempt after it, would end past the context deadline (2ms left)")
+}
+
+// TestDoKeepsAReserveBeforeTheDeadline: a loop whose fn is quick learns a
+// margin of about nothing, and each conflict's backoff was fitted into
+// nearly all the time left: the loop drew ever closer to the deadline until
+// a sleep, woken a little late, ended past it (an outside review: every call
+// of such a loop with a 50 ms deadline returned up to 1.1 ms after it, a
+// third as GiveUpCanceled). The learnt margin is at least 5 ms now: with 3
+// ms left the first conflict is refused; with 8 ms, backoffs fit into 3.
+// The retryer's clock stands still, so fn takes no time, and each
+// conflict's blind window grows by half, outgrowing the time left.
+func TestDoKeepsAReserveBeforeTheDeadline(t *testing.T) {
+	run := func(t *testing.T, before time.Duration) (calls int, delays []time.Duration, err error) {
+		r, ctx, _ := clockBeforeDeadline(t, before, func(o *jitterretry.Options) {
+			o.DeadlineMargin = 0 // learnt
+			o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+		})
+		err = jitterretry.Do(ctx, r, func(context.Context) error {
+			calls++
+			return conflictErr()
+		}, func(o *jitterretry.DoOptions) { o.MaxConflicts = 40 })
+		return calls, delays, err
+	}
+	t.Run("3 ms left", func(t *testing.T) {
+		calls, delays, err := run(t, 3*time.Millisecond)
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g)
+		assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
+		assert.Equal(t, 1, calls, "expect the first conflict refused: %v", delays)
+		assert.Contains(t, err.Error(), "and 5ms kept for the attempt after it")
+	})
+	t.Run("8 ms left", func(t *testing.T) {
+		_, delays, err := run(t, 8*time.Millisecond)
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g)
+		assert.Equal(t, jitterretry.GiveUpConflicts, g.Reason, "%v", err)
+		require.NotEmpty(t, delays)
+		assert.LessOrEqual(t, slices.Max(delays), 3*time.Millisecond, "expect every backoff to end 5 ms before the deadline: %v", delays)
+		assert.Greater(t, slices.Max(delays), time.Millisecond, "expect backoffs fitted into the 3 ms: %v", delays)
+	})
 }
 
 // TestDoThrottleFloorRefusalDoesNotBlameTheMargin: a conflict after a

@@ -182,8 +182,9 @@ type Options struct {
 	// is learnt over all the operations of the slowest client (service and
 	// region) fn's calls used, kept for the whole loop (over the
 	// partition's before fn's first call through the Retryer), or fn's
-	// whole last time when longer (the SDK's sleeps inside fn included). Negative is
-	// invalid.
+	// whole last time when longer (the SDK's sleeps inside fn included),
+	// and at least 5 ms, so that a loop whose fn is quick does not back off
+	// into its deadline. Negative is invalid.
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after
