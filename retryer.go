@@ -376,9 +376,18 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)
 	}
+	// A Backoff that panics (a bug a server may recover from) must not keep
+	// the tokens of the retry it stopped, as OnRetry's must not (see
+	// schedule): each recovered panic kept 14 (helper-161).
+	drawn := false
+	defer func() {
+		if !drawn {
+			p.refund(r.tracked)
+		}
+	}()
 	d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
+	drawn = err == nil
 	if err != nil {
-		p.refund(r.tracked)
 		return 0, err
 	}
 	d = max(d-p.waited, 0) // GetRetryToken waited that long for tokens
