@@ -89,8 +89,10 @@ const defaultMaxConflicts = 100
 // slowest client, service and region, fn's SDK calls used, since fn may
 // call several; of the partition before fn called through the Retryer) or
 // of fn's own last duration (the
-// SDK's backoff sleeps inside it included), whichever is larger, ends the
-// loop at once; but a conflict's contention backoff, which only spaces the
+// SDK's backoff sleeps inside it included), whichever is larger, and at
+// least 5 ms when learnt, ends the loop: at once, or, after a throttle,
+// once it was held as GetRetryToken holds a throttle's caller; but a
+// conflict's contention backoff, which only spaces the
 // loop's attempts, is drawn again uniformly within the time left before the
 // margin when that is shorter, so the loop gives up on conflicts only when
 // less than the margin is left, or the throttle floor above (not shortened)

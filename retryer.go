@@ -273,7 +273,11 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // backoff, before the retry is sent, the cost is refunded too.
 //
 // It fails with a *GiveUpError when ctx is done (GiveUpCanceled), when even
-// the shortest backoff would end past ctx's deadline (GiveUpDeadline), and
+// the shortest backoff would end past ctx's deadline (GiveUpDeadline: after
+// a throttle, once the caller was held for as much of that wait, at most
+// 1 s, as ends before the deadline less the margin and 5 ms, as the SDK's
+// sleep into the deadline would hold it; GiveUpCanceled if ctx ends
+// during the hold), and
 // when the bucket is empty (GiveUpBudget), after waiting the first retry's
 // backoff unless FailFastOnEmptyBudget is set (never past the deadline).
 // The wait ends at the deadline less the margin and 5 ms when the backoff
@@ -376,22 +380,24 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if status == handoffFound && p.refused {
 		return r.refusedDelay(attempt, opErr, &p)
 	}
-	// A Backoff that panics (a bug a server may recover from) must not keep
-	// the tokens of the retry it stopped, as OnRetry's must not (see
-	// schedule): each recovered panic kept 14 (helper-161).
-	drawn := false
+	// A Backoff or Clock that panics (a bug a server may recover from) must
+	// not keep the tokens of the retry it stopped, as OnRetry's must not
+	// (see schedule): each recovered panic kept 14 (helper-161, helper-163).
+	// A refund is idempotent: schedule's own, of a refusal, leaves nothing.
+	scheduled := false
 	defer func() {
-		if !drawn {
+		if !scheduled {
 			p.refund(r.tracked)
 		}
 	}()
 	d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
-	drawn = err == nil
 	if err != nil {
 		return 0, err
 	}
 	d = max(d-p.waited, 0) // GetRetryToken waited that long for tokens
-	if _, gerr := r.schedule(&p, attempt, opErr, d, check); gerr != nil {
+	_, gerr := r.schedule(&p, attempt, opErr, d, check)
+	scheduled = true
+	if gerr != nil {
 		return 0, gerr
 	}
 	if p.lane != nil && p.lane.sender != nil && r.lanes.attemptsWait() {

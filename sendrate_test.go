@@ -1252,7 +1252,7 @@ func TestSendRateForgetsWhenIdle(t *testing.T) {
 
 // TestSendRateKeepsItsRateThroughADemandDrop: a client of 64 workers at
 // round trips of 20 ms on 500/s settles on the capacity; then all but a few
-// stop for 15 s, sending a tenth to a half of it, and 60 return at once.
+// stop for 15 s, sending a tenth to a half of it, and as many return at once.
 // While demand is low the rate neither grows (nothing tests a rate above
 // what is sent) nor is forgotten (the client is not idle): the surge meets
 // the capacity learnt, not a flood.
