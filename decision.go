@@ -262,16 +262,17 @@ func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shorten
 
 // refuseForDeadline reports g, the refusal of retry p for its deadline
 // (g.Delay the refused wait, g.remaining the time that was left), to the
-// hooks and returns it: at once, or, after a throttle, once the caller was
-// held (see holdThrottleRefusal), then as GiveUpCanceled if the caller left
-// during the hold. Whether the wait refused was the service's
+// hooks and returns it: at once, or, after a throttle (or a conflict whose
+// wait is the throttle floor: the table is at capacity), once the caller
+// was held (see holdThrottleRefusal), then as GiveUpCanceled if the caller
+// left during the hold. Whether the wait refused was the service's
 // x-amz-retry-after alone (GetRetryToken) or the backoff after it
 // (RetryDelay): a hint longer than the time left was refused at once, and
 // one goroutine with 300 ms deadlines on a table throttling every write with
 // a 500 ms hint sent 8,879 requests in 2 s, against the SDK's 7
 // (helper-161).
 func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpError {
-	if p.class == ClassThrottle {
+	if p.class == ClassThrottle || p.floored {
 		held, err := holdThrottleRefusal(p.ctx, g.Delay, p.margin, g.remaining)
 		if err != nil {
 			return r.hooks.giveUp(p.ctx, canceledGiveUp(g.Attempt, g.Partition, g.Err, err, g.joined))

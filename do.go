@@ -335,7 +335,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			// error: it is asked with one, not with the conflict: fn's
 			// own from the call before, when it was one.
 			if floor, ferr := d.throttleDelay(d.capped, d.lastThrottle); ferr == nil && floor >= backoff {
-				backoff, p.fits = floor, false
+				backoff, p.fits, p.floored = floor, false, true
 			}
 		}
 	case ClassTransient, ClassThrottle:

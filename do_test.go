@@ -1073,8 +1073,37 @@ func TestDoThrottleFloorRefusalDoesNotBlameTheMargin(t *testing.T) {
 	require.ErrorAs(t, err, &g)
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
 	assert.Equal(t, 2, calls)
-	assert.Contains(t, err.Error(), "backoff 20ms would end past the context deadline (10ms left)")
+	assert.Contains(t, err.Error(), "backoff 20ms would end past the context deadline (10ms left")
 	assert.NotContains(t, err.Error(), "kept for the attempt after")
+}
+
+// TestDoThrottleFloorRefusalHoldsItsCaller: a conflict whose wait is the
+// throttle floor says the table is at capacity: when the floor does not fit
+// before the deadline, the loop's caller is held first, as after a throttle
+// (see TestThrottleHintPastTheDeadlineHoldsItsCaller), so that a closed loop
+// does not send again at once (helper-163). Here for what ends before the
+// deadline less the 3 ms margin and 5 ms: 2 ms of the 10 left.
+func TestDoThrottleFloorRefusalHoldsItsCaller(t *testing.T) {
+	r, ctx, elapsed := clockBeforeDeadline(t, 100*time.Millisecond, func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential // no jitter: the throttle's floor is its 20 ms base
+		o.ThrottleBaseDelay = 20 * time.Millisecond
+	})
+	calls := 0
+	start := time.Now()
+	err := jitterretry.Do(ctx, r, func(context.Context) error {
+		if calls++; calls == 1 {
+			return throttleErr()
+		}
+		start = time.Now()
+		elapsed.Store(int64(90 * time.Millisecond)) // 10 ms left: the 20 ms floor cannot fit
+		return conflictErr()
+	})
+	held := time.Since(start)
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
+	assert.Contains(t, err.Error(), "(10ms left; held 2ms before refusing")
+	assert.GreaterOrEqual(t, held, 2*time.Millisecond)
 }
 
 // TestDoPanicInFnGivesTheRetrysTokensBack: a panic in fn goes through Do to
