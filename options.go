@@ -211,9 +211,11 @@ type Options struct {
 	// limiter: every attempt waits in GetAttemptToken for its turn to send,
 	// at a rate learnt from the service's throttles, retries ahead of first
 	// attempts (a retry is told by its context's Done channel, which the
-	// SDK hands on from the operation to every attempt: under
-	// context.Background, or a context concurrent operations share, it
-	// waits with the first attempts, or takes another's turn; a Do loop's
+	// SDK hands on from the operation to every attempt, and RetryDelay
+	// records: under context.Background, or a context concurrent operations
+	// share, it waits with the first attempts, or takes another's turn, and
+	// under a wrapper that replaces RetryDelay (retry.AddWithMaxBackoffDelay)
+	// it waits with them; a Do loop's
 	// by the loop: the first attempt through this Retryer of fn's later
 	// calls, when the failed call's waited its turn), one limiter per
 	// partition: without a PartitionKey one for the whole client, so for a
