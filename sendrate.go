@@ -24,8 +24,9 @@ type SendRateOptions struct {
 	// it started, after two seconds also by 5% every 100 ms, doubling up
 	// to 25%, so that a low InitialRate before a large capacity reaches it
 	// within seconds; never to more than twice what the last 100 ms sent
-	// and the service accepted (below 5/s, where most 100 ms send nothing,
-	// twice the rate while callers wait for their turns). Zero (or +Inf) means
+	// and the service accepted. (So a rate under a few requests a second,
+	// possible with MinRate lowered, rises only as its turns come: 0.1
+	// waits ten seconds for its first rise.) Zero (or +Inf) means
 	// unlimited, or MaxRate when set: until the service throttles, the
 	// limiter only records what the service accepts.
 	InitialRate float64
@@ -1603,22 +1604,11 @@ func (l *sendRate) growLocked(now time.Time, w answers) {
 		return
 	}
 	secs := w.duration.Seconds()
-	// A window that holds under half a turn at r (under 5/s: MinRate
-	// lowered) tells use by the queue instead: callers held back in it. By
-	// its sends, most such windows sent nothing, and a client started at
-	// 0.1/s sent once in ten seconds before its first rise (helper-164).
-	// (Under one turn, 10/s, a fleet's late joiner rose on it past its
-	// share: 994 successes against 190-366, Jain's index 0.75, in
-	// TestSendRateFairShares.)
-	sparse := r*secs < 0.5 && !l.heldAt.Before(w.start)
-	if w.sent/secs < 0.9*r && !sparse || l.baseAt.IsZero() {
+	if w.sent/secs < 0.9*r || l.baseAt.IsZero() {
 		l.base, l.baseAt = r, now // not in use: the rise starts over from here
 		return
 	}
 	accepted := float64(w.ok) / secs
-	if sparse {
-		accepted = max(accepted, r) // not throttled (the window is quiet), at the rate
-	}
 	since := now.Sub(l.baseAt)
 	rise := max(probeStep, probeFrac*l.known) * lineWindows(since)
 	next := l.base + rise

@@ -402,27 +402,6 @@ func TestSendRateRisesFromInitialRate(t *testing.T) {
 	assert.LessOrEqual(t, sum(c.thr, 0, 8), int(0.02*float64(sum(c.sent, 0, 8))), "expect the rise to stop at the capacity with few throttles")
 }
 
-// TestSendRateRisesFromALowInitialRate: an InitialRate under a few
-// requests a second (MinRate lowered below its default to allow it) sends
-// no request in most windows of 100 ms, so no window counted as in use, and
-// the rise was capped at twice what a window accepted, nothing: a client of
-// 20 workers starting at 0.1/s sent one request in ten seconds, then rose
-// (an outside review). A window too short to hold two turns counts as in
-// use while the queue held callers back in it.
-func TestSendRateRisesFromALowInitialRate(t *testing.T) {
-	t.Parallel()
-	for _, initial := range []float64{0.01, 0.1, 0.5} {
-		t.Run(fmt.Sprintf("InitialRate %v", initial), func(t *testing.T) {
-			sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(5000), 0))
-			l := tracedSendRate(t, SendRateOptions{InitialRate: initial, MinRate: 0.001})
-			c := sim.add(l, 20, 0)
-			sim.run(6 * time.Second)
-			assert.GreaterOrEqual(t, sum(c.ok, 4, 6), 2*100, "expect a rise to 100/s or more within four seconds, got %v a second", c.ok)
-			assert.LessOrEqual(t, sum(c.thr, 0, 6), int(0.02*float64(sum(c.sent, 0, 6))), "expect the rise to stop at the capacity with few throttles")
-		})
-	}
-}
-
 // TestSendRateAfterAQuietHour: an hour at one request a second, then 200
 // callers against a capacity of 945/s. The quiet hour must not shape the
 // cut (a cut is sized on what the client sends now, and keeps at least half
