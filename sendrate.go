@@ -24,9 +24,9 @@ type SendRateOptions struct {
 	// it started, after two seconds also by 5% every 100 ms, doubling up
 	// to 25%, so that a low InitialRate before a large capacity reaches it
 	// within seconds; never to more than twice what the last 100 ms sent
-	// and the service accepted. (So a rate under a few requests a second,
-	// possible with MinRate lowered, rises only as its turns come: 0.1
-	// waits ten seconds for its first rise.) Zero (or +Inf) means
+	// and the service accepted. (So a rate under a few requests a second
+	// rises only as its turns come: an InitialRate of 0.1, MinRate
+	// lowered, waits ten seconds for its first rise.) Zero (or +Inf) means
 	// unlimited, or MaxRate when set: until the service throttles, the
 	// limiter only records what the service accepts.
 	InitialRate float64
