@@ -277,7 +277,7 @@ func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpErro
 		if err != nil {
 			return r.hooks.giveUp(p.ctx, canceledGiveUp(g.Attempt, g.Partition, g.Err, err, g.joined))
 		}
-		g.waited = held
+		g.waited, g.floored = held, p.floored
 	}
 	return r.hooks.giveUp(p.ctx, g)
 }

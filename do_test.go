@@ -1102,7 +1102,7 @@ func TestDoThrottleFloorRefusalHoldsItsCaller(t *testing.T) {
 	var g *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &g)
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
-	assert.Contains(t, err.Error(), "(10ms left; held 2ms before refusing")
+	assert.Contains(t, err.Error(), "(10ms left; held 2ms before refusing, as after a throttle)")
 	assert.GreaterOrEqual(t, held, 2*time.Millisecond)
 }
 

@@ -134,6 +134,7 @@ type GiveUpError struct {
 	// drawn again within the time left before the margin, had there been
 	// any, so the margin, not the backoff, refused it.
 	fits                 bool
+	floored              bool          // GiveUpDeadline of a Do loop's conflict whose wait was the throttle floor: held as after a throttle
 	waited               time.Duration // GiveUpBudget: the backoff waited before refusing; a limiter's GiveUpDeadline: the time held in its queue; a throttle's GiveUpDeadline: the hold before the refusal
 	available, requested uint          // GiveUpBudget
 	limiterErr           error         // GiveUpBudget: a custom RateLimiter's refusal
@@ -189,6 +190,9 @@ func (e *GiveUpError) Error() string {
 		switch {
 		case e.Err == nil && e.waited > 0:
 			left += fmt.Sprintf(", after %v held in the send queue", readable(e.waited))
+		case e.waited > 0 && e.floored:
+			// The SDK retries no conflict: the hold is the throttle's.
+			left += fmt.Sprintf("; held %v before refusing, as after a throttle", readable(e.waited))
 		case e.waited > 0:
 			left += fmt.Sprintf("; held %v before refusing, as the SDK's sleep would", readable(e.waited))
 		}
