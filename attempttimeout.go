@@ -41,8 +41,12 @@ var errAttemptCut = errors.New("jitterretry: attempt cut")
 // time ran out keeps that answer as its error. An operation whose own
 // context ends first fails as before, with the context's error.
 //
-// Add it to a client with config.WithAPIOptions or the client's
-// Options.APIOptions: it is a middleware at the end of the Finalize step,
+// Add it to a client's Options.APIOptions (dynamodb.NewFromConfig(cfg,
+// func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, ...) })),
+// not with config.WithAPIOptions: the config hands its API options on to the
+// clients it builds to fetch credentials (STS for an assumed role or a web
+// identity, SSO, IMDS, ECS), whose attempts it would cut at d too. It is a
+// middleware at the end of the Finalize step,
 // where the request is signed and about to be sent, within each attempt
 // of the SDK's retry middleware, so it works with any retryer. It bounds
 // the send, the wait for the answer and the reading of it, not what the

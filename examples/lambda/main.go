@@ -71,13 +71,17 @@ func newHandler(ctx context.Context, getenv func(string) string) (*Handler, erro
 	retryer := NewRetryer()
 	cfg, err := config.LoadDefaultConfig(ctx,
 		config.WithRetryer(func() aws.Retryer { return retryer }),
-		config.WithAPIOptions(APIOptions(DefaultAttemptTimeout)),
 	)
 	if err != nil {
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
+	// The attempt timeout on the DynamoDB client only: the config's own API
+	// options would reach the clients it builds to fetch credentials too.
+	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
+		o.APIOptions = append(o.APIOptions, APIOptions(DefaultAttemptTimeout)...)
+	})
 	return &Handler{
-		Client:         dynamodb.NewFromConfig(cfg),
+		Client:         client,
 		Retryer:        retryer,
 		Table:          table,
 		Reserve:        reserve,
