@@ -43,9 +43,10 @@ var errAttemptCut = errors.New("jitterretry: attempt cut")
 //
 // Add it to a client's Options.APIOptions (dynamodb.NewFromConfig(cfg,
 // func(o *dynamodb.Options) { o.APIOptions = append(o.APIOptions, ...) })),
-// not with config.WithAPIOptions: the config hands its API options on to the
-// clients it builds to fetch credentials (STS for an assumed role or a web
-// identity, SSO, IMDS, ECS), whose attempts it would cut at d too. It is a
+// not with config.WithAPIOptions: every client made from the config gets
+// them, those that fetch credentials too (an STS client made from it for
+// AssumeRole; those the config builds for a profile's role, a web identity,
+// SSO, IMDS, ECS), whose attempts it would cut at d as well. It is a
 // middleware at the end of the Finalize step,
 // where the request is signed and about to be sent, within each attempt
 // of the SDK's retry middleware, so it works with any retryer. It bounds

@@ -76,7 +76,8 @@ func newHandler(ctx context.Context, getenv func(string) string) (*Handler, erro
 		return nil, fmt.Errorf("load AWS configuration: %w", err)
 	}
 	// The attempt timeout on the DynamoDB client only: the config's own API
-	// options would reach the clients it builds to fetch credentials too.
+	// options would reach every client made from it, those that fetch
+	// credentials too.
 	client := dynamodb.NewFromConfig(cfg, func(o *dynamodb.Options) {
 		o.APIOptions = append(o.APIOptions, APIOptions(DefaultAttemptTimeout)...)
 	})
