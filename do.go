@@ -276,7 +276,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// backoff into nearly all the time left, drawing the loop ever
 		// closer to the deadline until a sleep, woken a little late, ended
 		// past it: every call of such a loop with a 50 ms deadline returned
-		// up to 1.1 ms after it, a third of them as GiveUpCanceled
+		// up to 1.2 ms after it, a third of them as GiveUpCanceled
 		// (helper-162).
 		if floor := max(took, refusalReserve); floor > p.margin {
 			p.margin, p.cutMargin = floor, false // fn's time or the reserve, not the cut's

@@ -378,13 +378,14 @@ type lanes struct {
 	// caller (a decorator written for the older aws.Retryer interface)
 	// has no context to wait with; nil when none has. A time, not
 	// UnixNano, which a custom Clock's zero time would overflow; stored
-	// at most once per unpacedStamp, its allocation is rare. For unpacedFor after it no throttle's retry is left to the
-	// limiter's pacing unpaid, in any partition: which retries follow
-	// such attempts cannot be told, and theirs were sent at once, as often
-	// as the backoff allowed (an outside review: some 8 requests a call,
-	// never refused for the budget, while a client using the retryer
-	// directly waited in the queue). Until 2026-12-06 one such attempt
-	// turned the pacing off for good.
+	// at most once per unpacedStamp, its allocation is rare. For
+	// unpacedFor after it no throttle's retry is left to the limiter's
+	// pacing unpaid, in any partition: which retries follow such attempts
+	// cannot be told, and theirs were sent at once, as often as the
+	// backoff allowed (an outside review: some 8 requests a call, never
+	// refused for the budget, while a client using the retryer directly
+	// waited in the queue). Until 2026-12-06 one such attempt turned the
+	// pacing off for good.
 	unpacedAt atomic.Pointer[time.Time]
 }
 
