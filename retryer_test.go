@@ -2145,6 +2145,97 @@ func TestALimiterWaitTooLongForTheDeadlineHoldsTheCaller(t *testing.T) {
 	})
 }
 
+// standingClock is a retryer's clock that stands still but where the test
+// moves it, counts its readings, and ends a context as it is next read,
+// when told to.
+type standingClock struct {
+	base   time.Time
+	offset atomic.Int64
+	reads  atomic.Int64
+	end    atomic.Pointer[context.CancelFunc]
+}
+
+func (c *standingClock) now() time.Time {
+	c.reads.Add(1)
+	if end := c.end.Swap(nil); end != nil {
+		(*end)()
+	}
+	return c.base.Add(time.Duration(c.offset.Load()))
+}
+
+// waitForTheSecondTurn makes a retryer whose limiter sends 10 a second on
+// clock c, takes the turn at 0, and has a caller with ctx wait for the
+// turn at 100 ms; the error that caller gets arrives on the channel. The
+// caller sleeps the 100 ms on the machine's timers, the clock standing
+// still, and reads the clock next when it wakes.
+func waitForTheSecondTurn(t *testing.T, c *standingClock, ctx context.Context) (*jitterretry.Retryer, <-chan error) {
+	t.Helper()
+	c.base = time.Now()
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}
+		o.Clock = c.now
+	})
+	release, err := r.GetAttemptToken(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	got := make(chan error, 1)
+	c.reads.Store(0)
+	go func() {
+		_, err := r.GetAttemptToken(ctx)
+		got <- err
+	}()
+	// It reads the clock as it takes its place, and before it sleeps.
+	require.Eventually(t, func() bool { return c.reads.Load() >= 2 }, 5*time.Second, time.Millisecond)
+	return r, got
+}
+
+// takeTheTurnNow asserts that a caller gets the turn at once, the clock
+// standing at 100 ms, rather than the next turn, at 200 ms, which never comes.
+func takeTheTurnNow(t *testing.T, r *jitterretry.Retryer) {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	release, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err, "expect the turn the caller ahead left taken now")
+	require.NoError(t, release(nil))
+}
+
+// TestALimiterTurnWhoseCallerLeftGoesToTheNext: a caller whose context
+// ends as its turn in the send queue comes gives the turn on; the next
+// caller does not wait for the turn after it. (The place was given back
+// with the rest, and the queue sent below its rate once for every such
+// caller: helper-164.)
+func TestALimiterTurnWhoseCallerLeftGoesToTheNext(t *testing.T) {
+	var c standingClock
+	ctx, leave := context.WithCancel(context.Background())
+	r, left := waitForTheSecondTurn(t, &c, ctx)
+	c.offset.Store(int64(100 * time.Millisecond))
+	leave() // as its turn comes
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, <-left, &g)
+	require.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
+	takeTheTurnNow(t, r)
+}
+
+// TestALimiterTurnFoundAfterTheContextEndedIsNotTaken: a caller that wakes
+// to find its turn come and its context ended, on a machine too busy to
+// wake it in time, gets a GiveUpError rather than an attempt that fails at
+// once, and its turn goes to the next caller.
+func TestALimiterTurnFoundAfterTheContextEndedIsNotTaken(t *testing.T) {
+	var c standingClock
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	r, late := waitForTheSecondTurn(t, &c, ctx)
+	c.offset.Store(int64(100 * time.Millisecond))
+	c.end.Store(&leave) // it wakes on its timer and reads the clock
+	err := <-late
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect no attempt on an ended context")
+	assert.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
+	assert.ErrorIs(t, err, context.Canceled)
+	takeTheTurnNow(t, r)
+}
+
 // TestABackoffDelayerKeepsItsOwnThrottleCheck: a delayer of package
 // delayers given as Options.Backoff computes every delay, as
 // retry.NewStandard's Backoff does, with its own Throttle check: the

@@ -161,16 +161,29 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 	return max(secondsToDuration((float64(q.turns+ahead)-q.clock)/q.rate), 1), q.changed
 }
 
-// cancel gives p back at time now. A place already due, or given back
-// already, changes nothing. The first give-back in a window wakes the
-// callers behind it, so that a burst of give-ups wakes them once.
+// cancel gives p back at time now; its caller does not send. A place
+// given back already changes nothing. A place the queue made due gives its
+// turn on: to the next place waiting or, none waiting, to the next to come.
+// (Its caller's context ended as its turn came; kept, the turn was lost,
+// and the queue sent below its rate once for each such caller:
+// helper-164.) The first give-back in a window with callers behind wakes
+// them, so that a burst of give-ups wakes them once. The one caller,
+// waitToSend, gives a place back at most once, and never one it found due.
 func (q *sendQueue) cancel(p sendPlace, now time.Time) {
 	l := q.line(p)
-	if !l.giveBack(p.place) {
+	switch {
+	case l.due(p.place):
+		q.turns-- // no underflow: handing p its turn counted one
+		if !q.waiting() {
+			return
+		}
+		q.hand(q.turnsDue())
+	case !l.giveBack(p.place):
 		return
+	case p.place+1 == l.issued && !(p.retry && q.firsts.waiting() > 0):
+		return // nobody behind
 	}
-	behind := p.place+1 < l.issued || (p.retry && q.firsts.waiting() > 0)
-	if behind && (q.wokenAt.IsZero() || now.Sub(q.wokenAt) >= sendWindow) {
+	if q.wokenAt.IsZero() || now.Sub(q.wokenAt) >= sendWindow {
 		q.wokenAt = now
 		q.wake()
 	}
