@@ -2163,12 +2163,13 @@ func (c *standingClock) now() time.Time {
 	return c.base.Add(time.Duration(c.offset.Load()))
 }
 
-// waitForTheSecondTurn makes a retryer whose limiter sends 10 a second on
-// clock c, takes the turn at 0, and has a caller with ctx wait for the
-// turn at 100 ms; the error that caller gets arrives on the channel. The
-// caller sleeps the 100 ms on the machine's timers, the clock standing
-// still, and reads the clock next when it wakes.
-func waitForTheSecondTurn(t *testing.T, c *standingClock, ctx context.Context) (*jitterretry.Retryer, <-chan error) {
+// queueForTurns makes a retryer whose limiter sends 10 a second on clock c,
+// takes the turn at 0, and has a caller with ctx wait for the turn at
+// 100 ms and then, 50 ms later, another for the turn at 200 ms, with a
+// deadline 5 s away; the errors they get arrive on the channels. The
+// callers sleep on the machine's timers, the clock standing still, and read
+// it next when they wake: the first first.
+func queueForTurns(t *testing.T, c *standingClock, ctx context.Context) (first, next <-chan error) {
 	t.Helper()
 	c.base = time.Now()
 	r := jitterretry.New(func(o *jitterretry.Options) {
@@ -2178,43 +2179,42 @@ func waitForTheSecondTurn(t *testing.T, c *standingClock, ctx context.Context) (
 	release, err := r.GetAttemptToken(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, release(nil))
-	got := make(chan error, 1)
-	c.reads.Store(0)
-	go func() {
-		_, err := r.GetAttemptToken(ctx)
-		got <- err
-	}()
-	// It reads the clock as it takes its place, and before it sleeps.
-	require.Eventually(t, func() bool { return c.reads.Load() >= 2 }, 5*time.Second, time.Millisecond)
-	return r, got
-}
-
-// takeTheTurnNow asserts that a caller gets the turn at once, the clock
-// standing at 100 ms, rather than the next turn, at 200 ms, which never comes.
-func takeTheTurnNow(t *testing.T, r *jitterretry.Retryer) {
-	t.Helper()
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	release, err := r.GetAttemptToken(ctx)
-	require.NoError(t, err, "expect the turn the caller ahead left taken now")
-	require.NoError(t, release(nil))
+	wait := func(ctx context.Context) <-chan error {
+		got := make(chan error, 1)
+		reads := c.reads.Load()
+		go func() {
+			release, err := r.GetAttemptToken(ctx)
+			if err == nil {
+				err = release(nil)
+			}
+			got <- err
+		}()
+		// It reads the clock as it takes its place, and before it sleeps.
+		require.Eventually(t, func() bool { return c.reads.Load() >= reads+2 }, 5*time.Second, time.Millisecond)
+		return got
+	}
+	first = wait(ctx)
+	time.Sleep(50 * time.Millisecond)
+	nextCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return first, wait(nextCtx)
 }
 
 // TestALimiterTurnWhoseCallerLeftGoesToTheNext: a caller whose context
 // ends as its turn in the send queue comes gives the turn on; the next
-// caller does not wait for the turn after it. (The place was given back
-// with the rest, and the queue sent below its rate once for every such
-// caller: helper-164.)
+// caller does not wait for the turn after it, which never comes. (The
+// place was given back with the rest, and the queue sent below its rate
+// once for every such caller: helper-164.)
 func TestALimiterTurnWhoseCallerLeftGoesToTheNext(t *testing.T) {
 	var c standingClock
 	ctx, leave := context.WithCancel(context.Background())
-	r, left := waitForTheSecondTurn(t, &c, ctx)
+	first, next := queueForTurns(t, &c, ctx)
 	c.offset.Store(int64(100 * time.Millisecond))
 	leave() // as its turn comes
 	var g *jitterretry.GiveUpError
-	require.ErrorAs(t, <-left, &g)
+	require.ErrorAs(t, <-first, &g)
 	require.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
-	takeTheTurnNow(t, r)
+	require.NoError(t, <-next, "expect the turn the caller ahead left taken, the clock standing at 100 ms")
 }
 
 // TestALimiterTurnFoundAfterTheContextEndedIsNotTaken: a caller that wakes
@@ -2225,15 +2225,15 @@ func TestALimiterTurnFoundAfterTheContextEndedIsNotTaken(t *testing.T) {
 	var c standingClock
 	ctx, leave := context.WithCancel(context.Background())
 	defer leave()
-	r, late := waitForTheSecondTurn(t, &c, ctx)
+	first, next := queueForTurns(t, &c, ctx)
 	c.offset.Store(int64(100 * time.Millisecond))
-	c.end.Store(&leave) // it wakes on its timer and reads the clock
-	err := <-late
+	c.end.Store(&leave) // the first wakes on its timer and reads the clock
+	err := <-first
 	var g *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &g, "expect no attempt on an ended context")
 	assert.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
 	assert.ErrorIs(t, err, context.Canceled)
-	takeTheTurnNow(t, r)
+	require.NoError(t, <-next, "expect the turn taken by the next, the clock standing at 100 ms")
 }
 
 // TestABackoffDelayerKeepsItsOwnThrottleCheck: a delayer of package

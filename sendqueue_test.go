@@ -301,8 +301,7 @@ func TestTinyMinRateStillPaces(t *testing.T) {
 }
 
 // A caller whose context ends as its turn comes gives back a place the
-// queue made due: its turn goes on, to the next place waiting or, none
-// waiting, to the next to come, not lost.
+// queue made due: its turn goes on to the next place waiting, not lost.
 
 func TestSendQueueDueTurnGivenBackGoesToTheNextPlace(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}, nil)
@@ -316,14 +315,4 @@ func TestSendQueueDueTurnGivenBackGoesToTheNextPlace(t *testing.T) {
 	wait, _ = delayAt(l, next, turn)
 	assert.Zero(t, wait, "expect the quitter's turn handed to the next place")
 	assert.Equal(t, 100*time.Millisecond, reserve(l, turn), "expect the newcomer at the next turn of the rate")
-}
-
-func TestSendQueueDueTurnGivenBackGoesToTheNextToCome(t *testing.T) {
-	l := newSendRate(SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}, nil)
-	placeAt(l, t0) // due at once
-	quitter := placeAt(l, t0)
-	turn := t0.Add(100 * time.Millisecond)
-	cancelAt(l, quitter, turn) // the queue makes it due first
-	assert.Zero(t, reserve(l, turn), "expect the quitter's turn kept for the next caller")
-	assert.Equal(t, 100*time.Millisecond, reserve(l, turn), "expect one turn kept, not two")
 }
