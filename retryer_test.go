@@ -2145,6 +2145,97 @@ func TestALimiterWaitTooLongForTheDeadlineHoldsTheCaller(t *testing.T) {
 	})
 }
 
+// standingClock is a retryer's clock that stands still but where the test
+// moves it, counts its readings, and ends a context as it is next read,
+// when told to.
+type standingClock struct {
+	base   time.Time
+	offset atomic.Int64
+	reads  atomic.Int64
+	end    atomic.Pointer[context.CancelFunc]
+}
+
+func (c *standingClock) now() time.Time {
+	c.reads.Add(1)
+	if end := c.end.Swap(nil); end != nil {
+		(*end)()
+	}
+	return c.base.Add(time.Duration(c.offset.Load()))
+}
+
+// queueForTurns makes a retryer whose limiter sends 10 a second on clock c,
+// takes the turn at 0, and has a caller with ctx wait for the turn at
+// 100 ms and then, 50 ms later, another for the turn at 200 ms, with a
+// deadline 5 s away; the errors they get arrive on the channels. The
+// callers sleep on the machine's timers, the clock standing still, and read
+// it next when they wake: the first first.
+func queueForTurns(t *testing.T, c *standingClock, ctx context.Context) (first, next <-chan error) {
+	t.Helper()
+	c.base = time.Now()
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}
+		o.Clock = c.now
+	})
+	release, err := r.GetAttemptToken(context.Background())
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	wait := func(ctx context.Context) <-chan error {
+		got := make(chan error, 1)
+		reads := c.reads.Load()
+		go func() {
+			release, err := r.GetAttemptToken(ctx)
+			if err == nil {
+				err = release(nil)
+			}
+			got <- err
+		}()
+		// It reads the clock as it takes its place, and before it sleeps.
+		require.Eventually(t, func() bool { return c.reads.Load() >= reads+2 }, 5*time.Second, time.Millisecond)
+		return got
+	}
+	first = wait(ctx)
+	time.Sleep(50 * time.Millisecond)
+	nextCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	t.Cleanup(cancel)
+	return first, wait(nextCtx)
+}
+
+// TestALimiterTurnWhoseCallerLeftGoesToTheNext: a caller whose context
+// ends as its turn in the send queue comes gives the turn on; the next
+// caller does not wait for the turn after it, which never comes. (The
+// place was given back with the rest, and the queue sent below its rate
+// once for every such caller: helper-164.)
+func TestALimiterTurnWhoseCallerLeftGoesToTheNext(t *testing.T) {
+	var c standingClock
+	ctx, leave := context.WithCancel(context.Background())
+	first, next := queueForTurns(t, &c, ctx)
+	c.offset.Store(int64(100 * time.Millisecond))
+	leave() // as its turn comes
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, <-first, &g)
+	require.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
+	require.NoError(t, <-next, "expect the turn the caller ahead left taken, the clock standing at 100 ms")
+}
+
+// TestALimiterTurnFoundAfterTheContextEndedIsNotTaken: a caller that wakes
+// to find its turn come and its context ended, on a machine too busy to
+// wake it in time, gets a GiveUpError rather than an attempt that fails at
+// once, and its turn goes to the next caller.
+func TestALimiterTurnFoundAfterTheContextEndedIsNotTaken(t *testing.T) {
+	var c standingClock
+	ctx, leave := context.WithCancel(context.Background())
+	defer leave()
+	first, next := queueForTurns(t, &c, ctx)
+	c.offset.Store(int64(100 * time.Millisecond))
+	c.end.Store(&leave) // the first wakes on its timer and reads the clock
+	err := <-first
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect no attempt on an ended context")
+	assert.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
+	assert.ErrorIs(t, err, context.Canceled)
+	require.NoError(t, <-next, "expect the turn taken by the next, the clock standing at 100 ms")
+}
+
 // TestABackoffDelayerKeepsItsOwnThrottleCheck: a delayer of package
 // delayers given as Options.Backoff computes every delay, as
 // retry.NewStandard's Backoff does, with its own Throttle check: the

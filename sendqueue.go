@@ -161,16 +161,33 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 	return max(secondsToDuration((float64(q.turns+ahead)-q.clock)/q.rate), 1), q.changed
 }
 
-// cancel gives p back at time now. A place already due, or given back
-// already, changes nothing. The first give-back in a window wakes the
-// callers behind it, so that a burst of give-ups wakes them once.
+// cancel gives p back at time now; its caller does not send. A place
+// given back already, and not yet passed by the line, changes nothing. A
+// place the queue made due gives its turn to the next place waiting, if
+// any: its caller's context ended as its turn came, and kept, the turn was
+// lost, the queue sending below its rate once for each such caller
+// (helper-164). The first give-back in a window with callers behind wakes
+// them, so that a burst of give-ups wakes them once; a caller handed a
+// turn after that finds it when it next asks, within a window. Each place
+// must be given back at most once, and never after it was sent: given back
+// twice once the line passed it, a place would give a turn it no longer
+// has. (waitToSend gives back only the place it did not send, once.)
 func (q *sendQueue) cancel(p sendPlace, now time.Time) {
 	l := q.line(p)
-	if !l.giveBack(p.place) {
+	switch {
+	case l.due(p.place):
+		if !q.waiting() || q.turns == 0 {
+			// None to take it: an idle queue keeps no turn (see clock).
+			return
+		}
+		q.turns--
+		q.hand(q.turnsDue())
+	case !l.giveBack(p.place):
 		return
+	case p.place+1 == l.issued && !(p.retry && q.firsts.waiting() > 0):
+		return // nobody behind
 	}
-	behind := p.place+1 < l.issued || (p.retry && q.firsts.waiting() > 0)
-	if behind && (q.wokenAt.IsZero() || now.Sub(q.wokenAt) >= sendWindow) {
+	if q.wokenAt.IsZero() || now.Sub(q.wokenAt) >= sendWindow {
 		q.wokenAt = now
 		q.wake()
 	}

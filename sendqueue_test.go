@@ -80,9 +80,12 @@ func TestSendQueueCancelMovesTheQueueUp(t *testing.T) {
 	wait, _ := delayAt(l, last, t0)
 	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller behind a cancelled place to move up")
 	cancelAt(l, last, t0)
-	assert.Equal(t, 10*time.Millisecond, reserve(l, t0), "expect the last place given back to be taken again")
-	cancelAt(l, first, t0) // already due: nothing to give back
-	assert.Equal(t, 20*time.Millisecond, reserve(l, t0))
+	again, wait, _ := reserveAt(l, t0)
+	assert.Equal(t, 10*time.Millisecond, wait, "expect the last place given back to be taken again")
+	cancelAt(l, first, t0) // due, not sent: its turn goes to the place waiting
+	wait, _ = delayAt(l, again, t0)
+	assert.Zero(t, wait)
+	assert.Equal(t, 10*time.Millisecond, reserve(l, t0))
 }
 
 func TestSendQueueSpacesSends(t *testing.T) {
@@ -295,4 +298,21 @@ func TestTinyMinRateStillPaces(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 1e-11, MinRate: 1e-11}, nil)
 	assert.Equal(t, time.Duration(0), reserve(l, t0))
 	assert.Equal(t, time.Duration(math.MaxInt64), reserve(l, t0), "expect the longest delay, not one overflowed to zero or below")
+}
+
+// A caller whose context ends as its turn comes gives back a place the
+// queue made due: its turn goes on to the next place waiting, not lost.
+
+func TestSendQueueDueTurnGivenBackGoesToTheNextPlace(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}, nil)
+	placeAt(l, t0) // due at once
+	quitter, next := placeAt(l, t0), placeAt(l, t0)
+	turn := t0.Add(100 * time.Millisecond)
+	wait, woken := delayAt(l, next, turn) // the quitter's turn came
+	require.Equal(t, 100*time.Millisecond, wait)
+	cancelAt(l, quitter, turn)
+	assert.True(t, closed(woken), "expect the next place's caller woken")
+	wait, _ = delayAt(l, next, turn)
+	assert.Zero(t, wait, "expect the quitter's turn handed to the next place")
+	assert.Equal(t, 100*time.Millisecond, reserve(l, turn), "expect the newcomer at the next turn of the rate")
 }

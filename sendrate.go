@@ -776,7 +776,8 @@ func (l *sendRate) fullLocked(now time.Time, wait time.Duration) bool {
 	return sent+r*wait.Seconds() >= 0.5*r*(span+wait).Seconds()
 }
 
-// cancel gives back a place that will not be sent.
+// cancel gives back a place that will not be sent, at most once (see
+// sendQueue.cancel).
 func (l *sendRate) cancel(p sendPlace) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
