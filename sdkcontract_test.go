@@ -653,6 +653,30 @@ func TestSDKContract_DifferenceRetryAnsweredByAConflict(t *testing.T) {
 	assert.Equal(t, uint(500), ours.Remaining(), "expect ours to give them back")
 }
 
+// TestSDKContract_RetriedConflictAnsweredByAConflictKeepsItsCost: a
+// conflict the caller made retryable (retry.AddWithErrorCodes) and
+// answered by a conflict again keeps its cost, in ours as in the SDK's
+// bucket: refunded, the retries of an item that stays hot never drained
+// the bucket, and only the attempt limit bounded them (an outside
+// review). A retry of another error answered by a conflict is still
+// refunded (above).
+func TestSDKContract_RetriedConflictAnsweredByAConflictKeepsItsCost(t *testing.T) {
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.RateLimiter = sdkBucket
+		o.Backoff = fixedBackoff(0)
+	})
+	ours := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	for _, r := range []aws.Retryer{sdk, ours} {
+		retried := retry.AddWithErrorCodes(r, "ConditionalCheckFailedException")
+		attempts, err := operation(context.Background(), retried, script(conflictErr, conflictErr, conflictErr))
+		requireAttempts(t, 3, attempts, err)
+		require.Error(t, err)
+	}
+	assert.Equal(t, uint(472), sdkBucket.Remaining(), "expect the SDK to keep both retries' 14 tokens")
+	assert.Equal(t, uint(472), ours.Remaining(), "expect ours to keep them too")
+}
+
 // TestSDKContract_LongPollingContextBackoff: a long-polling operation whose
 // budget is empty still backs off after a throttle, with the 1 s throttle
 // base. The SDK's middleware learns of long polling from the context, which
