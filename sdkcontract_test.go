@@ -633,17 +633,23 @@ func TestSDKContract_Retry2026StandardMode(t *testing.T) {
 	}
 }
 
-// TestSDKContract_DifferenceRetryAnsweredByAConflict: a retry of a 5xx whose
-// answer is a ConditionalCheckFailedException keeps its cost in the SDK's
-// bucket and gets it back in ours: the service answered as a healthy one
-// does (see lane.retryRelease and the README's side-by-side).
-func TestSDKContract_DifferenceRetryAnsweredByAConflict(t *testing.T) {
+// sdkAndOursWithoutBackoff returns retry.NewStandard() and New(), both
+// with a backoff of 0, and the SDK's bucket to read.
+func sdkAndOursWithoutBackoff() (*ratelimit.TokenRateLimit, *retry.Standard, *jitterretry.Retryer) {
 	sdkBucket := ratelimit.NewTokenRateLimit(500)
 	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
 		o.RateLimiter = sdkBucket
 		o.Backoff = fixedBackoff(0)
 	})
-	ours := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	return sdkBucket, sdk, jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+}
+
+// TestSDKContract_DifferenceRetryAnsweredByAConflict: a retry of a 5xx whose
+// answer is a ConditionalCheckFailedException keeps its cost in the SDK's
+// bucket and gets it back in ours: the service answered as a healthy one
+// does (see lane.retryRelease and the README's side-by-side).
+func TestSDKContract_DifferenceRetryAnsweredByAConflict(t *testing.T) {
+	sdkBucket, sdk, ours := sdkAndOursWithoutBackoff()
 	for _, r := range []aws.RetryerV2{sdk, ours} {
 		attempts, err := operation(context.Background(), r, script(serverErr, conflictErr))
 		requireAttempts(t, 2, attempts, err)
@@ -661,12 +667,7 @@ func TestSDKContract_DifferenceRetryAnsweredByAConflict(t *testing.T) {
 // review). A retry of another error answered by a conflict is still
 // refunded (above).
 func TestSDKContract_RetriedConflictAnsweredByAConflictKeepsItsCost(t *testing.T) {
-	sdkBucket := ratelimit.NewTokenRateLimit(500)
-	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
-		o.RateLimiter = sdkBucket
-		o.Backoff = fixedBackoff(0)
-	})
-	ours := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	sdkBucket, sdk, ours := sdkAndOursWithoutBackoff()
 	for _, r := range []aws.Retryer{sdk, ours} {
 		retried := retry.AddWithErrorCodes(r, "ConditionalCheckFailedException")
 		attempts, err := operation(context.Background(), retried, script(conflictErr, conflictErr, conflictErr))
