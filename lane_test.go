@@ -79,7 +79,7 @@ func TestFullPartitionTableForgetsTheLeastRecentlyUsed(t *testing.T) {
 	require.NoError(t, r.Err())
 	busy := func(key string) *lane {
 		l := r.lanes.get(WithPartition(context.Background(), key))
-		_, _, _, ok := l.take(context.Background(), 5) // a bucket not full: nothing idle to forget
+		_, _, _, ok := l.take(context.Background(), 5, false) // a bucket not full: nothing idle to forget
 		require.True(t, ok)
 		return l
 	}
@@ -105,7 +105,7 @@ func TestFullPartitionTableForgetsABatchOfTheLeastRecentlyUsed(t *testing.T) {
 	lanes := make([]*lane, maxPartitions)
 	for i := range lanes {
 		lanes[i] = r.lanes.get(ctx(i))
-		_, _, _, ok := lanes[i].take(context.Background(), 5) // nothing idle to forget
+		_, _, _, ok := lanes[i].take(context.Background(), 5, false) // nothing idle to forget
 		require.True(t, ok)
 	}
 	require.Len(t, r.lanes.m, maxPartitions)

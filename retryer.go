@@ -259,7 +259,11 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // partition, even while the limiter holds callers back (see GetRetryToken),
 // and no retry that GetRetryToken and RetryDelay admit goes ahead of first
 // attempts in the limiter's queue: its next attempt might not wait its
-// turn. (A Do loop's retry still may: its attempt is one that waits.)
+// turn. (A Do loop's retry still may: its attempt is one that waits.) Its
+// attempts are not timed: the deadline margin learnt per operation (see
+// Options.DeadlineMargin) learns nothing from them: a retryer called only
+// through this path keeps a margin of 0, as the SDK's, unless
+// DeadlineMargin is set.
 func (r *Retryer) GetInitialToken() func(error) error {
 	if r.ready() != nil {
 		return func(error) error { return nil }

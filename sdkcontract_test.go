@@ -633,17 +633,23 @@ func TestSDKContract_Retry2026StandardMode(t *testing.T) {
 	}
 }
 
-// TestSDKContract_DifferenceRetryAnsweredByAConflict: a retry of a 5xx whose
-// answer is a ConditionalCheckFailedException keeps its cost in the SDK's
-// bucket and gets it back in ours: the service answered as a healthy one
-// does (see lane.retryRelease and the README's side-by-side).
-func TestSDKContract_DifferenceRetryAnsweredByAConflict(t *testing.T) {
+// sdkAndOursWithoutBackoff returns retry.NewStandard() and New(), both
+// with a backoff of 0, and the SDK's bucket to read.
+func sdkAndOursWithoutBackoff() (*ratelimit.TokenRateLimit, *retry.Standard, *jitterretry.Retryer) {
 	sdkBucket := ratelimit.NewTokenRateLimit(500)
 	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
 		o.RateLimiter = sdkBucket
 		o.Backoff = fixedBackoff(0)
 	})
-	ours := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+	return sdkBucket, sdk, jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
+}
+
+// TestSDKContract_DifferenceRetryAnsweredByAConflict: a retry of a 5xx whose
+// answer is a ConditionalCheckFailedException keeps its cost in the SDK's
+// bucket and gets it back in ours: the service answered as a healthy one
+// does (see lane.retryRelease and the README's side-by-side).
+func TestSDKContract_DifferenceRetryAnsweredByAConflict(t *testing.T) {
+	sdkBucket, sdk, ours := sdkAndOursWithoutBackoff()
 	for _, r := range []aws.RetryerV2{sdk, ours} {
 		attempts, err := operation(context.Background(), r, script(serverErr, conflictErr))
 		requireAttempts(t, 2, attempts, err)
@@ -651,6 +657,25 @@ func TestSDKContract_DifferenceRetryAnsweredByAConflict(t *testing.T) {
 	}
 	assert.Equal(t, uint(486), sdkBucket.Remaining(), "expect the SDK to keep the retry's 14 tokens")
 	assert.Equal(t, uint(500), ours.Remaining(), "expect ours to give them back")
+}
+
+// TestSDKContract_RetriedConflictAnsweredByAConflictKeepsItsCost: a
+// conflict the caller made retryable (retry.AddWithErrorCodes) and
+// answered by a conflict again keeps its cost, in ours as in the SDK's
+// bucket: refunded, the retries of an item that stays hot never drained
+// the bucket, and only the attempt limit bounded them (an outside
+// review). A retry of another error answered by a conflict is still
+// refunded (above).
+func TestSDKContract_RetriedConflictAnsweredByAConflictKeepsItsCost(t *testing.T) {
+	sdkBucket, sdk, ours := sdkAndOursWithoutBackoff()
+	for _, r := range []aws.Retryer{sdk, ours} {
+		retried := retry.AddWithErrorCodes(r, "ConditionalCheckFailedException")
+		attempts, err := operation(context.Background(), retried, script(conflictErr, conflictErr, conflictErr))
+		requireAttempts(t, 3, attempts, err)
+		require.Error(t, err)
+	}
+	assert.Equal(t, uint(472), sdkBucket.Remaining(), "expect the SDK to keep both retries' 14 tokens")
+	assert.Equal(t, uint(472), ours.Remaining(), "expect ours to keep them too")
 }
 
 // TestSDKContract_LongPollingContextBackoff: a long-polling operation whose

@@ -20,6 +20,9 @@ type ticket struct {
 	cost    uint
 	foreign func() error      // a foreign RateLimiter's release; nil with the bucket
 	release func(error) error // the SDK-style release: a refund on success
+	// forConflict: the retry is of a conflict, which a conflict's answer
+	// does not refund (see lane.retryRelease).
+	forConflict bool
 }
 
 // refund gives the cost back without a success, and returns how many tokens
@@ -32,12 +35,12 @@ func (t ticket) refund() uint { return t.lane.refund(t.cost, t.foreign) }
 // full): it leaves what the release would have left, net of that refund. A
 // success, refunded, gets what the refund could not put back, and leaves
 // the skip of the attempt release that follows it; a conflict is refunded
-// too; any other failure spends the cost, so what the refund put back is
+// too, but for a conflict's retry; any other failure spends the cost, so what the refund put back is
 // taken back, as far as the bucket still holds it. A foreign RateLimiter
 // keeps the refund as it was: taking from it may block.
 func (t ticket) settleLate(err error, refunded uint) {
 	l := t.lane
-	conflict := err != nil && l.isConflict != nil && l.isConflict(err)
+	conflict := !t.forConflict && err != nil && l.isConflict != nil && l.isConflict(err)
 	switch {
 	case l.bucket == nil:
 	case err == nil || conflict:

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -24,7 +25,7 @@ func TestTrackedStaleReferenceLeavesTheNextRetryAlone(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
 	paid := func() ticket {
-		release, foreign, _, ok := l.take(ctx, 5)
+		release, foreign, _, ok := l.take(ctx, 5, false)
 		require.True(t, ok)
 		return ticket{lane: l, cost: 5, foreign: foreign, release: release}
 	}
@@ -55,6 +56,28 @@ func TestTrackedStaleReferenceLeavesTheNextRetryAlone(t *testing.T) {
 	cancel()
 	require.True(t, tr.reclaim(), "expect the held retry's tokens reclaimed")
 	assert.Equal(t, held+5, r.Remaining())
+}
+
+// TestALateConflictKeepsAConflictRetrysCost: a retry swept and refunded
+// before its answer came settles it as its release would have: a conflict
+// answer gives a retry's cost back, but not a conflict's retry's (see
+// lane.retryRelease).
+func TestALateConflictKeepsAConflictRetrysCost(t *testing.T) {
+	conflict := &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"}
+	for _, forConflict := range []bool{false, true} {
+		r := New()
+		require.NoError(t, r.Err())
+		l := r.lanes.main
+		release, foreign, _, ok := l.take(context.Background(), 14, forConflict)
+		require.True(t, ok)
+		paid := ticket{lane: l, cost: 14, foreign: foreign, release: release, forConflict: forConflict}
+		paid.settleLate(conflict, paid.refund())
+		want := uint(500)
+		if forConflict {
+			want = 486
+		}
+		assert.Equal(t, want, r.Remaining(), "a conflict's retry: %v", forConflict)
+	}
 }
 
 // TestLateReadingDoesNotSweepAgain: a caller that read the clock just before
