@@ -2163,13 +2163,9 @@ func (c *standingClock) now() time.Time {
 	return c.base.Add(time.Duration(c.offset.Load()))
 }
 
-// queueForTurns makes a retryer whose limiter sends 10 a second on clock c,
-// takes the turn at 0, and has a caller with ctx wait for the turn at
-// 100 ms and then, 50 ms later, another for the turn at 200 ms, with a
-// deadline 5 s away; the errors they get arrive on the channels. The
-// callers sleep on the machine's timers, the clock standing still, and read
-// it next when they wake: the first first.
-func queueForTurns(t *testing.T, c *standingClock, ctx context.Context) (first, next <-chan error) {
+// limitedOn makes a retryer whose limiter sends 10 a second on clock c,
+// and takes the turn at 0.
+func limitedOn(t *testing.T, c *standingClock) *jitterretry.Retryer {
 	t.Helper()
 	c.base = time.Now()
 	r := jitterretry.New(func(o *jitterretry.Options) {
@@ -2179,25 +2175,63 @@ func queueForTurns(t *testing.T, c *standingClock, ctx context.Context) (first, 
 	release, err := r.GetAttemptToken(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, release(nil))
-	wait := func(ctx context.Context) <-chan error {
-		got := make(chan error, 1)
-		reads := c.reads.Load()
-		go func() {
-			release, err := r.GetAttemptToken(ctx)
-			if err == nil {
-				err = release(nil)
-			}
-			got <- err
-		}()
-		// It reads the clock as it takes its place, and before it sleeps.
-		require.Eventually(t, func() bool { return c.reads.Load() >= reads+2 }, 5*time.Second, time.Millisecond)
-		return got
-	}
-	first = wait(ctx)
+	return r
+}
+
+// waitInQueue has a caller with ctx wait for its turn at r, and returns
+// once it waits; the error it gets arrives on the channel. It sleeps on
+// the machine's timers, the clock standing still, and reads it next when
+// it wakes.
+func waitInQueue(t *testing.T, r *jitterretry.Retryer, c *standingClock, ctx context.Context) <-chan error {
+	t.Helper()
+	got := make(chan error, 1)
+	reads := c.reads.Load()
+	go func() {
+		release, err := r.GetAttemptToken(ctx)
+		if err == nil {
+			err = release(nil)
+		}
+		got <- err
+	}()
+	// It reads the clock as it takes its place, and before it sleeps.
+	require.Eventually(t, func() bool { return c.reads.Load() >= reads+2 }, 5*time.Second, time.Millisecond)
+	return got
+}
+
+// queueForTurns has, at limitedOn(c), a caller with ctx wait for the turn
+// at 100 ms and then, 50 ms later, another for the turn at 200 ms, with a
+// deadline 5 s away: the first wakes first.
+func queueForTurns(t *testing.T, c *standingClock, ctx context.Context) (first, next <-chan error) {
+	t.Helper()
+	r := limitedOn(t, c)
+	first = waitInQueue(t, r, c, ctx)
 	time.Sleep(50 * time.Millisecond)
 	nextCtx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	t.Cleanup(cancel)
-	return first, wait(nextCtx)
+	return first, waitInQueue(t, r, c, nextCtx)
+}
+
+// TestALimiterWaiterFarBackSeesTheCallersAheadLeave: a caller two seconds
+// back in the send queue, which looks again every window without asking
+// the limiter while its turn cannot have come, finds the 20 places ahead
+// of it given back: sent at the next turn, the clock standing there.
+func TestALimiterWaiterFarBackSeesTheCallersAheadLeave(t *testing.T) {
+	var c standingClock
+	r := limitedOn(t, &c)
+	ahead, leave := context.WithCancel(context.Background())
+	var left []<-chan error
+	for range 20 {
+		left = append(left, waitInQueue(t, r, &c, ahead))
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	far := waitInQueue(t, r, &c, ctx) // its turn at 2.1 s
+	leave()
+	for _, err := range left {
+		require.Error(t, <-err)
+	}
+	c.offset.Store(int64(100 * time.Millisecond))
+	require.NoError(t, <-far, "expect it sent at the turn at 100 ms, its places ahead given back")
 }
 
 // TestALimiterTurnWhoseCallerLeftGoesToTheNext: a caller whose context

@@ -23,7 +23,7 @@ import (
 // A place given back costs no time: the line steps over it.
 //
 // Its methods are called under the limiter's lock. The zero value is an
-// unlimited queue; init makes its wake channel.
+// unlimited queue; init makes its wake channels.
 type sendQueue struct {
 	rate float64 // turns per second; +Inf while unlimited
 	// clock counts the turns come due at the rate: turn n (from 0) is due
@@ -34,10 +34,19 @@ type sendQueue struct {
 	turns    uint64
 	servedAt time.Time
 	retries  sendLine
-	firsts   sendLine      // first attempts
-	changed  chan struct{} // closed, and replaced, to wake the waiting callers
-	watched  bool          // changed was handed to a waiting caller
-	wokenAt  time.Time     // when a give-back last woke the waiting callers
+	firsts   sendLine // first attempts
+	// near wakes the callers whose turn may come within a window or a
+	// turn, far the others, who ask again within a window anyway: woken
+	// with the rest at every give-back, thousands of waiters queued to
+	// run, and held the refusals among them past their deadlines.
+	near, far sendWake
+	wokenAt   time.Time // when a give-back last woke the near callers
+}
+
+// sendWake wakes the callers waiting on it.
+type sendWake struct {
+	changed chan struct{} // closed, and replaced, to wake them
+	watched bool          // changed was handed to a waiting caller
 }
 
 // sendLine is one line of places, numbered from 0 in the order taken.
@@ -55,7 +64,8 @@ type sendPlace struct {
 }
 
 func (q *sendQueue) init(rate float64) {
-	q.rate, q.changed = rate, make(chan struct{})
+	q.rate = rate
+	q.near.changed, q.far.changed = make(chan struct{}), make(chan struct{})
 }
 
 func (q *sendQueue) line(p sendPlace) *sendLine {
@@ -150,15 +160,22 @@ func (q *sendQueue) reserve(retry bool) (sendPlace, bool) {
 func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 	l := q.line(p)
 	if l.due(p.place) || math.IsInf(q.rate, 1) {
-		return 0, q.changed
+		return 0, nil
 	}
 	ahead := l.ahead(p.place)
 	if !p.retry {
 		ahead += q.retries.waiting()
 	}
-	q.watched = true
 	// At least a nanosecond: a place is due only once handed its turn.
-	return max(secondsToDuration((float64(q.turns+ahead)-q.clock)/q.rate), 1), q.changed
+	wait := max(secondsToDuration((float64(q.turns+ahead)-q.clock)/q.rate), 1)
+	w := &q.far
+	if wait <= sendWindow || wait-sendWindow <= secondsToDuration(1/q.rate) {
+		// One place given back ahead may make it due before it would
+		// ask again.
+		w = &q.near
+	}
+	w.watched = true
+	return wait, w.changed
 }
 
 // cancel gives p back at time now; its caller does not send. A place
@@ -167,7 +184,8 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 // any: its caller's context ended as its turn came, and kept, the turn was
 // lost, the queue sending below its rate once for each such caller
 // (helper-164). The first give-back in a window with callers behind wakes
-// them, so that a burst of give-ups wakes them once; a caller handed a
+// those whose turn may come within a window or a turn, so that a burst of
+// give-ups wakes them once; a caller handed a
 // turn after that finds it when it next asks, within a window. Each place
 // must be given back at most once, and never after it was sent: given back
 // twice once the line passed it, a place would give a turn it no longer
@@ -189,7 +207,7 @@ func (q *sendQueue) cancel(p sendPlace, now time.Time) {
 	}
 	if q.wokenAt.IsZero() || now.Sub(q.wokenAt) >= sendWindow {
 		q.wokenAt = now
-		q.wake()
+		q.near.wake()
 	}
 }
 
@@ -212,12 +230,17 @@ func (q *sendQueue) setRate(r float64) {
 }
 
 func (q *sendQueue) wake() {
-	if !q.watched {
+	q.near.wake()
+	q.far.wake()
+}
+
+func (w *sendWake) wake() {
+	if !w.watched {
 		return
 	}
-	close(q.changed)
-	q.changed = make(chan struct{})
-	q.watched = false
+	close(w.changed)
+	w.changed = make(chan struct{})
+	w.watched = false
 }
 
 func (l *sendLine) due(place uint64) bool { return place < l.next }

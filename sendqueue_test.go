@@ -164,19 +164,26 @@ func TestSendQueueUnlimitedSendsRetriesAtOnce(t *testing.T) {
 
 func TestSendQueueGiveBackWakesTheCallersBehind(t *testing.T) {
 	l := newSendRate(SendRateOptions{InitialRate: 100, MinRate: 100, MaxRate: 100}, nil)
-	places := make([]sendPlace, 12)
+	places := make([]sendPlace, 10)
 	for i := range places {
 		places[i] = placeAt(l, t0)
 	}
-	stale, woken := delayAt(l, places[11], t0)
-	require.Equal(t, 110*time.Millisecond, stale)
-	for _, p := range places[1:11] {
+	stale, woken := delayAt(l, places[9], t0)
+	require.Equal(t, 90*time.Millisecond, stale)
+	placeAt(l, t0)
+	placeAt(l, t0)
+	farPlace := placeAt(l, t0)
+	_, far := delayAt(l, farPlace, t0) // 120 ms: one give-back leaves it over a window back
+	for _, p := range places[1:9] {
 		cancelAt(l, p, t0)
 	}
 	assert.True(t, closed(woken), "expect the caller behind the places given back woken")
-	wait, again := delayAt(l, places[11], t0)
+	assert.False(t, closed(far), "expect a caller over a window back left to ask again within a window")
+	wait, again := delayAt(l, places[9], t0)
 	assert.Equal(t, 10*time.Millisecond, wait, "expect it next after the first place")
-	assert.Equal(t, 20*time.Millisecond, reserve(l, t0), "expect a newcomer behind it, not ahead")
+	wait, _ = delayAt(l, farPlace, t0)
+	assert.Equal(t, 40*time.Millisecond, wait)
+	assert.Equal(t, 50*time.Millisecond, reserve(l, t0), "expect a newcomer behind them, not ahead")
 
 	// More give-backs within the window wake nobody: the woken callers ask
 	// again within a window anyway, and a burst of n give-ups must not wake
@@ -195,6 +202,21 @@ func TestSendQueueGiveBackWakesTheCallersBehind(t *testing.T) {
 	_, woken = delayAt(l, behind, later)
 	cancelAt(l, ahead, later)
 	assert.True(t, closed(woken), "expect a give-back a window later to wake the callers behind")
+}
+
+// TestSendQueueGiveBackWakesTheNextTurnAtALowRate: at 5 a second a place
+// 250 ms back is one place given back from its turn: woken, not left to
+// its next look (helper-170).
+func TestSendQueueGiveBackWakesTheNextTurnAtALowRate(t *testing.T) {
+	l := newSendRate(SendRateOptions{InitialRate: 5, MinRate: 5, MaxRate: 5}, nil)
+	placeAt(l, t0) // due at once
+	ahead, behind := placeAt(l, t0), placeAt(l, t0)
+	wait, woken := delayAt(l, behind, t0.Add(150*time.Millisecond))
+	require.Equal(t, 250*time.Millisecond, wait)
+	cancelAt(l, ahead, t0.Add(150*time.Millisecond))
+	assert.True(t, closed(woken), "expect the caller behind woken")
+	wait, _ = delayAt(l, behind, t0.Add(150*time.Millisecond))
+	assert.Equal(t, 50*time.Millisecond, wait)
 }
 
 func TestSendQueueGiveBackTwiceChangesNothing(t *testing.T) {

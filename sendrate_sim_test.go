@@ -33,13 +33,21 @@ type simClient struct {
 	ok, thr, sent []int
 
 	// The workers waiting for their turn sleep until their delay or a
-	// window, or until the limiter closes the channel it gave them, as
-	// waitToSend does: a wake makes them all ask again at once, and the
-	// polls they had scheduled stale (their generation is older).
+	// window, or until the limiter closes the channel it gave them (it
+	// gives one only to those whose turn may come within a window), as
+	// waitToSend does: a wake makes those asleep on the channel ask again
+	// at once, and the polls they had scheduled stale (their generation
+	// is older).
+	asleep  []simSleepers     // in the order the channels were handed out
+	waiting map[uint64]uint64 // the places still waiting, and the generation of their poll
+}
+
+// simSleepers are the places asleep on one channel, each with the
+// generation of its poll then, in the order they fell asleep.
+type simSleepers struct {
 	changed <-chan struct{}
-	gen     uint64
-	asleep  []uint64        // the places waiting since the last wake, in order
-	waiting map[uint64]bool // the places still waiting
+	places  []sendPlace
+	gens    []uint64
 }
 
 // simService admits requests from a token bucket of capacity per second
@@ -92,7 +100,7 @@ type simEvent struct {
 	at     time.Time
 	client *simClient
 	place  sendPlace // a worker waiting for its turn
-	gen    uint64    // of the client's wakes, when the poll was scheduled
+	gen    uint64    // of the place's polls, when the poll was scheduled
 	answer bool      // an answer arrives
 	asks   bool      // a worker's backoff ends: it asks for a place
 	fresh  bool      // a place's first poll: not waiting yet, so no wake replaces it
@@ -137,26 +145,40 @@ func (s *limiterSim) ask(c *simClient, t time.Time) {
 	}
 	p := placeAt(c.l, t)
 	s.wake(c, t)
-	heap.Push(&s.events, simEvent{at: t, client: c, place: p, gen: c.gen, fresh: true})
+	heap.Push(&s.events, simEvent{at: t, client: c, place: p, fresh: true})
 }
 
-// wake makes the sleeping workers of c ask again at t if the limiter
-// closed the channel they wait on, and reports whether it did.
-func (s *limiterSim) wake(c *simClient, t time.Time) bool {
-	if c.changed == nil || !closed(c.changed) {
-		return false
-	}
-	c.changed = nil
-	c.gen++
+// wake makes the workers of c asleep on a channel the limiter closed ask
+// again at t.
+func (s *limiterSim) wake(c *simClient, t time.Time) {
 	kept := c.asleep[:0]
-	for _, p := range c.asleep {
-		if c.waiting[p] {
-			kept = append(kept, p)
-			heap.Push(&s.events, simEvent{at: t, client: c, place: sendPlace{place: p}, gen: c.gen})
+	for _, z := range c.asleep {
+		if !closed(z.changed) {
+			kept = append(kept, z)
+			continue
+		}
+		for i, p := range z.places {
+			if gen, ok := c.waiting[p.place]; ok && gen == z.gens[i] {
+				c.waiting[p.place] = gen + 1
+				heap.Push(&s.events, simEvent{at: t, client: c, place: p, gen: gen + 1})
+			}
 		}
 	}
+	clear(c.asleep[len(kept):])
 	c.asleep = kept
-	return true
+}
+
+// sleep has the worker waiting at place p, its poll of generation gen
+// scheduled, sleep on changed too.
+func (c *simClient) sleep(changed <-chan struct{}, p sendPlace, gen uint64) {
+	if changed == nil {
+		return
+	}
+	if n := len(c.asleep); n == 0 || c.asleep[n-1].changed != changed {
+		c.asleep = append(c.asleep, simSleepers{changed: changed})
+	}
+	z := &c.asleep[len(c.asleep)-1]
+	z.places, z.gens = append(z.places, p), append(z.gens, gen)
 }
 
 // run processes events until d of virtual time has passed since t0.
@@ -191,26 +213,22 @@ func (s *limiterSim) run(d time.Duration) {
 			continue
 		}
 		if !c.unlimited {
-			if e.gen != c.gen && !e.fresh {
+			if gen, ok := c.waiting[e.place.place]; !e.fresh && (!ok || gen != e.gen) {
 				continue // a wake made this worker ask again already
 			}
 			// This poll is the worker's only one: out of the waiting
 			// places while it asks, so that a wake it causes does not
 			// schedule a second poll for the same worker.
-			wasWaiting := c.waiting[e.place.place]
 			delete(c.waiting, e.place.place)
 			wait, changed := delayAt(c.l, e.place, e.at)
-			woke := s.wake(c, e.at)
+			s.wake(c, e.at)
 			if wait > 0 {
 				if c.waiting == nil {
-					c.waiting = map[uint64]bool{}
+					c.waiting = map[uint64]uint64{}
 				}
-				c.waiting[e.place.place] = true
-				if !wasWaiting || woke {
-					c.asleep = append(c.asleep, e.place.place)
-				}
-				c.changed = changed
-				e.at, e.gen, e.fresh = e.at.Add(min(wait, sendWindow)), c.gen, false
+				e.at, e.gen, e.fresh = e.at.Add(min(wait, sendWindow)), e.gen+1, false
+				c.waiting[e.place.place] = e.gen
+				c.sleep(changed, e.place, e.gen)
 				heap.Push(&s.events, e)
 				continue
 			}

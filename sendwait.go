@@ -11,7 +11,8 @@ import (
 // line for a retry's attempt: one the limiter expects of ctx's operation,
 // or the first of a Do loop's retry) and waits until it is due, asking
 // again at least once a window and whenever the limiter wakes it (a cut, a
-// rise, the first place given back in a window). When the wait
+// rise; the first place given back in a window, when its turn may come
+// within a window or a turn). When the wait
 // would end, with the attempt's time (see sendMargin), past ctx's deadline
 // (unless deadline give-ups are off), it holds the place until the deadline
 // less that time and refusalReserve, and then, if the place is still not
@@ -27,6 +28,8 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	}()
 	waited := time.Duration(0)
 	var since time.Time // when the wait began
+	var naps napper
+	defer naps.stop()
 	// ended records the wait of a caller that waited: sent ("queued"), or
 	// given up during it (the reason), so that the waits of an overloaded
 	// queue, whose callers give up, are not missing from the histogram.
@@ -76,7 +79,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 				nap, held = min(nap, left-refusalReserve), true
 			}
 		}
-		err := sleepUntil(ctx, nap, changed)
+		err := naps.sleep(ctx, nap, changed)
 		waited += r.now().Sub(now)
 		if err == nil {
 			// Due, a caller woken late, on a busy machine, may find its
