@@ -2,6 +2,7 @@ package jitterretry
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -77,6 +78,40 @@ func TestALateConflictKeepsAConflictRetrysCost(t *testing.T) {
 			want = 486
 		}
 		assert.Equal(t, want, r.Remaining(), "a conflict's retry: %v", forConflict)
+	}
+}
+
+// TestASweepRefundsARetryAbandonedUnderALiveContext: a retry whose
+// release the SDK dropped (it could not rewind the request's body) under a
+// context that never ends is refunded a minute after its backoff, or,
+// when that is not known, after a sweep first saw it held: its slot held
+// for good, the table filled and every retry slowed (helper-171). A
+// release that still comes settles against the refund.
+func TestASweepRefundsARetryAbandonedUnderALiveContext(t *testing.T) {
+	for _, knownBackoff := range []bool{true, false} {
+		now := t0
+		r := New(func(o *Options) { o.Clock = func() time.Time { return now } })
+		require.NoError(t, r.Err())
+		l, tr := r.lanes.main, r.tracked
+		release, foreign, _, ok := l.take(context.Background(), 5, false)
+		require.True(t, ok)
+		ref, releaseTracked := tr.track(context.Background(), ticket{lane: l, cost: 5, foreign: foreign, release: release}, time.Time{}, 0)
+		require.NotNil(t, ref.slot)
+		if knownBackoff {
+			tr.backoffEnds(ref, now.Add(10*time.Millisecond))
+			now = now.Add(10 * time.Millisecond)
+		} else {
+			now = now.Add(10 * time.Millisecond)
+			tr.reclaim() // first seen held
+		}
+		now = now.Add(abandonAfter - time.Millisecond)
+		assert.False(t, tr.reclaim(), "expect no refund before a minute (backoff known: %v)", knownBackoff)
+		assert.Equal(t, uint(495), r.Remaining())
+		now = now.Add(time.Millisecond)
+		assert.True(t, tr.reclaim(), "expect the abandoned retry refunded (backoff known: %v)", knownBackoff)
+		assert.Equal(t, uint(500), r.Remaining())
+		require.NoError(t, releaseTracked(errors.New("sent after all, and failed")))
+		assert.Equal(t, uint(495), r.Remaining(), "expect a late release to settle against the refund")
 	}
 }
 
