@@ -72,8 +72,8 @@ func (t ticket) settleLate(err error, refunded uint) {
 //     that finds its tokens refunded, and settles the difference: see
 //     ticket.settleLate),
 //
-// and a held retry whose context lives on when it is still not released
-// abandonAfter after its backoff's end.
+// and stops tracking, refunding nothing, a held retry whose context lives
+// on when it is still not released abandonAfter after its backoff's end.
 //
 // A released retry keeps the SDK's accounting: a sent retry has spent its
 // cost, even if its context ends before the middleware releases it.
@@ -92,9 +92,12 @@ const (
 	// that lives as long as the process the slot was held for good; the
 	// table filled, every retry then scanned it twice and a sweep of it
 	// ran every millisecond (95-124 µs a retry, against 3.1 µs), and a
-	// cancelled backoff's tokens were kept (helper-171). A retry still
-	// being sent then, an attempt of over a minute, is refunded early and
-	// settles when its release comes (see ticket.settleLate).
+	// cancelled backoff's tokens were kept (helper-171). Such a retry is
+	// no longer tracked, its tokens left spent, as the SDK leaves them:
+	// one still being sent (an attempt of over a minute) releases them
+	// itself, and refunded instead, the retries of an outage whose
+	// attempts hang would have refilled the budget every minute
+	// (helper-172: 350 retries in 10 minutes against 35).
 	abandonAfter = time.Minute
 	// trackSlots is the size of each of the trackShards shards: at most
 	// 4096 retries are tracked at once (a retry whose backoff was cut
@@ -169,9 +172,11 @@ type trackSlot struct {
 	doneSeen, heldSeen time.Duration
 	// swept: a sweep refunded the retry, putting refunded tokens back in
 	// the bucket (both written before the slot is retired, read after), so
-	// a release that still comes was sent.
-	swept    bool
-	refunded uint
+	// a release that still comes was sent. abandoned: a sweep stopped
+	// tracking the retry, refunding nothing (see abandonAfter), so a
+	// release that still comes is the retry's own.
+	swept, abandoned bool
+	refunded         uint
 
 	release func(error) error // built once: claims the slot and releases t
 }
@@ -200,9 +205,14 @@ func newTrackSlot() *trackSlot {
 		// values may be large, and 4096 slots would keep them for as long
 		// as the retryer lives), then frees the slot.
 		if !s.claim(anyGeneration, slotSetup) {
-			if s.word.Load()&stateMask == slotRetired && s.swept {
+			if s.word.Load()&stateMask == slotRetired {
 				// Retired for good, the slot keeps this retry's ticket.
-				s.t.settleLate(err, s.refunded)
+				switch {
+				case s.abandoned:
+					return s.t.release(err)
+				case s.swept:
+					s.t.settleLate(err, s.refunded)
+				}
 			}
 			return nil
 		}
@@ -450,11 +460,16 @@ func (sh *trackShard) retire(d sweptSlot, tr *tracked) bool {
 	if !ok || !s.stillDue(tr, w) {
 		return false
 	}
-	s.swept, s.refunded = true, 0
 	defer func() {
 		s.word.Store(slotRetired)
 		sh.slots[d.index].CompareAndSwap(s, nil)
 	}()
+	if s.ctx.Err() == nil {
+		// Held past abandonAfter: no longer tracked, nothing refunded.
+		s.abandoned = true
+		return false
+	}
+	s.swept, s.refunded = true, 0
 	s.refunded = s.t.refund()
 	return true
 }
@@ -512,9 +527,10 @@ func (s *trackSlot) stillDue(tr *tracked, w uint64) (due bool) {
 func steppedBack(at, last time.Duration) bool { return last-at >= reclaimGrace }
 
 // due reports whether a sweep at time at should refund the slot's retry,
-// whose backoff ends at wake (0 when not known yet): one whose context
-// ended (see the table's comment), or one held abandonAfter past its
-// backoff's end (when not known, since a sweep first saw it held).
+// whose backoff ends at wake (0 when not known yet), one whose context
+// ended (see the table's comment), or stop tracking it, one held
+// abandonAfter past its backoff's end (when not known, since a sweep
+// first saw it held).
 func (s *trackSlot) due(at, wake time.Duration) bool {
 	if s.ctx.Err() == nil {
 		s.doneSeen = 0
