@@ -70,7 +70,10 @@ func (t ticket) settleLate(err error, refunded uint) {
 //     released (the SDK releases a sent retry as soon as its attempt
 //     returns, which a done context makes prompt; a release later than
 //     that finds its tokens refunded, and settles the difference: see
-//     ticket.settleLate).
+//     ticket.settleLate),
+//
+// and stops tracking, refunding nothing, a held retry whose context lives
+// on when it is still not released abandonAfter after its backoff's end.
 //
 // A released retry keeps the SDK's accounting: a sent retry has spent its
 // cost, even if its context ends before the middleware releases it.
@@ -82,6 +85,20 @@ func (t ticket) settleLate(err error, refunded uint) {
 // comes, late, cannot touch another retry's tokens.
 const (
 	reclaimGrace = 50 * time.Millisecond
+	// abandonAfter is how long after its backoff a retry whose context
+	// lives on holds its slot at most: the SDK's middleware drops a
+	// retry's release without ending its context when it cannot rewind
+	// the request's body (an upload from a pipe), and under a context
+	// that lives as long as the process the slot was held for good; the
+	// table filled, every retry then scanned it twice and a sweep of it
+	// ran every millisecond (95-124 µs a retry, against 3.1 µs), and a
+	// cancelled backoff's tokens were kept (helper-171). Such a retry is
+	// no longer tracked, its tokens left spent, as the SDK leaves them:
+	// one still being sent (an attempt of over a minute) releases them
+	// itself, and refunded instead, the retries of an outage whose
+	// attempts hang would have refilled the budget every minute
+	// (helper-172: 350 retries in 10 minutes against 35).
+	abandonAfter = time.Minute
 	// trackSlots is the size of each of the trackShards shards: at most
 	// 4096 retries are tracked at once (a retry whose backoff was cut
 	// stays tracked for reclaimGrace after a sweep first sees it, so this
@@ -149,14 +166,17 @@ type trackSlot struct {
 	ctx context.Context
 	t   ticket
 	// doneSeen is when a sweep first saw the context done, since the
-	// epoch; 0 before. Written by track in slotSetup and by sweeps in
-	// slotLooking or slotSweeping, which the state makes exclusive.
-	doneSeen time.Duration
+	// epoch, and heldSeen when one first saw it live; 0 before. Written by
+	// track in slotSetup and by sweeps in slotLooking or slotSweeping,
+	// which the state makes exclusive.
+	doneSeen, heldSeen time.Duration
 	// swept: a sweep refunded the retry, putting refunded tokens back in
 	// the bucket (both written before the slot is retired, read after), so
-	// a release that still comes was sent.
-	swept    bool
-	refunded uint
+	// a release that still comes was sent. abandoned: a sweep stopped
+	// tracking the retry, refunding nothing (see abandonAfter), so a
+	// release that still comes is the retry's own.
+	swept, abandoned bool
+	refunded         uint
 
 	release func(error) error // built once: claims the slot and releases t
 }
@@ -185,9 +205,14 @@ func newTrackSlot() *trackSlot {
 		// values may be large, and 4096 slots would keep them for as long
 		// as the retryer lives), then frees the slot.
 		if !s.claim(anyGeneration, slotSetup) {
-			if s.word.Load()&stateMask == slotRetired && s.swept {
+			if s.word.Load()&stateMask == slotRetired {
 				// Retired for good, the slot keeps this retry's ticket.
-				s.t.settleLate(err, s.refunded)
+				switch {
+				case s.abandoned:
+					return s.t.release(err)
+				case s.swept:
+					s.t.settleLate(err, s.refunded)
+				}
 			}
 			return nil
 		}
@@ -273,7 +298,7 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 		for i := range uint32(trackShards) {
 			sh := &tr.shards[(start+i)%trackShards]
 			if s := sh.take(); s != nil {
-				s.ctx, s.t, s.doneSeen = ctx, t, 0
+				s.ctx, s.t, s.doneSeen, s.heldSeen = ctx, t, 0, 0
 				gen := (s.word.Load() + 1<<stateBits) & genMask
 				s.word.Store(gen | slotHeld)
 				return trackRef{slot: s, gen: gen, shard: sh}, s.release
@@ -435,11 +460,16 @@ func (sh *trackShard) retire(d sweptSlot, tr *tracked) bool {
 	if !ok || !s.stillDue(tr, w) {
 		return false
 	}
-	s.swept, s.refunded = true, 0
 	defer func() {
 		s.word.Store(slotRetired)
 		sh.slots[d.index].CompareAndSwap(s, nil)
 	}()
+	if s.ctx.Err() == nil {
+		// Held past abandonAfter: no longer tracked, nothing refunded.
+		s.abandoned = true
+		return false
+	}
+	s.swept, s.refunded = true, 0
 	s.refunded = s.t.refund()
 	return true
 }
@@ -497,11 +527,21 @@ func (s *trackSlot) stillDue(tr *tracked, w uint64) (due bool) {
 func steppedBack(at, last time.Duration) bool { return last-at >= reclaimGrace }
 
 // due reports whether a sweep at time at should refund the slot's retry,
-// whose backoff ends at wake (0 when not known yet).
+// whose backoff ends at wake (0 when not known yet), one whose context
+// ended (see the table's comment), or stop tracking it, one held
+// abandonAfter past its backoff's end (when not known, since a sweep
+// first saw it held).
 func (s *trackSlot) due(at, wake time.Duration) bool {
 	if s.ctx.Err() == nil {
 		s.doneSeen = 0
-		return false
+		if s.heldSeen == 0 || steppedBack(at, s.heldSeen) {
+			s.heldSeen = max(at, 1)
+		}
+		since := s.heldSeen
+		if wake != 0 {
+			since = wake
+		}
+		return at-since >= abandonAfter
 	}
 	if s.doneSeen == 0 || steppedBack(at, s.doneSeen) {
 		// First seen done; or seen at a reading far ahead of this one (a

@@ -2,6 +2,7 @@ package jitterretry
 
 import (
 	"context"
+	"errors"
 	"math/rand/v2"
 	"sync"
 	"sync/atomic"
@@ -78,6 +79,77 @@ func TestALateConflictKeepsAConflictRetrysCost(t *testing.T) {
 		}
 		assert.Equal(t, want, r.Remaining(), "a conflict's retry: %v", forConflict)
 	}
+}
+
+// TestASweepStopsTrackingARetryAbandonedUnderALiveContext: a retry whose
+// release the SDK dropped (it could not rewind the request's body) under a
+// context that never ends is no longer tracked a minute after its
+// backoff, or, when that is not known, after a sweep first saw it held:
+// its slot held for good, the table filled and every retry slowed
+// (helper-171). Its tokens stay spent, as the SDK leaves them, and a
+// release that still comes is the retry's own: refunded instead, an
+// outage's hung attempts refilled the budget every minute (helper-172).
+func TestASweepStopsTrackingARetryAbandonedUnderALiveContext(t *testing.T) {
+	for _, knownBackoff := range []bool{true, false} {
+		now := t0
+		r := New(func(o *Options) { o.Clock = func() time.Time { return now } })
+		require.NoError(t, r.Err())
+		l, tr := r.lanes.main, r.tracked
+		release, foreign, _, ok := l.take(context.Background(), 5, false)
+		require.True(t, ok)
+		ref, releaseTracked := tr.track(context.Background(), ticket{lane: l, cost: 5, foreign: foreign, release: release}, time.Time{}, 0)
+		require.NotNil(t, ref.slot)
+		now = now.Add(10 * time.Millisecond)
+		if knownBackoff {
+			tr.backoffEnds(ref, now)
+		} else {
+			tr.reclaim() // first seen held
+		}
+		now = now.Add(abandonAfter - time.Millisecond)
+		tr.reclaim()
+		require.Equal(t, slotHeld, ref.slot.word.Load()&stateMask, "expect it tracked for a minute (backoff known: %v)", knownBackoff)
+		now = now.Add(time.Millisecond)
+		assert.False(t, tr.reclaim(), "expect nothing refunded")
+		assert.Equal(t, slotRetired, ref.slot.word.Load()&stateMask, "expect its slot retired (backoff known: %v)", knownBackoff)
+		assert.Equal(t, uint(495), r.Remaining())
+		if knownBackoff {
+			require.NoError(t, releaseTracked(nil))
+			assert.Equal(t, uint(500), r.Remaining(), "expect a late success refunded as the SDK's release would")
+		} else {
+			require.NoError(t, releaseTracked(errors.New("sent after all, and failed")))
+			assert.Equal(t, uint(495), r.Remaining(), "expect a late failure to keep the cost")
+		}
+	}
+}
+
+// TestASlotsNextRetryIsHeldFromItsOwnStart: the time a sweep first saw a
+// slot held is its retry's; the next retry in the slot starts over.
+func TestASlotsNextRetryIsHeldFromItsOwnStart(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) { o.Clock = func() time.Time { return now } })
+	require.NoError(t, r.Err())
+	l, tr := r.lanes.main, r.tracked
+	hold := func() (trackRef, func(error) error) {
+		release, foreign, _, ok := l.take(context.Background(), 5, false)
+		require.True(t, ok)
+		return tr.track(context.Background(), ticket{lane: l, cost: 5, foreign: foreign, release: release}, time.Time{}, 0)
+	}
+	first, release := hold()
+	tr.reclaim() // first seen held at t0
+	require.NoError(t, release(nil))
+	now = now.Add(abandonAfter + time.Second)
+	var ref trackRef
+	for range trackSlots * trackShards {
+		ref, release = hold()
+		if ref.slot == first.slot {
+			break
+		}
+		require.NoError(t, release(nil))
+	}
+	require.Same(t, first.slot, ref.slot, "expect the slot reused")
+	tr.reclaim()
+	assert.Equal(t, slotHeld, ref.slot.word.Load()&stateMask, "expect the next retry tracked from its own first sight, not the last one's")
+	require.NoError(t, release(nil))
 }
 
 // TestLateReadingDoesNotSweepAgain: a caller that read the clock just before
