@@ -185,11 +185,11 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 // lost, the queue sending below its rate once for each such caller
 // (helper-164). The first give-back in a window with callers behind wakes
 // those whose turn may come within a window or a turn, so that a burst of
-// give-ups wakes them once; a caller handed a
-// turn after that finds it when it next asks, within a window. Each place
-// must be given back at most once, and never after it was sent: given back
-// twice once the line passed it, a place would give a turn it no longer
-// has. (waitToSend gives back only the place it did not send, once.)
+// give-ups wakes them once; a caller handed a turn after that finds it
+// when it next asks, within a window. Each place must be given back at
+// most once, and never after it was sent: given back twice once the line
+// passed it, a place would give a turn it no longer has. (waitToSend gives
+// back only the place it did not send, once.)
 func (q *sendQueue) cancel(p sendPlace, now time.Time) {
 	l := q.line(p)
 	switch {

@@ -35,7 +35,10 @@ func (n *napper) sleep(ctx context.Context, d time.Duration, changed <-chan stru
 	if n.timer == nil {
 		n.timer = time.NewTimer(d)
 	} else {
-		n.timer.Reset(d) // no stale tick: the timers of Go 1.23 on
+		// No stale tick with Go 1.23's timers; with GODEBUG
+		// asynctimerchan=1 one wakes its caller early once, and it
+		// asks again.
+		n.timer.Reset(d)
 	}
 	select {
 	case <-n.timer.C:

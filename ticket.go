@@ -35,9 +35,10 @@ func (t ticket) refund() uint { return t.lane.refund(t.cost, t.foreign) }
 // full): it leaves what the release would have left, net of that refund. A
 // success, refunded, gets what the refund could not put back, and leaves
 // the skip of the attempt release that follows it; a conflict is refunded
-// too, but for a conflict's retry; any other failure spends the cost, so what the refund put back is
-// taken back, as far as the bucket still holds it. A foreign RateLimiter
-// keeps the refund as it was: taking from it may block.
+// too, but for a conflict's retry; any other failure spends the cost, so
+// what the refund put back is taken back, as far as the bucket still holds
+// it. A foreign RateLimiter keeps the refund as it was: taking from it may
+// block.
 func (t ticket) settleLate(err error, refunded uint) {
 	l := t.lane
 	conflict := !t.forConflict && err != nil && l.isConflict != nil && l.isConflict(err)
