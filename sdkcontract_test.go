@@ -1105,13 +1105,17 @@ func TestSDKContract_DifferenceZeroOptions(t *testing.T) {
 	d, err := sdk.RetryDelay(3, serverErr())
 	require.NoError(t, err)
 	assert.Zero(t, d, "the SDK: expect MaxBackoff 0 to mean no backoff")
-	assert.Equal(t, 3, retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = -1 }).MaxAttempts())
+	for _, n := range []int{0, -1, -5} {
+		assert.Equal(t, 3, retry.NewStandard(func(o *retry.StandardOptions) { o.MaxAttempts = n }).MaxAttempts(), "the SDK: expect MaxAttempts %d to mean 3", n)
+	}
 	assert.NotPanics(t, func() { retry.NewStandard(func(o *retry.StandardOptions) { o.ThrottlingRetryCost = 501 }) })
 
 	for name, c := range map[string]struct {
 		set    func(*jitterretry.Options)
 		option string
 	}{
+		"MaxAttempts 0":                    {func(o *jitterretry.Options) { o.MaxAttempts = 0 }, "MaxAttempts"},
+		"MaxAttempts -5":                   {func(o *jitterretry.Options) { o.MaxAttempts = -5 }, "MaxAttempts"},
 		"BaseDelay 0":                      {func(o *jitterretry.Options) { o.BaseDelay = 0 }, "BaseDelay"},
 		"MaxBackoff 0":                     {func(o *jitterretry.Options) { o.MaxBackoff = 0 }, "MaxBackoff"},
 		"ThrottlingRetryCost above bucket": {func(o *jitterretry.Options) { o.ThrottlingRetryCost = 501 }, "ThrottlingRetryCost"},
