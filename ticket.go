@@ -439,8 +439,9 @@ func (s *trackSlot) sweptDue(at time.Duration, w uint64) bool {
 }
 
 // retire refunds the retry of a slot a sweep found due, unless its release
-// or a refund claimed it since, and retires the slot, even when the
-// refund panics; it reports whether it refunded. It runs outside the
+// or a refund claimed it since (or, its context still live, held past
+// abandonAfter, only stops tracking it), and retires the slot, even when
+// the refund panics; it reports whether it refunded. It runs outside the
 // shard's lock and claims one slot at a time: a refund runs the caller's
 // code (a custom RateLimiter's release, Options.Clock through a bucket's
 // refill), which may call the retryer back (Remaining sweeps), take long
