@@ -171,7 +171,9 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 	w := &q.far
 	if wait <= sendWindow || wait-sendWindow <= secondsToDuration(1/q.rate) {
 		// One place given back ahead may make it due before it would
-		// ask again.
+		// ask again. (A burst of them may move a far one's turn up to
+		// a window early, which it finds when it asks again: give-backs
+		// wake at most once a window anyway.)
 		w = &q.near
 	}
 	w.watched = true
@@ -184,8 +186,9 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 // any: its caller's context ended as its turn came, and kept, the turn was
 // lost, the queue sending below its rate once for each such caller
 // (helper-164). The first give-back in a window with callers behind wakes
-// those whose turn may come within a window or a turn, so that a burst of
-// give-ups wakes them once; a caller handed a turn after that finds it
+// those whose turn one place given back may bring before they ask again,
+// so that a burst of give-ups wakes them once; a caller whose turn the
+// burst brought sooner, or who was handed a turn after that, finds it
 // when it next asks, within a window. Each place must be given back at
 // most once, and never after it was sent: given back twice once the line
 // passed it, a place would give a turn it no longer has. (waitToSend gives

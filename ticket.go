@@ -98,7 +98,9 @@ const (
 	// one still being sent (an attempt of over a minute) releases them
 	// itself, and refunded instead, the retries of an outage whose
 	// attempts hang would have refilled the budget every minute
-	// (helper-172: 350 retries in 10 minutes against 35).
+	// (helper-172: 350 retries in 10 minutes against 35). Not in a lane
+	// with a send-rate limiter, whose queue may hold the attempt longer
+	// (see due).
 	abandonAfter = time.Minute
 	// trackSlots is the size of each of the trackShards shards: at most
 	// 4096 retries are tracked at once (a retry whose backoff was cut
@@ -536,6 +538,14 @@ func steppedBack(at, last time.Duration) bool { return last-at >= reclaimGrace }
 func (s *trackSlot) due(at, wake time.Duration) bool {
 	if s.ctx.Err() == nil {
 		s.doneSeen = 0
+		if s.t.lane != nil && s.t.lane.sender != nil {
+			// Its attempt may be waiting its turn in the send-rate
+			// limiter's queue, for longer than abandonAfter: refused
+			// there, the SDK drops the retry's release, and only a
+			// sweep that sees the context end gives its tokens back
+			// (helper-175: untracked first, they were lost).
+			return false
+		}
 		if s.heldSeen == 0 || steppedBack(at, s.heldSeen) {
 			s.heldSeen = max(at, 1)
 		}

@@ -122,6 +122,35 @@ func TestASweepStopsTrackingARetryAbandonedUnderALiveContext(t *testing.T) {
 	}
 }
 
+// TestARetryInALimitedLaneIsNotAbandoned: in a lane with a send-rate
+// limiter a retry's attempt may wait its turn for over abandonAfter and be
+// refused there, and the SDK then drops the retry's release: the slot
+// stays tracked, and the sweep that sees the context end gives the tokens
+// back (helper-175: untracked after a minute, they were lost).
+func TestARetryInALimitedLaneIsNotAbandoned(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) {
+		o.Clock = func() time.Time { return now }
+		o.SendRate = &SendRateOptions{InitialRate: 0.01, MinRate: 0.01, MaxRate: 0.01}
+	})
+	require.NoError(t, r.Err())
+	l, tr := r.lanes.main, r.tracked
+	require.NotNil(t, l.sender)
+	release, foreign, _, ok := l.take(context.Background(), 14, false)
+	require.True(t, ok)
+	ctx, cancel := context.WithCancel(context.Background())
+	ref, _ := tr.track(ctx, ticket{lane: l, cost: 14, foreign: foreign, release: release}, time.Time{}, 0)
+	tr.backoffEnds(ref, now.Add(10*time.Millisecond))
+	now = now.Add(2 * abandonAfter)
+	tr.reclaim()
+	require.Equal(t, slotHeld, ref.slot.word.Load()&stateMask, "expect the retry still tracked")
+	cancel() // refused in the queue: its release never comes
+	tr.reclaim()
+	now = now.Add(reclaimGrace)
+	tr.reclaim()
+	assert.Equal(t, uint(500), r.Remaining(), "expect the unsent retry's tokens back")
+}
+
 // TestASlotsNextRetryIsHeldFromItsOwnStart: the time a sweep first saw a
 // slot held is its retry's; the next retry in the slot starts over.
 func TestASlotsNextRetryIsHeldFromItsOwnStart(t *testing.T) {
