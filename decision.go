@@ -43,7 +43,8 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 			return r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
-	release, foreign, refused, ok := l.take(ctx, cost, p.class == ClassConflict)
+	forConflict := p.class == ClassConflict // its release refunds no conflict's answer
+	release, foreign, refused, ok := l.take(ctx, cost, forConflict)
 	if ok && p.hasDeadline && l.bucket == nil {
 		// A foreign RateLimiter's GetToken may have blocked: the deadline
 		// check and the hand-off count from now.
@@ -51,7 +52,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 	}
 	if !ok && r.tracked.reclaim() {
 		// Tokens of retries abandoned with their context came back.
-		release, foreign, refused, ok = l.take(ctx, cost, p.class == ClassConflict)
+		release, foreign, refused, ok = l.take(ctx, cost, forConflict)
 	}
 	if !ok && p.paced && p.class == ClassThrottle && !r.failFast && l.ownBucket && l.sender != nil && l.sender.holdsBack() {
 		// The limiter holds the partition's callers back, at a rate it
@@ -78,7 +79,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 		// backoff does not fit: the tokens are left to others, and the
 		// budget refuses.
 		if err == nil && waited > 0 && !shortened && (r.tracked.reclaim() || l.ownBucket) {
-			release, foreign, refused, ok = l.take(ctx, cost, p.class == ClassConflict)
+			release, foreign, refused, ok = l.take(ctx, cost, forConflict)
 		}
 		if err == nil && !ok && !shortened {
 			// A custom RateLimiter that waits for a token refuses when
@@ -101,7 +102,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 			p.at = r.now()
 		}
 	}
-	p.paid, p.cost = ticket{lane: l, cost: cost, foreign: foreign, release: release, forConflict: p.class == ClassConflict}, cost
+	p.paid, p.cost = ticket{lane: l, cost: cost, foreign: foreign, release: release, forConflict: forConflict}, cost
 	return nil
 }
 

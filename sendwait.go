@@ -11,8 +11,8 @@ import (
 // line for a retry's attempt: one the limiter expects of ctx's operation,
 // or the first of a Do loop's retry) and waits until it is due, asking
 // again at least once a window and whenever the limiter wakes it (a cut, a
-// rise; the first place given back in a window, when its turn may come
-// within a window or a turn). When the wait
+// rise; the first place given back in a window, when that one place may
+// make it due before it would ask again). When the wait
 // would end, with the attempt's time (see sendMargin), past ctx's deadline
 // (unless deadline give-ups are off), it holds the place until the deadline
 // less that time and refusalReserve, and then, if the place is still not
