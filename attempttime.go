@@ -53,18 +53,20 @@ import (
 // after all still times its attempt, on the probe it was given.
 //
 // An attempt that began before any measured attempt of its estimate (the
-// lane's, or its operation's) came back is cold: it waited for what a new client does once (credentials fetched
-// for its signature from IMDS, a container endpoint or STS, hundreds of
-// milliseconds; DNS, TCP and TLS handshakes), which the attempts after it
-// do not. Its time still counts while nothing better is known, so that a
-// cold client's first retry keeps a margin, but once and not twice (see
-// Retryer.margin): the sample already holds the headroom. The first warm
-// sample of an estimate replaces its cold ones, and a cold one that comes
-// back after it is left out. (Counted as any sample, a 400 ms credential
-// fetch in a PutItem's first attempt made a margin of 805 ms that refused
-// its retry with 598 ms left, where the retry needed a millisecond and
-// retry.NewStandard() made it; and Do sized its first conflict's window
-// from it, 1-5 s against 0.5-7 ms warm: an outside hunt, hunt277.)
+// lane's, or its operation's) came back is cold: it waited for what a new
+// client does once (credentials fetched for its signature from IMDS, a
+// container endpoint or STS, hundreds of milliseconds; DNS, TCP and TLS
+// handshakes), which the attempts after it do not. Its time is the
+// estimate while nothing better is known (Do's first conflict window is
+// sized from it), but keeps no margin (see Retryer.margin): how much of it
+// a retry would not pay is unknown. The first warm sample of an estimate
+// replaces its cold ones, and a cold one that comes back after it is left
+// out. (Counted as any sample, a 400 ms credential fetch in a PutItem's
+// first attempt made a margin of 805 ms that refused its retry with 598 ms
+// left, where the retry needed a millisecond and retry.NewStandard() made
+// it; and Do sized its first conflict's window from it, 1-5 s against
+// 0.5-7 ms warm: an outside hunt, hunt277. Counted once, an 800 ms one
+// still refused it: helper-174.)
 //
 // A lane keeps the estimates of maxOperationTimes operations at most; an
 // operation beyond them has no estimate of its own (a margin of 0, as
