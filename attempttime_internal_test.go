@@ -144,8 +144,9 @@ func TestColdSamplesGiveWayToWarmOnes(t *testing.T) {
 	offset += 400 * time.Millisecond
 	require.NoError(t, first(nil))
 	assert.Zero(t, r.margin(ctx, l), "expect a cold estimate to keep no margin")
-	assert.Equal(t, 400*time.Millisecond, l.attempts.estimate())
-	assert.True(t, l.attempts.coldOnly())
+	e, cold := l.attempts.read()
+	assert.Equal(t, 400*time.Millisecond, e)
+	assert.True(t, cold)
 
 	warm, err := r.GetAttemptToken(ctx)
 	require.NoError(t, err)
@@ -153,7 +154,8 @@ func TestColdSamplesGiveWayToWarmOnes(t *testing.T) {
 	require.NoError(t, warm(nil))
 	assert.Equal(t, 20*time.Millisecond, r.margin(ctx, l), "expect the warm sample alone, twice")
 	assert.Equal(t, 20*time.Millisecond, r.margin(nil, l), "and over the lane's operations too")
-	assert.False(t, l.attempts.coldOnly())
+	_, cold = l.attempts.read()
+	assert.False(t, cold)
 
 	offset += 90 * time.Millisecond
 	require.NoError(t, second(nil))
@@ -201,4 +203,36 @@ func TestAClientsColdStartIsJudgedByItsServiceAndRegion(t *testing.T) {
 		"expect another region's first call cold: no margin")
 	assert.Equal(t, 40*time.Millisecond, attempt(inRegion("GetItem", "eu-west-1"), 20*time.Millisecond),
 		"expect that client's next operation warm, counted twice")
+}
+
+// TestAColdBurstLeavesTheNextAttemptTimed: a new client's first 40
+// attempts begin together (40 goroutines at a service's start) and come
+// back after 800 ms, cold. Their samples filled the estimate, and the
+// attempts after them were timed one in 16: a warm 20 ms attempt left the
+// margin at 0, 15 attempts on average and 85 at worst (helper-176). Cold
+// samples never fill an estimate: the next attempt is timed, and sets the
+// margin.
+func TestAColdBurstLeavesTheNextAttemptTimed(t *testing.T) {
+	base := time.Now()
+	var offset time.Duration // moved by this goroutine only
+	r := New(func(o *Options) { o.Clock = func() time.Time { return base.Add(offset) } })
+	require.NoError(t, r.Err())
+	ctx := inRegion("PutItem", "us-east-1")
+	var releases []func(error) error
+	for range 40 {
+		release, err := r.GetAttemptToken(ctx)
+		require.NoError(t, err)
+		releases = append(releases, release)
+	}
+	offset += 800 * time.Millisecond
+	for _, release := range releases {
+		require.NoError(t, release(nil))
+	}
+	l := r.lanes.get(ctx)
+	require.Zero(t, r.margin(ctx, l), "expect the cold burst to keep no margin")
+	release, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	offset += 20 * time.Millisecond
+	require.NoError(t, release(nil))
+	assert.Equal(t, 40*time.Millisecond, r.margin(ctx, l), "expect the first warm attempt timed: twice its 20 ms")
 }

@@ -216,7 +216,7 @@ func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 		return r.fixedMargin
 	}
 	if ctx == nil {
-		return r.marginOf(l.attempts.estimate(), l.attempts.coldOnly())
+		return r.marginOf(l.attempts.read())
 	}
 	return r.marginOf(l.attempts.estimateOf(operationOf(ctx)))
 }

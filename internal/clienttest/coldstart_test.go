@@ -184,3 +184,27 @@ func TestAColdStartsFirstConflictIsNotSizedByTheCredentialFetch(t *testing.T) {
 		assert.LessOrEqual(t, delays[0], firstCall, "expect the first conflict's backoff within the cold call's time, not 28 round trips of it")
 	}
 }
+
+// TestAColdStartsLongCredentialFetchDoesNotRefuseDosRetry: a cold client
+// fetches credentials for 1 s in its first PutItem, whose condition
+// failed, which Do retries as a conflict, under a 2 s deadline. Do's
+// margin was at least fn's last call, the fetch in it, and refused the
+// retry that needed a millisecond ("backoff 464ms, and 1.002s kept for the
+// attempt after it, would end past the context deadline (498ms left)",
+// under 1.5 s; helper-176). The first conflict's backoff is drawn within
+// half the cold call, so the retry has some 500 ms.
+func TestAColdStartsLongCredentialFetchDoesNotRefuseDosRetry(t *testing.T) {
+	srv := newScriptServer(t, ccf, ok)
+	r := jitterretry.New()
+	require.NoError(t, r.Err())
+	c := newColdClientFetching(time.Second, "us-east-1", srv.URL, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	calls := 0
+	err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+		calls++
+		return putItem(ctx, c)
+	})
+	require.NoError(t, err, "expect the conflict's retry made")
+	assert.Equal(t, 2, calls)
+}
