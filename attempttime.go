@@ -53,18 +53,20 @@ import (
 // after all still times its attempt, on the probe it was given.
 //
 // An attempt that began before any measured attempt of its estimate (the
-// lane's, or its operation's) came back is cold: it waited for what a new client does once (credentials fetched
-// for its signature from IMDS, a container endpoint or STS, hundreds of
-// milliseconds; DNS, TCP and TLS handshakes), which the attempts after it
-// do not. Its time still counts while nothing better is known, so that a
-// cold client's first retry keeps a margin, but once and not twice (see
-// Retryer.margin): the sample already holds the headroom. The first warm
-// sample of an estimate replaces its cold ones, and a cold one that comes
-// back after it is left out. (Counted as any sample, a 400 ms credential
-// fetch in a PutItem's first attempt made a margin of 805 ms that refused
-// its retry with 598 ms left, where the retry needed a millisecond and
-// retry.NewStandard() made it; and Do sized its first conflict's window
-// from it, 1-5 s against 0.5-7 ms warm: an outside hunt, hunt277.)
+// lane's, or its operation's) came back is cold: it waited for what a new
+// client does once (credentials fetched for its signature from IMDS, a
+// container endpoint or STS, hundreds of milliseconds; DNS, TCP and TLS
+// handshakes), which the attempts after it do not. Its time is the
+// estimate while nothing better is known (Do's first conflict window is
+// sized from it), but keeps no margin (see Retryer.margin): how much of it
+// a retry would not pay is unknown. The first warm sample of an estimate
+// replaces its cold ones, and a cold one that comes back after it is left
+// out. (Counted as any sample, a 400 ms credential fetch in a PutItem's
+// first attempt made a margin of 805 ms that refused its retry with 598 ms
+// left, where the retry needed a millisecond and retry.NewStandard() made
+// it; and Do sized its first conflict's window from it, 1-5 s against
+// 0.5-7 ms warm: an outside hunt, hunt277. Counted once, an 800 ms one
+// still refused it: helper-174.)
 //
 // A lane keeps the estimates of maxOperationTimes operations at most; an
 // operation beyond them has no estimate of its own (a margin of 0, as
@@ -162,11 +164,17 @@ func (a *attemptTimes) since() time.Duration { return a.now().Sub(a.epoch) }
 
 // measure returns a release that records the time of the attempt under ctx
 // before calling then, for every attempt until the lane's estimate has
-// attemptSamples samples and one in attemptSampleEvery (at random) after,
-// while a probe is free, and then itself otherwise, but for an operation
-// with no sample yet, whose every attempt is timed. It never allocates but
-// to add an operation, to replace a stuck probe, or to time such an
-// attempt when every probe is taken.
+// attemptSamples warm samples (cold ones never fill it) and one in
+// attemptSampleEvery (at random) after, while a probe is free, and then
+// itself otherwise, but for an operation with no warm sample yet, whose
+// every attempt that gets here is timed. It never allocates but to add an
+// operation, to replace a stuck probe, or to time such an attempt when
+// every probe is taken. (An operation first seen once one attempt in 16 is
+// timed, a client of another region joining a warm retryer, has its first
+// timed attempt judged cold, since nothing tells whether it was the
+// client's first: its margin is 0 until a second one is timed, some 32
+// attempts. Looking every attempt's operation up to time the second at
+// once costs some 150 ns an attempt.)
 func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func(error) error {
 	if a.now == nil {
 		return then
@@ -196,11 +204,11 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func
 			}
 		}
 	}
-	if op != nil && op.estimate() == 0 {
-		// The operation has no sample yet: an attempt left untimed may be
-		// the first to fail, and its retry would meet a margin of 0 (more
-		// first attempts in flight than probes). A probe of its own, for
-		// the cold start only.
+	if op != nil && !op.warmed.Load() {
+		// The operation has no warm sample yet: an attempt left untimed
+		// may be the first to fail, and its retry would meet a margin of
+		// 0 (more first attempts in flight than probes). A probe of its
+		// own, for the cold start only.
 		return a.startedProbe(ctx, op, now).release
 	}
 	return then
@@ -302,8 +310,8 @@ func (a *attemptTimes) estimate() time.Duration {
 	return a.all.estimate()
 }
 
-// coldOnly reports whether the lane's estimate rests on cold samples only.
-func (a *attemptTimes) coldOnly() bool { return a.all.coldOnly() }
+// read returns estimate, and whether it rests on cold samples only.
+func (a *attemptTimes) read() (time.Duration, bool) { return a.all.read() }
 
 // estimateOf returns the expected time of the next attempt of operation k,
 // without headroom: 0 before any of its attempts was measured; and whether
@@ -313,7 +321,7 @@ func (a *attemptTimes) estimateOf(k operationKey) (time.Duration, bool) {
 		return 0, false
 	}
 	if e := a.lookup(k); e != nil {
-		return e.estimate(), e.coldOnly()
+		return e.read()
 	}
 	return 0, false
 }
@@ -334,9 +342,13 @@ type attemptEstimate struct {
 	// others).
 	clientAll *attemptEstimate
 
-	est  atomic.Int64 // the current estimate, in nanoseconds
-	full atomic.Bool  // attemptSamples samples taken
-	cold atomic.Bool  // every sample taken is cold (and there is one)
+	// est is the current estimate in nanoseconds, or, while every sample
+	// taken is cold (and there is one), -1 less it: one word, so that a
+	// reader never pairs a cold estimate with a warm flag (read as warm,
+	// twice a credential fetch made the margin) or the other way round.
+	est    atomic.Int64
+	full   atomic.Bool // attemptSamples warm samples taken
+	warmed atomic.Bool // a warm sample was taken
 
 	// warmFrom is when the estimate's first sample came back, since the
 	// lane's epoch, plus one: 0 until then. An attempt begun before it is
@@ -351,22 +363,26 @@ type attemptEstimate struct {
 }
 
 // record adds a sample, cold or not (see attemptTimes): the first warm one
-// replaces the cold ones, and a cold one after it is left out.
-func (e *attemptEstimate) record(took time.Duration, cold bool) {
+// replaces the cold ones, and a cold one after it is left out. It reports
+// whether the sample was the estimate's first warm one. Cold samples never
+// make the estimate full: while it is not, every attempt is timed (see
+// attemptTimes.measure), and a burst of 32 first attempts at once, cold,
+// left the attempts after it timed one in 16, with no margin until one was
+// (helper-176: 15 attempts on average, 85 at worst).
+func (e *attemptEstimate) record(took time.Duration, cold bool) (firstWarm bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
 	case cold && e.warm:
-		return
+		return false
 	case !cold && !e.warm:
-		e.samples, e.at, e.warm = [attemptSamples]time.Duration{}, 0, true
-		e.full.Store(false)
+		e.samples, e.at, e.warm, firstWarm = [attemptSamples]time.Duration{}, 0, true, true
+		e.warmed.Store(true)
 	}
-	e.cold.Store(cold)
 	e.samples[e.at] = took
 	e.at = (e.at + 1) % attemptSamples
 	full := e.full.Load()
-	if e.at == 0 && !full {
+	if e.at == 0 && !full && e.warm {
 		full = true
 		e.full.Store(true)
 	}
@@ -382,7 +398,12 @@ func (e *attemptEstimate) record(took time.Duration, cold bool) {
 	if !full {
 		second = first
 	}
-	e.est.Store(int64(second))
+	if cold {
+		e.est.Store(-1 - int64(second))
+	} else {
+		e.est.Store(int64(second))
+	}
+	return firstWarm
 }
 
 // begunCold reports whether the attempt measured from start to end (since the
@@ -398,8 +419,17 @@ func (e *attemptEstimate) begunCold(start, end time.Duration) bool {
 	return start < time.Duration(e.warmFrom.Load()-1)
 }
 
-func (e *attemptEstimate) estimate() time.Duration {
-	return time.Duration(e.est.Load())
+// read returns the estimate, and whether it rests on cold samples only.
+func (e *attemptEstimate) read() (est time.Duration, cold bool) {
+	v := e.est.Load()
+	if v < 0 {
+		return time.Duration(-1 - v), true
+	}
+	return time.Duration(v), false
 }
 
-func (e *attemptEstimate) coldOnly() bool { return e.cold.Load() }
+// estimate returns the estimate, cold or not.
+func (e *attemptEstimate) estimate() time.Duration {
+	est, _ := e.read()
+	return est
+}

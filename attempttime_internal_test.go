@@ -87,9 +87,8 @@ func TestAttemptTimeoutNeverGivesMoreThanItsLimit(t *testing.T) {
 // no probe timed ends first: its retry met a margin of 0, and a 250 ms
 // backoff went ahead with 280 ms left after a 20 ms attempt, to meet the
 // deadline in the next one (helper-123). Until an operation has a sample,
-// every one of its attempts is timed. (Cold, the sample counts once: a
-// 265 ms backoff is refused with 280 ms left, and went ahead with a margin
-// of 0.)
+// every one of its attempts is timed. (Cold, the sample keeps no margin
+// yet; the next attempt, warm, sets one of twice its time.)
 func TestAColdStartsUnprobedAttemptIsTimed(t *testing.T) {
 	base := time.Now()
 	var offset time.Duration // moved by this goroutine only
@@ -110,17 +109,25 @@ func TestAColdStartsUnprobedAttemptIsTimed(t *testing.T) {
 	offset += 20 * time.Millisecond // every attempt took 20 ms; the last, unprobed before, ends first
 	throttle := errors.New("throttled")
 	require.NoError(t, releases[attemptProbes](throttle))
-	requireRetryRefusedForDeadline(t, r, ctx, throttle, "expect the 265 ms backoff refused: 280 ms left, and 20 ms of margin after a cold 20 ms attempt")
+	l := r.lanes.get(ctx)
+	e, cold := l.attempts.estimateOf(operationOf(ctx))
+	assert.Equal(t, 20*time.Millisecond, e, "expect the unprobed attempt timed")
+	assert.True(t, cold)
 	for _, release := range releases[:attemptProbes] {
 		require.NoError(t, release(nil))
 	}
+	warm, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	offset += 20 * time.Millisecond
+	require.NoError(t, warm(throttle))
+	requireRetryRefusedForDeadline(t, r, ctx, throttle, "expect the 265 ms backoff refused: 260 ms left, and 40 ms of margin after a warm 20 ms attempt")
 }
 
 // TestColdSamplesGiveWayToWarmOnes: two attempts of a new lane begin
 // together and wait for its credentials; the first comes back after 400 ms
-// and is the estimate, counted once in the margin. An attempt begun after
-// it took 10 ms: warm, it replaces the cold sample, and the margin is
-// twice it. The other cold attempt, back at 500 ms, is left out.
+// and is the estimate, cold: no margin yet. An attempt begun after it took
+// 10 ms: warm, it replaces the cold sample, and the margin is twice it.
+// The other cold attempt, back at 500 ms, is left out.
 func TestColdSamplesGiveWayToWarmOnes(t *testing.T) {
 	base := time.Now()
 	var offset time.Duration // moved by this goroutine only
@@ -136,8 +143,10 @@ func TestColdSamplesGiveWayToWarmOnes(t *testing.T) {
 
 	offset += 400 * time.Millisecond
 	require.NoError(t, first(nil))
-	assert.Equal(t, 400*time.Millisecond, r.margin(ctx, l), "expect a cold estimate counted once")
-	assert.True(t, l.attempts.coldOnly())
+	assert.Zero(t, r.margin(ctx, l), "expect a cold estimate to keep no margin")
+	e, cold := l.attempts.read()
+	assert.Equal(t, 400*time.Millisecond, e)
+	assert.True(t, cold)
 
 	warm, err := r.GetAttemptToken(ctx)
 	require.NoError(t, err)
@@ -145,7 +154,8 @@ func TestColdSamplesGiveWayToWarmOnes(t *testing.T) {
 	require.NoError(t, warm(nil))
 	assert.Equal(t, 20*time.Millisecond, r.margin(ctx, l), "expect the warm sample alone, twice")
 	assert.Equal(t, 20*time.Millisecond, r.margin(nil, l), "and over the lane's operations too")
-	assert.False(t, l.attempts.coldOnly())
+	_, cold = l.attempts.read()
+	assert.False(t, cold)
 
 	offset += 90 * time.Millisecond
 	require.NoError(t, second(nil))
@@ -170,8 +180,8 @@ func withOperation(ctx context.Context, op, region string) context.Context {
 // first call of another operation is warm, and counts twice in the margin
 // (judged cold by its own estimate's first sample, it counted once and
 // halved that operation's first margin: helper-148); the first call of a
-// client of another region joining the warm retryer is cold, and counts
-// once; that client's next operation, after it, is warm again.
+// client of another region joining the warm retryer is cold, and keeps no
+// margin; that client's next operation, after it, is warm again.
 func TestAClientsColdStartIsJudgedByItsServiceAndRegion(t *testing.T) {
 	base := time.Now()
 	var offset time.Duration
@@ -189,8 +199,40 @@ func TestAClientsColdStartIsJudgedByItsServiceAndRegion(t *testing.T) {
 	}
 	assert.Equal(t, 200*time.Millisecond, attempt(inRegion("GetItem", "us-east-1"), 100*time.Millisecond),
 		"expect a warm client's first GetItem counted twice")
-	assert.Equal(t, 500*time.Millisecond, attempt(inRegion("PutItem", "eu-west-1"), 500*time.Millisecond),
-		"expect another region's first call cold, counted once")
+	assert.Zero(t, attempt(inRegion("PutItem", "eu-west-1"), 500*time.Millisecond),
+		"expect another region's first call cold: no margin")
 	assert.Equal(t, 40*time.Millisecond, attempt(inRegion("GetItem", "eu-west-1"), 20*time.Millisecond),
 		"expect that client's next operation warm, counted twice")
+}
+
+// TestAColdBurstLeavesTheNextAttemptTimed: a new client's first 40
+// attempts begin together (40 goroutines at a service's start) and come
+// back after 800 ms, cold. Their samples filled the estimate, and the
+// attempts after them were timed one in 16: a warm 20 ms attempt left the
+// margin at 0, 15 attempts on average and 85 at worst (helper-176). Cold
+// samples never fill an estimate: the next attempt is timed, and sets the
+// margin.
+func TestAColdBurstLeavesTheNextAttemptTimed(t *testing.T) {
+	base := time.Now()
+	var offset time.Duration // moved by this goroutine only
+	r := New(func(o *Options) { o.Clock = func() time.Time { return base.Add(offset) } })
+	require.NoError(t, r.Err())
+	ctx := inRegion("PutItem", "us-east-1")
+	var releases []func(error) error
+	for range 40 {
+		release, err := r.GetAttemptToken(ctx)
+		require.NoError(t, err)
+		releases = append(releases, release)
+	}
+	offset += 800 * time.Millisecond
+	for _, release := range releases {
+		require.NoError(t, release(nil))
+	}
+	l := r.lanes.get(ctx)
+	require.Zero(t, r.margin(ctx, l), "expect the cold burst to keep no margin")
+	release, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	offset += 20 * time.Millisecond
+	require.NoError(t, release(nil))
+	assert.Equal(t, 40*time.Millisecond, r.margin(ctx, l), "expect the first warm attempt timed: twice its 20 ms")
 }

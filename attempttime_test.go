@@ -27,18 +27,21 @@ type fixedBackoff time.Duration
 
 func (d fixedBackoff) BackoffDelay(int, error) (time.Duration, error) { return time.Duration(d), nil }
 
-// TestLearntMarginFromTheFirstAttempt: a retryer that has measured nothing
-// yet (a Lambda cold start) still keeps the cause: the failed attempt
-// before the first retry decision is measured, so with 20 ms attempts, a
-// 100 ms deadline and a 75 ms backoff the retry is refused with the
-// throttle inside, instead of running into the deadline and failing with
-// the context's error alone.
-func TestLearntMarginFromTheFirstAttempt(t *testing.T) {
+// TestLearntMarginFromTheFirstWarmAttempt: a retryer that has made one
+// call (a Lambda function's first invocation, say) keeps the cause in the
+// next: the failed attempt before the retry decision is measured, so with
+// 20 ms attempts, a 100 ms deadline and a 75 ms backoff the retry is
+// refused with the throttle inside, instead of running into the deadline
+// and failing with the context's error alone. (The first call's attempt
+// was cold, and keeps no margin: see TestAColdStartsLongCredentialFetch...
+// in internal/clienttest.)
+func TestLearntMarginFromTheFirstWarmAttempt(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Backoff = fixedBackoff(75 * time.Millisecond)
 		o.BucketRefill = math.Inf(1)
 	})
+	require.NoError(t, stackOperation(context.Background(), r, nil, answerAfter(20*time.Millisecond, nil)), "the first, cold call")
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	err := stackOperation(ctx, r, nil, func(ctx context.Context, attempt int) error {
@@ -202,7 +205,7 @@ func TestAttemptReleaseTwiceDoesNotPanic(t *testing.T) {
 
 // TestDoMarginCountsThePartitionsAttempts: Do's fn may call any operation
 // of the partition, so its margin is learnt over all of them: after 200 ms
-// attempts (two: the first, cold, would count once), a throttled fn with
+// attempts (two: the first, cold, would keep no margin), a throttled fn with
 // 300 ms left is not retried into its deadline.
 func TestDoMarginCountsThePartitionsAttempts(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}

@@ -203,7 +203,12 @@ func exceeds(wait, margin, remaining time.Duration) bool {
 // operations when ctx is nil: the headroom is for the attempts that take
 // longer still and for a backoff sleep that ends late on a busy machine,
 // both of which the estimate cannot see. An estimate of cold attempts only
-// counts once: they held a new client's one-time costs, headroom enough.
+// keeps no margin, as the SDK's retryer keeps none: they held a new
+// client's one-time costs (a credential fetch, handshakes), which the retry
+// does not pay, in a share of their time nobody knows. Counted even once, an
+// 800 ms AssumeRole refused the retry of every cold invocation of a 2 s
+// Lambda function answered once with a 500, which retry.NewStandard() made
+// in time (helper-174).
 // With no lane (a RetryDelay with no GetRetryToken before it) the learnt
 // margin is 0. (A Do loop's is doLoop.margin.)
 func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
@@ -211,16 +216,17 @@ func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 		return r.fixedMargin
 	}
 	if ctx == nil {
-		return r.marginOf(l.attempts.estimate(), l.attempts.coldOnly())
+		return r.marginOf(l.attempts.read())
 	}
 	return r.marginOf(l.attempts.estimateOf(operationOf(ctx)))
 }
 
 // marginOf returns the learnt margin for an estimate e of an attempt's
-// time, cold when it rests on cold attempts only (see margin).
+// time, cold when it rests on cold attempts only: twice e, or none when
+// cold (see margin).
 func (r *Retryer) marginOf(e time.Duration, cold bool) time.Duration {
 	if cold {
-		return e
+		return 0
 	}
 	return addSaturating(e, e) // a clock that leapt forward made an attempt last ages
 }
@@ -231,13 +237,16 @@ func (r *Retryer) marginOf(e time.Duration, cold bool) time.Duration {
 // l took (see attemptTimes), without the retries' headroom. An attempt with
 // no wait is sent whatever time is left, as without the limiter; against
 // twice the attempt time, a wait of a few milliseconds turned the same
-// attempt into a refusal.
+// attempt into a refusal. An estimate of cold attempts only keeps none, as
+// margin keeps none.
 func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 {
 		return r.fixedMargin
 	}
-	e, _ := l.attempts.estimateOf(operationOf(ctx))
-	return e
+	if e, cold := l.attempts.estimateOf(operationOf(ctx)); !cold {
+		return e
+	}
+	return 0
 }
 
 // refusalReserve is what a wait before an empty budget's refusal leaves of

@@ -278,7 +278,18 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// past it: every call of such a loop with a 50 ms deadline returned
 		// up to 1.2 ms after it, a third of them as GiveUpCanceled
 		// (helper-162).
-		if floor := max(took, refusalReserve); floor > p.margin {
+		//
+		// But not fn's time while the estimate rests on cold attempts
+		// only: then it held the client's one-time costs (a credential
+		// fetch), which the next call does not pay, and a 1 s fetch
+		// refused a conflict's retry with 499 ms left that needed a
+		// millisecond (helper-176), as Retryer.margin keeps no margin for
+		// the SDK's retries then.
+		floor := refusalReserve
+		if est, cold := d.estimate(); est == 0 || !cold {
+			floor = max(took, floor)
+		}
+		if floor > p.margin {
 			p.margin, p.cutMargin = floor, false // fn's time or the reserve, not the cut's
 		}
 	}
@@ -464,10 +475,10 @@ func (d *doLoop) attemptSpan(took, queued time.Duration) time.Duration {
 // none without it).
 func (d *doLoop) estimate() (time.Duration, bool) {
 	if c := d.mark.client.Load(); c != nil {
-		e := c.clientAll.estimate()
-		return e, e == 0 || c.clientAll.coldOnly()
+		e, cold := c.clientAll.read()
+		return e, e == 0 || cold
 	}
-	return d.lane.attempts.estimate(), d.lane.attempts.coldOnly()
+	return d.lane.attempts.read()
 }
 
 // margin is the loop's learnt margin (see Retryer.margin), from estimate,

@@ -167,13 +167,17 @@ type Options struct {
 	// margin is 0, and each region's operations count apart; for Do, over
 	// every operation of the slowest client fn's calls used), from
 	// the time from GetAttemptToken to its release: every attempt of a
-	// partition is measured until 32 have been, then one in 16 at random,
-	// in both cases only while fewer than 8 are measured at once;
+	// partition is measured until 32 warm ones have been, then one in 16 at
+	// random, in both cases only while fewer than 8 are measured at once;
 	// the margin is twice the largest of an operation's samples until 32
 	// were taken, then twice the second largest of its last 32 (about their
-	// 95th percentile; one stall alone does not raise it). Until the first
-	// measured attempt of an operation ends it is 0. An attempt during
-	// which the caller's context ended, or that AttemptTimeout cut (at
+	// 95th percentile; one stall alone does not raise it). It is 0, as the
+	// SDK's, until a warm attempt of the operation was measured: a new
+	// client's first attempts, begun before any measured one came back,
+	// are cold (they hold its credential fetch and handshakes, which a
+	// retry does not pay) and keep none, nor does the first measured
+	// attempt of a client first seen once one in 16 is measured. An
+	// attempt during which the caller's context ended, or that AttemptTimeout cut (at
 	// that deadline or at its own limit), is not counted: after a stall
 	// cut at its limit the retry needs the usual attempt time and
 	// AttemptTimeout's 5 ms reserve, and one that stalls again is cut
@@ -182,9 +186,10 @@ type Options struct {
 	// is learnt over all the operations of the slowest client (service and
 	// region) fn's calls used, kept for the whole loop (over the
 	// partition's before fn's first call through the Retryer), or fn's
-	// whole last time when longer (the SDK's sleeps inside fn included),
-	// and at least 5 ms, so that a loop whose fn is quick does not back off
-	// into its deadline. Negative is invalid.
+	// whole last time when longer (the SDK's sleeps inside fn included)
+	// unless that client's attempts measured so far are all cold, and at
+	// least 5 ms, so that a loop whose fn is quick does not back off into
+	// its deadline. Negative is invalid.
 	DeadlineMargin time.Duration
 
 	// OnRetry, when set, is called for every retry about to be made, after

@@ -2270,6 +2270,35 @@ func TestALimiterTurnFoundAfterTheContextEndedIsNotTaken(t *testing.T) {
 	require.NoError(t, <-next, "expect the turn taken by the next, the clock standing at 100 ms")
 }
 
+// TestALimiterWaitOfAColdClientKeepsNoMargin: a new client's first
+// attempt takes 600 ms (a credential fetch, say) and is the only one timed,
+// cold. A caller with 650 ms left then waits its turn at a send rate of 10
+// a second, some 100 ms: it is sent. Kept for the attempt after the wait,
+// the cold time refused it, a turn the SDK's retryer, which has no queue,
+// would not have made it miss (the retries' margin keeps none for a cold
+// attempt either: TestAColdStartsLongCredentialFetchDoesNotRefuseTheRetry
+// in internal/clienttest).
+func TestALimiterWaitOfAColdClientKeepsNoMargin(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}
+	})
+	require.NoError(t, r.Err())
+	cold, err := r.GetAttemptToken(context.Background())
+	require.NoError(t, err)
+	time.Sleep(600 * time.Millisecond)
+	require.NoError(t, cold(nil))
+	// Another attempt takes the turn due now, so that the caller waits.
+	taken, err := r.GetAttemptToken(context.Background())
+	require.NoError(t, err)
+	defer func() { require.NoError(t, taken(nil)) }()
+
+	ctx, cancel := context.WithTimeout(context.Background(), 650*time.Millisecond)
+	defer cancel()
+	release, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err, "expect the caller sent after its wait")
+	require.NoError(t, release(nil))
+}
+
 // TestABackoffDelayerKeepsItsOwnThrottleCheck: a delayer of package
 // delayers given as Options.Backoff computes every delay, as
 // retry.NewStandard's Backoff does, with its own Throttle check: the

@@ -333,7 +333,7 @@ func TestFinishedOperationsKeepNoContextAlive(t *testing.T) {
 }
 
 // TestStressColdStarts races new retryers' first attempts, the cold ones
-// whose times count once in the margin until a warm one is timed (see
+// whose times keep no margin until a warm one is timed (see
 // attemptTimes), through the SDK's retry middleware: in each of 200 rounds
 // 16 goroutines start together on a fresh retryer, the attempts before the
 // round's first answer slow (a credential fetch) and the rest quick, under
