@@ -450,7 +450,10 @@ func (e *OptionsError) Error() string {
 	if e == nil {
 		return "jitterretry: <nil *OptionsError>"
 	}
-	if e.Option == "" {
+	switch {
+	case e.Option == "" && e.Reason == "":
+		return "jitterretry: invalid options" // a zero OptionsError
+	case e.Option == "":
 		return "jitterretry: invalid options: " + e.Reason
 	}
 	return "jitterretry: invalid " + e.Option + ": " + e.Reason

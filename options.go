@@ -268,7 +268,9 @@ type Options struct {
 	// context.WithTimeout set from the wall clock: a Clock ahead of the
 	// wall clock refuses retries that would fit, one behind lets a backoff
 	// run into the deadline. Give a Clock that keeps to the wall clock
-	// (tests may move it to bring a deadline near).
+	// (tests may move it to bring a deadline near). Its panic passes
+	// through to the caller of whatever read it, New included (New reads
+	// it once), as a Backoff's does.
 	Clock func() time.Time
 
 	// MeterProvider, when set, receives the retryer's metrics (see the

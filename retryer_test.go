@@ -1095,7 +1095,8 @@ func TestZeroValuesNeverPanic(t *testing.T) {
 	})
 	var nilOE *jitterretry.OptionsError
 	assert.NotPanics(t, func() { assert.Contains(t, nilOE.Error(), "nil") })
-	assert.Equal(t, "jitterretry: invalid options: ", (&jitterretry.OptionsError{}).Error(), "expect a zero OptionsError to name no empty option")
+	assert.Equal(t, "jitterretry: invalid options", (&jitterretry.OptionsError{}).Error(), "expect a zero OptionsError to name no empty option nor reason")
+	assert.Equal(t, "jitterretry: invalid options: why", (&jitterretry.OptionsError{Reason: "why"}).Error())
 	assert.ErrorContains(t, jitterretry.Do(context.Background(), nil, func(context.Context) error { return nil }), "a nil or zero Retryer")
 	var full delayers.Full
 	d, err := full.BackoffDelay(3, nil)

@@ -129,11 +129,13 @@ type OptionError struct {
 // Error returns "delayers: invalid <Option> <Value>: <Reason>", with Factor
 // in place of Value when Option is "Growth", and neither for Throttle and
 // Source, whose Reason says what they hold. A nil *OptionError prints as
-// such rather than panic.
+// such rather than panic, and a zero one as ErrInvalidOption.
 func (e *OptionError) Error() string {
 	switch {
 	case e == nil:
 		return "delayers: <nil *OptionError>"
+	case e.Option == "" && e.Reason == "":
+		return ErrInvalidOption.Error() // a zero OptionError
 	case e.Option == "Growth":
 		return fmt.Sprintf("delayers: invalid %s %v: %s", e.Option, e.Factor, e.Reason)
 	case e.Option == "Throttle" || e.Option == "Source":
@@ -142,8 +144,10 @@ func (e *OptionError) Error() string {
 	return fmt.Sprintf("delayers: invalid %s %v: %s", e.Option, e.Value, e.Reason)
 }
 
-// Is reports whether target is ErrInvalidOption.
-func (e *OptionError) Is(target error) bool { return target == ErrInvalidOption }
+// Is reports whether target is ErrInvalidOption; a nil *OptionError matches
+// nothing, as a nil *jitterretry.GiveUpError (a typed nil in an error is a
+// bug to surface, not a rejected setting).
+func (e *OptionError) Is(target error) bool { return e != nil && target == ErrInvalidOption }
 
 // settings is Options after defaults and validation: what every strategy
 // shares.

@@ -209,11 +209,15 @@ func TestGrowthErrorMessage(t *testing.T) {
 }
 
 // TestNilOptionErrorPrints: a typed nil in an error interface prints
-// instead of panicking in the caller's logging.
+// instead of panicking in the caller's logging, and matches nothing, as a
+// nil *jitterretry.GiveUpError (it matched ErrInvalidOption: an outside
+// review, helper-177). A zero OptionError prints no empty fields.
 func TestNilOptionErrorPrints(t *testing.T) {
 	var oe *OptionError
 	assert.NotPanics(t, func() { assert.Contains(t, oe.Error(), "nil") })
-	assert.True(t, errors.Is(oe, ErrInvalidOption))
+	assert.False(t, errors.Is(oe, ErrInvalidOption))
+	assert.True(t, errors.Is(&OptionError{}, ErrInvalidOption))
+	assert.Equal(t, "delayers: invalid option", (&OptionError{}).Error())
 }
 
 // TestDurationErrorsComeBeforeGrowth: with several bad fields, the
