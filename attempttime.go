@@ -162,6 +162,27 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 // since returns the time since the epoch.
 func (a *attemptTimes) since() time.Duration { return a.now().Sub(a.epoch) }
 
+// began returns the time since the epoch, for beganCold to judge later
+// what began now; 0 when no attempt is timed.
+func (a *attemptTimes) began() time.Duration {
+	if a.now == nil {
+		return 0
+	}
+	return a.since()
+}
+
+// beganCold reports whether what began at began (see began) began before
+// any timed attempt of client c (see attemptEstimate.client) came back,
+// so that it waited for what a new client does once; false when c is nil
+// or none of its attempts came back yet (nothing tells).
+func (a *attemptTimes) beganCold(c *attemptEstimate, began time.Duration) bool {
+	if a.now == nil || c == nil {
+		return false
+	}
+	w := c.warmFrom.Load()
+	return w != 0 && began < time.Duration(w-1)
+}
+
 // measure returns a release that records the time of the attempt under ctx
 // before calling then, for every attempt until the lane's estimate has
 // attemptSamples warm samples (cold ones never fill it) and one in

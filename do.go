@@ -177,6 +177,9 @@ type doLoop struct {
 	capped        int     // conflicts in a row after such a throttle
 	lastThrottle  error   // fn's error of the previous call, when Do classed it a throttle
 	paid          *ticket // the tokens of the retry in flight, if any
+	// callBegan is when fn's current call began, on the lane's attempt
+	// clock (see attemptTimes.began).
+	callBegan time.Duration
 }
 
 func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -202,6 +205,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		}
 		start := d.r.now()
 		d.mark.startCall(start)
+		d.callBegan = d.lane.attempts.began()
 		err := fn(fnCtx)
 		end := d.r.now()
 		// fn returned: the retry in flight has its answer, settled below
@@ -279,14 +283,18 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// up to 1.2 ms after it, a third of them as GiveUpCanceled
 		// (helper-162).
 		//
-		// But not fn's time while the estimate rests on cold attempts
-		// only: then it held the client's one-time costs (a credential
-		// fetch), which the next call does not pay, and a 1 s fetch
-		// refused a conflict's retry with 499 ms left that needed a
-		// millisecond (helper-176), as Retryer.margin keeps no margin for
-		// the SDK's retries then.
+		// But not fn's time when its call began before any timed attempt
+		// of its client came back: then it held the client's one-time
+		// costs (a credential fetch), which the next call does not pay,
+		// in a share nobody knows, and Retryer.margin keeps no margin for
+		// them either. A 1 s fetch refused a conflict's retry with 499 ms
+		// left that needed a millisecond (helper-176); judged by the
+		// estimate's cold samples alone, a call that also made a warm
+		// attempt (a GetItem, cold, then a PutItem; a 500 the SDK retried
+		// inside fn) still kept the fetch: every cold invocation of a
+		// Lambda function refused so (helper-178).
 		floor := refusalReserve
-		if est, cold := d.estimate(); est == 0 || !cold {
+		if !d.lane.attempts.beganCold(d.mark.client.Load(), d.callBegan) {
 			floor = max(took, floor)
 		}
 		if floor > p.margin {

@@ -187,7 +187,8 @@ type Options struct {
 	// region) fn's calls used, kept for the whole loop (over the
 	// partition's before fn's first call through the Retryer), or fn's
 	// whole last time when longer (the SDK's sleeps inside fn included)
-	// unless that client's attempts measured so far are all cold, and at
+	// unless that call began before any measured attempt of its client
+	// came back (it held the client's credential fetch), and at
 	// least 5 ms, so that a loop whose fn is quick does not back off into
 	// its deadline. Negative is invalid.
 	DeadlineMargin time.Duration

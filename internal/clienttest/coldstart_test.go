@@ -9,6 +9,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -186,25 +187,57 @@ func TestAColdStartsFirstConflictIsNotSizedByTheCredentialFetch(t *testing.T) {
 }
 
 // TestAColdStartsLongCredentialFetchDoesNotRefuseDosRetry: a cold client
-// fetches credentials for 1 s in its first PutItem, whose condition
-// failed, which Do retries as a conflict, under a 2 s deadline. Do's
-// margin was at least fn's last call, the fetch in it, and refused the
-// retry that needed a millisecond ("backoff 464ms, and 1.002s kept for the
-// attempt after it, would end past the context deadline (498ms left)",
-// under 1.5 s; helper-176). The first conflict's backoff is drawn within
-// half the cold call, so the retry has some 500 ms.
+// fetches credentials for 1 s in its first call, and fn's first call ends
+// in a failed condition, which Do retries as a conflict, under a 2 s
+// deadline: fn one PutItem; a GetItem, then a PutItem (a read-modify-write
+// fn); a PutItem answered first with a 500, which the SDK retries inside
+// fn. Do's margin was at least fn's last call, the fetch in it: "backoff
+// 464ms, and 1.002s kept for the attempt after it, would end past the
+// context deadline (498ms left)" (helper-176, under 1.5 s); left out only
+// while the client's timed attempts were all cold, it still refused the
+// other two, whose second attempt was warm (helper-178: every cold
+// invocation of a Lambda function whose first call met a 500 and then a
+// conflict). The first conflict's backoff is drawn within half the cold
+// call, so the retry has some 500 ms.
 func TestAColdStartsLongCredentialFetchDoesNotRefuseDosRetry(t *testing.T) {
-	srv := newScriptServer(t, ccf, ok)
-	r := jitterretry.New()
-	require.NoError(t, r.Err())
-	c := newColdClientFetching(time.Second, "us-east-1", srv.URL, r)
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
-	defer cancel()
-	calls := 0
-	err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
-		calls++
-		return putItem(ctx, c)
-	})
-	require.NoError(t, err, "expect the conflict's retry made")
-	assert.Equal(t, 2, calls)
+	getItem := func(ctx context.Context, c *dynamodb.Client) error {
+		_, err := c.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String("orders"),
+			Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
+		})
+		return err
+	}
+	for _, tc := range []struct {
+		name   string
+		script []reply
+		fn     func(context.Context, *dynamodb.Client) error
+	}{
+		{"one write", []reply{ccf, ok}, putItem2},
+		{"a read, then a write", []reply{ok, ccf, ok, ok}, func(ctx context.Context, c *dynamodb.Client) error {
+			if err := getItem(ctx, c); err != nil {
+				return err
+			}
+			return putItem(ctx, c)
+		}},
+		{"a 500 the SDK retries inside fn", []reply{serverErr, ccf, ok}, putItem2},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			srv := newScriptServer(t, tc.script...)
+			r := jitterretry.New()
+			require.NoError(t, r.Err())
+			c := newColdClientFetching(time.Second, "us-east-1", srv.URL, r)
+			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+			defer cancel()
+			calls := 0
+			err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+				calls++
+				return tc.fn(ctx, c)
+			})
+			require.NoError(t, err, "expect the conflict's retry made")
+			assert.Equal(t, 2, calls)
+		})
+	}
 }
+
+// putItem2 is putItem without options, as a Do loop's fn calls it.
+func putItem2(ctx context.Context, c *dynamodb.Client) error { return putItem(ctx, c) }
