@@ -384,20 +384,19 @@ type attemptEstimate struct {
 }
 
 // record adds a sample, cold or not (see attemptTimes): the first warm one
-// replaces the cold ones, and a cold one after it is left out. It reports
-// whether the sample was the estimate's first warm one. Cold samples never
-// make the estimate full: while it is not, every attempt is timed (see
+// replaces the cold ones, and a cold one after it is left out. Cold
+// samples never make the estimate full: while it is not, every attempt is timed (see
 // attemptTimes.measure), and a burst of 32 first attempts at once, cold,
 // left the attempts after it timed one in 16, with no margin until one was
 // (helper-176: 15 attempts on average, 85 at worst).
-func (e *attemptEstimate) record(took time.Duration, cold bool) (firstWarm bool) {
+func (e *attemptEstimate) record(took time.Duration, cold bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	switch {
 	case cold && e.warm:
-		return false
+		return
 	case !cold && !e.warm:
-		e.samples, e.at, e.warm, firstWarm = [attemptSamples]time.Duration{}, 0, true, true
+		e.samples, e.at, e.warm = [attemptSamples]time.Duration{}, 0, true
 		e.warmed.Store(true)
 	}
 	e.samples[e.at] = took
@@ -424,7 +423,6 @@ func (e *attemptEstimate) record(took time.Duration, cold bool) (firstWarm bool)
 	} else {
 		e.est.Store(int64(second))
 	}
-	return firstWarm
 }
 
 // begunCold reports whether the attempt measured from start to end (since the

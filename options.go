@@ -177,11 +177,11 @@ type Options struct {
 	// are cold (they hold its credential fetch and handshakes, which a
 	// retry does not pay) and keep none, nor does the first measured
 	// attempt of a client first seen once one in 16 is measured. An
-	// attempt during which the caller's context ended, or that AttemptTimeout cut (at
-	// that deadline or at its own limit), is not counted: after a stall
-	// cut at its limit the retry needs the usual attempt time and
-	// AttemptTimeout's 5 ms reserve, and one that stalls again is cut
-	// before the deadline. After an attempt cut at the deadline no retry is
+	// attempt during which the caller's context ended, or that
+	// AttemptTimeout cut (at that deadline or at its own limit), is not
+	// counted: after a stall cut at its limit the retry needs the usual
+	// attempt time and AttemptTimeout's 5 ms reserve, and one that stalls
+	// again is cut before the deadline. After an attempt cut at the deadline no retry is
 	// made, DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
 	// is learnt over all the operations of the slowest client (service and
 	// region) fn's calls used, kept for the whole loop (over the
