@@ -74,6 +74,9 @@ type loopMark struct {
 	// noted as each ends, up to queuedTo.
 	queued              time.Duration
 	callStart, queuedTo time.Time
+	// cold is how long the attempts of the current call of fn that were
+	// timed and judged cold took (see markCold).
+	cold time.Duration
 }
 
 type loopMarkKey struct{}
@@ -182,6 +185,20 @@ func markQueued(ctx context.Context, owner *hooks, start, end time.Time) {
 	}
 }
 
+// markCold notes, for the Do loops around the call of ctx, that an attempt
+// of it took took and was cold (see attemptTimes): it waited for what a
+// new client does once (a credential fetch), which fn's next call does
+// not pay, so that the loop's margin leaves it out of fn's time (see
+// doLoop.next). Every loop's, whichever Retryer timed it, as the waits in
+// a queue are.
+func markCold(ctx context.Context, took time.Duration) {
+	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		m.mu.Lock()
+		m.cold += took
+		m.mu.Unlock()
+	}
+}
+
 // latest returns the latest of times.
 func latest(times ...time.Time) time.Time {
 	var l time.Time
@@ -199,6 +216,14 @@ func (m *loopMark) queuedInCall() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	return m.queued
+}
+
+// coldInCall returns how long the cold attempts of the current call of fn
+// took (see markCold).
+func (m *loopMark) coldInCall() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cold
 }
 
 // takeThrottle reports whether a throttle was noted since the last take,
@@ -272,7 +297,7 @@ func operationsWithin(err error) []error {
 func (m *loopMark) startCall(now time.Time) {
 	m.mu.Lock()
 	m.failed, m.reported = recentErrors{}, recentErrors{}
-	m.queued, m.callStart, m.queuedTo = 0, now, time.Time{}
+	m.queued, m.callStart, m.queuedTo, m.cold = 0, now, time.Time{}, 0
 	m.mu.Unlock()
 	m.sent.Store(false)
 	m.waited.Store(false)
