@@ -151,7 +151,7 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 		if ctx := p.ctx; ctx != nil && ctx.Err() == nil && !wasCut(err) {
 			start, end := time.Duration(p.start.Load()), a.since()
 			if a.record(p.op, start, end) {
-				markCold(ctx, end-start)
+				markCold(ctx, a.epoch.Add(start), a.epoch.Add(end))
 			}
 		}
 		p.ctx, p.op = nil, nil

@@ -289,8 +289,12 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// GetItem, cold, then a PutItem; a 500 the SDK retried inside fn:
 		// helper-178); left out whole when the call began before the
 		// client's first answer, it dropped the time of another client's
-		// calls and of fn's own work in the same call (helper-179).
-		fnTime := max(took-d.mark.coldInCall(), 0) // attempts in parallel may add up to more
+		// calls and of fn's own work in the same call (helper-179). What
+		// fn did beside a cold attempt, in parallel, is left out with it:
+		// nothing tells it apart (a prefetch beside 600 ms of warm writes
+		// left a margin of the estimate's alone, and the retry ran into
+		// the deadline: helper-180).
+		fnTime := max(took-d.mark.coldInCall(), 0)
 		if floor := max(fnTime, refusalReserve); floor > p.margin {
 			p.margin, p.cutMargin = floor, false // fn's time or the reserve, not the cut's
 		}

@@ -187,8 +187,9 @@ type Options struct {
 	// region) fn's calls used, kept for the whole loop (over the
 	// partition's before fn's first call through the Retryer), or fn's
 	// whole last time when longer (the SDK's sleeps inside fn included),
-	// less the time of that call's measured attempts judged cold (they held
-	// a new client's credential fetch), and at
+	// less the time that call spent in measured attempts judged cold
+	// (they held a new client's credential fetch; what fn did in
+	// parallel with them is left out too), and at
 	// least 5 ms, so that a loop whose fn is quick does not back off into
 	// its deadline. Negative is invalid.
 	DeadlineMargin time.Duration
