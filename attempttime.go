@@ -150,7 +150,9 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 		// caller allowed, not what the service takes: it is no sample.
 		if ctx := p.ctx; ctx != nil && ctx.Err() == nil && !wasCut(err) {
 			start, end := time.Duration(p.start.Load()), a.since()
-			a.record(p.op, start, end)
+			if a.record(p.op, start, end) {
+				markCold(ctx, a.epoch.Add(start), a.epoch.Add(end))
+			}
 		}
 		p.ctx, p.op = nil, nil
 		p.busy.Store(false)
@@ -161,27 +163,6 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 
 // since returns the time since the epoch.
 func (a *attemptTimes) since() time.Duration { return a.now().Sub(a.epoch) }
-
-// began returns the time since the epoch, for beganCold to judge later
-// what began now; 0 when no attempt is timed.
-func (a *attemptTimes) began() time.Duration {
-	if a.now == nil {
-		return 0
-	}
-	return a.since()
-}
-
-// beganCold reports whether what began at began (see began) began before
-// any timed attempt of client c (see attemptEstimate.client) came back,
-// so that it waited for what a new client does once; false when c is nil
-// or none of its attempts came back yet (nothing tells).
-func (a *attemptTimes) beganCold(c *attemptEstimate, began time.Duration) bool {
-	if a.now == nil || c == nil {
-		return false
-	}
-	w := c.warmFrom.Load()
-	return w != 0 && began < time.Duration(w-1)
-}
 
 // measure returns a release that records the time of the attempt under ctx
 // before calling then, for every attempt until the lane's estimate has
@@ -286,17 +267,20 @@ func (a *attemptTimes) lookup(k operationKey) *attemptEstimate {
 
 // record adds the time of one attempt, from start to end (since the
 // epoch), to the lane's estimate and to op's, if any, each judging
-// whether it was cold.
-func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) {
+// whether it was cold, and reports whether it was: by op's client, or,
+// with no op, by the lane.
+func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) (cold bool) {
 	if end < start {
-		return
+		return false
 	}
-	a.all.record(end-start, a.all.begunCold(start, end))
+	cold = a.all.begunCold(start, end)
+	a.all.record(end-start, cold)
 	if op != nil {
-		cold := op.client.begunCold(start, end)
+		cold = op.client.begunCold(start, end)
 		op.record(end-start, cold)
 		op.client.clientAll.record(end-start, cold)
 	}
+	return cold
 }
 
 // clientFor returns the estimate of the client (see attemptEstimate.client)

@@ -177,9 +177,6 @@ type doLoop struct {
 	capped        int     // conflicts in a row after such a throttle
 	lastThrottle  error   // fn's error of the previous call, when Do classed it a throttle
 	paid          *ticket // the tokens of the retry in flight, if any
-	// callBegan is when fn's current call began, on the lane's attempt
-	// clock (see attemptTimes.began).
-	callBegan time.Duration
 }
 
 func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -205,7 +202,6 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		}
 		start := d.r.now()
 		d.mark.startCall(start)
-		d.callBegan = d.lane.attempts.began()
 		err := fn(fnCtx)
 		end := d.r.now()
 		// fn returned: the retry in flight has its answer, settled below
@@ -283,21 +279,23 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// up to 1.2 ms after it, a third of them as GiveUpCanceled
 		// (helper-162).
 		//
-		// But not fn's time when its call began before any timed attempt
-		// of its client came back: then it held the client's one-time
-		// costs (a credential fetch), which the next call does not pay,
-		// in a share nobody knows, and Retryer.margin keeps no margin for
-		// them either. A 1 s fetch refused a conflict's retry with 499 ms
-		// left that needed a millisecond (helper-176); judged by the
-		// estimate's cold samples alone, a call that also made a warm
-		// attempt (a GetItem, cold, then a PutItem; a 500 the SDK retried
-		// inside fn) still kept the fetch: every cold invocation of a
-		// Lambda function refused so (helper-178).
-		floor := refusalReserve
-		if !d.lane.attempts.beganCold(d.mark.client.Load(), d.callBegan) {
-			floor = max(took, floor)
-		}
-		if floor > p.margin {
+		// But not the time of the call's attempts that were cold: they
+		// held the client's one-time costs (a credential fetch), which
+		// the next call does not pay, and Retryer.margin keeps no margin
+		// for them either. A 1 s fetch refused a conflict's retry with
+		// 499 ms left that needed a millisecond (helper-176); left out
+		// whole while the client's estimate was cold, the call's time
+		// still kept the fetch when the call also made a warm attempt (a
+		// GetItem, cold, then a PutItem; a 500 the SDK retried inside fn:
+		// helper-178); left out whole when the call began before the
+		// client's first answer, it dropped the time of another client's
+		// calls and of fn's own work in the same call (helper-179). What
+		// fn did beside a cold attempt, in parallel, is left out with it:
+		// nothing tells it apart (a prefetch beside 600 ms of warm writes
+		// left a margin of the estimate's alone, and the retry ran into
+		// the deadline: helper-180).
+		fnTime := max(took-d.mark.coldInCall(), 0)
+		if floor := max(fnTime, refusalReserve); floor > p.margin {
 			p.margin, p.cutMargin = floor, false // fn's time or the reserve, not the cut's
 		}
 	}

@@ -69,11 +69,30 @@ type loopMark struct {
 	// which may be fn's own sentinel that stands for many, or wrap one);
 	// what an inner loop found reported and passed on.
 	reported recentErrors
-	// queued is how long, since callStart, at least one SDK call of fn
-	// waited in the send-rate limiter's queue: the union of the waits,
-	// noted as each ends, up to queuedTo.
-	queued              time.Duration
-	callStart, queuedTo time.Time
+	// callStart is when the current call of fn began; queued is how long
+	// since then at least one SDK call of fn waited in the send-rate
+	// limiter's queue (see markQueued), cold how long at least one of its
+	// attempts that were timed and judged cold ran (see markCold).
+	callStart    time.Time
+	queued, cold callSpans
+}
+
+// callSpans is how long, within a call of fn, at least one of some spans
+// of time ran: their union, noted as each ends, up to to. Only the end of
+// the spans noted is kept: a span that began before one noted earlier, and
+// ends after it, counts from that one's end, short.
+type callSpans struct {
+	total time.Duration
+	to    time.Time
+}
+
+// add notes the span from start to end, within the call that began at
+// callStart: the part of it no span noted before covers.
+func (c *callSpans) add(start, end, callStart time.Time) {
+	if from := latest(start, callStart, c.to); end.After(from) {
+		c.total += end.Sub(from)
+		c.to = end
+	}
 }
 
 type loopMarkKey struct{}
@@ -158,14 +177,13 @@ func markSend(ctx context.Context, owner *hooks) (retry bool) {
 // markQueued adds an attempt's wait in the send-rate limiter's queue, from
 // start to end, to the mark ctx carries, if any, and those around it: the
 // part of it within the current call of fn that no wait noted before
-// covers. So the waits of SDK calls made in parallel count once, and a
-// goroutine that outlived its call of fn adds to the next only what it
-// waited during it. Only the end of the waits noted is kept, not their
-// union: a wait that began before one noted earlier, and ends after it,
-// counts from that one's end, short (the queue serves its places in
-// order, so the first in line is the first out; and a goroutine that notes
-// its wait late counts short too). The waits count for every loop, since
-// they took fn's time whichever Retryer's queue they were in; the loops
+// covers (see callSpans). So the waits of SDK calls made in parallel count
+// once, and a goroutine that outlived its call of fn adds to the next only
+// what it waited during it. (A wait counted short is rare: the queue
+// serves its places in order, so the first in line is the first out; and
+// a goroutine that notes its wait late counts short too.) The waits count
+// for every loop, since they took fn's time whichever Retryer's queue
+// they were in; the loops
 // of owner, the Retryer of that queue, also note that fn's call waited
 // at their limiter (see loopMark.waited).
 func markQueued(ctx context.Context, owner *hooks, start, end time.Time) {
@@ -174,10 +192,24 @@ func markQueued(ctx context.Context, owner *hooks, start, end time.Time) {
 			m.waited.Store(true)
 		}
 		m.mu.Lock()
-		if from := latest(start, m.callStart, m.queuedTo); end.After(from) {
-			m.queued += end.Sub(from)
-			m.queuedTo = end
-		}
+		m.queued.add(start, end, m.callStart)
+		m.mu.Unlock()
+	}
+}
+
+// markCold notes, for the Do loops around the call of ctx, that an attempt
+// of it ran from start to end and was cold (see attemptTimes): it waited
+// for what a new client does once (a credential fetch), which fn's next
+// call does not pay, so that the loop's margin leaves it out of fn's time
+// (see doLoop.next): the part within the current call of fn that no cold
+// attempt noted before covers, as markQueued notes waits (a prefetch that
+// outlived its call of fn, noted whole in the next, dropped that call's
+// own 800 ms: helper-180). Every loop's, whichever Retryer timed it, as
+// the waits in a queue are.
+func markCold(ctx context.Context, start, end time.Time) {
+	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		m.mu.Lock()
+		m.cold.add(start, end, m.callStart)
 		m.mu.Unlock()
 	}
 }
@@ -198,7 +230,15 @@ func latest(times ...time.Time) time.Time {
 func (m *loopMark) queuedInCall() time.Duration {
 	m.mu.Lock()
 	defer m.mu.Unlock()
-	return m.queued
+	return m.queued.total
+}
+
+// coldInCall returns how long the cold attempts of the current call of fn
+// took (see markCold).
+func (m *loopMark) coldInCall() time.Duration {
+	m.mu.Lock()
+	defer m.mu.Unlock()
+	return m.cold.total
 }
 
 // takeThrottle reports whether a throttle was noted since the last take,
@@ -272,7 +312,7 @@ func operationsWithin(err error) []error {
 func (m *loopMark) startCall(now time.Time) {
 	m.mu.Lock()
 	m.failed, m.reported = recentErrors{}, recentErrors{}
-	m.queued, m.callStart, m.queuedTo = 0, now, time.Time{}
+	m.callStart, m.queued, m.cold = now, callSpans{}, callSpans{}
 	m.mu.Unlock()
 	m.sent.Store(false)
 	m.waited.Store(false)

@@ -57,3 +57,21 @@ func TestQueueWaitsCountOnceWithinTheCall(t *testing.T) {
 	inner.startCall(ms(300))
 	assert.Equal(t, time.Duration(0), inner.queuedInCall(), "expect a new call to start from nothing")
 }
+
+// TestColdAttemptsCountOnceWithinTheCall: the cold attempts of fn's SDK
+// calls are left out of fn's time as time during which at least one of
+// them ran, within the call, as the queue's waits are counted: a cold
+// attempt of a goroutine that outlived the previous call counted whole in
+// the next (helper-180: a 1 s prefetch charged to a call that began at
+// 250 ms), and cold attempts in parallel added up past the call.
+func TestColdAttemptsCountOnceWithinTheCall(t *testing.T) {
+	ms := func(n int) time.Time { return t0.Add(time.Duration(n) * time.Millisecond) }
+	var m loopMark
+	ctx := withLoopMark(context.Background(), &m)
+	m.startCall(ms(250))
+	markCold(ctx, ms(0), ms(1000))   // begun in the previous call
+	markCold(ctx, ms(300), ms(1000)) // in parallel with it
+	assert.Equal(t, 750*time.Millisecond, m.coldInCall(), "expect [250, 1000] once")
+	m.startCall(ms(1100))
+	assert.Zero(t, m.coldInCall(), "expect a new call to start from nothing")
+}

@@ -186,9 +186,10 @@ type Options struct {
 	// is learnt over all the operations of the slowest client (service and
 	// region) fn's calls used, kept for the whole loop (over the
 	// partition's before fn's first call through the Retryer), or fn's
-	// whole last time when longer (the SDK's sleeps inside fn included)
-	// unless that call began before any measured attempt of its client
-	// came back (it held the client's credential fetch), and at
+	// whole last time when longer (the SDK's sleeps inside fn included),
+	// less the time that call spent in measured attempts judged cold
+	// (they held a new client's credential fetch; what fn did in
+	// parallel with them is left out too), and at
 	// least 5 ms, so that a loop whose fn is quick does not back off into
 	// its deadline. Negative is invalid.
 	DeadlineMargin time.Duration

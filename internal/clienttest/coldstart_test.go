@@ -241,3 +241,44 @@ func TestAColdStartsLongCredentialFetchDoesNotRefuseDosRetry(t *testing.T) {
 
 // putItem2 is putItem without options, as a Do loop's fn calls it.
 func putItem2(ctx context.Context, c *dynamodb.Client) error { return putItem(ctx, c) }
+
+// TestDoKeepsTheWarmPartOfAColdCall: fn writes through a warm client of a
+// far region (200 ms an attempt), then reads and writes through a new
+// client whose first call fetches credentials for 1 s; the write's
+// condition fails with some 150 ms of 1.36 s left. Every call of fn pays
+// the far write again, so the retry cannot end in time and is refused
+// before the deadline. Judged by whether the call began before the new
+// client's first answer, the whole call was left out of Do's margin, the
+// far 200 ms with the fetch, and the retry ran into the deadline
+// (helper-179); only the cold attempt's time is left out.
+func TestDoKeepsTheWarmPartOfAColdCall(t *testing.T) {
+	far := newScriptServer(t, reply{delay: 200 * time.Millisecond})
+	near := newScriptServer(t, ok, ccf, ok)
+	r := jitterretry.New()
+	require.NoError(t, r.Err())
+	warm := newClientIn("eu-west-1", far.URL, r)
+	for range 3 {
+		require.NoError(t, putItem(context.Background(), warm))
+	}
+	cold := newColdClientFetching(time.Second, "us-east-1", near.URL, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 1360*time.Millisecond)
+	defer cancel()
+	calls := 0
+	err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
+		calls++
+		if err := putItem(ctx, warm); err != nil {
+			return err
+		}
+		if _, err := cold.GetItem(ctx, &dynamodb.GetItemInput{
+			TableName: aws.String("orders"),
+			Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
+		}); err != nil {
+			return err
+		}
+		return putItem(ctx, cold)
+	})
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "expect the retry refused: %v", err)
+	assert.Equal(t, 1, calls)
+}
