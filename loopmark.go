@@ -183,9 +183,8 @@ func markSend(ctx context.Context, owner *hooks) (retry bool) {
 // serves its places in order, so the first in line is the first out; and
 // a goroutine that notes its wait late counts short too.) The waits count
 // for every loop, since they took fn's time whichever Retryer's queue
-// they were in; the loops
-// of owner, the Retryer of that queue, also note that fn's call waited
-// at their limiter (see loopMark.waited).
+// they were in; the loops of owner, the Retryer of that queue, also note
+// that fn's call waited at their limiter (see loopMark.waited).
 func markQueued(ctx context.Context, owner *hooks, start, end time.Time) {
 	for m := loopMarkOf(ctx); m != nil; m = m.outer {
 		if m.owner == owner && !m.waited.Load() {
