@@ -200,13 +200,6 @@ func TestAColdStartsFirstConflictIsNotSizedByTheCredentialFetch(t *testing.T) {
 // conflict). The first conflict's backoff is drawn within half the cold
 // call, so the retry has some 500 ms.
 func TestAColdStartsLongCredentialFetchDoesNotRefuseDosRetry(t *testing.T) {
-	getItem := func(ctx context.Context, c *dynamodb.Client) error {
-		_, err := c.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String("orders"),
-			Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
-		})
-		return err
-	}
 	for _, tc := range []struct {
 		name   string
 		script []reply
@@ -228,11 +221,7 @@ func TestAColdStartsLongCredentialFetchDoesNotRefuseDosRetry(t *testing.T) {
 			c := newColdClientFetching(time.Second, "us-east-1", srv.URL, r)
 			ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 			defer cancel()
-			calls := 0
-			err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
-				calls++
-				return tc.fn(ctx, c)
-			})
+			calls, err := countedDo(ctx, r, func(ctx context.Context) error { return tc.fn(ctx, c) })
 			require.NoError(t, err, "expect the conflict's retry made")
 			assert.Equal(t, 2, calls)
 		})
@@ -241,6 +230,24 @@ func TestAColdStartsLongCredentialFetchDoesNotRefuseDosRetry(t *testing.T) {
 
 // putItem2 is putItem without options, as a Do loop's fn calls it.
 func putItem2(ctx context.Context, c *dynamodb.Client) error { return putItem(ctx, c) }
+
+// getItem reads the item putItem writes.
+func getItem(ctx context.Context, c *dynamodb.Client) error {
+	_, err := c.GetItem(ctx, &dynamodb.GetItemInput{
+		TableName: aws.String("orders"),
+		Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
+	})
+	return err
+}
+
+// countedDo runs jitterretry.Do and returns how many times it called fn.
+func countedDo(ctx context.Context, r *jitterretry.Retryer, fn func(context.Context) error) (calls int, err error) {
+	err = jitterretry.Do(ctx, r, func(ctx context.Context) error {
+		calls++
+		return fn(ctx)
+	})
+	return calls, err
+}
 
 // TestDoKeepsTheWarmPartOfAColdCall: fn writes through a warm client of a
 // far region (200 ms an attempt), then reads and writes through a new
@@ -263,16 +270,11 @@ func TestDoKeepsTheWarmPartOfAColdCall(t *testing.T) {
 	cold := newColdClientFetching(time.Second, "us-east-1", near.URL, r)
 	ctx, cancel := context.WithTimeout(context.Background(), 1360*time.Millisecond)
 	defer cancel()
-	calls := 0
-	err := jitterretry.Do(ctx, r, func(ctx context.Context) error {
-		calls++
+	calls, err := countedDo(ctx, r, func(ctx context.Context) error {
 		if err := putItem(ctx, warm); err != nil {
 			return err
 		}
-		if _, err := cold.GetItem(ctx, &dynamodb.GetItemInput{
-			TableName: aws.String("orders"),
-			Key:       map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "a"}},
-		}); err != nil {
+		if err := getItem(ctx, cold); err != nil {
 			return err
 		}
 		return putItem(ctx, cold)
