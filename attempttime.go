@@ -176,15 +176,27 @@ func (a *attemptTimes) since() time.Duration { return a.now().Sub(a.epoch) }
 // timed attempt judged cold, since nothing tells whether it was the
 // client's first: its margin is 0 until a second one is timed, some 32
 // attempts. Looking every attempt's operation up to time the second at
-// once costs some 150 ns an attempt.)
-func (a *attemptTimes) measure(ctx context.Context, then func(error) error) func(error) error {
+// once costs some 150 ns an attempt.) With timeUnwarmed, while a Do loop
+// runs, whose attempts look their operation up anyway (see markClient),
+// every attempt of an operation with no warm sample is timed, so that a
+// loop learns of its client's cold first attempt (left untimed, its
+// credential fetch stayed in fn's time, and a 1 s fetch refused the
+// conflict's retry with 998 ms left: helper-181).
+func (a *attemptTimes) measure(ctx context.Context, then func(error) error, timeUnwarmed bool) func(error) error {
 	if a.now == nil {
 		return then
 	}
+	var op *attemptEstimate
 	if a.all.full.Load() && rand.Uint32()%attemptSampleEvery != 0 {
-		return then
+		if !timeUnwarmed {
+			return then
+		}
+		if op = a.operation(operationOf(ctx)); op == nil || op.warmed.Load() {
+			return then
+		}
+	} else {
+		op = a.operation(operationOf(ctx))
 	}
-	op := a.operation(operationOf(ctx))
 	for i := range a.probes {
 		p := a.probes[i].Load()
 		if !p.busy.Load() && p.busy.CompareAndSwap(false, true) {

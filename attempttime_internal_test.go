@@ -30,7 +30,7 @@ func TestOperationEstimatesAreBounded(t *testing.T) {
 	// attemptSampleEvery timed, every one of them is timed at least once.
 	for range 20 * attemptSampleEvery {
 		for i := range 2 * maxOperationTimes {
-			release := a.measure(op(i), done)
+			release := a.measure(op(i), done, false)
 			now = now.Add(time.Millisecond)
 			_ = release(nil)
 		}

@@ -238,7 +238,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		}
 		release = l.sendRelease
 	}
-	release = l.attempts.measure(ctx, release)
+	release = l.attempts.measure(ctx, release, r.hooks.loops.Load() > 0)
 	if r.hooks.loops.Load() > 0 {
 		markClient(ctx, &r.hooks, &l.attempts)
 	}

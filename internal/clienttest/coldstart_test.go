@@ -284,3 +284,28 @@ func TestDoKeepsTheWarmPartOfAColdCall(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "expect the retry refused: %v", err)
 	assert.Equal(t, 1, calls)
 }
+
+// TestAClientJoiningAWarmRetryerHasItsColdCallLeftOutOfDo: a retryer
+// warmed by 40 attempts of one region's client times one attempt in 16. A
+// client of another region joins, fetching credentials for 1 s in its
+// first call, which a Do loop makes; its condition fails, with some 1 s of
+// 2 s left, and the next call needs a millisecond. Untimed, that cold
+// attempt was not known to the loop, and the fetch stayed in fn's time:
+// "1.001s kept for the attempt after it, would end past the context
+// deadline (998ms left)" in 6 of 6 runs (helper-181). While a Do loop
+// runs, an operation with no warm sample has every attempt timed.
+func TestAClientJoiningAWarmRetryerHasItsColdCallLeftOutOfDo(t *testing.T) {
+	r := jitterretry.New()
+	require.NoError(t, r.Err())
+	warm := newClientIn("eu-west-1", newScriptServer(t, ok).URL, r)
+	for range 40 {
+		require.NoError(t, putItem(context.Background(), warm))
+	}
+	srv := newScriptServer(t, ccf, ok)
+	cold := newColdClientFetching(time.Second, "us-east-1", srv.URL, r)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	calls, err := countedDo(ctx, r, func(ctx context.Context) error { return putItem(ctx, cold) })
+	require.NoError(t, err, "expect the conflict's retry made")
+	assert.Equal(t, 2, calls)
+}
