@@ -186,16 +186,13 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error, time
 	if a.now == nil {
 		return then
 	}
-	var op *attemptEstimate
-	if a.all.full.Load() && rand.Uint32()%attemptSampleEvery != 0 {
-		if !timeUnwarmed {
-			return then
-		}
-		if op = a.operation(operationOf(ctx)); op == nil || op.warmed.Load() {
-			return then
-		}
-	} else {
-		op = a.operation(operationOf(ctx))
+	sampled := !a.all.full.Load() || rand.Uint32()%attemptSampleEvery == 0
+	if !sampled && !timeUnwarmed {
+		return then
+	}
+	op := a.operation(operationOf(ctx))
+	if !sampled && (op == nil || op.warmed.Load()) {
+		return then
 	}
 	for i := range a.probes {
 		p := a.probes[i].Load()
@@ -375,30 +372,30 @@ type attemptEstimate struct {
 
 	mu      sync.Mutex
 	samples [attemptSamples]time.Duration
-	at      int  // where the next sample goes
-	warm    bool // a warm sample was taken
+	at      int // where the next sample goes
 }
 
 // record adds a sample, cold or not (see attemptTimes): the first warm one
 // replaces the cold ones, and a cold one after it is left out. Cold
-// samples never make the estimate full: while it is not, every attempt is timed (see
-// attemptTimes.measure), and a burst of 32 first attempts at once, cold,
+// samples never make the estimate full: while it is not, every attempt is
+// timed (see attemptTimes.measure), and a burst of 32 first attempts at once, cold,
 // left the attempts after it timed one in 16, with no margin until one was
 // (helper-176: 15 attempts on average, 85 at worst).
 func (e *attemptEstimate) record(took time.Duration, cold bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
+	warm := e.warmed.Load() // written under e.mu only
 	switch {
-	case cold && e.warm:
+	case cold && warm:
 		return
-	case !cold && !e.warm:
-		e.samples, e.at, e.warm = [attemptSamples]time.Duration{}, 0, true
+	case !cold && !warm:
+		e.samples, e.at, warm = [attemptSamples]time.Duration{}, 0, true
 		e.warmed.Store(true)
 	}
 	e.samples[e.at] = took
 	e.at = (e.at + 1) % attemptSamples
 	full := e.full.Load()
-	if e.at == 0 && !full && e.warm {
+	if e.at == 0 && !full && warm {
 		full = true
 		e.full.Store(true)
 	}

@@ -225,10 +225,18 @@ func (r *Retryer) margin(ctx context.Context, l *lane) time.Duration {
 // time, cold when it rests on cold attempts only: twice e, or none when
 // cold (see margin).
 func (r *Retryer) marginOf(e time.Duration, cold bool) time.Duration {
+	w := warmOnly(e, cold)
+	return addSaturating(w, w) // a clock that leapt forward made an attempt last ages
+}
+
+// warmOnly returns an estimate e of an attempt's time, or 0 when it rests
+// on cold attempts only: the one rule by which a margin keeps nothing for
+// a new client's one-time costs (see margin).
+func warmOnly(e time.Duration, cold bool) time.Duration {
 	if cold {
 		return 0
 	}
-	return addSaturating(e, e) // a clock that leapt forward made an attempt last ages
+	return e
 }
 
 // sendMargin is the time a wait for the send-rate limiter's queue must
@@ -243,10 +251,7 @@ func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 {
 		return r.fixedMargin
 	}
-	if e, cold := l.attempts.estimateOf(operationOf(ctx)); !cold {
-		return e
-	}
-	return 0
+	return warmOnly(l.attempts.estimateOf(operationOf(ctx)))
 }
 
 // refusalReserve is what a wait before an empty budget's refusal leaves of
