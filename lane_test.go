@@ -227,6 +227,27 @@ func TestLongPartitionKeysAreKeptShort(t *testing.T) {
 	assert.Less(t, grew, int64(16<<20), "expect 1024 keys of 80 KB to keep little of them (80 MB kept whole), grew %d bytes", grew)
 }
 
+// TestPartitionKeysNotValidUTF8AreKeptShort: a key that is not valid
+// UTF-8, however short, is kept as its valid prefix and a hash of the
+// whole, as a long key is: named as it was, in metrics, it made every
+// Prometheus scrape fail (examples/internal/telemetry's
+// TestAPartitionKeyNotValidUTF8KeepsTheScrapeWorking has the scrape).
+func TestPartitionKeysNotValidUTF8AreKeptShort(t *testing.T) {
+	r := New(func(o *Options) { o.PartitionKey = PartitionFromContext })
+	require.NoError(t, r.Err())
+	get := func(key string) *lane { return r.lanes.get(WithPartition(context.Background(), key)) }
+
+	a, b := get("tenant-\xff"), get("tenant-\xfe")
+	assert.Same(t, a, get("tenant-\xff"), "expect the same key to find the same partition")
+	assert.NotSame(t, a, b, "expect keys that differ in their invalid bytes apart")
+	assert.True(t, utf8.ValidString(a.key), "expect %q valid", a.key)
+	assert.True(t, strings.HasPrefix(a.key, "tenant-…"), "expect the valid prefix in %q", a.key)
+	assert.True(t, utf8.ValidString(get("\xff").key), "expect a key of one invalid byte named in valid UTF-8")
+	assert.Equal(t, "tenant-é", get("tenant-é").key, "expect a valid key kept as it is")
+	ctxA := WithPartition(context.Background(), "tenant-\xff")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { r.lanes.get(ctxA) }), "expect such a key found again without a copy of it")
+}
+
 // TestGetInitialTokenTurnsPacingOffForAMinute: the older interface's
 // attempts never wait at the limiter, so for a minute after the last of
 // them no retry is left to its pacing or sent ahead of first attempts;
