@@ -82,10 +82,11 @@ func (h *hooks) retry(ctx context.Context, e RetryEvent, cost uint, l *lane, ski
 	}
 	if span, ok := recordingSpan(ctx); ok {
 		var left uint
+		known := false
 		if l != nil {
-			left = l.remaining()
+			left, known = l.tokens()
 		}
-		traceRetry(span, e, cost, left)
+		traceRetry(span, e, cost, left, known)
 	}
 }
 
