@@ -254,7 +254,11 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // aws.Retryer interface, such as a decorator that hides the RetryerV2
 // methods. Having no context, it uses the shared partition and never waits
 // for the send-rate limiter; as the SDK's, its release adds NoRetryIncrement
-// on every successful attempt. For a minute after each call, a throttle's
+// on every successful attempt. For a minute after each call, retries draw
+// from the shared partition too, whatever Options.PartitionKey says: the
+// successes that refill a bucket credit only that one here (charged to
+// their partitions, which nothing refilled, a partition once spent refused
+// every retry of its operation for good). And a throttle's
 // retry on an empty bucket is refused as after any other error, in every
 // partition, even while the limiter holds callers back (see GetRetryToken),
 // and no retry that GetRetryToken and RetryDelay admit goes ahead of first
@@ -308,7 +312,15 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	l := r.lanes.get(ctx)
+	paced := r.lanes.attemptsWait()
+	l := r.lanes.main
+	if paced {
+		// Not while attempts come through GetInitialToken: their
+		// successes credit only the shared partition, and a partition
+		// charged for retries that nothing refilled refused every retry of
+		// its operation for good once spent (helper-183).
+		l = r.lanes.get(ctx)
+	}
 	hash := keyHash(opErr)
 	info, cached := r.classCache.load(opErr, hash)
 	if !cached {
@@ -319,7 +331,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if class == ClassThrottle {
 		cost = r.costs.throttle
 	}
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut, paced: r.lanes.attemptsWait()}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut, paced: paced}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}
