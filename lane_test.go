@@ -118,6 +118,38 @@ func TestFullPartitionTableForgetsABatchOfTheLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
+// TestAFullTableForgetsTheIdleKeysUnusedSinceItsLastSweep: at a full
+// table of idle lanes (full buckets), a sweep comes with every evictBatch
+// new keys, and forgets every idle lane unused since the sweep before,
+// however recently before: the rule the README and Options.PartitionKey
+// state (they said only the 64 least recently used went: helper-183). A
+// lane used since is kept, idle or not.
+func TestAFullTableForgetsTheIdleKeysUnusedSinceItsLastSweep(t *testing.T) {
+	r := New(func(o *Options) { o.PartitionKey = PartitionFromContext })
+	require.NoError(t, r.Err())
+	ctx := func(i int) context.Context { return WithPartition(context.Background(), fmt.Sprintf("tenant-%d", i)) }
+	for i := range maxPartitions {
+		r.lanes.get(ctx(i))
+	}
+	r.lanes.get(ctx(maxPartitions)) // the first sweep: no lane was unused since one before
+	require.Len(t, r.lanes.m, maxPartitions-evictBatch+1, "expect the 64 least recently used gone")
+	for i := 100; i < 200; i++ {
+		r.lanes.get(ctx(i)) // used since that sweep
+	}
+	next := maxPartitions + 1
+	for ; len(r.lanes.m) < maxPartitions; next++ {
+		r.lanes.get(ctx(next))
+	}
+	r.lanes.get(ctx(next)) // the next sweep
+	// Kept: the 100, the first sweep's new key and the evictBatch-1 that
+	// filled the table, and this sweep's new key.
+	assert.Equal(t, 100+evictBatch+1, len(r.lanes.m), "expect only the lanes used since the first sweep kept")
+	for i := 100; i < 200; i++ {
+		_, kept := r.lanes.m[fmt.Sprintf("tenant-%d", i)]
+		assert.True(t, kept, "tenant-%d", i)
+	}
+}
+
 // TestLimiterHearsAConflictAsAnAnswerNotThrottled: a conflict is the
 // service's answer at its usual load (the request was taken, and DynamoDB
 // spent its capacity), so the limiter counts it as a success: left out, a

@@ -142,7 +142,9 @@ type Options struct {
 	// key unused for 5 minutes is forgotten, when a new key arrives, once
 	// its bucket is full again (and its send-rate limiter, if any, has been
 	// idle for a minute, after which it starts over anyway), and a new key
-	// that finds 1024 makes the 64 least recently used be forgotten,
+	// that finds 1024 makes such idle keys unused since the previous such
+	// sweep be forgotten (at a full table, unused in the last 64 new keys),
+	// then, if the table is still full, the 64 least recently used,
 	// whatever their buckets hold (each starts again with a full one). A
 	// key longer than 256 bytes, or not valid UTF-8, is kept, and named in
 	// metrics, events and errors, as its first 64 bytes (whole characters,
