@@ -108,7 +108,9 @@ type GiveUpError struct {
 	Attempt int
 
 	// Partition is the partition key of the retry token bucket (see
-	// Options.PartitionKey); "" when not partitioned.
+	// Options.PartitionKey); "" when not partitioned, and for a retry that
+	// draws from the shared partition behind a decorator that hides
+	// RetryerV2 (see Retryer.GetInitialToken).
 	Partition string
 
 	// Delay is the refused backoff, after the service's x-amz-retry-after

@@ -38,7 +38,8 @@ import (
 // the operation. Interleaved with direct use of the same lane, that release
 // may take another operation's skip (one increment too many), and with
 // PartitionKey it sees only the shared lane (a partition's skip stays
-// until a direct attempt there takes it).
+// until a direct attempt there takes it; a partition with no direct
+// attempt has no skip: its retries are the shared lane's, see retryLane).
 type lane struct {
 	key     string
 	bucket  *TokenBucket      // nil with a foreign limiter
@@ -53,6 +54,9 @@ type lane struct {
 	isConflict func(error) bool
 	// used is the table's clock when the lane was last used (see lanes).
 	used atomic.Uint64
+	// direct: an attempt of the lane came through GetAttemptToken, so
+	// that its first attempts' successes refill it (see retryLane).
+	direct atomic.Bool
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
@@ -443,11 +447,43 @@ func (t *lanes) attemptsWait() bool {
 // initialRelease is GetInitialToken's: the shared partition's
 // initialRelease, after noting that attempts go unpaced.
 func (t *lanes) initialRelease() func(error) error {
+	t.noteUnpaced()
+	release := t.main.initialRelease()
+	return func(err error) error {
+		// Again as the attempt ends, just before its retry, if any: the
+		// minute of an attempt that lasts longer would be over by then
+		// (helper-184: its retry was charged to a partition nothing
+		// refilled).
+		t.noteUnpaced()
+		return release(err)
+	}
+}
+
+// noteUnpaced stamps unpacedAt with the time now, unless it was stamped
+// within unpacedStamp.
+func (t *lanes) noteUnpaced() {
 	now, at := t.cfg.now(), t.unpacedAt.Load()
 	if at == nil || now.Sub(*at) >= unpacedStamp || now.Before(*at) {
 		t.unpacedAt.Store(&now)
 	}
-	return t.main.initialRelease()
+}
+
+// retryLane returns the lane a retry of ctx's operation draws from: its
+// partition's, but the shared one while attempts come through
+// GetInitialToken (paced is false: see attemptsWait) and none of its
+// partition's came through GetAttemptToken. The first attempts' successes
+// of the older interface refill only the shared lane: a partition charged
+// for its retries, with nothing to refill it, refused every retry of its
+// operation for good once spent (helper-183); a partition whose attempts
+// come through GetAttemptToken is refilled by their successes, and keeps its
+// own retries, so that its isolation and learnt margin do not depend on
+// another client's decorator (helper-184).
+func (t *lanes) retryLane(ctx context.Context, paced bool) *lane {
+	l := t.get(ctx)
+	if !paced && !l.direct.Load() {
+		return t.main
+	}
+	return l
 }
 
 func newLanes(cfg laneConfig) *lanes {

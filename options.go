@@ -153,9 +153,10 @@ type Options struct {
 	// metrics exporter takes every name (hashed on every call that names
 	// it; a key spelled as another's short form shares its partition);
 	// another key is kept as a copy, not the string it may have been cut
-	// from. Retryer.Remaining reads the shared partition only. Behind a
-	// decorator that hides the RetryerV2 methods, retries use the shared
-	// partition (see Retryer.GetInitialToken). Default nil.
+	// from. Retryer.Remaining reads the shared partition only. The retries
+	// of a partition whose attempts all come through a decorator that hides
+	// the RetryerV2 methods use the shared partition (see
+	// Retryer.GetInitialToken). Default nil.
 	PartitionKey func(ctx context.Context) string
 
 	// DisableDeadlineGiveUp turns the deadline check off: by default, when

@@ -228,6 +228,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		ctx = context.Background()
 	}
 	l := r.lanes.get(ctx)
+	if !l.direct.Load() {
+		l.direct.Store(true)
+	}
 	if r.hooks.meter != nil {
 		l.noteService(ctx)
 	}
@@ -254,9 +257,10 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // aws.Retryer interface, such as a decorator that hides the RetryerV2
 // methods. Having no context, it uses the shared partition and never waits
 // for the send-rate limiter; as the SDK's, its release adds NoRetryIncrement
-// on every successful attempt. For a minute after each call, retries draw
-// from the shared partition too, whatever Options.PartitionKey says: the
-// successes that refill a bucket credit only that one here (charged to
+// on every successful attempt. For a minute after each such attempt ends,
+// the retries of a partition (see Options.PartitionKey) none of whose
+// attempts came through GetAttemptToken draw from the shared partition too:
+// the successes that refill a bucket credit only that one here (charged to
 // their partitions, which nothing refilled, a partition once spent refused
 // every retry of its operation for good). And a throttle's
 // retry on an empty bucket is refused as after any other error, in every
@@ -313,14 +317,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		ctx = context.Background()
 	}
 	paced := r.lanes.attemptsWait()
-	l := r.lanes.main
-	if paced {
-		// Not while attempts come through GetInitialToken: their
-		// successes credit only the shared partition, and a partition
-		// charged for retries that nothing refilled refused every retry of
-		// its operation for good once spent (helper-183).
-		l = r.lanes.get(ctx)
-	}
+	l := r.lanes.retryLane(ctx, paced)
 	hash := keyHash(opErr)
 	info, cached := r.classCache.load(opErr, hash)
 	if !cached {

@@ -48,3 +48,31 @@ func TestPartitionsBehindAnOlderDecoratorRecover(t *testing.T) {
 		"expect the retries made once the first attempts' successes refilled the bucket")
 	assert.Equal(t, 3, again.Calls())
 }
+
+// TestADirectClientKeepsItsPartitionBesideAnOlderDecorator: one call
+// through an older decorator on another client sent every retry of the
+// retryer's direct clients to the shared partition for a minute: a client
+// throttled on every request then drained the budget of a client in a
+// partition of its own, which had 5 of 10 calls refused, none without the
+// decorator (helper-184). A partition whose attempts come through
+// GetAttemptToken keeps its retries.
+func TestADirectClientKeepsItsPartitionBesideAnOlderDecorator(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.PartitionKey = jitterretry.PartitionFromContext
+		o.FailFastOnEmptyBudget = true
+	})
+	older := newScriptServer(t, ok)
+	requireNoErr(t, putItem(context.Background(), newClient(older.URL, olderDecorator{r})))
+
+	hot := newClient(newScriptServer(t, throttle).URL, r)
+	for range 60 {
+		_ = putItem(jitterretry.WithPartition(context.Background(), "hot"), hot)
+	}
+	coldServer := newScriptServer(t, serverErr, ok)
+	coldServer.cycle = true
+	cold := newClient(coldServer.URL, r)
+	for range 10 {
+		require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), "cold"), cold))
+	}
+	assert.Equal(t, uint(500), r.Remaining(), "expect the shared partition untouched by the direct clients' retries")
+}
