@@ -54,9 +54,10 @@ type lane struct {
 	isConflict func(error) bool
 	// used is the table's clock when the lane was last used (see lanes).
 	used atomic.Uint64
-	// direct: an attempt of the lane came through GetAttemptToken, so
-	// that its first attempts' successes refill it (see retryLane).
-	direct atomic.Bool
+	// directAt is lanes.olderStamps, plus one, when an attempt of the lane
+	// last came through GetAttemptToken (0: none did), so that its first
+	// attempts' successes refill it (see retryLane).
+	directAt atomic.Uint64
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
@@ -407,21 +408,31 @@ type lanes struct {
 	// backoff allowed (an outside review: some 8 requests a call, never
 	// refused for the budget, while a client using the retryer directly
 	// waited in the queue). Until 2026-12-06 one such attempt turned the
-	// pacing off for good.
+	// pacing off for good. Stamped as such an attempt begins and as it
+	// ends.
 	unpacedAt atomic.Pointer[time.Time]
+	// olderStamps counts the stamps of unpacedAt: the older interface's
+	// attempts' time, at most one a second, by which retryLane dates a
+	// partition's direct attempts.
+	olderStamps atomic.Uint64
 }
 
 const (
 	// unpacedFor is how long after the last attempt through
-	// GetInitialToken began retries are not left to the limiter: an
-	// operation of such a decorator begins one at least every MaxBackoff
-	// (20 s by default) plus its attempt's time while it lasts. An
-	// attempt longer than that may leave one retry to the limiter that
-	// its next attempt does not wait at (helper-159).
+	// GetInitialToken began or ended retries are not left to the limiter
+	// (nor, in a partition with no direct attempt lately, charged to it:
+	// see retryLane): an operation of such a decorator begins one at least
+	// every MaxBackoff (20 s by default) while it lasts, and the stamp at
+	// its attempts' end covers the retry after one of any length
+	// (helper-159, helper-184).
 	unpacedFor = time.Minute
 	// unpacedStamp is how stale unpacedAt may be: it is written at most
 	// once in that time, not on every attempt of the older interface.
 	unpacedStamp = time.Second
+	// directFor is how many stamps of unpacedAt a partition's last
+	// attempt through GetAttemptToken counts for (see retryLane): a
+	// minute's at least, since they are unpacedStamp apart or more.
+	directFor = uint64(unpacedFor / unpacedStamp)
 )
 
 // attemptsWait reports whether every attempt of the last unpacedFor
@@ -460,27 +471,40 @@ func (t *lanes) initialRelease() func(error) error {
 }
 
 // noteUnpaced stamps unpacedAt with the time now, unless it was stamped
-// within unpacedStamp.
+// within unpacedStamp, and counts the stamp.
 func (t *lanes) noteUnpaced() {
 	now, at := t.cfg.now(), t.unpacedAt.Load()
 	if at == nil || now.Sub(*at) >= unpacedStamp || now.Before(*at) {
 		t.unpacedAt.Store(&now)
+		t.olderStamps.Add(1)
+	}
+}
+
+// noteDirect notes that an attempt of lane l came through GetAttemptToken.
+// It reads no clock: the stamps of the older interface's attempts date it.
+func (t *lanes) noteDirect(l *lane) {
+	if at := t.olderStamps.Load() + 1; l.directAt.Load() != at {
+		l.directAt.Store(at)
 	}
 }
 
 // retryLane returns the lane a retry of ctx's operation draws from: its
 // partition's, but the shared one while attempts come through
 // GetInitialToken (paced is false: see attemptsWait) and none of its
-// partition's came through GetAttemptToken. The first attempts' successes
-// of the older interface refill only the shared lane: a partition charged
-// for its retries, with nothing to refill it, refused every retry of its
-// operation for good once spent (helper-183); a partition whose attempts
-// come through GetAttemptToken is refilled by their successes, and keeps its
-// own retries, so that its isolation and learnt margin do not depend on
-// another client's decorator (helper-184).
+// partition's came through GetAttemptToken within the last directFor stamps
+// of theirs. The first attempts' successes of the older interface refill
+// only the shared lane: a partition charged for its retries, with nothing
+// to refill it, refused every retry of its operation for good once spent
+// (helper-183). A partition whose attempts also come through
+// GetAttemptToken is refilled by their successes, and keeps its own
+// retries, so that its isolation and learnt margin do not depend on
+// another client's decorator (helper-184); once such attempts stop, the
+// older interface's retries go back to the shared lane after some
+// directFor seconds of its use (a direct attempt noted for good, a call at
+// start-up was enough to starve the partition again: helper-185).
 func (t *lanes) retryLane(ctx context.Context, paced bool) *lane {
 	l := t.get(ctx)
-	if !paced && !l.direct.Load() {
+	if at := l.directAt.Load(); !paced && (at == 0 || t.olderStamps.Load()+1-at >= directFor) {
 		return t.main
 	}
 	return l

@@ -228,9 +228,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		ctx = context.Background()
 	}
 	l := r.lanes.get(ctx)
-	if !l.direct.Load() {
-		l.direct.Store(true)
-	}
+	r.lanes.noteDirect(l)
 	if r.hooks.meter != nil {
 		l.noteService(ctx)
 	}
@@ -258,11 +256,13 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // methods. Having no context, it uses the shared partition and never waits
 // for the send-rate limiter; as the SDK's, its release adds NoRetryIncrement
 // on every successful attempt. For a minute after each such attempt ends,
-// the retries of a partition (see Options.PartitionKey) none of whose
-// attempts came through GetAttemptToken draw from the shared partition too:
-// the successes that refill a bucket credit only that one here (charged to
-// their partitions, which nothing refilled, a partition once spent refused
-// every retry of its operation for good). And a throttle's
+// the retries of a partition (see Options.PartitionKey) draw from the
+// shared partition too, unless an attempt of the partition came through
+// GetAttemptToken within the last minute of this interface's use (whose
+// successes refill it): the successes that refill a bucket credit only the
+// shared partition here (charged to their partitions, which nothing
+// refilled, a partition once spent refused every retry of its operation
+// for good). And a throttle's
 // retry on an empty bucket is refused as after any other error, in every
 // partition, even while the limiter holds callers back (see GetRetryToken),
 // and no retry that GetRetryToken and RetryDelay admit goes ahead of first
@@ -304,7 +304,7 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // GiveUpBudget. A throttle's retry in a partition whose send-rate
 // limiter holds callers back (see Options.SendRate) is not refused when the
 // bucket holds less than its cost, unless FailFastOnEmptyBudget or
-// RateLimiter is set, or GetInitialToken was called in the last minute: it takes no
+// RateLimiter is set, or an attempt through GetInitialToken ended in the last minute: it takes no
 // tokens (and its release gives none back) and waits its turn at the
 // limiter in the next GetAttemptToken.
 // The SDK's middleware joins the error with opErr, so it does not repeat
