@@ -108,9 +108,7 @@ type GiveUpError struct {
 	Attempt int
 
 	// Partition is the partition key of the retry token bucket (see
-	// Options.PartitionKey); "" when not partitioned, and for a retry that
-	// draws from the shared partition behind a decorator that hides
-	// RetryerV2 (see Retryer.GetInitialToken).
+	// Options.PartitionKey); "" when not partitioned.
 	Partition string
 
 	// Delay is the refused backoff, after the service's x-amz-retry-after

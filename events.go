@@ -20,10 +20,9 @@ type RetryEvent struct {
 	// Class is the failed attempt's error class.
 	Class ErrorClass
 	// Partition is the partition key of the retry token bucket; "" when not
-	// partitioned, when the retry draws from the shared partition behind a
-	// decorator that hides RetryerV2 (see Retryer.GetInitialToken), and
-	// when the retryer cannot tell whose retry it is (see Unchecked: an
-	// error value another operation was retrying at the same instant).
+	// partitioned, and when the retryer cannot tell whose retry it is (see
+	// Unchecked: an error value another operation was retrying at the same
+	// instant).
 	Partition string
 	// Err is the failed attempt's error.
 	Err error

@@ -38,8 +38,7 @@ import (
 // the operation. Interleaved with direct use of the same lane, that release
 // may take another operation's skip (one increment too many), and with
 // PartitionKey it sees only the shared lane (a partition's skip stays
-// until a direct attempt there takes it; a partition with no direct
-// attempt has no skip: its retries are the shared lane's, see retryLane).
+// until a direct attempt there takes it).
 type lane struct {
 	key     string
 	bucket  *TokenBucket      // nil with a foreign limiter
@@ -54,10 +53,6 @@ type lane struct {
 	isConflict func(error) bool
 	// used is the table's clock when the lane was last used (see lanes).
 	used atomic.Uint64
-	// directAt is lanes.olderStamps, plus one, when an attempt of the lane
-	// last came through GetAttemptToken (0: none did), so that its first
-	// attempts' successes refill it (see retryLane).
-	directAt atomic.Uint64
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
@@ -408,31 +403,21 @@ type lanes struct {
 	// backoff allowed (an outside review: some 8 requests a call, never
 	// refused for the budget, while a client using the retryer directly
 	// waited in the queue). Until 2026-12-06 one such attempt turned the
-	// pacing off for good. Stamped as such an attempt begins and as it
-	// ends.
+	// pacing off for good.
 	unpacedAt atomic.Pointer[time.Time]
-	// olderStamps counts the stamps of unpacedAt: the older interface's
-	// attempts' time, at most one a second, by which retryLane dates a
-	// partition's direct attempts.
-	olderStamps atomic.Uint64
 }
 
 const (
 	// unpacedFor is how long after the last attempt through
-	// GetInitialToken began or ended retries are not left to the limiter
-	// (nor, in a partition with no direct attempt lately, charged to it:
-	// see retryLane): an operation of such a decorator begins one at least
-	// every MaxBackoff (20 s by default) while it lasts, and the stamp at
-	// its attempts' end covers the retry after one of any length
-	// (helper-159, helper-184).
+	// GetInitialToken began retries are not left to the limiter: an
+	// operation of such a decorator begins one at least every MaxBackoff
+	// (20 s by default) plus its attempt's time while it lasts. An
+	// attempt longer than that may leave one retry to the limiter that
+	// its next attempt does not wait at (helper-159).
 	unpacedFor = time.Minute
 	// unpacedStamp is how stale unpacedAt may be: it is written at most
 	// once in that time, not on every attempt of the older interface.
 	unpacedStamp = time.Second
-	// directFor is how many stamps of unpacedAt a partition's last
-	// attempt through GetAttemptToken counts for (see retryLane): a
-	// minute's at least, since they are unpacedStamp apart or more.
-	directFor = uint64(unpacedFor / unpacedStamp)
 )
 
 // attemptsWait reports whether every attempt of the last unpacedFor
@@ -458,56 +443,11 @@ func (t *lanes) attemptsWait() bool {
 // initialRelease is GetInitialToken's: the shared partition's
 // initialRelease, after noting that attempts go unpaced.
 func (t *lanes) initialRelease() func(error) error {
-	t.noteUnpaced()
-	release := t.main.initialRelease()
-	return func(err error) error {
-		// Again as the attempt ends, just before its retry, if any: the
-		// minute of an attempt that lasts longer would be over by then
-		// (helper-184: its retry was charged to a partition nothing
-		// refilled).
-		t.noteUnpaced()
-		return release(err)
-	}
-}
-
-// noteUnpaced stamps unpacedAt with the time now, unless it was stamped
-// within unpacedStamp, and counts the stamp.
-func (t *lanes) noteUnpaced() {
 	now, at := t.cfg.now(), t.unpacedAt.Load()
 	if at == nil || now.Sub(*at) >= unpacedStamp || now.Before(*at) {
 		t.unpacedAt.Store(&now)
-		t.olderStamps.Add(1)
 	}
-}
-
-// noteDirect notes that an attempt of lane l came through GetAttemptToken.
-// It reads no clock: the stamps of the older interface's attempts date it.
-func (t *lanes) noteDirect(l *lane) {
-	if at := t.olderStamps.Load() + 1; l.directAt.Load() != at {
-		l.directAt.Store(at)
-	}
-}
-
-// retryLane returns the lane a retry of ctx's operation draws from: its
-// partition's, but the shared one while attempts come through
-// GetInitialToken (paced is false: see attemptsWait) and none of its
-// partition's came through GetAttemptToken within the last directFor stamps
-// of theirs. The first attempts' successes of the older interface refill
-// only the shared lane: a partition charged for its retries, with nothing
-// to refill it, refused every retry of its operation for good once spent
-// (helper-183). A partition whose attempts also come through
-// GetAttemptToken is refilled by their successes, and keeps its own
-// retries, so that its isolation and learnt margin do not depend on
-// another client's decorator (helper-184); once such attempts stop, the
-// older interface's retries go back to the shared lane after some
-// directFor seconds of its use (a direct attempt noted for good, a call at
-// start-up was enough to starve the partition again: helper-185).
-func (t *lanes) retryLane(ctx context.Context, paced bool) *lane {
-	l := t.get(ctx)
-	if at := l.directAt.Load(); !paced && (at == 0 || t.olderStamps.Load()+1-at >= directFor) {
-		return t.main
-	}
-	return l
+	return t.main.initialRelease()
 }
 
 func newLanes(cfg laneConfig) *lanes {

@@ -280,32 +280,6 @@ func TestPartitionKeysNotValidUTF8AreKeptShort(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { r.lanes.get(ctxA) }), "expect such a key found again without a copy of it")
 }
 
-// TestARetryAfterALongOlderAttemptIsChargedToTheSharedPartition: behind
-// a decorator that hides RetryerV2, retries draw from the shared
-// partition, which the first attempts' successes refill, for the minute
-// after an attempt through GetInitialToken; that minute counted from the
-// attempt's start, so the retry after an attempt of more than a minute
-// was charged to its partition, which nothing refilled (helper-184: the
-// eighth such operation refused for the budget with 2 tokens left).
-func TestARetryAfterALongOlderAttemptIsChargedToTheSharedPartition(t *testing.T) {
-	now := t0
-	r := New(func(o *Options) {
-		o.Clock = func() time.Time { return now }
-		o.PartitionKey = PartitionFromContext
-	})
-	require.NoError(t, r.Err())
-	release := r.GetInitialToken()
-	now = now.Add(61 * time.Second) // an upload of a minute and more
-	opErr := &smithy.GenericAPIError{Code: "InternalServerError", Fault: smithy.FaultServer}
-	_ = release(opErr)
-	_, err := r.GetRetryToken(WithPartition(context.Background(), "p"), opErr)
-	require.NoError(t, err)
-	assert.Equal(t, uint(500-14), r.Remaining(), "expect the retry charged to the shared partition")
-	if p, ok := r.lanes.lookup("p"); ok {
-		assert.Equal(t, uint(500), p.remaining(), "expect nothing charged to the partition its successes do not refill")
-	}
-}
-
 // TestGetInitialTokenTurnsPacingOffForAMinute: the older interface's
 // attempts never wait at the limiter, so for a minute after the last of
 // them no retry is left to its pacing or sent ahead of first attempts;

@@ -153,10 +153,10 @@ type Options struct {
 	// metrics exporter takes every name (hashed on every call that names
 	// it; a key spelled as another's short form shares its partition);
 	// another key is kept as a copy, not the string it may have been cut
-	// from. Retryer.Remaining reads the shared partition only. Behind a
-	// decorator that hides the RetryerV2 methods, the retries of a
-	// partition with no attempt through GetAttemptToken lately use the
-	// shared partition (see Retryer.GetInitialToken). Default nil.
+	// from. Retryer.Remaining reads the shared partition only. Partitions
+	// need the RetryerV2 interface: behind a decorator that hides it, a
+	// partition earns no tokens back from first attempts (see
+	// Retryer.GetInitialToken). Default nil.
 	PartitionKey func(ctx context.Context) string
 
 	// DisableDeadlineGiveUp turns the deadline check off: by default, when
@@ -242,9 +242,9 @@ type Options struct {
 	// RateLimiter is set: what is sent is the limiter's rate however many
 	// of those waiting are retries. Only retries whose next attempt waits
 	// its turn: GetRetryToken's, and Do's when fn's last call waited in
-	// this Retryer's queue; none within a minute after an attempt through
-	// GetInitialToken last began or ended (a decorator of the older
-	// aws.Retryer interface, whose attempts never wait). With UnlimitedAttempts and no
+	// this Retryer's queue; none within a minute after GetInitialToken
+	// was last called (a decorator of the older aws.Retryer interface,
+	// whose attempts never wait). With UnlimitedAttempts and no
 	// deadline, such an operation can retry as long as others wait.
 	// Default nil (off), as the SDK's standard mode.
 	SendRate *SendRateOptions

