@@ -20,7 +20,9 @@ type RetryEvent struct {
 	// Class is the failed attempt's error class.
 	Class ErrorClass
 	// Partition is the partition key of the retry token bucket; "" when not
-	// partitioned.
+	// partitioned, and when the retryer cannot tell whose retry it is (see
+	// Unchecked: an error value another operation was retrying at the same
+	// instant).
 	Partition string
 	// Err is the failed attempt's error.
 	Err error
@@ -82,10 +84,11 @@ func (h *hooks) retry(ctx context.Context, e RetryEvent, cost uint, l *lane, ski
 	}
 	if span, ok := recordingSpan(ctx); ok {
 		var left uint
+		known := false
 		if l != nil {
-			left = l.remaining()
+			left, known = l.tokens()
 		}
-		traceRetry(span, e, cost, left)
+		traceRetry(span, e, cost, left, known)
 	}
 }
 

@@ -118,6 +118,38 @@ func TestFullPartitionTableForgetsABatchOfTheLeastRecentlyUsed(t *testing.T) {
 	}
 }
 
+// TestAFullTableForgetsTheIdleKeysUnusedSinceItsLastSweep: at a full
+// table of idle lanes (full buckets), a sweep comes with every evictBatch
+// new keys, and forgets every idle lane unused since the sweep before,
+// however recently before: the rule the README and Options.PartitionKey
+// state (they said only the 64 least recently used went: helper-183). A
+// lane used since is kept, idle or not.
+func TestAFullTableForgetsTheIdleKeysUnusedSinceItsLastSweep(t *testing.T) {
+	r := New(func(o *Options) { o.PartitionKey = PartitionFromContext })
+	require.NoError(t, r.Err())
+	ctx := func(i int) context.Context { return WithPartition(context.Background(), fmt.Sprintf("tenant-%d", i)) }
+	for i := range maxPartitions {
+		r.lanes.get(ctx(i))
+	}
+	r.lanes.get(ctx(maxPartitions)) // the first sweep: no lane was unused since one before
+	require.Len(t, r.lanes.m, maxPartitions-evictBatch+1, "expect the 64 least recently used gone")
+	for i := 100; i < 200; i++ {
+		r.lanes.get(ctx(i)) // used since that sweep
+	}
+	next := maxPartitions + 1
+	for ; len(r.lanes.m) < maxPartitions; next++ {
+		r.lanes.get(ctx(next))
+	}
+	r.lanes.get(ctx(next)) // the next sweep
+	// Kept: the 100, the first sweep's new key and the evictBatch-1 that
+	// filled the table, and this sweep's new key.
+	assert.Equal(t, 100+evictBatch+1, len(r.lanes.m), "expect only the lanes used since the first sweep kept")
+	for i := 100; i < 200; i++ {
+		_, kept := r.lanes.m[fmt.Sprintf("tenant-%d", i)]
+		assert.True(t, kept, "tenant-%d", i)
+	}
+}
+
 // TestLimiterHearsAConflictAsAnAnswerNotThrottled: a conflict is the
 // service's answer at its usual load (the request was taken, and DynamoDB
 // spent its capacity), so the limiter counts it as a success: left out, a
@@ -225,6 +257,27 @@ func TestLongPartitionKeysAreKeptShort(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	grew := int64(after.HeapAlloc) - int64(before.HeapAlloc)
 	assert.Less(t, grew, int64(16<<20), "expect 1024 keys of 80 KB to keep little of them (80 MB kept whole), grew %d bytes", grew)
+}
+
+// TestPartitionKeysNotValidUTF8AreKeptShort: a key that is not valid
+// UTF-8, however short, is kept as its valid prefix and a hash of the
+// whole, as a long key is: named as it was, in metrics, it made every
+// Prometheus scrape fail (examples/internal/telemetry's
+// TestAPartitionKeyNotValidUTF8KeepsTheScrapeWorking has the scrape).
+func TestPartitionKeysNotValidUTF8AreKeptShort(t *testing.T) {
+	r := New(func(o *Options) { o.PartitionKey = PartitionFromContext })
+	require.NoError(t, r.Err())
+	get := func(key string) *lane { return r.lanes.get(WithPartition(context.Background(), key)) }
+
+	a, b := get("tenant-\xff"), get("tenant-\xfe")
+	assert.Same(t, a, get("tenant-\xff"), "expect the same key to find the same partition")
+	assert.NotSame(t, a, b, "expect keys that differ in their invalid bytes apart")
+	assert.True(t, utf8.ValidString(a.key), "expect %q valid", a.key)
+	assert.True(t, strings.HasPrefix(a.key, "tenant-…"), "expect the valid prefix in %q", a.key)
+	assert.True(t, utf8.ValidString(get("\xff").key), "expect a key of one invalid byte named in valid UTF-8")
+	assert.Equal(t, "tenant-é", get("tenant-é").key, "expect a valid key kept as it is")
+	ctxA := WithPartition(context.Background(), "tenant-\xff")
+	assert.Zero(t, testing.AllocsPerRun(100, func() { r.lanes.get(ctxA) }), "expect such a key found again without a copy of it")
 }
 
 // TestGetInitialTokenTurnsPacingOffForAMinute: the older interface's

@@ -142,16 +142,21 @@ type Options struct {
 	// key unused for 5 minutes is forgotten, when a new key arrives, once
 	// its bucket is full again (and its send-rate limiter, if any, has been
 	// idle for a minute, after which it starts over anyway), and a new key
-	// that finds 1024 makes the 64 least recently used be forgotten,
+	// that finds 1024 makes such idle keys unused since the previous such
+	// sweep be forgotten (at a full table, unused in the last 64 new keys),
+	// then, if the table is still full, the 64 least recently used,
 	// whatever their buckets hold (each starts again with a full one). A
-	// key longer than 256 bytes is kept, and named in metrics, events and
-	// errors, as its first 64 bytes (whole characters), "…" and 32 hex
-	// digits of its SHA-256, so that the keys kept hold little memory
-	// whatever their length (hashed on every call that names it; a key
-	// spelled as another's short form shares its partition); a shorter key
-	// is kept as a copy, not the string it may have been cut from.
-	// Retryer.Remaining reads the shared partition
-	// only. Default nil.
+	// key longer than 256 bytes, or not valid UTF-8, is kept, and named in
+	// metrics, events and errors, as its first 64 bytes (whole characters,
+	// invalid bytes left out), "…" and 32 hex digits of its SHA-256, so
+	// that the keys kept hold little memory whatever their length and a
+	// metrics exporter takes every name (hashed on every call that names
+	// it; a key spelled as another's short form shares its partition);
+	// another key is kept as a copy, not the string it may have been cut
+	// from. Retryer.Remaining reads the shared partition only. Partitions
+	// need the RetryerV2 interface: behind a decorator that hides it, a
+	// partition earns no tokens back from first attempts (see
+	// Retryer.GetInitialToken). Default nil.
 	PartitionKey func(ctx context.Context) string
 
 	// DisableDeadlineGiveUp turns the deadline check off: by default, when

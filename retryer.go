@@ -254,16 +254,20 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 // aws.Retryer interface, such as a decorator that hides the RetryerV2
 // methods. Having no context, it uses the shared partition and never waits
 // for the send-rate limiter; as the SDK's, its release adds NoRetryIncrement
-// on every successful attempt. For a minute after each call, a throttle's
-// retry on an empty bucket is refused as after any other error, in every
-// partition, even while the limiter holds callers back (see GetRetryToken),
-// and no retry that GetRetryToken and RetryDelay admit goes ahead of first
-// attempts in the limiter's queue: its next attempt might not wait its
-// turn. (A Do loop's retry still may: its attempt is one that waits.) Its
-// attempts are not timed: the deadline margin learnt per operation (see
-// Options.DeadlineMargin) learns nothing from them: a retryer called only
-// through this path keeps a margin of 0, as the SDK's, unless
-// DeadlineMargin is set.
+// on every successful attempt, to the shared partition: with
+// Options.PartitionKey, a partition earns back only its successful retries'
+// refunds here, and once spent below a retry's cost refuses its operation's
+// retries for good, unless Options.BucketRefill is set. Keep RetryerV2 in
+// such a decorator (embed aws.RetryerV2). For a minute after each call, a
+// throttle's retry on an empty bucket is refused as after any other error,
+// in every partition, even while the limiter holds callers back (see
+// GetRetryToken), and no retry that GetRetryToken and RetryDelay admit
+// goes ahead of first attempts in the limiter's queue: its next attempt
+// might not wait its turn. (A Do loop's retry still may: its attempt is
+// one that waits.) Its attempts are not timed: the deadline margin learnt
+// per operation (see Options.DeadlineMargin) learns nothing from them: a
+// retryer called only through this path keeps a margin of 0, as the SDK's,
+// unless DeadlineMargin is set.
 func (r *Retryer) GetInitialToken() func(error) error {
 	if r.ready() != nil {
 		return func(error) error { return nil }

@@ -395,6 +395,36 @@ func TestSharedErrorValueNoCrossTalk(t *testing.T) {
 	assert.Equal(t, uint(500), r.Remaining(), "expect every token back")
 }
 
+// TestASharedErrorValuesRetryHasNoPartition: operations of partitions "a"
+// and "b" retrying one error value at the same instant (a sentinel of the
+// caller's middleware) cannot be told apart by RetryDelay, which the SDK
+// gives no context: each retry is reported Unchecked and with partition
+// "", as documented on RetryEvent.Partition (helper-182 found it
+// undocumented), not with the other's.
+func TestASharedErrorValuesRetryHasNoPartition(t *testing.T) {
+	var events []jitterretry.RetryEvent
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.PartitionKey = jitterretry.PartitionFromContext
+		o.OnRetry = func(e jitterretry.RetryEvent) { events = append(events, e) } // one goroutine
+	})
+	sentinel := serverErr()
+	for _, key := range []string{"a", "b"} {
+		ctx, cancel := context.WithTimeout(jitterretry.WithPartition(context.Background(), key), time.Hour)
+		defer cancel()
+		_, err := r.GetRetryToken(ctx, sentinel)
+		require.NoError(t, err)
+	}
+	for range 2 {
+		_, err := r.RetryDelay(1, sentinel)
+		require.NoError(t, err)
+	}
+	require.Len(t, events, 2)
+	for _, e := range events {
+		assert.True(t, e.Unchecked, "expect the shared hand-off reported")
+		assert.Empty(t, e.Partition, "expect no partition named for a retry that may be either's")
+	}
+}
+
 // TestRefusalLeavesLaterOperationsChecked: a retry the empty budget refused
 // hands off an entry only a long-polling operation's RetryDelay takes; an
 // ordinary operation never asks for it. Until the refusal was kept apart,

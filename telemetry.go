@@ -191,14 +191,17 @@ func orBackground(ctx context.Context) context.Context {
 	return ctx
 }
 
-// traceRetry adds the retry decision to the SDK's attempt span.
-func traceRetry(span tracing.Span, e RetryEvent, cost, tokensLeft uint) {
+// traceRetry adds the retry decision to the SDK's attempt span, with the
+// tokens left when the lane's RateLimiter can tell them (known).
+func traceRetry(span tracing.Span, e RetryEvent, cost, tokensLeft uint, known bool) {
 	span.AddEvent("jitterretry.retry", func(o *tracing.EventOptions) {
 		o.Properties.Set(attrClass, e.Class.String())
 		o.Properties.Set("jitterretry.attempt", e.Attempt)
 		o.Properties.Set("jitterretry.delay_ms", e.Delay.Milliseconds())
 		o.Properties.Set("jitterretry.cost", int64(cost))
-		o.Properties.Set("jitterretry.tokens_left", int64(tokensLeft))
+		if known {
+			o.Properties.Set("jitterretry.tokens_left", int64(tokensLeft))
+		}
 		o.Properties.Set("jitterretry.unchecked", e.Unchecked)
 	})
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/smithy-go/tracing/smithyoteltracing"
 	"github.com/stretchr/testify/assert"
@@ -83,4 +84,36 @@ func event(t *testing.T, span tracetest.SpanStub, name string) map[string]attrib
 	}
 	require.Len(t, found, 1, "expect one %s event on %s, got events %v", name, span.Name, span.Events)
 	return found[0]
+}
+
+// TestARetryEventLeavesOutTheTokensItCannotTell: with a RateLimiter that
+// keeps no count (ratelimit.None), the retry event has no
+// jitterretry.tokens_left, as the bucket's gauge has none; it said 0 (an
+// outside review, helper-182).
+func TestARetryEventLeavesOutTheTokensItCannotTell(t *testing.T) {
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.ThrottleBaseDelay, o.MaxBackoff = 2*time.Millisecond, 5*time.Millisecond
+		o.RateLimiter = ratelimit.None
+	})
+	srv := newScriptServer(t)
+	client := newClient(srv.URL, func(o *dynamodb.Options) {
+		o.Retryer = r
+		o.TracerProvider = smithyoteltracing.Adapt(tp)
+	})
+	srv.script(throttle)
+	require.NoError(t, putItem(context.Background(), client))
+
+	var first tracetest.SpanStub
+	for _, s := range spans.GetSpans() {
+		if s.Name == "Attempt" {
+			first = s
+			break
+		}
+	}
+	retry := event(t, first, "jitterretry.retry")
+	assert.Equal(t, int64(5), retry["jitterretry.cost"].AsInt64(), "expect the cost asked of the RateLimiter")
+	assert.NotContains(t, retry, "jitterretry.tokens_left")
 }
