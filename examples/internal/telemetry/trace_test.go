@@ -23,18 +23,9 @@ import (
 // with a throttle carries a jitterretry.retry event, the one the deadline
 // cut short a jitterretry.give_up event.
 func TestRetryDecisionsAreAttemptSpanEvents(t *testing.T) {
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	var retries []jitterretry.RetryEvent
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.ThrottleBaseDelay, o.MaxBackoff = 2*time.Millisecond, 5*time.Millisecond
+	srv, client, attemptSpans := tracedClient(t, func(o *jitterretry.Options) {
 		o.OnRetry = func(e jitterretry.RetryEvent) { retries = append(retries, e) } // one operation at a time
-	})
-	srv := newScriptServer(t)
-	client := newClient(srv.URL, func(o *dynamodb.Options) {
-		o.Retryer = r
-		o.TracerProvider = smithyoteltracing.Adapt(tp)
 	})
 
 	srv.script(throttle)
@@ -44,12 +35,7 @@ func TestRetryDecisionsAreAttemptSpanEvents(t *testing.T) {
 	defer cancel()
 	require.ErrorIs(t, deleteItem(ctx, client), context.DeadlineExceeded)
 
-	var attempts []tracetest.SpanStub
-	for _, s := range spans.GetSpans() {
-		if s.Name == "Attempt" {
-			attempts = append(attempts, s)
-		}
-	}
+	attempts := attemptSpans()
 	require.Len(t, attempts, 3, "expect PutItem's two attempts and DeleteItem's one")
 	require.Len(t, retries, 1)
 
@@ -66,6 +52,33 @@ func TestRetryDecisionsAreAttemptSpanEvents(t *testing.T) {
 	assert.Equal(t, "deadline", giveUp["jitterretry.reason"].AsString())
 	assert.GreaterOrEqual(t, giveUp["jitterretry.delay_ms"].AsInt64(), int64(1000), "expect the refused backoff, after the hint")
 	assert.Less(t, giveUp["jitterretry.remaining_ms"].AsInt64(), int64(300))
+}
+
+// tracedClient returns a script server, a client of it traced into an
+// in-memory exporter, with a retryer of short throttle backoffs and opts,
+// and a function that returns the client's Attempt spans ended so far.
+func tracedClient(t *testing.T, opts ...func(*jitterretry.Options)) (*scriptServer, *dynamodb.Client, func() []tracetest.SpanStub) {
+	t.Helper()
+	spans := tracetest.NewInMemoryExporter()
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	r := jitterretry.New(append([]func(*jitterretry.Options){func(o *jitterretry.Options) {
+		o.ThrottleBaseDelay, o.MaxBackoff = 2*time.Millisecond, 5*time.Millisecond
+	}}, opts...)...)
+	srv := newScriptServer(t)
+	client := newClient(srv.URL, func(o *dynamodb.Options) {
+		o.Retryer = r
+		o.TracerProvider = smithyoteltracing.Adapt(tp)
+	})
+	return srv, client, func() []tracetest.SpanStub {
+		var attempts []tracetest.SpanStub
+		for _, s := range spans.GetSpans() {
+			if s.Name == "Attempt" {
+				attempts = append(attempts, s)
+			}
+		}
+		return attempts
+	}
 }
 
 // event returns the attributes of span's only event called name.
@@ -91,29 +104,13 @@ func event(t *testing.T, span tracetest.SpanStub, name string) map[string]attrib
 // jitterretry.tokens_left, as the bucket's gauge has none; it said 0 (an
 // outside review, helper-182).
 func TestARetryEventLeavesOutTheTokensItCannotTell(t *testing.T) {
-	spans := tracetest.NewInMemoryExporter()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSyncer(spans))
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.ThrottleBaseDelay, o.MaxBackoff = 2*time.Millisecond, 5*time.Millisecond
-		o.RateLimiter = ratelimit.None
-	})
-	srv := newScriptServer(t)
-	client := newClient(srv.URL, func(o *dynamodb.Options) {
-		o.Retryer = r
-		o.TracerProvider = smithyoteltracing.Adapt(tp)
-	})
+	srv, client, attemptSpans := tracedClient(t, func(o *jitterretry.Options) { o.RateLimiter = ratelimit.None })
 	srv.script(throttle)
 	require.NoError(t, putItem(context.Background(), client))
 
-	var first tracetest.SpanStub
-	for _, s := range spans.GetSpans() {
-		if s.Name == "Attempt" {
-			first = s
-			break
-		}
-	}
-	retry := event(t, first, "jitterretry.retry")
+	attempts := attemptSpans()
+	require.NotEmpty(t, attempts)
+	retry := event(t, attempts[0], "jitterretry.retry")
 	assert.Equal(t, int64(5), retry["jitterretry.cost"].AsInt64(), "expect the cost asked of the RateLimiter")
 	assert.NotContains(t, retry, "jitterretry.tokens_left")
 }
