@@ -234,9 +234,11 @@ func ExampleOptions_sendRate() {
 	// Output: true
 }
 
-// AttemptTimeout is an SDK API option: add it where the client's other API
-// options go, config.WithAPIOptions or the client's Options.APIOptions. It
-// adds one middleware, last in the Finalize step, after the signature,
+// AttemptTimeout is an SDK API option: add it to the Options.APIOptions of
+// the clients you call (dynamodb.NewFromConfig(cfg, func(o
+// *dynamodb.Options) {...})), not with config.WithAPIOptions, which reaches
+// the clients that fetch credentials too (see AttemptTimeout). It adds one
+// middleware, last in the Finalize step, after the signature,
 // within each attempt of the SDK's retry middleware. An attempt
 // that stalls (a connection that never answers) is cut at its limit, with
 // an error that matches ErrAttemptTimeout, and retried as a timeout.

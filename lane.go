@@ -346,8 +346,8 @@ const (
 )
 
 // appendShortKey appends to dst the form a key longer than maxKeyLen, or
-// not valid UTF-8, is kept in.
-// It allocates nothing: it runs on every call that names the key.
+// not valid UTF-8, is kept in. It allocates nothing: it runs on every call
+// that names such a key.
 func appendShortKey(dst []byte, key string) []byte {
 	// Sum256 only reads its input: hashing the string's bytes in place
 	// spares a copy of a key that may be large.
