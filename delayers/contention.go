@@ -25,8 +25,9 @@ import (
 //     trips: from its read to its write). From rho comes the load all
 //     competitors offer, G = rho/(1-rho), and from G and the client's own
 //     cycle the number of competitors m = G*cycle/v. The next sleep is
-//     drawn uniformly in [W/2, 3W/2], where W = m*v/targetLoad - 2*v is the
-//     mean sleep that brings the competitors' offered load to targetLoad.
+//     drawn uniformly in [W/2, 3W/2], where W = m*v/targetLoad - 2*v is
+//     the mean sleep that brings the competitors' offered load to
+//     targetLoad (3).
 //   - An ALL_OLD loop writes again with the version its failed write
 //     returned, without a read, so seen is the previous conflict's current
 //     and brings no news. Whenever seen is not past the previous conflict's
@@ -36,7 +37,7 @@ import (
 //     attempt, over the span between the two conflicts; and a win holds the
 //     item for a whole attempt, 2*v, since the version a retry writes with
 //     dates from the previous write reaching the item. m comes from them as
-//     above, with 2*v for v, and so does the sleep, with allOldLoad for
+//     above, with 2*v for v, and so does the sleep, with allOldLoad (1) for
 //     targetLoad (the cycle counting one more attempt, the quick retry).
 //     Since the version a conflict returns is as good as a fresh read,
 //     while the one held through a long sleep is stale, the sleeps
@@ -45,14 +46,14 @@ import (
 //     other, it sleeps as drawn from m.
 //
 // When rho is close to 1 the item is saturated and G says little, so the
-// estimate of m grows by saturatedGrowth instead; an estimate is kept until
-// a measurement counts at least one win. While W <= 0 the sleep is drawn in
+// estimate of m grows by saturatedGrowth (5) instead; an estimate is kept
+// until a measurement counts at least one win. While W <= 0 the sleep is drawn in
 // [0, v]. The first retry, before any estimate, waits uniformly up to
-// firstWindow times v.
+// firstWindow (28) times v.
 //
 // Without versions (Next with current <= seen) it is blind: full jitter
-// whose window starts at blindBase round trips and grows by blindGrowth
-// per conflict, the best blind strategy of the blog's experiment
+// whose window starts at blindBase (4) round trips and grows by
+// blindGrowth (1.5) per conflict, the best blind strategy of the blog's experiment
 // (BENCHMARKS.md, section 2).
 //
 // Every delay is within [0, Cap]. A Contention is for one loop and is not

@@ -28,8 +28,8 @@ const maxDecorrelatedChain = 64
 // from base up to attempt, on every call: the delay for attempt n has exactly
 // the distribution of the n-th step of the blog's formula, with no shared
 // mutable state. It costs one random draw per step, at most
-// maxDecorrelatedChain. A Sequence, for one application loop, keeps its real
-// prev instead.
+// maxDecorrelatedChain (64). A Sequence, for one application loop, keeps
+// its real prev instead.
 //
 // Delays are within [base, Cap()], base being Base() or, for throttling
 // errors, ThrottleBase(). Create one with NewDecorrelated or New; the zero
