@@ -336,3 +336,23 @@ func ExampleUnlimitedAttempts() {
 	}
 	// Output: 0 5 true true
 }
+
+// RateLimiter replaces the retry token bucket: ratelimit.None turns the
+// budget off, so only the attempt limit and the context end the retries
+// (the SDK's "no budget"). A RateLimiter that cannot say what it holds
+// leaves Remaining at 0.
+func ExampleOptions_rateLimiter() {
+	r := jitterretry.New(func(o *jitterretry.Options) { o.RateLimiter = ratelimit.None })
+	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"}
+	refused := 0
+	for range 1000 {
+		release, err := r.GetRetryToken(context.Background(), timeout)
+		if err != nil {
+			refused++
+			continue
+		}
+		_ = release(nil) // the retry succeeded
+	}
+	fmt.Println(refused, r.Remaining())
+	// Output: 0 0
+}

@@ -288,3 +288,17 @@ func ExampleContention() {
 	// 342ms
 	// 1ms
 }
+
+// ParseStrategy reads a strategy's name from configuration (a flag, an
+// environment variable); Strategies lists the names it takes.
+func ExampleParseStrategy() {
+	s, err := delayers.ParseStrategy("decorrelated")
+	fmt.Println(s, err)
+	_, err = delayers.ParseStrategy("Full")
+	fmt.Println(errors.Is(err, delayers.ErrUnknownStrategy))
+	fmt.Println(delayers.Strategies())
+	// Output:
+	// decorrelated <nil>
+	// true
+	// [exponential full equal decorrelated]
+}
