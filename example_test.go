@@ -356,3 +356,34 @@ func ExampleOptions_rateLimiter() {
 	fmt.Println(refused, r.Remaining())
 	// Output: 0 0
 }
+
+// DisableDeadlineGiveUp leaves a retry that cannot finish before the
+// context's deadline to the SDK's sleep, which then ends in the deadline,
+// as retry.NewStandard() does; by default the retryer refuses it at once
+// with a *GiveUpError that keeps the attempt's error.
+func ExampleOptions_disableDeadlineGiveUp() {
+	unavailable := &smithy.GenericAPIError{Code: "ServiceUnavailable", Fault: smithy.FaultServer}
+	for _, off := range []bool{false, true} {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Jitter = delayers.StrategyExponential // a backoff of exactly BaseDelay
+			o.BaseDelay = time.Second
+			o.DisableDeadlineGiveUp = off
+		})
+		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		_, err := r.GetRetryToken(ctx, unavailable) // as the SDK's middleware asks
+		var delay time.Duration
+		if err == nil {
+			delay, err = r.RetryDelay(1, unavailable)
+		}
+		cancel()
+		var gu *jitterretry.GiveUpError
+		if errors.As(err, &gu) {
+			fmt.Println(gu.Reason, errors.Is(err, unavailable))
+			continue
+		}
+		fmt.Println(delay, err)
+	}
+	// Output:
+	// deadline true
+	// 1s <nil>
+}
