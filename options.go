@@ -275,7 +275,14 @@ type Options struct {
 	// context.WithTimeout set from the wall clock: a Clock ahead of the
 	// wall clock refuses retries that would fit, one behind lets a backoff
 	// run into the deadline. Give a Clock that keeps to the wall clock
-	// (tests may move it to bring a deadline near). Its panic passes
+	// (tests may move it to bring a deadline near). With SendRate, the
+	// limiter counts its turns on this clock: one that stands still (a
+	// test's fixed time) lets attempts through while the rate is
+	// unlimited, but once it is finite (an InitialRate, or the first cut
+	// on the service's throttles) one attempt takes the turn and every
+	// later one waits until its context ends, for ever under
+	// context.Background(); advance a test's clock, or leave SendRate
+	// off. Its panic passes
 	// through to the caller of whatever read it, New included (New reads
 	// it once), as a Backoff's does.
 	Clock func() time.Time

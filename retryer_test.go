@@ -2623,3 +2623,42 @@ func TestDoPacedOnlyByItsOwnRetryersQueue(t *testing.T) {
 		assert.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted, "call %d: expect r's empty budget to refuse", i)
 	}
 }
+
+// TestAClockThatStandsStillHoldsTheLimitersWaiters pins what Options.Clock
+// says of a clock that does not advance (helper-189): the send-rate limiter
+// counts its turns on that clock, so at a finite rate the first attempt
+// passes and the next waits until its context ends, with an error that
+// says so, rather than being let through on the wall clock. The same
+// attempt on a clock that moves is sent after its 100 ms turn.
+func TestAClockThatStandsStillHoldsTheLimitersWaiters(t *testing.T) {
+	for name, tc := range map[string]struct {
+		clock func() time.Time
+		held  bool
+	}{
+		"standing still": {clock: func() func() time.Time { at := time.Now(); return func() time.Time { return at } }(), held: true},
+		"moving":         {clock: time.Now},
+	} {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MaxRate: 10}
+				o.Clock = tc.clock
+			})
+			require.NoError(t, r.Err())
+			release, err := r.GetAttemptToken(context.Background())
+			require.NoError(t, err, "expect the first attempt to take the limiter's turn")
+			require.NoError(t, release(nil))
+
+			// Long enough for the 100 ms turn however busy the machine.
+			ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+			defer cancel()
+			release, err = r.GetAttemptToken(ctx)
+			if !tc.held {
+				require.NoError(t, err, "expect the second attempt sent on its turn")
+				require.NoError(t, release(nil))
+				return
+			}
+			require.Error(t, err, "expect the second attempt held while the clock stands still")
+			assert.ErrorIs(t, err, context.DeadlineExceeded)
+		})
+	}
+}
