@@ -58,7 +58,9 @@ type Options struct {
 	ThrottleBaseDelay time.Duration
 
 	// MaxBackoff caps every delay, before jitter, so full jitter stays
-	// jittered at the cap. Default 20 s; must be positive, also when
+	// jittered at the cap; the SDK's middleware then applies an
+	// x-amz-retry-after hint to the delay, which may take the sleep past
+	// it, as with retry.NewStandard(). Default 20 s; must be positive, also when
 	// Backoff is set: then it caps only Do's backoff after a conflict,
 	// which Backoff does not compute (and not that either when Backoff is
 	// a delayer of package delayers: its own cap does).

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"math"
+	mathrand "math/rand"
 	"math/rand/v2"
 	"net"
 	"slices"
@@ -954,6 +955,9 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"a zero token rate limit as rate limiter":                  {func(o *jitterretry.Options) { o.RateLimiter = &ratelimit.TokenRateLimit{} }, "RateLimiter"},
 		"nil zipf as source":                                       {func(o *jitterretry.Options) { o.Source = (*rand.Zipf)(nil) }, "Source"},
 		"a built rand.Rand as source, not safe for concurrent use": {func(o *jitterretry.Options) { o.Source = rand.New(rand.NewPCG(1, 2)) }, "Source"},
+		"math/rand's NewSource as source, not safe for concurrent use": {func(o *jitterretry.Options) {
+			o.Source = mathrand.NewSource(1).(mathrand.Source64)
+		}, "Source"},
 		"nil pointer to a value meter provider": {func(o *jitterretry.Options) {
 			o.MeterProvider = (*metrics.NopMeterProvider)(nil)
 		}, "MeterProvider"},

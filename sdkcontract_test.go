@@ -2376,3 +2376,32 @@ func TestSDKContract_DifferenceLearntMargin(t *testing.T) {
 	require.NoError(t, err, "expect DisableDeadlineGiveUp to retry as the SDK")
 	requireAttempts(t, 3, attempts, err)
 }
+
+// TestSDKContract_DifferencePackageLevelLists: retry.NewStandard()'s checks
+// read the SDK's package-level maps at every call, so a program that edits
+// them changes a standard retryer built before; New copies the error-code
+// maps when it is called and holds the 5xx statuses itself (an outside
+// review). The edits run in a child process, where no parallel test reads
+// the maps.
+func TestSDKContract_DifferencePackageLevelLists(t *testing.T) {
+	if !runInChild(t) {
+		return
+	}
+	retry.DefaultRetryableErrorCodes["ReviewRetryable"] = struct{}{}
+	retry.DefaultRetryableHTTPStatusCodes[408] = struct{}{}
+	sdk, ours := retry.NewStandard(), jitterretry.New()
+	require.NoError(t, ours.Err())
+	retry.DefaultThrottleErrorCodes["ReviewThrottle"] = struct{}{}
+
+	codeBefore := asResponse(400, &modeled{"ReviewRetryable"})
+	assert.True(t, sdk.IsErrorRetryable(codeBefore), "expect the SDK to retry a code added before it was built")
+	assert.True(t, ours.IsErrorRetryable(codeBefore), "expect ours to retry a code added before New")
+
+	status := asResponse(408, &modeled{"ReviewStatus"})
+	assert.True(t, sdk.IsErrorRetryable(status), "expect the SDK to retry a status added to its map")
+	assert.False(t, ours.IsErrorRetryable(status), "expect ours to keep the 5xx statuses it holds")
+
+	codeAfter := asResponse(400, &modeled{"ReviewThrottle"})
+	assert.True(t, sdk.IsErrorRetryable(codeAfter), "expect the SDK to read its map at the call")
+	assert.False(t, ours.IsErrorRetryable(codeAfter), "expect ours to keep the copy New took")
+}

@@ -60,8 +60,8 @@ func NewDecorrelated(optFns ...func(*Options)) (*Decorrelated, error) {
 // at Cap(); attempts above maxDecorrelatedChain count as
 // maxDecorrelatedChain. base is ThrottleBase() when Options.Throttle
 // classifies err as a throttle, Base() otherwise (a nil err is not a
-// throttle). The result is within [base, Cap()]; it draws min(attempt,
-// maxDecorrelatedChain) values from the Source. The error result is always
+// throttle). The result is within [base, Cap()]; it draws
+// min(max(attempt, 1), maxDecorrelatedChain) values from the Source. The error result is always
 // nil.
 func (d *Decorrelated) BackoffDelay(attempt int, err error) (time.Duration, error) {
 	return d.Delay(attempt, use(d).isThrottle(err)), nil

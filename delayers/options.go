@@ -91,8 +91,8 @@ type Options struct {
 	Throttle retry.IsErrorThrottle
 
 	// Source supplies the randomness and must be safe for concurrent use:
-	// math/rand's generators (a *rand.Rand, *rand.PCG, *rand.ChaCha8) are
-	// not, and are refused. Nil means the Go runtime's generator, which
+	// math/rand's generators (a *rand.Rand, *rand.PCG, *rand.ChaCha8, or
+	// math/rand's NewSource as a Source64) are not, and are refused. Nil means the Go runtime's generator, which
 	// scales across cores; use NewSource(seed) for deterministic results.
 	//
 	// Throttle and Source are called through: a nil func, a nil pointer to
@@ -294,14 +294,18 @@ func zeroGenerator(s any) bool {
 }
 
 // generator reports whether s is one of math/rand's generators, which are
-// not safe for concurrent use.
+// not safe for concurrent use: math/rand's NewSource is one too, though its
+// type is unexported (a Source64 a caller asserted it to; helper-191).
 func generator(s any) bool {
 	switch s.(type) {
 	case *rand.Rand, *rand.PCG, *rand.ChaCha8, *rand.Zipf, *mathrand.Rand, *mathrand.Zipf:
 		return true
 	}
-	return false
+	return s != nil && reflect.TypeOf(s) == mathRandSource
 }
+
+// mathRandSource is the type math/rand's NewSource returns, unexported.
+var mathRandSource = reflect.TypeOf(mathrand.NewSource(0))
 
 // callable reports whether v, held in an option of interface type iface,
 // can be called through: it is not a nil func (nor a pointer to one whose

@@ -3,6 +3,7 @@ package delayers
 import (
 	"errors"
 	"math"
+	mathrand "math/rand"
 	"math/rand/v2"
 	"strings"
 	"testing"
@@ -353,6 +354,9 @@ func TestOptionsHoldingANilThatCannotBeCalledAreRefused(t *testing.T) {
 		// (helper-71: data races under -race, accepted before).
 		"a built *rand.Rand": {set: func(o *Options) { o.Source = rand.New(rand.NewPCG(1, 2)) }, option: "Source", held: "not safe for concurrent use"},
 		"a built *rand.PCG":  {set: func(o *Options) { o.Source = rand.NewPCG(1, 2) }, option: "Source", held: "*rand.PCG"},
+		// math/rand's own source, as a Source64 (helper-191: accepted, and
+		// racing under -race, though the doc said math/rand's were refused).
+		"math/rand's NewSource": {set: func(o *Options) { o.Source = mathrand.NewSource(1).(mathrand.Source64) }, option: "Source", held: "not safe for concurrent use"},
 	}
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
 	for name, c := range cases {
