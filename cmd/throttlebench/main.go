@@ -42,6 +42,13 @@
 //	go run ./cmd/throttlebench -k 64 -warmup 1s -scenarios drop -initial-rate 500
 //	go run ./cmd/throttlebench -k 256 -deadline 200ms,500ms -scenarios steady,swing -modes ours-full,ours-full+rate
 //
+// Ours use the DynamoDB preset (4 attempts, as the DynamoDB client's own
+// default, sdk-default); -max-attempts 3 gives them New's default, as
+// sdk-standard has. A fleet's fairness depends on it: an operation
+// throttled three times backs off up to 7 s before its fourth attempt.
+//
+//	go run ./cmd/throttlebench -fleet 100 -k 2 -max-attempts 3 -scenarios steady -modes sdk-standard,ours-full,ours-full+rate
+//
 // -plot-metrics DIR charts what our retryers report through their own
 // instruments (Options.MeterProvider, as the README's "Hooks and
 // observability" section lists them): the retry bucket's tokens
@@ -242,6 +249,8 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 		scale    = fs.Float64("scale", 1, "multiplies every scenario's durations, in (0, 10]")
 		trace    = fs.Bool("trace", false, "print the requests sent and the retry budget of ours with the limiter every second to standard error (with -fleet: every client's requests, the first client's budget)")
 		initial  = fs.Float64("initial-rate", 0, "the send rate, requests per second, the +rate modes start at before the first throttle; 0 is unlimited")
+		attempts = fs.Int("max-attempts", 0, "MaxAttempts of the ours-* modes; 0 keeps the DynamoDB preset's 4 (the DynamoDB client's own default);\n"+
+			"3 is jitterretry.New()'s default and retry.NewStandard()'s, as sdk-standard has")
 		swing    = fs.Duration("swing", defaultSwing, "how long each level of the swing scenario lasts (not scaled by -scale)")
 		deadline = fs.String("deadline", "", "give every operation a deadline: one duration (300ms), or two separated by a comma (200ms,500ms)\n"+
 			"for one drawn uniformly between them per operation; an operation it ends counts as a deadline failure; empty sets none")
@@ -290,7 +299,10 @@ func parseFlags(args []string, stderr io.Writer) (config, error) {
 	if !(*initial >= 0) {
 		return cfg, fmt.Errorf("invalid -initial-rate %v: must be zero (unlimited) or positive", *initial)
 	}
-	if cfg.modes, err = parseModes(*modes, *initial); err != nil {
+	if *attempts < 0 {
+		return cfg, fmt.Errorf("invalid -max-attempts %d: must be zero (the preset's) or positive", *attempts)
+	}
+	if cfg.modes, err = parseModes(*modes, tuning{initialRate: *initial, maxAttempts: *attempts}); err != nil {
 		return cfg, err
 	}
 	if cfg.metricsDir != "" {

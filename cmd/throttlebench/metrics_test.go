@@ -54,7 +54,7 @@ func TestRunOneSamplesTheGauges(t *testing.T) {
 		"ours limited": {mode: "ours-full+rate", sampled: true, withRate: true},
 	} {
 		t.Run(name, func(t *testing.T) {
-			m, err := parseMode(tc.mode, 300)
+			m, err := parseMode(tc.mode, tuning{initialRate: 300})
 			require.NoError(t, err)
 			r, err := runOne(cfg, up, m, 2, s)
 			require.NoError(t, err)

@@ -53,9 +53,18 @@ type mode struct {
 	rate bool
 }
 
-// parseMode returns the mode called name; the "+rate" modes start their
-// limiter at initialRate requests per second (0: unlimited).
-func parseMode(name string, initialRate float64) (mode, error) {
+// tuning is what the command line sets on ours beyond the mode's name.
+type tuning struct {
+	// initialRate is the rate, requests per second, the "+rate" modes
+	// start their limiter at (0: unlimited).
+	initialRate float64
+	// maxAttempts replaces the DynamoDB preset's 4 attempts (0: keep 4;
+	// 3 is New's default, as retry.NewStandard()'s).
+	maxAttempts int
+}
+
+// parseMode returns the mode called name, ours tuned by t.
+func parseMode(name string, t tuning) (mode, error) {
 	switch name {
 	case modeSDKDefault:
 		return mode{name: name}, nil
@@ -79,7 +88,10 @@ func parseMode(name string, initialRate float64) (mode, error) {
 		o.Jitter = jitter
 		o.FailFastOnEmptyBudget = failFast
 		if rate {
-			o.SendRate = &jitterretry.SendRateOptions{InitialRate: initialRate}
+			o.SendRate = &jitterretry.SendRateOptions{InitialRate: t.initialRate}
+		}
+		if t.maxAttempts != 0 {
+			o.MaxAttempts = t.maxAttempts
 		}
 	}
 	if err := jitterretry.New(jitterretry.DynamoDB, opts).Err(); err != nil {
@@ -94,7 +106,7 @@ func parseMode(name string, initialRate float64) (mode, error) {
 }
 
 // parseModes parses a comma-separated list of modes; "all" is defaultModes.
-func parseModes(s string, initialRate float64) ([]mode, error) {
+func parseModes(s string, t tuning) ([]mode, error) {
 	names := listflag.Split(s)
 	if len(names) == 1 && names[0] == "all" {
 		names = defaultModes
@@ -109,7 +121,7 @@ func parseModes(s string, initialRate float64) ([]mode, error) {
 			return nil, fmt.Errorf("invalid -modes: %q twice", n)
 		}
 		seen[n] = true
-		m, err := parseMode(n, initialRate)
+		m, err := parseMode(n, t)
 		if err != nil {
 			return nil, err
 		}

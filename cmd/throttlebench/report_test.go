@@ -38,7 +38,7 @@ func mustUpstream(t *testing.T) *upstream {
 // mustMode returns the mode called name, its limiter starting unlimited.
 func mustMode(t *testing.T, name string) mode {
 	t.Helper()
-	m, err := parseMode(name, 0)
+	m, err := parseMode(name, tuning{})
 	require.NoError(t, err)
 	return m
 }
@@ -172,7 +172,7 @@ func TestFailureKind(t *testing.T) {
 }
 
 func TestParseModes(t *testing.T) {
-	all, err := parseModes("all", 0)
+	all, err := parseModes("all", tuning{})
 	require.NoError(t, err)
 	require.Len(t, all, len(defaultModes))
 	assert.Nil(t, all[0].retryer, "expect sdk-default to keep the client's own retryer")
@@ -183,7 +183,7 @@ func TestParseModes(t *testing.T) {
 
 	// At an initial rate of 1/s the limiter, when on, makes a second
 	// attempt wait about a second: longer than a 200 ms deadline allows.
-	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive, ours-full", 1)
+	ms, err := parseModes("ours-decorrelated+rate+failfast, sdk-adaptive, ours-full", tuning{initialRate: 1})
 	require.NoError(t, err)
 	require.Len(t, ms, 3)
 	r, ok := ms[0].retryer().(*jitterretry.Retryer)
@@ -198,8 +198,16 @@ func TestParseModes(t *testing.T) {
 	assert.False(t, ms[2].rate)
 	assert.False(t, sendWaits(t, r), "expect no send-rate limiter without +rate")
 
+	// -max-attempts replaces the preset's 4 on ours alone.
+	cfg3, err := parseFlags([]string{"-max-attempts", "3", "-modes", "sdk-standard,ours-full+rate"}, &bytes.Buffer{})
+	require.NoError(t, err)
+	r, ok = cfg3.modes[1].retryer().(*jitterretry.Retryer)
+	require.True(t, ok)
+	assert.Equal(t, 3, r.MaxAttempts(), "expect -max-attempts on ours")
+	assert.Equal(t, 3, cfg3.modes[0].retryer().MaxAttempts(), "expect the SDK's standard retryer's own 3")
+
 	for _, bad := range []string{"", "sdk", "ours-", "ours-full+failfast+rate", "ours-bogus", "ours-full,ours-full"} {
-		_, err := parseModes(bad, 0)
+		_, err := parseModes(bad, tuning{})
 		assert.Error(t, err, "expect %q rejected", bad)
 	}
 }
@@ -246,7 +254,7 @@ func TestParseFlags(t *testing.T) {
 	for _, args := range [][]string{
 		{"-k", "0"}, {"-k", "99999"}, {"-capacity", "-1"}, {"-burst", "-1"}, {"-scale", "0"},
 		{"-scale", "11"}, {"-scenarios", ","}, {"-modes", "nope"}, {"-service", "-1ms"}, {"extra"},
-		{"-initial-rate", "-1"}, {"-initial-rate", "NaN"},
+		{"-initial-rate", "-1"}, {"-initial-rate", "NaN"}, {"-max-attempts", "-1"},
 	} {
 		_, err := parseFlags(args, &bytes.Buffer{})
 		assert.Error(t, err, "expect %q rejected", strings.Join(args, " "))
