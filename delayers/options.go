@@ -92,8 +92,9 @@ type Options struct {
 
 	// Source supplies the randomness and must be safe for concurrent use:
 	// math/rand's generators (a *rand.Rand, *rand.PCG, *rand.ChaCha8, or
-	// math/rand's NewSource as a Source64) are not, and are refused. Nil means the Go runtime's generator, which
-	// scales across cores; use NewSource(seed) for deterministic results.
+	// math/rand's NewSource as a Source64) are not, and are refused. Nil
+	// means the Go runtime's generator, which scales across cores; use
+	// NewSource(seed) for deterministic results.
 	//
 	// Throttle and Source are called through: a nil func, a nil pointer to
 	// a type whose methods take a value (such as *retry.ThrottleErrorCode),
