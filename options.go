@@ -60,10 +60,10 @@ type Options struct {
 	// MaxBackoff caps every delay, before jitter, so full jitter stays
 	// jittered at the cap; the SDK's middleware then applies an
 	// x-amz-retry-after hint to the delay, which may take the sleep past
-	// it, as with retry.NewStandard(). Default 20 s; must be positive, also when
-	// Backoff is set: then it caps only Do's backoff after a conflict,
-	// which Backoff does not compute (and not that either when Backoff is
-	// a delayer of package delayers: its own cap does).
+	// it, as with retry.NewStandard(). Default 20 s; must be positive,
+	// also when Backoff is set: then it caps only Do's backoff after a
+	// conflict, which Backoff does not compute (and not that either when
+	// Backoff is a delayer of package delayers: its own cap does).
 	MaxBackoff time.Duration
 
 	// BackoffGrowth is the factor the backoff window grows by per attempt.

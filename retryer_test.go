@@ -2635,11 +2635,12 @@ func TestDoPacedOnlyByItsOwnRetryersQueue(t *testing.T) {
 // says so, rather than being let through on the wall clock. The same
 // attempt on a clock that moves is sent after its 100 ms turn.
 func TestAClockThatStandsStillHoldsTheLimitersWaiters(t *testing.T) {
+	frozen := time.Now()
 	for name, tc := range map[string]struct {
 		clock func() time.Time
 		held  bool
 	}{
-		"standing still": {clock: func() func() time.Time { at := time.Now(); return func() time.Time { return at } }(), held: true},
+		"standing still": {clock: func() time.Time { return frozen }, held: true},
 		"moving":         {clock: time.Now},
 	} {
 		t.Run(name, func(t *testing.T) {
