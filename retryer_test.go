@@ -1675,12 +1675,18 @@ func (waitingLimiter) AddTokens(uint) error { return nil }
 // budget's refusal whether the wait was cut short or not; a caller whose
 // deadline had passed before the wait (a blocking RateLimiter waited it
 // out) gets its context's end.
+//
+// The deadlines are long enough that no stall of a busy machine before the
+// retry decision reaches them (that would be the second case): with 170 and
+// 190 ms, one run of the tests beside a CPU hog got GiveUpCanceled.
 func TestTheReasonOfAnEmptyBudgetWaitTheDeadlineEnds(t *testing.T) {
-	for _, timeout := range []time.Duration{170 * time.Millisecond, 190 * time.Millisecond} {
+	const backoff, lag = time.Second, 150 * time.Millisecond
+	for _, timeout := range []time.Duration{backoff - lag, backoff - lag/3} {
 		t.Run(fmt.Sprint(timeout), func(t *testing.T) {
 			r := emptyBucketRetryer(func(o *jitterretry.Options) {
+				o.ThrottleBaseDelay, o.MaxBackoff = backoff, backoff
 				o.DeadlineMargin = 0
-				o.Clock = func() time.Time { return time.Now().Add(-30 * time.Millisecond) }
+				o.Clock = func() time.Time { return time.Now().Add(-lag) }
 			})
 			spendTokens(t, r, 5)
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
