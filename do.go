@@ -401,8 +401,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		switch cerr := ctx.Err(); {
 		case info.ended != nil && cerr != nil:
 			g.Reason, g.ctxErr = GiveUpCanceled, cerr
-		case info.outOfAttempts:
-			g.Reason = GiveUpMaxAttempts
+		case info.outOfAttempts > 0:
+			// The SDK's attempts, not Do's calls of fn.
+			g.Reason, g.counted = GiveUpMaxAttempts, info.outOfAttempts
 		}
 		if r.hooks.reportsGiveUps() && d.mark.reportedAlready(err) {
 			return 0, g

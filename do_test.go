@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -325,6 +326,32 @@ func TestDoLeavesWhatTheSDKGaveUpOn(t *testing.T) {
 	fn, calls = sequence(serverErr, ok) // a plain function: the SDK's rules
 	require.NoError(t, jitterretry.Do(context.Background(), r, fn))
 	assert.Equal(t, 2, *calls)
+}
+
+// TestDoReportsTheSDKsAttemptsWhenItRanOutOfThem: when fn's SDK call ran
+// out of attempts, the give-up OnGiveUp hears of counts the SDK's attempts,
+// not Do's calls of fn: its message and its *retry.MaxAttemptsError said 1
+// where the SDK had made 3 (an outside review).
+func TestDoReportsTheSDKsAttemptsWhenItRanOutOfThem(t *testing.T) {
+	var heard []*jitterretry.GiveUpError
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = func(g *jitterretry.GiveUpError) { heard = append(heard, g) }
+	})
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		_, err := operation(ctx, r, script(throttleErr)) // the SDK's middleware
+		return err
+	})
+	var sdk *retry.MaxAttemptsError
+	require.ErrorAs(t, err, &sdk)
+	require.Equal(t, 3, sdk.Attempt)
+
+	require.Len(t, heard, 1)
+	g := heard[0]
+	assert.Equal(t, jitterretry.GiveUpMaxAttempts, g.Reason)
+	var reported *retry.MaxAttemptsError
+	require.ErrorAs(t, g, &reported)
+	assert.Equal(t, 3, reported.Attempt, "expect the SDK's attempts")
+	assert.True(t, strings.HasPrefix(g.Error(), "jitterretry: exceeded maximum number of attempts, 3: "), g.Error())
 }
 
 // TestNestedDoGivesUpOnce: an inner Do that gave up on its conflicts ends

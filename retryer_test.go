@@ -2124,6 +2124,32 @@ func TestAPanickingHookGivesTheRetrysTokensBack(t *testing.T) {
 	}
 }
 
+// TestAPanickingOnGiveUpKeepsNoTokens: a retry refused for its deadline
+// after its tokens were taken (GetRetryToken pays, RetryDelay refuses) has
+// them back before OnGiveUp hears of it, so a hook that panics loses none.
+func TestAPanickingOnGiveUpKeepsNoTokens(t *testing.T) {
+	var reasons []jitterretry.GiveUpReason
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		// A backoff of 10 minutes, past any deadline of a minute however
+		// slow the machine.
+		o.Jitter, o.BaseDelay, o.MaxBackoff = delayers.StrategyExponential, 10*time.Minute, 10*time.Minute
+		o.OnGiveUp = func(g *jitterretry.GiveUpError) {
+			reasons = append(reasons, g.Reason)
+			panic("a hook's bug")
+		}
+	})
+	require.NoError(t, r.Err())
+	// The contexts live on until the count, so that no sweep gives back
+	// what the refusal did not.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 10 {
+		assert.PanicsWithValue(t, "a hook's bug", func() { _, _ = operation(ctx, r, script(serverErr)) })
+	}
+	assert.Equal(t, slices.Repeat([]jitterretry.GiveUpReason{jitterretry.GiveUpDeadline}, 10), reasons)
+	assert.Equal(t, uint(500), r.Remaining(), "expect every refused retry's tokens back")
+}
+
 // TestALimiterWaitTooLongForTheDeadlineHoldsTheCaller: a caller whose turn
 // in the send-rate limiter's queue would come too late for its deadline is
 // held, its place kept, until the deadline less the margin and 5 ms, and
