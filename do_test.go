@@ -354,6 +354,36 @@ func TestDoReportsTheSDKsAttemptsWhenItRanOutOfThem(t *testing.T) {
 	assert.True(t, strings.HasPrefix(g.Error(), "jitterretry: exceeded maximum number of attempts, 3: "), g.Error())
 }
 
+// TestDoRetriesATimeoutOfFnsOwnContext: a deadline of a context fn made
+// for itself is a timeout, retried as the SDK's checks retry one, while a
+// cancel of fn's own is not; as DoOptions.Classify says.
+func TestDoRetriesATimeoutOfFnsOwnContext(t *testing.T) {
+	r := jitterretry.New(fast)
+	ownEnd := func(cancelIt bool) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			own, cancel := context.WithTimeout(ctx, time.Nanosecond)
+			if cancelIt {
+				own, cancel = context.WithCancel(ctx)
+				cancel()
+			}
+			defer cancel()
+			<-own.Done()
+			return own.Err()
+		}
+	}
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error { calls++; return ownEnd(false)(ctx) })
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpMaxAttempts, g.Reason)
+	assert.Equal(t, 3, calls, "expect a timeout of fn's own retried")
+
+	calls = 0
+	err = jitterretry.Do(context.Background(), r, func(ctx context.Context) error { calls++; return ownEnd(true)(ctx) })
+	assert.Equal(t, context.Canceled, err)
+	assert.Equal(t, 1, calls, "expect a cancel of fn's own returned as it is")
+}
+
 // TestNestedDoGivesUpOnce: an inner Do that gave up on its conflicts ends
 // the outer loop too, as any refusal of the retry machinery does, instead
 // of multiplying the inner loop's calls by the outer's budget.
