@@ -170,9 +170,10 @@ type errorInfo struct {
 	// ended is the caller's context error the chain shows (a cancelled
 	// request, context.Canceled or context.DeadlineExceeded), nil if none
 	ended error
-	// outOfAttempts: the SDK's middleware ran out of attempts (a
-	// *retry.MaxAttemptsError is in the chain)
-	outOfAttempts bool
+	// outOfAttempts: the SDK's middleware ran out of attempts after this
+	// many (a *retry.MaxAttemptsError is in the chain: its Attempt, at
+	// least 1); 0 when it did not
+	outOfAttempts int
 }
 
 // refused reports whether IsErrorRetryable reports the error as a refusal:
@@ -424,7 +425,7 @@ type errorFacts struct {
 	gaveUp          bool         // a *retry.MaxAttemptsError, the SDK bucket's refusal or a *GiveUpError is in the chain
 	conflictsGaveUp bool         // a *GiveUpError of a Do loop out of conflicts (GiveUpConflicts) is in the chain
 	timeGaveUp      bool         // a *GiveUpError for a deadline or a cancel (GiveUpDeadline, GiveUpCanceled) is in the chain
-	outOfAttempts   bool         // a *retry.MaxAttemptsError is in the chain
+	outOfAttempts   int          // a *retry.MaxAttemptsError is in the chain: its Attempt, at least 1; 0 if none
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
 	truncated       bool         // the chain has a cycle, or more than maxCycleNodes reads (see scanWhole)
 	contextCanceled bool         // context.Canceled is in the chain
@@ -665,7 +666,14 @@ func (f *errorFacts) visit(err error) {
 		return
 	case *retry.MaxAttemptsError:
 		// The SDK's middleware gave up: out of attempts.
-		f.gaveUp, f.outOfAttempts = true, true
+		// The outermost one's count: the operation's.
+		f.gaveUp = true
+		if f.outOfAttempts == 0 {
+			f.outOfAttempts = 1
+			if e != nil {
+				f.outOfAttempts = max(e.Attempt, 1)
+			}
+		}
 		return
 	case ratelimit.QuotaExceededError, *ratelimit.QuotaExceededError:
 		// The SDK's own bucket refused the retry.

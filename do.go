@@ -32,8 +32,11 @@ type DoOptions struct {
 	// and classifies the rest as the Retryer does. So around SDK calls,
 	// whose throttles and 5xx the SDK already retried, the loop retries
 	// conflicts (and throttled transactions) only; around other functions,
-	// what the SDK would. Nil means the default. A value other than the
-	// four classes is not retried.
+	// what the SDK would: a context.DeadlineExceeded of a context of fn's
+	// own (a per-call context.WithTimeout) is a timeout, and retried, as
+	// the SDK's checks retry one, while a cancel of fn's own, and the end
+	// of the context Do was given, are not. Nil means the default. A value
+	// other than the four classes is not retried.
 	Classify func(error) ErrorClass
 
 	// MaxAttempts is the most calls of fn that fail with a transient or
@@ -401,8 +404,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		switch cerr := ctx.Err(); {
 		case info.ended != nil && cerr != nil:
 			g.Reason, g.ctxErr = GiveUpCanceled, cerr
-		case info.outOfAttempts:
-			g.Reason = GiveUpMaxAttempts
+		case info.outOfAttempts > 0:
+			// The SDK's attempts, not Do's calls of fn.
+			g.Reason, g.counted = GiveUpMaxAttempts, info.outOfAttempts
 		}
 		if r.hooks.reportsGiveUps() && d.mark.reportedAlready(err) {
 			return 0, g

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net"
 	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -325,6 +326,62 @@ func TestDoLeavesWhatTheSDKGaveUpOn(t *testing.T) {
 	fn, calls = sequence(serverErr, ok) // a plain function: the SDK's rules
 	require.NoError(t, jitterretry.Do(context.Background(), r, fn))
 	assert.Equal(t, 2, *calls)
+}
+
+// TestDoReportsTheSDKsAttemptsWhenItRanOutOfThem: when fn's SDK call ran
+// out of attempts, the give-up OnGiveUp hears of counts the SDK's attempts,
+// not Do's calls of fn: its message and its *retry.MaxAttemptsError said 1
+// where the SDK had made 3 (an outside review).
+func TestDoReportsTheSDKsAttemptsWhenItRanOutOfThem(t *testing.T) {
+	var heard []*jitterretry.GiveUpError
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.OnGiveUp = func(g *jitterretry.GiveUpError) { heard = append(heard, g) }
+	})
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		_, err := operation(ctx, r, script(throttleErr)) // the SDK's middleware
+		return err
+	})
+	var sdk *retry.MaxAttemptsError
+	require.ErrorAs(t, err, &sdk)
+	require.Equal(t, 3, sdk.Attempt)
+
+	require.Len(t, heard, 1)
+	g := heard[0]
+	assert.Equal(t, jitterretry.GiveUpMaxAttempts, g.Reason)
+	var reported *retry.MaxAttemptsError
+	require.ErrorAs(t, g, &reported)
+	assert.Equal(t, 3, reported.Attempt, "expect the SDK's attempts")
+	assert.True(t, strings.HasPrefix(g.Error(), "jitterretry: exceeded maximum number of attempts, 3: "), g.Error())
+}
+
+// TestDoRetriesATimeoutOfFnsOwnContext: a deadline of a context fn made
+// for itself is a timeout, retried as the SDK's checks retry one, while a
+// cancel of fn's own is not; as DoOptions.Classify says.
+func TestDoRetriesATimeoutOfFnsOwnContext(t *testing.T) {
+	r := jitterretry.New(fast)
+	ownEnd := func(cancelIt bool) func(ctx context.Context) error {
+		return func(ctx context.Context) error {
+			own, cancel := context.WithTimeout(ctx, time.Nanosecond)
+			if cancelIt {
+				own, cancel = context.WithCancel(ctx)
+				cancel()
+			}
+			defer cancel()
+			<-own.Done()
+			return own.Err()
+		}
+	}
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error { calls++; return ownEnd(false)(ctx) })
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpMaxAttempts, g.Reason)
+	assert.Equal(t, 3, calls, "expect a timeout of fn's own retried")
+
+	calls = 0
+	err = jitterretry.Do(context.Background(), r, func(ctx context.Context) error { calls++; return ownEnd(true)(ctx) })
+	assert.Equal(t, context.Canceled, err)
+	assert.Equal(t, 1, calls, "expect a cancel of fn's own returned as it is")
 }
 
 // TestNestedDoGivesUpOnce: an inner Do that gave up on its conflicts ends

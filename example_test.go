@@ -11,6 +11,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
+	"github.com/aws/smithy-go/metrics"
 	"github.com/aws/smithy-go/middleware"
 	smithyhttp "github.com/aws/smithy-go/transport/http"
 
@@ -126,6 +127,68 @@ func ExampleOptions_hooks() {
 	// Output:
 	// retry 1 transient 10ms
 	// give up: not_retryable
+}
+
+// printedMetrics is a smithy-go metrics.MeterProvider that prints what is
+// counted and recorded, to show the retryer's instruments. In production,
+// give the retryer the MeterProvider its clients have (an OpenTelemetry one
+// through smithyotelmetrics.Adapt: see the README's "Hooks and
+// observability").
+type printedMetrics struct{ metrics.NopMeter }
+
+func (p printedMetrics) Meter(string, ...metrics.MeterOption) metrics.Meter { return p }
+
+func (printedMetrics) Int64Counter(name string, _ ...metrics.InstrumentOption) (metrics.Int64Counter, error) {
+	return printedInstrument(name), nil
+}
+
+func (printedMetrics) Float64Histogram(name string, _ ...metrics.InstrumentOption) (metrics.Float64Histogram, error) {
+	return printedInstrument(name), nil
+}
+
+type printedInstrument string
+
+func (i printedInstrument) Add(_ context.Context, n int64, opts ...metrics.RecordMetricOption) {
+	i.print(fmt.Sprint("+", n), opts)
+}
+
+func (i printedInstrument) Record(_ context.Context, v float64, opts ...metrics.RecordMetricOption) {
+	i.print(fmt.Sprint(v), opts)
+}
+
+func (i printedInstrument) print(value string, opts []metrics.RecordMetricOption) {
+	var o metrics.RecordMetricOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
+	for _, attr := range []string{"jitterretry.class", "jitterretry.reason"} {
+		if v := o.Properties.Get(attr); v != nil {
+			fmt.Printf("%s %s %s=%v\n", i, value, attr, v)
+		}
+	}
+}
+
+// MeterProvider gets the retryer's metrics: its retries by class, the
+// backoffs (in seconds) and its give-ups by reason, beside the SDK's own
+// client.call.* metrics when it is the client's provider too. Without one,
+// nothing is recorded.
+func ExampleOptions_meterProvider() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
+		o.MeterProvider = printedMetrics{}
+	})
+	calls := 0
+	_ = jitterretry.Do(context.Background(), r, func(context.Context) error {
+		calls++
+		if calls == 1 {
+			return &smithy.GenericAPIError{Code: "RequestTimeout"}
+		}
+		return &smithy.GenericAPIError{Code: "ValidationException"}
+	})
+	// Output:
+	// jitterretry.retries +1 jitterretry.class=transient
+	// jitterretry.backoff.duration 0.01 jitterretry.class=transient
+	// jitterretry.give_ups +1 jitterretry.reason=not_retryable
 }
 
 // Partitions give each table (or tenant) its own bucket, so one hot table

@@ -210,6 +210,9 @@ type Options struct {
 	// gives its tokens back (twice, when a wrapper of RetryDelay recovers
 	// the panic and lets the retry go ahead under a context without a
 	// deadline or cancel: its release refunds a retry that then succeeds).
+	// Its time is not covered by the deadline checks, which ran before it:
+	// a hook that takes 500 ms before a retry whose deadline was 200 ms
+	// away holds the operation until the SDK's sleep sees the context end.
 	OnRetry func(RetryEvent)
 
 	// OnGiveUp, when set, is called with every refusal, also of a wait for
@@ -218,7 +221,13 @@ type Options struct {
 	// transaction cancelled for throttles only, which are Do's to retry;
 	// an attempt the caller's context ended is GiveUpCanceled, with the
 	// context's error). It must be safe for concurrent use and quick, and
-	// must not change the error (it is the one the operation returns).
+	// must not change the error: the operation's error holds it (errors.As
+	// finds it), but for GiveUpNotRetryable, and for what Do reports of an
+	// error fn returned that it does not retry (a call the caller's context
+	// ended, an SDK call out of attempts, whose GiveUpMaxAttempts counts the
+	// SDK's attempts), where the operation returns Err itself. It must not
+	// panic: a panic reaches the operation's caller (the retry refused holds
+	// no tokens by then).
 	OnGiveUp func(*GiveUpError)
 
 	// SendRate, when set, turns on the adaptive client-side send-rate

@@ -1675,12 +1675,18 @@ func (waitingLimiter) AddTokens(uint) error { return nil }
 // budget's refusal whether the wait was cut short or not; a caller whose
 // deadline had passed before the wait (a blocking RateLimiter waited it
 // out) gets its context's end.
+//
+// The deadlines are long enough that no stall of a busy machine before the
+// retry decision reaches them (that would be the second case): with 170 and
+// 190 ms, one run of the tests beside a CPU hog got GiveUpCanceled.
 func TestTheReasonOfAnEmptyBudgetWaitTheDeadlineEnds(t *testing.T) {
-	for _, timeout := range []time.Duration{170 * time.Millisecond, 190 * time.Millisecond} {
+	const backoff, lag = time.Second, 150 * time.Millisecond
+	for _, timeout := range []time.Duration{backoff - lag, backoff - lag/3} {
 		t.Run(fmt.Sprint(timeout), func(t *testing.T) {
 			r := emptyBucketRetryer(func(o *jitterretry.Options) {
+				o.ThrottleBaseDelay, o.MaxBackoff = backoff, backoff
 				o.DeadlineMargin = 0
-				o.Clock = func() time.Time { return time.Now().Add(-30 * time.Millisecond) }
+				o.Clock = func() time.Time { return time.Now().Add(-lag) }
 			})
 			spendTokens(t, r, 5)
 			ctx, cancel := context.WithTimeout(context.Background(), timeout)
@@ -2116,6 +2122,32 @@ func TestAPanickingHookGivesTheRetrysTokensBack(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestAPanickingOnGiveUpKeepsNoTokens: a retry refused for its deadline
+// after its tokens were taken (GetRetryToken pays, RetryDelay refuses) has
+// them back before OnGiveUp hears of it, so a hook that panics loses none.
+func TestAPanickingOnGiveUpKeepsNoTokens(t *testing.T) {
+	var reasons []jitterretry.GiveUpReason
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		// A backoff of 10 minutes, past any deadline of a minute however
+		// slow the machine.
+		o.Jitter, o.BaseDelay, o.MaxBackoff = delayers.StrategyExponential, 10*time.Minute, 10*time.Minute
+		o.OnGiveUp = func(g *jitterretry.GiveUpError) {
+			reasons = append(reasons, g.Reason)
+			panic("a hook's bug")
+		}
+	})
+	require.NoError(t, r.Err())
+	// The contexts live on until the count, so that no sweep gives back
+	// what the refusal did not.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	for range 10 {
+		assert.PanicsWithValue(t, "a hook's bug", func() { _, _ = operation(ctx, r, script(serverErr)) })
+	}
+	assert.Equal(t, slices.Repeat([]jitterretry.GiveUpReason{jitterretry.GiveUpDeadline}, 10), reasons)
+	assert.Equal(t, uint(500), r.Remaining(), "expect every refused retry's tokens back")
 }
 
 // TestALimiterWaitTooLongForTheDeadlineHoldsTheCaller: a caller whose turn

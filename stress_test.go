@@ -23,13 +23,14 @@ import (
 )
 
 // A goroutine that panics kills the whole test binary and hides which test
-// caused it. The stress tests therefore run in a child process (the same
-// test binary, asked to run only the stress body); the parent reports the
-// child's output when it fails.
+// caused it, and a test that edits the SDK's package-level state would leak
+// it into the others. Such tests (the stress tests, a contract test) run in
+// a child process: the same test binary, asked to run only that test; the
+// parent reports the child's output when it fails.
 const stressEnv = "JITTERRETRY_STRESS_CHILD"
 
-// runInChild runs the test named name in a child process when called from
-// the parent, and reports whether this process is the child.
+// runInChild runs t in a child process when called from the parent, and
+// reports whether this process is the child.
 func runInChild(t *testing.T) bool {
 	t.Helper()
 	if os.Getenv(stressEnv) == t.Name() {
@@ -39,7 +40,7 @@ func runInChild(t *testing.T) bool {
 	cmd.Env = append(os.Environ(), stressEnv+"="+t.Name())
 	out, err := cmd.CombinedOutput()
 	if err != nil {
-		t.Fatalf("expect the stress to pass in its child process, got %v:\n%s", err, out)
+		t.Fatalf("expect %s to pass in its child process, got %v:\n%s", t.Name(), err, out)
 	}
 	return false
 }

@@ -302,3 +302,39 @@ func ExampleParseStrategy() {
 	// true
 	// [exponential full equal decorrelated]
 }
+
+// Throttle says which errors back off on ThrottleBase. By default it is the
+// SDK's list of throttling errors; a service with a throttle code of its own
+// adds it to that list, so that its throttles back off as the SDK's do. When
+// the delayer plugs into retry.NewStandard, pass the same list as
+// retry.StandardOptions.Throttles, so that the bucket charges them as
+// throttles too.
+func ExampleOptions_throttle() {
+	tooBusy := &smithy.GenericAPIError{Code: "TooBusy"} // the service's own throttle
+	throttles := append(retry.IsErrorThrottles{
+		retry.ThrottleErrorCode{Codes: map[string]struct{}{"TooBusy": {}}},
+	}, retry.DefaultThrottles...)
+
+	byDefault, err := delayers.NewExponential()
+	if err != nil {
+		panic(err)
+	}
+	withTooBusy, err := delayers.NewExponential(func(o *delayers.Options) {
+		o.Throttle = throttles
+	})
+	if err != nil {
+		panic(err)
+	}
+	for _, c := range []struct {
+		name string
+		err  error
+	}{{"TooBusy", tooBusy}, {"ThrottlingException", throttled}, {"connection reset", errors.New("connection reset")}} {
+		a, _ := byDefault.BackoffDelay(1, c.err)
+		b, _ := withTooBusy.BackoffDelay(1, c.err)
+		fmt.Printf("%s: %v by default, %v with TooBusy listed\n", c.name, a, b)
+	}
+	// Output:
+	// TooBusy: 50ms by default, 1s with TooBusy listed
+	// ThrottlingException: 1s by default, 1s with TooBusy listed
+	// connection reset: 50ms by default, 50ms with TooBusy listed
+}

@@ -8,11 +8,13 @@
 // much earlier, each attempt is cut after 300 ms (jitterretry.AttemptTimeout)
 // and retried, and the retryer starts a retry only when its backoff and an
 // attempt fit before that earlier deadline, with a margin it learns from
-// the attempts it times. When they do not, the call fails at once with a
-// *jitterretry.GiveUpError that wraps the last real error, such as the
-// throttle, and the function returns it as a *CounterError (errorType
-// "CounterError" in Lambda's error response). It logs one JSON record per
-// invocation to standard output (CloudWatch Logs in Lambda).
+// the attempts it times. When they do not, the call fails (after a throttle,
+// once held for as much of the refused backoff as fits, as the SDK's sleep
+// would hold it) with a *jitterretry.GiveUpError that wraps the last real
+// error, such as the throttle, and the function returns it as a
+// *CounterError (errorType "CounterError" in Lambda's error response). It
+// logs one JSON record per invocation to standard output (CloudWatch Logs
+// in Lambda).
 //
 // Environment: TABLE_NAME (string partition key "pk", TTL on "expires"),
 // RESERVE_MS, and the SDK's own (AWS_REGION, AWS_ENDPOINT_URL_DYNAMODB...).
