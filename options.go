@@ -298,9 +298,17 @@ type Options struct {
 	// it once), as a Backoff's does.
 	Clock func() time.Time
 
-	// MeterProvider, when set, receives the retryer's metrics (see the
-	// README's "Hooks and observability" section); pass the same provider as the
-	// service client's Options.MeterProvider. Default nil: nothing is
+	// MeterProvider, when set, receives the retryer's metrics, under the
+	// meter scope github.com/jitterretry/jitterretry: the counters
+	// jitterretry.retries ({retry}, by class) and jitterretry.give_ups
+	// ({refusal}, by reason), the histogram jitterretry.backoff.duration
+	// (s), the gauge jitterretry.bucket.tokens ({token}, by partition), and
+	// with SendRate the gauge jitterretry.send_rate.limit ({request}/s) and
+	// the histogram jitterretry.send_rate.wait_duration (s); and the
+	// counter jitterretry.deadline_checks.skipped ({check}). The README's
+	// "Hooks and observability" section gives their attributes and
+	// meaning. Pass the same provider as the service client's
+	// Options.MeterProvider. Default nil: nothing is
 	// recorded and nothing allocated. With a PartitionKey, the counters and
 	// histograms have a series for every key they ever saw: for keys that
 	// come and go (tenants), drop the jitterretry.partition attribute with
