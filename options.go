@@ -108,12 +108,15 @@ type Options struct {
 	Throttles []retry.IsErrorThrottle
 
 	// RetryCost is the tokens a retry after an error that is not a throttle
-	// takes from the bucket. Default 14. A cost above BucketCapacity is
-	// invalid: no such retry could ever be paid.
+	// takes from the bucket. Default 14. A cost above BucketCapacity, or
+	// above the capacity of a *TokenBucket given as RateLimiter (unless 0,
+	// which refuses every retry, as the SDK's ratelimit.NewTokenRateLimit(0)
+	// does), is invalid: no such retry could ever be paid.
 	RetryCost uint
 
 	// ThrottlingRetryCost is the tokens a retry after a throttling error
-	// takes. Default 5; at most BucketCapacity.
+	// takes. Default 5; at most BucketCapacity (or the capacity of a
+	// *TokenBucket given as RateLimiter).
 	ThrottlingRetryCost uint
 
 	// NoRetryIncrement is the tokens an operation that succeeds on its first
@@ -129,7 +132,10 @@ type Options struct {
 	// BucketCapacity, so that a fleet of workers that are all retrying
 	// cannot drain the bucket for good (the SDK's bucket refills only on
 	// first-attempt successes). Default 0, no refill, as the SDK; +Inf keeps
-	// the bucket full; negative and NaN are invalid.
+	// the bucket full; negative and NaN are invalid, and so is any refill
+	// with a RateLimiter, which it would not reach (give a shared bucket
+	// its refill through NewTokenBucket, which takes negative and NaN as
+	// zero).
 	BucketRefill float64
 
 	// RateLimiter replaces the retry token bucket, for example with the
@@ -141,8 +147,10 @@ type Options struct {
 	// bucket (and send-rate limiter), so one hot table or tenant cannot
 	// spend every other call's budget; "" is the shared partition. See
 	// PartitionByOperation and WithPartition. At most 1024 keys are kept: a
-	// key unused for 5 minutes is forgotten, when a new key arrives, once
-	// its bucket is full again (and its send-rate limiter, if any, has been
+	// new key arriving 5 minutes or more after the last sweep sweeps the
+	// table, forgetting the keys unused since that sweep (so a key goes
+	// some 5 to 10 minutes after its last use while new keys arrive, and
+	// stays while none do), once its bucket is full again (and its send-rate limiter, if any, has been
 	// idle for a minute, after which it starts over anyway), and a new key
 	// that finds 1024 makes such idle keys unused since the previous such
 	// sweep be forgotten (at a full table, unused in the last 64 new keys),
@@ -298,9 +306,17 @@ type Options struct {
 	// it once), as a Backoff's does.
 	Clock func() time.Time
 
-	// MeterProvider, when set, receives the retryer's metrics (see the
-	// README's "Hooks and observability" section); pass the same provider as the
-	// service client's Options.MeterProvider. Default nil: nothing is
+	// MeterProvider, when set, receives the retryer's metrics, under the
+	// meter scope github.com/jitterretry/jitterretry: the counters
+	// jitterretry.retries ({retry}, by class) and jitterretry.give_ups
+	// ({refusal}, by reason), the histogram jitterretry.backoff.duration
+	// (s), the gauge jitterretry.bucket.tokens ({token}, by partition), and
+	// with SendRate the gauge jitterretry.send_rate.limit ({request}/s) and
+	// the histogram jitterretry.send_rate.wait_duration (s); and the
+	// counter jitterretry.deadline_checks.skipped ({check}). The README's
+	// "Hooks and observability" section gives their attributes and
+	// meaning. Pass the same provider as the service client's
+	// Options.MeterProvider. Default nil: nothing is
 	// recorded and nothing allocated. With a PartitionKey, the counters and
 	// histograms have a series for every key they ever saw: for keys that
 	// come and go (tenants), drop the jitterretry.partition attribute with
@@ -361,11 +377,20 @@ func (o *Options) validate() error {
 		return invalid("PartitionKey", "cannot be combined with a custom RateLimiter; set BucketCapacity instead")
 	case o.BucketRefill < 0 || math.IsNaN(o.BucketRefill):
 		return invalid("BucketRefill", "must be zero (no refill) or positive")
-	case o.RateLimiter == nil && o.RetryCost > o.BucketCapacity:
-		return invalid("RetryCost", fmt.Sprintf("%d is more than BucketCapacity %d: no such retry could ever be paid", o.RetryCost, o.BucketCapacity))
-	case o.RateLimiter == nil && o.ThrottlingRetryCost > o.BucketCapacity:
-		return invalid("ThrottlingRetryCost", fmt.Sprintf("%d is more than BucketCapacity %d: no such retry could ever be paid", o.ThrottlingRetryCost, o.BucketCapacity))
-	case o.SendRate != nil:
+	case o.RateLimiter != nil && o.BucketRefill != 0:
+		return invalid("BucketRefill", "has no effect with a custom RateLimiter: give the refill to NewTokenBucket")
+	}
+	if capacity, of, known := o.bucketCapacity(); known {
+		for _, cost := range []struct {
+			option string
+			tokens uint
+		}{{"RetryCost", o.RetryCost}, {"ThrottlingRetryCost", o.ThrottlingRetryCost}} {
+			if cost.tokens > capacity {
+				return invalid(cost.option, fmt.Sprintf("%d is more than %s %d: no such retry could ever be paid", cost.tokens, of, capacity))
+			}
+		}
+	}
+	if o.SendRate != nil {
 		if err := o.SendRate.validate(); err != nil {
 			return err
 		}
@@ -395,6 +420,23 @@ func (o *Options) validate() error {
 		return invalid("BackoffGrowth", fmt.Sprintf("must be 2 or within [%v, %v], got %v", delayers.MinGrowth, delayers.MaxGrowth, g))
 	}
 	return nil
+}
+
+// bucketCapacity returns the capacity the retry costs are checked against,
+// and what to call it in a message, when there is one: BucketCapacity, or
+// the capacity of a *TokenBucket given as RateLimiter, unless 0 (a nil or
+// zero one too): a shared bucket of 0 is how the SDK's tests ask for no
+// retries at all (ratelimit.NewTokenRateLimit(0)). Another RateLimiter's
+// is unknown.
+func (o *Options) bucketCapacity() (capacity uint, of string, known bool) {
+	switch rl := o.RateLimiter.(type) {
+	case nil:
+		return o.BucketCapacity, "BucketCapacity", true
+	case *TokenBucket:
+		c := orZero(rl).capacity
+		return c, "the capacity of the *TokenBucket given as RateLimiter,", c > 0
+	}
+	return 0, "", false
 }
 
 // validateCallees rejects an option the Retryer calls through that needs a

@@ -29,7 +29,9 @@ type partitionKey struct{}
 // WithPartition returns a context whose operations draw retry tokens from the
 // bucket of key (a table name, a tenant) when the Retryer's PartitionKey is
 // PartitionFromContext. See Options.PartitionKey for how many keys are kept.
-// A nil ctx is taken as context.Background(), as the retryer takes it.
+// An empty key is the shared partition (""), not PartitionFromContext's
+// fallback to the operation. A nil ctx is taken as context.Background(), as
+// the retryer takes it.
 func WithPartition(ctx context.Context, key string) context.Context {
 	if ctx == nil {
 		ctx = context.Background()

@@ -906,11 +906,21 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"negative base beside a Backoff": {func(o *jitterretry.Options) {
 			o.Backoff, o.BaseDelay = retry.NewExponentialJitterBackoff(time.Second), -time.Second
 		}, "BaseDelay"},
-		"unknown jitter":          {func(o *jitterretry.Options) { o.Jitter = "sideways" }, "Jitter"},
-		"empty jitter":            {func(o *jitterretry.Options) { o.Jitter = "" }, "Jitter"},
-		"negative margin":         {func(o *jitterretry.Options) { o.DeadlineMargin = -1 }, "DeadlineMargin"},
-		"negative refill":         {func(o *jitterretry.Options) { o.BucketRefill = -1 }, "BucketRefill"},
-		"cost above the bucket":   {func(o *jitterretry.Options) { o.RetryCost = 10000 }, "RetryCost"},
+		"unknown jitter":        {func(o *jitterretry.Options) { o.Jitter = "sideways" }, "Jitter"},
+		"empty jitter":          {func(o *jitterretry.Options) { o.Jitter = "" }, "Jitter"},
+		"negative margin":       {func(o *jitterretry.Options) { o.DeadlineMargin = -1 }, "DeadlineMargin"},
+		"negative refill":       {func(o *jitterretry.Options) { o.BucketRefill = -1 }, "BucketRefill"},
+		"cost above the bucket": {func(o *jitterretry.Options) { o.RetryCost = 10000 }, "RetryCost"},
+		// A refill beside a RateLimiter, and costs above a shared bucket,
+		// were taken silently: a bucket that never refilled, and "never
+		// retry" (helper-194).
+		"refill beside a RateLimiter": {func(o *jitterretry.Options) {
+			o.RateLimiter, o.BucketRefill = jitterretry.NewTokenBucket(100, 0), 5
+		}, "BucketRefill"},
+		"cost above a shared bucket": {func(o *jitterretry.Options) { o.RateLimiter = jitterretry.NewTokenBucket(10, 0) }, "RetryCost"},
+		"throttle cost above a shared bucket": {func(o *jitterretry.Options) {
+			o.RateLimiter, o.RetryCost, o.ThrottlingRetryCost = jitterretry.NewTokenBucket(10, 0), 5, 11
+		}, "ThrottlingRetryCost"},
 		"growth for decorrelated": {func(o *jitterretry.Options) { o.Jitter, o.BackoffGrowth = delayers.StrategyDecorrelated, 1.5 }, "BackoffGrowth"},
 		"growth out of range":     {func(o *jitterretry.Options) { o.BackoffGrowth = 0.5 }, "BackoffGrowth"},
 		"max rate below min":      {func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{MinRate: 10, MaxRate: 5} }, "SendRate.MaxRate"},
