@@ -6,7 +6,9 @@ package jitterretry
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -73,8 +75,13 @@ import (
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
 // such as retry.AddWithMaxBackoffDelay replaces it) stays until another
-// error needs its slot; the entry is then evicted and counted, and if its
-// RetryDelay comes after all, it too is reported Unchecked.
+// error needs its slot, or until a sweep finds it stale: the entry is then
+// evicted and its check counted, and if its RetryDelay comes after all, it
+// too is reported Unchecked. The sweep runs on a timer while the table
+// holds something (see handoff.sweep): without it, the entries of a client
+// gone idle, with their errors and contexts and whatever callers stored in
+// those, were kept for good (an outside review: 210 MB of 1 MB context
+// values after 400 operations), and their skipped checks never counted.
 const handoffSlots = 256
 
 // handoffStale is how long a RetryDelay may still come for an entry: the
@@ -82,8 +89,70 @@ const handoffSlots = 256
 // goroutine, so this only covers one descheduled on a busy machine.
 const handoffStale = time.Second
 
+// handoffSweepEvery is how long after a put, in real time, the table is
+// swept; and again as long as the sweep leaves something the retryer's
+// clock has not yet made stale. Twice handoffStale, so an entry's sweep
+// finds it stale, and the table's slots are walked at most every two
+// seconds (256 locks, some microseconds).
+const handoffSweepEvery = 2 * handoffStale
+
 type handoff struct {
 	slots [handoffSlots]handoffSlot
+
+	// onSweep is the retryer's sweep (Retryer.sweepHandoff), which the
+	// timer runs; sweepArmed is set while the timer is.
+	onSweep    func()
+	sweepArmed atomic.Bool
+	sweepMu    sync.Mutex // guards sweepTimer and lastSweep
+	sweepTimer *time.Timer
+	lastSweep  time.Time
+}
+
+// disarmSweep is the first thing the timer's run does: a put from then on
+// sets the timer again.
+func (h *handoff) disarmSweep() { h.sweepArmed.Store(false) }
+
+// armSweep sets the sweep's timer unless it is set: one atomic load on a
+// put's path.
+func (h *handoff) armSweep() {
+	if h.sweepArmed.Load() || !h.sweepArmed.CompareAndSwap(false, true) {
+		return
+	}
+	h.sweepMu.Lock()
+	defer h.sweepMu.Unlock()
+	if h.sweepTimer == nil {
+		h.sweepTimer = time.AfterFunc(handoffSweepEvery, h.onSweep)
+		return
+	}
+	h.sweepTimer.Reset(handoffSweepEvery)
+}
+
+// sweep drops, at now, the pending entries of every slot that are
+// handoffStale old (dating those put without a clock reading, which a
+// later sweep then drops), with their errors and contexts, and the records
+// of absent operations as old: what a put would have replaced or freed,
+// had one come. It calls evicted with the checks each dropped entry had
+// due and no count held, and its partition. It reports whether to sweep
+// again: something is left, and the clock moved since the last sweep (a
+// Clock that stands still would never make it stale, and the timer would
+// keep the Retryer alive).
+func (h *handoff) sweep(now time.Time, evicted func(n int, partition string)) (again bool) {
+	h.sweepMu.Lock()
+	moved := !now.Equal(h.lastSweep)
+	h.lastSweep = now
+	h.sweepMu.Unlock()
+	left := false
+	for i := range h.slots {
+		s := &h.slots[i]
+		s.mu.Lock()
+		n, partition, l := s.dropStale(now)
+		s.mu.Unlock()
+		if n > 0 {
+			evicted(n, partition)
+		}
+		left = left || l
+	}
+	return left && moved
 }
 
 type handoffSlot struct {
@@ -296,6 +365,30 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	return evicted, partition
 }
 
+// dropStale drops the slot's pending entries when they are handoffStale
+// old at now, and the records of absent operations as old, and returns the
+// dropped entries' checks that no count holds, their partition, and
+// whether anything is left in the slot.
+func (s *handoffSlot) dropStale(now time.Time) (evicted int, partition string, left bool) {
+	if s.pending > 0 && s.puts.allStale(now) {
+		evicted, partition = s.evictedChecks()
+		s.clear()
+	}
+	for i := range s.absent {
+		if a := &s.absent[i]; a.key != nil && stale(&a.at, now) {
+			*a = absentOps{}
+		}
+	}
+	left = s.pending > 0 || slices.ContainsFunc(s.absent[:], func(a absentOps) bool { return a.key != nil })
+	return evicted, partition, left
+}
+
+// clear empties the slot of its pending entries.
+func (s *handoffSlot) clear() {
+	s.key, s.pending, s.ambiguous, s.deadlines, s.uncounted, s.entry = nil, 0, false, false, 0, pendingRetry{}
+	s.puts = putTimes{}
+}
+
 // evictedChecks returns how many of the pending entries, about to be
 // evicted, had a deadline check due that no count holds yet, and their
 // partition ("" when the entry is ambiguous).
@@ -442,8 +535,7 @@ func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, statu
 			s.uncounted = max(s.uncounted-1, 0)
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.uncounted, s.entry = nil, false, false, 0, pendingRetry{}
-			s.puts = putTimes{}
+			s.clear()
 		}
 		return e, status, check
 	}

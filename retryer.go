@@ -138,6 +138,7 @@ func New(optFns ...func(*Options)) *Retryer {
 			return classes.classify(err) == ClassConflict
 		},
 	})
+	r.handoff.onSweep = r.sweepHandoff
 	var gauges []metrics.AsyncInstrument
 	r.hooks.meter, gauges = newMeter(o.MeterProvider, r.lanes, r.tracked.reclaim)
 	if len(gauges) > 0 {
@@ -356,8 +357,30 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 // put hands p off to the RetryDelay that follows, and counts the deadline
 // checks of the entries it evicted (see handoff.put).
 func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
-	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted > 0 && r.hooks.meter != nil {
-		r.hooks.meter.uncheckedEvictions(partition, evicted)
+	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted > 0 {
+		r.countEvicted(evicted, partition)
+	}
+	r.handoff.armSweep()
+}
+
+// sweepHandoff sweeps the hand-off table on its timer (see handoff.sweep),
+// counts the checks of the entries it drops, and sets the timer again
+// while there is more to drop. The timer runs it on a goroutine of its
+// own, where a panicking Clock or MeterProvider would end the process: a
+// panic ends the sweep instead (the next put sets the timer again).
+func (r *Retryer) sweepHandoff() {
+	defer func() { _ = recover() }()
+	r.handoff.disarmSweep() // first: a panic below leaves the next put to set the timer
+	if r.handoff.sweep(r.now(), r.countEvicted) {
+		r.handoff.armSweep()
+	}
+}
+
+// countEvicted counts n deadline checks of partition's retries that the
+// hand-off evicted unmade.
+func (r *Retryer) countEvicted(n int, partition string) {
+	if r.hooks.meter != nil {
+		r.hooks.meter.uncheckedEvictions(partition, n)
 	}
 }
 

@@ -2134,6 +2134,56 @@ func TestAPanickingHookGivesTheRetrysTokensBack(t *testing.T) {
 	}
 }
 
+// TestAPanickingClockLeavesTheHandOffSweepsGoing: the hand-off table's
+// sweep runs on a timer's goroutine, where a panic would end the process;
+// a Clock that panics there ends that sweep only, and the next retry sets
+// the timer again. In a child process, so that a crash is reported.
+func TestAPanickingClockLeavesTheHandOffSweepsGoing(t *testing.T) {
+	if !runInChild(t) {
+		return
+	}
+	var panicking atomic.Bool
+	called := make(chan struct{}, 1)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Clock = func() time.Time {
+			p := panicking.Load()
+			select {
+			case called <- struct{}{}:
+			default:
+			}
+			if p {
+				panic("a clock's bug")
+			}
+			return time.Now()
+		}
+	})
+	retry := func() {
+		release, err := r.GetRetryToken(context.Background(), serverErr()) // RetryDelay never asked
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	retry()
+	for len(called) > 0 { // what the retry itself read
+		<-called
+	}
+	panicking.Store(true)
+	select { // the sweep's read, which panics
+	case <-called:
+	case <-time.After(30 * time.Second):
+		t.Fatal("expect the sweep to read the clock")
+	}
+	panicking.Store(false)
+	retry()
+	for len(called) > 0 {
+		<-called
+	}
+	select { // the next sweep's read: the timer was set again
+	case <-called:
+	case <-time.After(30 * time.Second):
+		t.Fatal("expect the sweeps to go on after a panic")
+	}
+}
+
 // TestAPanickingOnGiveUpKeepsNoTokens: a retry refused for its deadline
 // after its tokens were taken (GetRetryToken pays, RetryDelay refuses) has
 // them back before OnGiveUp hears of it, so a hook that panics loses none.
