@@ -144,14 +144,17 @@ type Options struct {
 	RateLimiter retry.RateLimiter
 
 	// PartitionKey, when set, gives each key it returns its own retry token
-	// bucket (and send-rate limiter), so one hot table or tenant cannot
+	// bucket (and send-rate limiter): a partition is the scope of a retry
+	// budget, a key of the caller's choosing, not a DynamoDB partition or
+	// partition key. So one hot table or tenant cannot
 	// spend every other call's budget; "" is the shared partition. See
 	// PartitionByOperation and WithPartition. At most 1024 keys are kept: a
 	// new key arriving 5 minutes or more after the last sweep sweeps the
 	// table, forgetting the keys unused since that sweep (so a key goes
 	// some 5 to 10 minutes after its last use while new keys arrive, and
-	// stays while none do), once its bucket is full again (and its send-rate limiter, if any, has been
-	// idle for a minute, after which it starts over anyway), and a new key
+	// stays while none do), once its bucket is full again (and its
+	// send-rate limiter, if any, has been idle for a minute, after which
+	// it starts over anyway), and a new key
 	// that finds 1024 makes such idle keys unused since the previous such
 	// sweep be forgotten (at a full table, unused in the last 64 new keys),
 	// then, if the table is still full, the 64 least recently used,
