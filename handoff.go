@@ -99,8 +99,9 @@ const handoffSweepEvery = 2 * handoffStale
 type handoff struct {
 	slots [handoffSlots]handoffSlot
 
-	// onSweep is the retryer's sweep (Retryer.sweepHandoff), which the
-	// timer runs; sweepArmed is set while the timer is.
+	// onSweep is the retryer's sweep (Retryer.sweepHandoff, through a
+	// weak pointer to the Retryer), which the timer runs; sweepArmed is
+	// set while the timer is.
 	onSweep    func()
 	sweepArmed atomic.Bool
 	sweepMu    sync.Mutex // guards sweepTimer and lastSweep

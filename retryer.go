@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"time"
+	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -138,7 +139,17 @@ func New(optFns ...func(*Options)) *Retryer {
 			return classes.classify(err) == ClassConflict
 		},
 	})
-	r.handoff.onSweep = r.sweepHandoff
+	// The sweep's timer holds the Retryer weakly: a retryer made per
+	// operation and dropped after one retry must not live on (some 216 KB
+	// of tables) until its timer fires, nor for good under a Clock that
+	// creeps so that its hand-offs never go stale. A Retryer from New is
+	// on the heap, where weak.Make is safe on every Go this module takes.
+	self := weak.Make(r)
+	r.handoff.onSweep = func() {
+		if r := self.Value(); r != nil {
+			r.sweepHandoff()
+		}
+	}
 	var gauges []metrics.AsyncInstrument
 	r.hooks.meter, gauges = newMeter(o.MeterProvider, r.lanes, r.tracked.reclaim)
 	if len(gauges) > 0 {
