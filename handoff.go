@@ -76,8 +76,9 @@ import (
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
 // such as retry.AddWithMaxBackoffDelay replaces it) stays until another
 // error needs its slot, or until a sweep finds it stale: the entry is then
-// evicted and its check counted, and if its RetryDelay comes after all, it
-// too is reported Unchecked. The sweep runs on a timer while the table
+// evicted and its check counted, and if its RetryDelay comes after all
+// (after a sweep, within handoffStale of it), it too is reported
+// Unchecked. The sweep runs on a timer while the table
 // holds something (see handoff.sweep): without it, the entries of a client
 // gone idle, with their errors and contexts and whatever callers stored in
 // those, were kept for good (an outside review: 210 MB of 1 MB context
@@ -89,11 +90,11 @@ const handoffSlots = 256
 // goroutine, so this only covers one descheduled on a busy machine.
 const handoffStale = time.Second
 
-// handoffSweepEvery is how long after a put, in real time, the table is
-// swept; and again as long as the sweep leaves something the retryer's
-// clock has not yet made stale. Twice handoffStale, so an entry's sweep
-// finds it stale, and the table's slots are walked at most every two
-// seconds (256 locks, some microseconds).
+// handoffSweepEvery is how long after a put that finds the timer unset,
+// in real time, the table is swept; and again as long as the sweep leaves
+// something. Twice handoffStale, so that the sweep after a put finds it
+// stale, and the table's slots are walked at most every two seconds (256
+// clock reads and locks, some microseconds).
 const handoffSweepEvery = 2 * handoffStale
 
 type handoff struct {
@@ -104,9 +105,8 @@ type handoff struct {
 	// set while the timer is.
 	onSweep    func()
 	sweepArmed atomic.Bool
-	sweepMu    sync.Mutex // guards sweepTimer and lastSweep
+	sweepMu    sync.Mutex // guards sweepTimer
 	sweepTimer *time.Timer
-	lastSweep  time.Time
 }
 
 // disarmSweep is the first thing the timer's run does: a put from then on
@@ -128,32 +128,40 @@ func (h *handoff) armSweep() {
 	h.sweepTimer.Reset(handoffSweepEvery)
 }
 
-// sweep drops, at now, the pending entries of every slot that are
-// handoffStale old (dating those put without a clock reading, which a
-// later sweep then drops), with their errors and contexts, and the records
-// of absent operations as old: what a put would have replaced or freed,
-// had one come. It calls evicted with the checks each dropped entry had
-// due and no count held, and its partition. It reports whether to sweep
-// again: something is left, and the clock moved since the last sweep (a
-// Clock that stands still would never make it stale, and the timer would
-// keep the Retryer alive).
-func (h *handoff) sweep(now time.Time, evicted func(n int, partition string)) (again bool) {
-	h.sweepMu.Lock()
-	moved := !now.Equal(h.lastSweep)
-	h.lastSweep = now
-	h.sweepMu.Unlock()
-	left := false
+// sweptChecks are the deadline checks, due and not yet counted, of the
+// entries a sweep dropped from one slot, and their partition.
+type sweptChecks struct {
+	n         int
+	partition string
+}
+
+// sweep drops the pending entries of every slot that are handoffStale old
+// (dating those put without a clock reading, which a later sweep then
+// drops), with their errors and contexts, and the records of absent
+// operations as old: what a put would have replaced or freed, had one
+// come. Where what it drops had a deadline check due, it leaves the slot's
+// keyless record of forgotten operations, so that a RetryDelay that still
+// comes within handoffStale is reported Unchecked, as after an eviction
+// (without it, one descheduled past the sweep went ahead unchecked and was
+// reported checked: helper-196). It reads the clock before each slot,
+// outside its lock, so that a Clock that panics leaves no slot locked and
+// no entry put during the walk is dated back. It returns the dropped
+// entries' checks that no count held, and whether anything is left to
+// sweep (a Clock that stands still leaves it all, swept again every
+// handoffSweepEvery: the timer holds the Retryer only weakly).
+func (h *handoff) sweep(now func() time.Time) (swept []sweptChecks, left bool) {
 	for i := range h.slots {
+		at := now()
 		s := &h.slots[i]
 		s.mu.Lock()
-		n, partition, l := s.dropStale(now)
+		n, partition, l := s.dropStale(at)
 		s.mu.Unlock()
 		if n > 0 {
-			evicted(n, partition)
+			swept = append(swept, sweptChecks{n, partition})
 		}
 		left = left || l
 	}
-	return left && moved
+	return swept, left
 }
 
 type handoffSlot struct {
@@ -373,10 +381,16 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 func (s *handoffSlot) dropStale(now time.Time) (evicted int, partition string, left bool) {
 	if s.pending > 0 && s.puts.allStale(now) {
 		evicted, partition = s.evictedChecks()
+		if s.deadlines {
+			s.forget(absentOps{deadline: true}, now)
+		}
 		s.clear()
 	}
 	for i := range s.absent {
 		if a := &s.absent[i]; a.key != nil && stale(&a.at, now) {
+			if a.deadline {
+				s.forget(*a, now)
+			}
 			*a = absentOps{}
 		}
 	}

@@ -878,3 +878,103 @@ func TestSkippedChecksUnderTheMiddlewareAddUp(t *testing.T) {
 	assert.Equal(t, unchecked.Load(), counted, "expect each retry reported Unchecked counted once in the metric, got %v", m.reasons)
 	t.Logf("%d retries, %d unchecked, counted %v", retries.Load(), unchecked.Load(), m.reasons)
 }
+
+// TestARetryDelayAfterTheSweepIsReportedUnchecked: a RetryDelay that comes
+// after the sweep dropped its hand-off (a goroutine descheduled past it)
+// finds no deadline to check; it must say so, as after an eviction, not go
+// ahead reported checked (helper-196: a 1 s backoff with 800 ms left went
+// ahead, Unchecked false). The same for a hand-off evicted by another
+// error, whose absent record the sweep dropped.
+func TestARetryDelayAfterTheSweepIsReportedUnchecked(t *testing.T) {
+	for _, evicted := range []bool{false, true} {
+		t.Run(fmt.Sprint("evicted first: ", evicted), func(t *testing.T) {
+			base := time.Now()
+			var offset atomic.Int64
+			clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
+			var events []RetryEvent
+			r := New(func(o *Options) {
+				o.Clock = clock
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+				o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+			})
+			ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Hour))
+			defer cancel()
+			mine := errors.New("mine")
+			_, err := r.GetRetryToken(ctx, mine)
+			require.NoError(t, err)
+			if evicted {
+				var colliding error
+				for colliding == nil {
+					if c := errors.New("other"); keyHash(c)%handoffSlots == keyHash(mine)%handoffSlots {
+						colliding = c
+					}
+				}
+				_, err = r.GetRetryToken(context.Background(), colliding)
+				require.NoError(t, err)
+			}
+			offset.Add(int64(1500 * time.Millisecond)) // the goroutine descheduled
+			r.sweepHandoff()
+			_, err = r.RetryDelay(1, mine)
+			require.NoError(t, err)
+			require.Len(t, events, 1)
+			assert.True(t, events[0].Unchecked, "expect a retry whose hand-off the sweep dropped reported unchecked")
+		})
+	}
+}
+
+// pendingHandoffs counts the entries waiting in r's hand-off table.
+func pendingHandoffs(r *Retryer) int {
+	n := 0
+	for i := range r.handoff.slots {
+		s := &r.handoff.slots[i]
+		s.mu.Lock()
+		n += s.pending
+		s.mu.Unlock()
+	}
+	return n
+}
+
+// panickingCounters is a MeterProvider whose counters panic.
+type panickingCounters struct{ metrics.NopMeter }
+
+func (p panickingCounters) Meter(string, ...metrics.MeterOption) metrics.Meter { return p }
+
+func (panickingCounters) Int64Counter(string, ...metrics.InstrumentOption) (metrics.Int64Counter, error) {
+	return panickingCounter{}, nil
+}
+
+type panickingCounter struct{}
+
+func (panickingCounter) Add(context.Context, int64, ...metrics.RecordMetricOption) {
+	panic("a meter's bug")
+}
+
+// TestTheSweepDropsEverythingStale: a sweep drops every stale hand-off
+// though counting their checks panics (a MeterProvider's bug: after the
+// first, 49 of 50 were left, for good on an idle client), and one under a
+// Clock that stood still for sweeps keeps its timer set, so that the
+// entries go once it moves (they were left for good: helper-196).
+func TestTheSweepDropsEverythingStale(t *testing.T) {
+	base := time.Now()
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	r := New(func(o *Options) {
+		o.Clock = clock
+		o.MeterProvider = panickingCounters{}
+		o.BucketCapacity = 1000 // no budget give-up, which would count one
+	})
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Hour))
+	defer cancel()
+	for range 50 {
+		_, err := r.GetRetryToken(ctx, errors.New("never asked for its delay"))
+		require.NoError(t, err)
+	}
+	require.Positive(t, pendingHandoffs(r))
+	r.sweepHandoff() // the clock stands still: nothing is stale
+	r.sweepHandoff()
+	require.Positive(t, pendingHandoffs(r))
+	assert.True(t, r.handoff.sweepArmed.Load(), "expect the timer set while hand-offs are left")
+	offset.Add(int64(2 * time.Second))
+	r.sweepHandoff()
+	assert.Zero(t, pendingHandoffs(r), "expect every stale hand-off dropped")
+}

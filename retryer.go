@@ -375,15 +375,23 @@ func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
 }
 
 // sweepHandoff sweeps the hand-off table on its timer (see handoff.sweep),
-// counts the checks of the entries it drops, and sets the timer again
-// while there is more to drop. The timer runs it on a goroutine of its
-// own, where a panicking Clock or MeterProvider would end the process: a
-// panic ends the sweep instead (the next put sets the timer again).
+// sets the timer again while there is more to drop, and counts the checks
+// of the entries it dropped. The timer runs it on a goroutine of its own,
+// where a panic would end the process: a Clock that panics ends the sweep
+// (the next put sets the timer again), and a MeterProvider that panics
+// loses the count it was given, not the others.
 func (r *Retryer) sweepHandoff() {
 	defer func() { _ = recover() }()
 	r.handoff.disarmSweep() // first: a panic below leaves the next put to set the timer
-	if r.handoff.sweep(r.now(), r.countEvicted) {
+	swept, left := r.handoff.sweep(r.now)
+	if left {
 		r.handoff.armSweep()
+	}
+	for _, c := range swept {
+		func() {
+			defer func() { _ = recover() }()
+			r.countEvicted(c.n, c.partition)
+		}()
 	}
 }
 
