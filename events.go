@@ -33,7 +33,7 @@ type RetryEvent struct {
 	// at the same instant (a shared sentinel error, say), or whose hand-off
 	// another error evicted from the retryer's fixed table of 256 slots
 	// before RetryDelay came, or the table's sweep dropped, RetryDelay
-	// coming a second or more after GetRetryToken (a goroutine
+	// coming two seconds or more after GetRetryToken (a goroutine
 	// descheduled that long). The retry then goes ahead as retry.Standard's
 	// would. Do never leaves a check unmade.
 	Unchecked bool

@@ -75,10 +75,9 @@ import (
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
 // such as retry.AddWithMaxBackoffDelay replaces it) stays until another
-// error needs its slot, or until a sweep finds it stale: the entry is then
-// evicted and its check counted, and if its RetryDelay comes after all
-// (after a sweep, within handoffStale of it), it too is reported
-// Unchecked. The sweep runs on a timer while the table
+// error needs its slot, or until a second sweep finds it: the entry is then
+// evicted and its check counted, and if its RetryDelay comes after all,
+// it too is reported Unchecked. The sweep runs on a timer while the table
 // holds something (see handoff.sweep): without it, the entries of a client
 // gone idle, with their errors and contexts and whatever callers stored in
 // those, were kept for good (an outside review: 210 MB of 1 MB context
@@ -92,9 +91,10 @@ const handoffStale = time.Second
 
 // handoffSweepEvery is how long after a put that finds the timer unset,
 // in real time, the table is swept; and again as long as the sweep leaves
-// something. Twice handoffStale, so that the sweep after a put finds it
-// stale, and the table's slots are walked at most every two seconds (256
-// clock reads and locks, some microseconds).
+// something. An entry goes at the second sweep that finds it: pending for
+// twice handoffStale at least, so that only a RetryDelay that will not
+// come loses it; the slots are walked at most every two seconds (256
+// locks, some microseconds).
 const handoffSweepEvery = 2 * handoffStale
 
 type handoff struct {
@@ -135,26 +135,25 @@ type sweptChecks struct {
 	partition string
 }
 
-// sweep drops the pending entries of every slot that are handoffStale old
-// (dating those put without a clock reading, which a later sweep then
-// drops), with their errors and contexts, and the records of absent
-// operations as old: what a put would have replaced or freed, had one
-// come. Where what it drops had a deadline check due, it leaves the slot's
-// keyless record of forgotten operations, so that a RetryDelay that still
-// comes within handoffStale is reported Unchecked, as after an eviction
-// (without it, one descheduled past the sweep went ahead unchecked and was
-// reported checked: helper-196). It reads the clock before each slot,
-// outside its lock, so that a Clock that panics leaves no slot locked and
-// no entry put during the walk is dated back. It returns the dropped
-// entries' checks that no count held, and whether anything is left to
-// sweep (a Clock that stands still leaves it all, swept again every
-// handoffSweepEvery: the timer holds the Retryer only weakly).
-func (h *handoff) sweep(now func() time.Time) (swept []sweptChecks, left bool) {
+// sweep drops, from every slot, the pending entries and the records of
+// absent operations that were there at the sweep before and that no put
+// has touched since (so, pending for one whole handoffSweepEvery at
+// least: 2 to 4 s), with their errors and contexts, and marks what it
+// finds for the next. It reads no clock: the Retryer's Clock, which may be
+// a test's unsynchronised fake, is never called from the timer's
+// goroutine (helper-196's review's fix did, and raced such a clock in this
+// module's own tests). Where what it drops had a deadline check due, it
+// leaves the slot's record of forgotten operations, dated by the first
+// take or put that finds it, so that a RetryDelay still coming is
+// reported Unchecked, as after an eviction (without it, one descheduled
+// past the sweep went ahead unchecked and was reported checked:
+// helper-196). It returns the dropped entries' checks that no count held,
+// and whether anything is left to sweep.
+func (h *handoff) sweep() (swept []sweptChecks, left bool) {
 	for i := range h.slots {
-		at := now()
 		s := &h.slots[i]
 		s.mu.Lock()
-		n, partition, l := s.dropStale(at)
+		n, partition, l := s.sweep()
 		s.mu.Unlock()
 		if n > 0 {
 			swept = append(swept, sweptChecks{n, partition})
@@ -183,6 +182,9 @@ type handoffSlot struct {
 	forgotten forgottenOps
 	entry     pendingRetry
 	puts      putTimes // when the pending entries of key were put
+	// swept: the last sweep found entries or records here, and no put has
+	// come since; the next drops them.
+	swept bool
 }
 
 // absentOps are n operations of key whose entries were evicted, the newest
@@ -326,6 +328,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.swept = false
 	at := e.at
 	reading := func() time.Time {
 		if at.IsZero() {
@@ -361,6 +364,10 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		evicted, partition = s.evictedChecks()
 		if !s.puts.allStale(reading()) {
 			s.addAbsent(s.key, s.pending, s.deadlines, reading())
+		} else if s.deadlines {
+			// Stale: not asked for in a second, but one that still asks
+			// is told its check was not made (helper-197).
+			s.forget(absentOps{deadline: true}, reading())
 		}
 	}
 	s.replace(err, e, at)
@@ -374,28 +381,39 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	return evicted, partition
 }
 
-// dropStale drops the slot's pending entries when they are handoffStale
-// old at now, and the records of absent operations as old, and returns the
-// dropped entries' checks that no count holds, their partition, and
-// whether anything is left in the slot.
-func (s *handoffSlot) dropStale(now time.Time) (evicted int, partition string, left bool) {
-	if s.pending > 0 && s.puts.allStale(now) {
+// sweep drops the slot's pending entries and absent records when the sweep
+// before found them and no put came since, leaving an undated record of
+// forgotten operations when one had a deadline check due, and otherwise
+// marks them for the next sweep. It returns the dropped entries' checks
+// that no count held, their partition, and whether anything is left for
+// the next sweep.
+func (s *handoffSlot) sweep() (evicted int, partition string, left bool) {
+	held := s.pending > 0 || slices.ContainsFunc(s.absent[:], func(a absentOps) bool { return a.key != nil })
+	switch {
+	case !held:
+		s.swept = false
+		return 0, "", false
+	case !s.swept:
+		s.swept = true
+		return 0, "", true
+	}
+	if s.pending > 0 {
 		evicted, partition = s.evictedChecks()
 		if s.deadlines {
-			s.forget(absentOps{deadline: true}, now)
+			s.forgetUndated()
 		}
 		s.clear()
 	}
 	for i := range s.absent {
-		if a := &s.absent[i]; a.key != nil && stale(&a.at, now) {
+		if a := &s.absent[i]; a.key != nil {
 			if a.deadline {
-				s.forget(*a, now)
+				s.forgetUndated()
 			}
 			*a = absentOps{}
 		}
 	}
-	left = s.pending > 0 || slices.ContainsFunc(s.absent[:], func(a absentOps) bool { return a.key != nil })
-	return evicted, partition, left
+	s.swept = false
+	return evicted, partition, false
 }
 
 // clear empties the slot of its pending entries.
@@ -456,12 +474,25 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 type forgottenOps struct {
 	at       time.Time
 	deadline bool
+	// undated: left by a sweep, which reads no clock; the first take or
+	// put that finds it dates it.
+	undated bool
+}
+
+// forgetUndated counts, among the operations that may still ask, those of
+// what a sweep drops, one of which had a deadline check due.
+func (s *handoffSlot) forgetUndated() {
+	f := &s.forgotten
+	f.deadline, f.undated = true, true
 }
 
 // forget counts the operations of record a, whose key the slot forgets at
 // now, among those that may still ask.
 func (s *handoffSlot) forget(a absentOps, now time.Time) {
 	f := &s.forgotten
+	if f.undated {
+		f.at, f.undated = now, false
+	}
 	if !f.at.IsZero() && stale(&f.at, now) {
 		*f = forgottenOps{}
 	}
@@ -479,6 +510,9 @@ func (s *handoffSlot) forget(a absentOps, now time.Time) {
 // are gone, and so is the telling.
 func (s *handoffSlot) forgottenAsked(now func() time.Time) (found, deadline bool) {
 	f := &s.forgotten
+	if f.undated {
+		f.at, f.undated = now(), false
+	}
 	if f.at.IsZero() {
 		return false, false
 	}

@@ -377,22 +377,24 @@ func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
 // sweepHandoff sweeps the hand-off table on its timer (see handoff.sweep),
 // sets the timer again while there is more to drop, and counts the checks
 // of the entries it dropped. The timer runs it on a goroutine of its own,
-// where a panic would end the process: a Clock that panics ends the sweep
-// (the next put sets the timer again), and a MeterProvider that panics
-// loses the count it was given, not the others.
+// where a panic would end the process: a MeterProvider that panics loses
+// the count it was given, not the others nor the sweeps.
 func (r *Retryer) sweepHandoff() {
-	defer func() { _ = recover() }()
-	r.handoff.disarmSweep() // first: a panic below leaves the next put to set the timer
-	swept, left := r.handoff.sweep(r.now)
+	r.handoff.disarmSweep() // first: a put from here on sets the timer again
+	swept, left := r.handoff.sweep()
 	if left {
 		r.handoff.armSweep()
 	}
 	for _, c := range swept {
-		func() {
-			defer func() { _ = recover() }()
-			r.countEvicted(c.n, c.partition)
-		}()
+		r.countSwept(c)
 	}
+}
+
+// countSwept counts the checks c of entries a sweep dropped, recovering a
+// panic of the MeterProvider's.
+func (r *Retryer) countSwept(c sweptChecks) {
+	defer func() { _ = recover() }()
+	r.countEvicted(c.n, c.partition)
 }
 
 // countEvicted counts n deadline checks of partition's retries that the

@@ -331,7 +331,7 @@ func TestFinishedOperationsKeepNoContextAlive(t *testing.T) {
 				assert.LessOrEqual(t, alive(), bound, "expect the contexts of finished operations collected")
 			} else {
 				// The hand-offs no RetryDelay took hold their contexts
-				// until the table's sweep drops them, some 1 to 4 s after
+				// until the table's sweep drops them, some 2 to 4 s after
 				// they were put, with no further call (a client gone
 				// idle): 256 of them, 1 MB each in an outside review's
 				// run, were kept for good before.
