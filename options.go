@@ -285,7 +285,10 @@ type Options struct {
 	// nil means time.Now. Sleeps use real timers. The retryer calls it
 	// while holding its own locks (the limiter's, the bucket's, the
 	// partition table's), so that readings arrive in order: it must be
-	// fast, must not block and must not call the retryer. A clock without
+	// fast, must not block and must not call the retryer. It is called
+	// only from the goroutines that call the retryer, never from one of
+	// the retryer's own (the hand-off table's sweep reads no clock), so a
+	// test's fake clock needs no more synchronisation than its calls. A clock without
 	// a monotonic reading may step back: the limiter and the refill hold
 	// their time where it was until the clock passes it again; a step of
 	// a second or more is taken for good once three readings in a row,
