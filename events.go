@@ -32,7 +32,9 @@ type RetryEvent struct {
 	// two calls by their error value, which another operation was retrying
 	// at the same instant (a shared sentinel error, say), or whose hand-off
 	// another error evicted from the retryer's fixed table of 256 slots
-	// before RetryDelay came. The retry then goes ahead as retry.Standard's
+	// before RetryDelay came, or the table's sweep dropped, RetryDelay
+	// coming two seconds or more after GetRetryToken (a goroutine
+	// descheduled that long). The retry then goes ahead as retry.Standard's
 	// would. Do never leaves a check unmade.
 	Unchecked bool
 }

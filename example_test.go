@@ -109,13 +109,9 @@ func ExampleGiveUpError() {
 	// Output: true deadline true true
 }
 
-// OnRetry and OnGiveUp see every decision.
-func ExampleOptions_hooks() {
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
-		o.OnRetry = func(e jitterretry.RetryEvent) { fmt.Println("retry", e.Attempt, e.Class, e.Delay) }
-		o.OnGiveUp = func(e *jitterretry.GiveUpError) { fmt.Println("give up:", e.Reason) }
-	})
+// timeoutThenInvalid runs a Do loop whose first call times out (retried as
+// a transient error) and whose second fails validation (given up).
+func timeoutThenInvalid(r *jitterretry.Retryer) {
 	calls := 0
 	_ = jitterretry.Do(context.Background(), r, func(context.Context) error {
 		calls++
@@ -124,6 +120,16 @@ func ExampleOptions_hooks() {
 		}
 		return &smithy.GenericAPIError{Code: "ValidationException"}
 	})
+}
+
+// OnRetry and OnGiveUp see every decision.
+func ExampleOptions_hooks() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
+		o.OnRetry = func(e jitterretry.RetryEvent) { fmt.Println("retry", e.Attempt, e.Class, e.Delay) }
+		o.OnGiveUp = func(e *jitterretry.GiveUpError) { fmt.Println("give up:", e.Reason) }
+	})
+	timeoutThenInvalid(r)
 	// Output:
 	// retry 1 transient 10ms
 	// give up: not_retryable
@@ -177,14 +183,7 @@ func ExampleOptions_meterProvider() {
 		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
 		o.MeterProvider = printedMetrics{}
 	})
-	calls := 0
-	_ = jitterretry.Do(context.Background(), r, func(context.Context) error {
-		calls++
-		if calls == 1 {
-			return &smithy.GenericAPIError{Code: "RequestTimeout"}
-		}
-		return &smithy.GenericAPIError{Code: "ValidationException"}
-	})
+	timeoutThenInvalid(r)
 	// Output:
 	// jitterretry.retries +1 jitterretry.class=transient
 	// jitterretry.backoff.duration 0.01 jitterretry.class=transient

@@ -6,7 +6,9 @@ package jitterretry
 import (
 	"context"
 	"reflect"
+	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 )
 
@@ -73,8 +75,13 @@ import (
 // The table has a fixed number of slots, so memory and time per call stay
 // flat whatever wraps the retryer. An entry no RetryDelay takes (a wrapper
 // such as retry.AddWithMaxBackoffDelay replaces it) stays until another
-// error needs its slot; the entry is then evicted and counted, and if its
-// RetryDelay comes after all, it too is reported Unchecked.
+// error needs its slot, or until a second sweep finds it: the entry is then
+// evicted and its check counted, and if its RetryDelay comes after all,
+// it too is reported Unchecked. The sweep runs on a timer while the table
+// holds something (see handoff.sweep): without it, the entries of a client
+// gone idle, with their errors and contexts and whatever callers stored in
+// those, were kept for good (an outside review: 210 MB of 1 MB context
+// values after 400 operations), and their skipped checks never counted.
 const handoffSlots = 256
 
 // handoffStale is how long a RetryDelay may still come for an entry: the
@@ -82,8 +89,78 @@ const handoffSlots = 256
 // goroutine, so this only covers one descheduled on a busy machine.
 const handoffStale = time.Second
 
+// handoffSweepEvery is how long after a put that finds the timer unset,
+// in real time, the table is swept; and again as long as the sweep leaves
+// something. An entry goes at the second sweep that finds it: pending for
+// twice handoffStale at least, so that only a RetryDelay that will not
+// come loses it; the slots are walked at most every two seconds (256
+// locks, some microseconds).
+const handoffSweepEvery = 2 * handoffStale
+
 type handoff struct {
 	slots [handoffSlots]handoffSlot
+
+	// onSweep is the retryer's sweep (Retryer.sweepHandoff, through a
+	// weak pointer to the Retryer), which the timer runs; sweepArmed is
+	// set while the timer is.
+	onSweep    func()
+	sweepArmed atomic.Bool
+	sweepMu    sync.Mutex // guards sweepTimer
+	sweepTimer *time.Timer
+}
+
+// disarmSweep is the first thing the timer's run does: a put from then on
+// sets the timer again.
+func (h *handoff) disarmSweep() { h.sweepArmed.Store(false) }
+
+// armSweep sets the sweep's timer unless it is set: one atomic load on a
+// put's path.
+func (h *handoff) armSweep() {
+	if h.sweepArmed.Load() || !h.sweepArmed.CompareAndSwap(false, true) {
+		return
+	}
+	h.sweepMu.Lock()
+	defer h.sweepMu.Unlock()
+	if h.sweepTimer == nil {
+		h.sweepTimer = time.AfterFunc(handoffSweepEvery, h.onSweep)
+		return
+	}
+	h.sweepTimer.Reset(handoffSweepEvery)
+}
+
+// sweptChecks are the deadline checks, due and not yet counted, of the
+// entries a sweep dropped from one slot, and their partition.
+type sweptChecks struct {
+	n         int
+	partition string
+}
+
+// sweep drops, from every slot, the pending entries and the records of
+// absent operations that were there at the sweep before and that no put
+// has touched since (so, pending for one whole handoffSweepEvery at
+// least: 2 to 4 s), with their errors and contexts, and marks what it
+// finds for the next. It reads no clock: the Retryer's Clock, which may be
+// a test's unsynchronised fake, is never called from the timer's
+// goroutine (helper-196's review's fix did, and raced such a clock in this
+// module's own tests). Where what it drops had a deadline check due, it
+// leaves the slot's record of forgotten operations, dated by the first
+// take or put that finds it, so that a RetryDelay still coming is
+// reported Unchecked, as after an eviction (without it, one descheduled
+// past the sweep went ahead unchecked and was reported checked:
+// helper-196). It returns the dropped entries' checks that no count held,
+// and whether anything is left to sweep.
+func (h *handoff) sweep() (swept []sweptChecks, left bool) {
+	for i := range h.slots {
+		s := &h.slots[i]
+		s.mu.Lock()
+		n, partition, l := s.sweep()
+		s.mu.Unlock()
+		if n > 0 {
+			swept = append(swept, sweptChecks{n, partition})
+		}
+		left = left || l
+	}
+	return swept, left
 }
 
 type handoffSlot struct {
@@ -105,6 +182,9 @@ type handoffSlot struct {
 	forgotten forgottenOps
 	entry     pendingRetry
 	puts      putTimes // when the pending entries of key were put
+	// swept: the last sweep found entries or records here, and no put has
+	// come since; the next drops them.
+	swept bool
 }
 
 // absentOps are n operations of key whose entries were evicted, the newest
@@ -248,6 +328,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 	s := &h.slots[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.swept = false
 	at := e.at
 	reading := func() time.Time {
 		if at.IsZero() {
@@ -283,6 +364,10 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		evicted, partition = s.evictedChecks()
 		if !s.puts.allStale(reading()) {
 			s.addAbsent(s.key, s.pending, s.deadlines, reading())
+		} else if s.deadlines {
+			// Stale: not asked for in a second, but one that still asks
+			// is told its check was not made (helper-197).
+			s.forget(absentOps{deadline: true}, reading())
 		}
 	}
 	s.replace(err, e, at)
@@ -294,6 +379,47 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		}
 	}
 	return evicted, partition
+}
+
+// sweep drops the slot's pending entries and absent records when the sweep
+// before found them and no put came since, leaving an undated record of
+// forgotten operations when one had a deadline check due, and otherwise
+// marks them for the next sweep. It returns the dropped entries' checks
+// that no count held, their partition, and whether anything is left for
+// the next sweep.
+func (s *handoffSlot) sweep() (evicted int, partition string, left bool) {
+	held := s.pending > 0 || slices.ContainsFunc(s.absent[:], func(a absentOps) bool { return a.key != nil })
+	switch {
+	case !held:
+		s.swept = false
+		return 0, "", false
+	case !s.swept:
+		s.swept = true
+		return 0, "", true
+	}
+	if s.pending > 0 {
+		evicted, partition = s.evictedChecks()
+		if s.deadlines {
+			s.forgetUndated()
+		}
+		s.clear()
+	}
+	for i := range s.absent {
+		if a := &s.absent[i]; a.key != nil {
+			if a.deadline {
+				s.forgetUndated()
+			}
+			*a = absentOps{}
+		}
+	}
+	s.swept = false
+	return evicted, partition, false
+}
+
+// clear empties the slot of its pending entries.
+func (s *handoffSlot) clear() {
+	s.key, s.pending, s.ambiguous, s.deadlines, s.uncounted, s.entry = nil, 0, false, false, 0, pendingRetry{}
+	s.puts = putTimes{}
 }
 
 // evictedChecks returns how many of the pending entries, about to be
@@ -348,12 +474,25 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 type forgottenOps struct {
 	at       time.Time
 	deadline bool
+	// undated: left by a sweep, which reads no clock; the first take or
+	// put that finds it dates it.
+	undated bool
+}
+
+// forgetUndated counts, among the operations that may still ask, those of
+// what a sweep drops, one of which had a deadline check due.
+func (s *handoffSlot) forgetUndated() {
+	f := &s.forgotten
+	f.deadline, f.undated = true, true
 }
 
 // forget counts the operations of record a, whose key the slot forgets at
 // now, among those that may still ask.
 func (s *handoffSlot) forget(a absentOps, now time.Time) {
 	f := &s.forgotten
+	if f.undated {
+		f.at, f.undated = now, false
+	}
 	if !f.at.IsZero() && stale(&f.at, now) {
 		*f = forgottenOps{}
 	}
@@ -371,6 +510,9 @@ func (s *handoffSlot) forget(a absentOps, now time.Time) {
 // are gone, and so is the telling.
 func (s *handoffSlot) forgottenAsked(now func() time.Time) (found, deadline bool) {
 	f := &s.forgotten
+	if f.undated {
+		f.at, f.undated = now(), false
+	}
 	if f.at.IsZero() {
 		return false, false
 	}
@@ -442,8 +584,7 @@ func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, statu
 			s.uncounted = max(s.uncounted-1, 0)
 		}
 		if s.pending == 0 {
-			s.key, s.ambiguous, s.deadlines, s.uncounted, s.entry = nil, false, false, 0, pendingRetry{}
-			s.puts = putTimes{}
+			s.clear()
 		}
 		return e, status, check
 	}

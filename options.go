@@ -144,14 +144,17 @@ type Options struct {
 	RateLimiter retry.RateLimiter
 
 	// PartitionKey, when set, gives each key it returns its own retry token
-	// bucket (and send-rate limiter), so one hot table or tenant cannot
+	// bucket (and send-rate limiter): a partition is the scope of a retry
+	// budget, a key of the caller's choosing, not a DynamoDB partition or
+	// partition key. So one hot table or tenant cannot
 	// spend every other call's budget; "" is the shared partition. See
 	// PartitionByOperation and WithPartition. At most 1024 keys are kept: a
 	// new key arriving 5 minutes or more after the last sweep sweeps the
 	// table, forgetting the keys unused since that sweep (so a key goes
 	// some 5 to 10 minutes after its last use while new keys arrive, and
-	// stays while none do), once its bucket is full again (and its send-rate limiter, if any, has been
-	// idle for a minute, after which it starts over anyway), and a new key
+	// stays while none do), once its bucket is full again (and its
+	// send-rate limiter, if any, has been idle for a minute, after which
+	// it starts over anyway), and a new key
 	// that finds 1024 makes such idle keys unused since the previous such
 	// sweep be forgotten (at a full table, unused in the last 64 new keys),
 	// then, if the table is still full, the 64 least recently used,
@@ -282,7 +285,10 @@ type Options struct {
 	// nil means time.Now. Sleeps use real timers. The retryer calls it
 	// while holding its own locks (the limiter's, the bucket's, the
 	// partition table's), so that readings arrive in order: it must be
-	// fast, must not block and must not call the retryer. A clock without
+	// fast, must not block and must not call the retryer. It is called
+	// only from the goroutines that call the retryer, never from one of
+	// the retryer's own (the hand-off table's sweep reads no clock), so a
+	// test's fake clock needs no more synchronisation than its calls. A clock without
 	// a monotonic reading may step back: the limiter and the refill hold
 	// their time where it was until the clock passes it again; a step of
 	// a second or more is taken for good once three readings in a row,

@@ -8,6 +8,7 @@ import (
 	"reflect"
 	"runtime"
 	"time"
+	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
@@ -138,6 +139,17 @@ func New(optFns ...func(*Options)) *Retryer {
 			return classes.classify(err) == ClassConflict
 		},
 	})
+	// The sweep's timer holds the Retryer weakly: a retryer made per
+	// operation and dropped after one retry must not live on (some 216 KB
+	// of tables) until its timer fires, nor for good under a Clock that
+	// creeps so that its hand-offs never go stale. A Retryer from New is
+	// on the heap, where weak.Make is safe on every Go this module takes.
+	self := weak.Make(r)
+	r.handoff.onSweep = func() {
+		if r := self.Value(); r != nil {
+			r.sweepHandoff()
+		}
+	}
 	var gauges []metrics.AsyncInstrument
 	r.hooks.meter, gauges = newMeter(o.MeterProvider, r.lanes, r.tracked.reclaim)
 	if len(gauges) > 0 {
@@ -356,8 +368,40 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 // put hands p off to the RetryDelay that follows, and counts the deadline
 // checks of the entries it evicted (see handoff.put).
 func (r *Retryer) put(opErr error, hash uintptr, p *pendingRetry) {
-	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted > 0 && r.hooks.meter != nil {
-		r.hooks.meter.uncheckedEvictions(partition, evicted)
+	if evicted, partition := r.handoff.put(opErr, hash, p, r.now); evicted > 0 {
+		r.countEvicted(evicted, partition)
+	}
+	r.handoff.armSweep()
+}
+
+// sweepHandoff sweeps the hand-off table on its timer (see handoff.sweep),
+// sets the timer again while there is more to drop, and counts the checks
+// of the entries it dropped. The timer runs it on a goroutine of its own,
+// where a panic would end the process: a MeterProvider that panics loses
+// the count it was given, not the others nor the sweeps.
+func (r *Retryer) sweepHandoff() {
+	r.handoff.disarmSweep() // first: a put from here on sets the timer again
+	swept, left := r.handoff.sweep()
+	if left {
+		r.handoff.armSweep()
+	}
+	for _, c := range swept {
+		r.countSwept(c)
+	}
+}
+
+// countSwept counts the checks c of entries a sweep dropped, recovering a
+// panic of the MeterProvider's.
+func (r *Retryer) countSwept(c sweptChecks) {
+	defer func() { _ = recover() }()
+	r.countEvicted(c.n, c.partition)
+}
+
+// countEvicted counts n deadline checks of partition's retries that the
+// hand-off evicted unmade.
+func (r *Retryer) countEvicted(n int, partition string) {
+	if r.hooks.meter != nil {
+		r.hooks.meter.uncheckedEvictions(partition, n)
 	}
 }
 

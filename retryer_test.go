@@ -9,6 +9,7 @@ import (
 	mathrand "math/rand"
 	"math/rand/v2"
 	"net"
+	"runtime"
 	"slices"
 	"strings"
 	"sync"
@@ -2132,6 +2133,30 @@ func TestAPanickingHookGivesTheRetrysTokensBack(t *testing.T) {
 			})
 		}
 	}
+}
+
+// TestTheHandOffSweepHoldsNoRetryerAlive: a retryer dropped with hand-offs
+// left in its table is collected; the sweep's timer holds it weakly (with
+// the first form of the sweep, which dated entries by the Clock, one that
+// crept a nanosecond a read kept the timer, and so the retryer, for good).
+func TestTheHandOffSweepHoldsNoRetryerAlive(t *testing.T) {
+	var collected atomic.Int64
+	const retryers = 20
+	for range retryers {
+		var ticks atomic.Int64
+		start := time.Now()
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Clock = func() time.Time { return start.Add(time.Duration(ticks.Add(1))) }
+		})
+		release, err := r.GetRetryToken(context.Background(), serverErr()) // RetryDelay never asked
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+		runtime.AddCleanup(r, func(*atomic.Int64) { collected.Add(1) }, &collected)
+	}
+	assert.Eventually(t, func() bool {
+		runtime.GC()
+		return collected.Load() == retryers
+	}, 30*time.Second, 100*time.Millisecond, "expect every dropped retryer collected")
 }
 
 // TestAPanickingOnGiveUpKeepsNoTokens: a retry refused for its deadline

@@ -314,20 +314,30 @@ func TestFinishedOperationsKeepNoContextAlive(t *testing.T) {
 				cancel()
 				require.NoError(t, err)
 			}
-			runtime.GC()
-			alive := 0
-			for _, p := range payloads {
-				if p.Value() != nil {
-					alive++
+			alive := func() int {
+				runtime.GC()
+				n := 0
+				for _, p := range payloads {
+					if p.Value() != nil {
+						n++
+					}
 				}
+				return n
 			}
 			// The runtime may still hold a few stopped timers, and their
 			// contexts, until it cleans its timer heap.
-			bound := 8
-			if name != "the SDK's middleware" {
-				bound += 256
+			const bound = 8
+			if name == "the SDK's middleware" {
+				assert.LessOrEqual(t, alive(), bound, "expect the contexts of finished operations collected")
+			} else {
+				// The hand-offs no RetryDelay took hold their contexts
+				// until the table's sweep drops them, some 2 to 4 s after
+				// they were put, with no further call (a client gone
+				// idle): 256 of them, 1 MB each in an outside review's
+				// run, were kept for good before.
+				assert.Eventually(t, func() bool { return alive() <= bound }, 30*time.Second, 100*time.Millisecond,
+					"expect the contexts of finished operations collected once the sweep dropped their hand-offs")
 			}
-			assert.LessOrEqual(t, alive, bound, "expect the contexts of finished operations collected")
 			assert.Equal(t, uint(500), r.Remaining())
 		})
 	}

@@ -117,6 +117,17 @@ func (e *CounterError) Error() string {
 // Unwrap returns the client's error.
 func (e *CounterError) Unwrap() error { return e.Err }
 
+// InvocationError reports an invocation the handler cannot serve as given
+// (an event with no key, a context with no Lambda request ID): Lambda's
+// error response names it as errorType "InvocationError", so that a caller
+// tells a bad request from a counter that failed (CounterError).
+type InvocationError struct {
+	// Reason says what is missing.
+	Reason string
+}
+
+func (e *InvocationError) Error() string { return "counter: " + e.Reason }
+
 // Handler increments a counter in DynamoDB once per invocation request ID.
 // Safe for concurrent use by multiple goroutines.
 type Handler struct {
@@ -163,7 +174,7 @@ func (h *Handler) Handle(ctx context.Context, ev Event) (Result, error) {
 
 func (h *Handler) handle(ctx context.Context, ev Event, st *attemptStats) (Result, error) {
 	if ev.Key == "" {
-		return Result{}, errors.New("counter: event has no key")
+		return Result{}, &InvocationError{Reason: "event has no key"}
 	}
 	if ev.By == 0 {
 		ev.By = 1
@@ -179,7 +190,7 @@ func (h *Handler) handle(ctx context.Context, ev Event, st *attemptStats) (Resul
 		requestID = lc.AwsRequestID
 	}
 	if requestID == "" {
-		return Result{}, errors.New("counter: no Lambda request ID in the context")
+		return Result{}, &InvocationError{Reason: "no Lambda request ID in the context"}
 	}
 	replay, err := h.transact(ctx, h.increment(ev, requestID), st)
 	if err == nil {

@@ -109,6 +109,9 @@ func TestHandlerCountsEachRequestOnce(t *testing.T) {
 
 	_, err = invoke(ctx, h, "req-3", `{}`)
 	assert.ErrorContains(t, err, "no key")
+	var ie *InvocationError
+	require.ErrorAs(t, err, &ie, "expect a bad event told from a failed counter")
+	assert.Equal(t, "InvocationError", ErrorType(err), "expect Lambda's errorType to name it")
 }
 
 // TestLambdaRetryKeepsTheIdempotencyContract: DynamoDB answers a

@@ -35,7 +35,10 @@ func main() {
 
 	out, err := client.ListTables(ctx, &dynamodb.ListTablesInput{}) // retried as the SDK would, with full jitter
 	if err != nil {
-		log.Fatal(err) // after a refusal, a *jitterretry.GiveUpError says why
+		// A refusal of the retryer's (budget, deadline) is a
+		// *jitterretry.GiveUpError that says why; attempts run out are the
+		// SDK's own *retry.MaxAttemptsError, as with retry.NewStandard().
+		log.Fatal(err)
 	}
 	fmt.Println(out.TableNames, retryer.Remaining())
 }

@@ -177,3 +177,38 @@ func TestEvictedHandOffNamesItsPartition(t *testing.T) {
 	}
 	assert.Positive(t, evicted, "expect evictions counted")
 }
+
+// TestSkippedChecksAreCountedOnceTheClientIsIdle: under a wrapper that skips
+// RetryDelay, each retry's unmade deadline check is counted once, a few
+// seconds after it, with no further call: the hand-off table's sweep drops
+// the entries no RetryDelay took. Before the sweep, only those later errors
+// evicted were counted (an outside review: 56 of some 190, still 56 after
+// 1.5 s idle).
+func TestSkippedChecksAreCountedOnceTheClientIsIdle(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	r := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = m.Provider })
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	const retries = 20
+	for range retries { // RetryDelay never asked, as under retry.AddWithMaxBackoffDelay
+		release, err := r.GetRetryToken(ctx, throttleErr())
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	skipped := func() float64 {
+		rm, err := m.Collect(context.Background())
+		require.NoError(t, err)
+		var n float64
+		for _, row := range telemetry.Rows(rm) {
+			if row.Instrument == "jitterretry.deadline_checks.skipped" {
+				n += row.Value
+			}
+		}
+		return n
+	}
+	assert.Eventually(t, func() bool { return skipped() == retries }, 30*time.Second, 50*time.Millisecond,
+		"expect every unmade check counted once the client is idle")
+	time.Sleep(5 * time.Second) // two more sweeps' time: nothing counted twice
+	assert.Equal(t, float64(retries), skipped())
+}
