@@ -283,8 +283,10 @@ type Options struct {
 	// fails, cannot turn an empty budget into a retry storm.
 	FailFastOnEmptyBudget bool
 
-	// Clock returns the current time for the deadline checks, the bucket's
-	// refill, the send-rate limiter and the learnt margin. Default time.Now;
+	// Clock returns the current time for the deadline checks, the refill
+	// of the retryer's own buckets (BucketRefill; a *TokenBucket given as
+	// RateLimiter refills on time.Now, whatever Clock says), the send-rate
+	// limiter and the learnt margin. Default time.Now;
 	// nil means time.Now. Sleeps use real timers. The retryer calls it
 	// while holding its own locks (the limiter's, the bucket's, the
 	// partition table's), so that readings arrive in order: it must be
