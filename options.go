@@ -53,8 +53,11 @@ type Options struct {
 	// default, a throttle uses BaseDelay while the limiter paces its
 	// partition and at most a tenth of the last 100-200 ms's answers were
 	// throttled: the limiter already slows the client down, and the
-	// throttle was a near miss. Ignored when Backoff is set, and still
-	// checked then.
+	// throttle was a near miss; that is, a throttle the limiter counted
+	// among the answers: not one that a Do loop's Classify finds in a
+	// success (a BatchWriteItem's UnprocessedItems, answered with a 200),
+	// which backs off from ThrottleBaseDelay. Ignored when Backoff is set,
+	// and still checked then.
 	ThrottleBaseDelay time.Duration
 
 	// MaxBackoff caps every delay, before jitter, so full jitter stays
