@@ -41,9 +41,13 @@ import (
 // nothing that other cores read, where a shared count of attempts would
 // move one cache line between cores on every attempt, and it leaves the
 // jitter's sequence from a seeded Source as it was; which attempts are
-// timed never decides a delay. The estimate is the largest sample until
-// the window is full, then the second largest: about the 95th percentile,
-// and one stall alone does not make it. An attempt
+// timed never decides a delay. The estimate is the largest sample while
+// there are fewer than attemptSamplesForSecond, then the second largest: of
+// a full window, about the 95th percentile, and one stall alone does not
+// make it (the largest until the window was full let one 1.5 s answer
+// among a new client's first ten of 2 ms refuse the next 21 operations'
+// retries under 2 s deadlines: helper-200; of two samples, one slow, which
+// is the stall is not known). An attempt
 // during which its caller's context ended is not a sample: it took what
 // the caller allowed, not what the service needed.
 //
@@ -76,11 +80,12 @@ import (
 // Do before fn made an SDK call through the Retryer (after, Do reads the
 // estimate over that call's client's operations: see clientAll).
 const (
-	attemptSamples     = 32
-	attemptSampleEvery = 16
-	attemptProbes      = 8
-	probeStuckAfter    = 10 * time.Second
-	maxOperationTimes  = 64
+	attemptSamples          = 32
+	attemptSamplesForSecond = 4
+	attemptSampleEvery      = 16
+	attemptProbes           = 8
+	probeStuckAfter         = 10 * time.Second
+	maxOperationTimes       = 64
 )
 
 // operationKey names an SDK operation: its service ID, operation name and
@@ -443,7 +448,7 @@ func (e *attemptEstimate) record(took time.Duration, cold bool) (turned bool) {
 			second = s
 		}
 	}
-	if !full {
+	if !full && e.at < attemptSamplesForSecond {
 		second = first
 	}
 	if cold {

@@ -328,16 +328,35 @@ func TestAClientJoiningAWarmRetryerHasItsColdCallLeftOutOfDo(t *testing.T) {
 // as many as its neighbours: some 3 fail, more than 20 about once in
 // 70,000 runs (fewer than 5 of 27 attempts timed, at one in 2).
 func TestTwoEarlyStallsDoNotRefuseRetriesForLong(t *testing.T) {
+	stall := reply{delay: 200 * time.Millisecond}
+	requireFewRetriesRefused(t, []reply{ok, ok, ok, ok, stall, stall, ok}, 40, 300*time.Millisecond, 20)
+}
+
+// TestOneEarlyStallDoesNotRefuseRetries: the same with one stall of
+// 400 ms among a client's first 11 calls, and 500 ms deadlines. The
+// estimate was the largest sample until 32 were taken, so the stall was
+// the margin (800 ms) and refused every retry until then (helper-200: 21
+// operations in a row, a 1.5 s stall, 2 s deadlines); it is the second
+// largest from the fourth sample on.
+func TestOneEarlyStallDoesNotRefuseRetries(t *testing.T) {
+	requireFewRetriesRefused(t, []reply{ok, ok, ok, ok, ok, ok, ok, ok, ok, ok, {delay: 400 * time.Millisecond}, ok}, 11, 500*time.Millisecond, 0)
+}
+
+// requireFewRetriesRefused makes a client of retry.NewStandard() and one
+// of jitterretry.New() call PutItem warmCalls times, answered by warm in
+// order (the last answer for ever), and then 100 times under deadline,
+// each answered with a 500 and, retried, a success; the SDK's must make
+// every retry, ours may have refused at most most, each for the deadline.
+func requireFewRetriesRefused(t *testing.T, warm []reply, warmCalls int, deadline time.Duration, most int) {
+	t.Helper()
 	const calls = 100
 	for _, c := range []struct {
 		name string
 		r    aws.Retryer
 		most int // operations that may fail
-	}{{"the SDK's retryer", retry.NewStandard(), 0}, {"jitterretry", jitterretry.New(), 20}} {
-		stall := reply{delay: 200 * time.Millisecond}
-		warm := newScriptServer(t, ok, ok, ok, ok, stall, stall, ok)
-		warmClient := newClient(warm.URL, c.r)
-		for range 40 {
+	}{{"the SDK's retryer", retry.NewStandard(), 0}, {"jitterretry", jitterretry.New(), most}} {
+		warmClient := newClient(newScriptServer(t, warm...).URL, c.r)
+		for range warmCalls {
 			require.NoError(t, putItem(context.Background(), warmClient))
 		}
 		// A 500 for every first attempt, a success for every retry.
@@ -352,7 +371,7 @@ func TestTwoEarlyStallsDoNotRefuseRetriesForLong(t *testing.T) {
 		client := newClient(srv.URL, c.r)
 		failed := 0
 		for range calls {
-			ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			err := putItem(ctx, client)
 			cancel()
 			if err != nil {
