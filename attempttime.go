@@ -23,15 +23,16 @@ import (
 // PutItem in another region (see operationKey). Every attempt
 // of a lane is measured until attemptSamples have been, so that a new
 // client (a Lambda cold start) has an estimate from its first failed
-// attempt on, then one in attemptSampleEvery at random, in both cases only
-// while fewer than attemptProbes are being measured at once; but an
+// attempt on, then, at random, one in 2, 4, 8 and at last
+// attemptSampleEvery, the interval doubling as the window turns over (see
+// draw), in every case only while fewer than attemptProbes are being
+// measured at once; but an
 // attempt drawn (or made before the lane's estimate is full) of an
 // operation with no sample yet is timed on a probe of its own when every
 // probe is taken (more first attempts in flight than probes left one
 // untimed to fail first, with a margin of 0: helper-123). An operation
 // first seen once the lane's estimate is full (a client of another region
-// joining a warm retryer) has its attempts timed one in attemptSampleEvery
-// like the rest, so its margin is 0, as without a deadline check, until
+// joining a warm retryer) has its attempts timed as rarely as the rest, so its margin is 0, as without a deadline check, until
 // one of them is: looking its estimate up on every attempt would cost
 // every attempt of the lane a hash of its name (helper-148). Only the
 // attempts inside a Do loop look it up every time (see clientFor).
@@ -40,9 +41,13 @@ import (
 // nothing that other cores read, where a shared count of attempts would
 // move one cache line between cores on every attempt, and it leaves the
 // jitter's sequence from a seeded Source as it was; which attempts are
-// timed never decides a delay. The estimate is the largest sample until
-// the window is full, then the second largest: about the 95th percentile,
-// and one stall alone does not make it. An attempt
+// timed never decides a delay. The estimate is the largest sample while
+// there are fewer than attemptSamplesForSecond, then the second largest: of
+// a full window, about the 95th percentile, and one stall alone does not
+// make it (the largest until the window was full let one 1.5 s answer
+// among a new client's first ten of 2 ms refuse the next 21 operations'
+// retries under 2 s deadlines: helper-200; of two samples, one slow, which
+// is the stall is not known). An attempt
 // during which its caller's context ended is not a sample: it took what
 // the caller allowed, not what the service needed.
 //
@@ -75,11 +80,12 @@ import (
 // Do before fn made an SDK call through the Retryer (after, Do reads the
 // estimate over that call's client's operations: see clientAll).
 const (
-	attemptSamples     = 32
-	attemptSampleEvery = 16
-	attemptProbes      = 8
-	probeStuckAfter    = 10 * time.Second
-	maxOperationTimes  = 64
+	attemptSamples          = 32
+	attemptSamplesForSecond = 4
+	attemptSampleEvery      = 16
+	attemptProbes           = 8
+	probeStuckAfter         = 10 * time.Second
+	maxOperationTimes       = 64
 )
 
 // operationKey names an SDK operation: its service ID, operation name and
@@ -110,7 +116,12 @@ type attemptTimes struct {
 	// which records its start.
 	probes [attemptProbes]atomic.Pointer[attemptProbe]
 
-	all attemptEstimate // every sample of the lane; full: sample one in attemptSampleEvery
+	all attemptEstimate // every sample of the lane
+	// every is how many attempts there are to one timed, a power of two:
+	// 0 (every attempt) until the lane's estimate is full, then doubled
+	// each time its window turns over, up to attemptSampleEvery (see
+	// draw).
+	every atomic.Uint32
 	// ops maps an operation name to the estimates of the operations of
 	// that name, one per service and region, chained. It is replaced, never changed,
 	// so that the attempts read it without a lock; keyed by the name
@@ -166,8 +177,8 @@ func (a *attemptTimes) since() time.Duration { return a.now().Sub(a.epoch) }
 
 // measure returns a release that records the time of the attempt under ctx
 // before calling then, for every attempt until the lane's estimate has
-// attemptSamples warm samples (cold ones never fill it) and one in
-// attemptSampleEvery (at random) after, while a probe is free, and then
+// attemptSamples warm samples (cold ones never fill it) and those draw
+// picks after, while a probe is free, and then
 // itself otherwise, but for an operation with no warm sample yet, whose
 // every attempt that gets here is timed. It never allocates but to add an
 // operation, to replace a stuck probe, or to time such an attempt when
@@ -186,7 +197,7 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error, time
 	if a.now == nil {
 		return then
 	}
-	sampled := !a.all.full.Load() || rand.Uint32()%attemptSampleEvery == 0
+	sampled := a.draw()
 	if !sampled && !timeUnwarmed {
 		return then
 	}
@@ -223,6 +234,31 @@ func (a *attemptTimes) measure(ctx context.Context, then func(error) error, time
 		return a.startedProbe(ctx, op, now).release
 	}
 	return then
+}
+
+// draw reports whether to time an attempt: every one until the lane's
+// estimate is full, then one in 2, 4, 8 and at last attemptSampleEvery, at
+// random, the interval doubling each time the estimate's window of
+// attemptSamples turns over. So the window holds about the last 64, 128,
+// 256 attempts on the way, each sample standing for as many attempts as
+// its neighbours: dropping at once to one in 16 left the first 32 attempts
+// in the window for some 500 more, and two 800 ms answers among them
+// refused every retry under a 1 s deadline for the next 48 to 74
+// operations, where each retry needed a millisecond (helper-199).
+func (a *attemptTimes) draw() bool {
+	every := a.every.Load()
+	return every <= 1 || rand.Uint32()&(every-1) == 0
+}
+
+// drawLess halves how often draw times an attempt, down to one in
+// attemptSampleEvery.
+func (a *attemptTimes) drawLess() {
+	for {
+		every := a.every.Load()
+		if every >= attemptSampleEvery || a.every.CompareAndSwap(every, max(2*every, 2)) {
+			return
+		}
+	}
 }
 
 // startedProbe returns a new probe, busy timing the attempt under ctx of
@@ -283,7 +319,9 @@ func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) (co
 		return false
 	}
 	cold = a.all.begunCold(start, end)
-	a.all.record(end-start, cold)
+	if a.all.record(end-start, cold) {
+		a.drawLess()
+	}
 	if op != nil {
 		cold = op.client.begunCold(start, end)
 		op.record(end-start, cold)
@@ -380,22 +418,24 @@ type attemptEstimate struct {
 // samples never make the estimate full: while it is not, every attempt is
 // timed (see attemptTimes.measure), and a burst of 32 first attempts at once, cold,
 // left the attempts after it timed one in 16, with no margin until one was
-// (helper-176: 15 attempts on average, 85 at worst).
-func (e *attemptEstimate) record(took time.Duration, cold bool) {
+// (helper-176: 15 attempts on average, 85 at worst). It reports whether a
+// warm sample filled the window's last place, turning it over.
+func (e *attemptEstimate) record(took time.Duration, cold bool) (turned bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	warm := e.warmed.Load() // written under e.mu only
 	switch {
 	case cold && warm:
-		return
+		return false
 	case !cold && !warm:
 		e.samples, e.at, warm = [attemptSamples]time.Duration{}, 0, true
 		e.warmed.Store(true)
 	}
 	e.samples[e.at] = took
 	e.at = (e.at + 1) % attemptSamples
+	turned = e.at == 0 && warm
 	full := e.full.Load()
-	if e.at == 0 && !full && warm {
+	if turned && !full {
 		full = true
 		e.full.Store(true)
 	}
@@ -408,7 +448,7 @@ func (e *attemptEstimate) record(took time.Duration, cold bool) {
 			second = s
 		}
 	}
-	if !full {
+	if !full && e.at < attemptSamplesForSecond {
 		second = first
 	}
 	if cold {
@@ -416,6 +456,7 @@ func (e *attemptEstimate) record(took time.Duration, cold bool) {
 	} else {
 		e.est.Store(int64(second))
 	}
+	return turned
 }
 
 // begunCold reports whether the attempt measured from start to end (since the

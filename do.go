@@ -373,7 +373,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		}
 		d.paid = &p.paid // schedule forgets it when it refunds a refusal
 		if d.seq != nil {
-			backoff = d.seq.NextFor(r.throttleBackoff(class, l))
+			backoff = d.seq.NextFor(r.throttleBackoff(class, l, err))
 		} else {
 			// A Backoff of the caller's own computes the delay and tells
 			// a throttle by its error.

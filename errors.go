@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"reflect"
 	"strings"
 	"time"
 
@@ -386,39 +387,54 @@ func (e *GiveUpError) attempts() int {
 // interface with CanceledError() bool), wrapping the context's error, or
 // context.DeadlineExceeded for a deadline the retryer saw coming (the SDK
 // sleeps into it and returns that type), so code written for the SDK's
-// retry.Standard keeps working. A nil *GiveUpError fills nothing.
+// retry.Standard keeps working. A nil *GiveUpError fills nothing; nor does
+// a target that is not a non-nil pointer (errors.As refuses such a target
+// itself), and As then returns false.
 func (e *GiveUpError) As(target any) bool {
 	if e == nil {
 		return false
 	}
 	switch t := target.(type) {
 	case **aws.RequestCanceledError:
-		if c := e.requestCanceled(); c != nil {
+		if c := e.requestCanceled(); c != nil && t != nil {
 			*t = c
 			return true
 		}
 	case *interface{ CanceledError() bool }:
-		if c := e.requestCanceled(); c != nil {
+		if c := e.requestCanceled(); c != nil && t != nil {
 			*t = c
 			return true
 		}
 	case *ratelimit.QuotaExceededError:
+		// A nil target, which errors.As refuses before asking, is no
+		// match here either: called directly, it panicked (helper-200).
+		if t == nil {
+			return false
+		}
 		if e.Reason == GiveUpBudget && !(e.limiterErr != nil && errors.As(e.limiterErr, t)) {
 			*t = ratelimit.QuotaExceededError{Available: e.available, Requested: e.requested}
 		}
 		return e.Reason == GiveUpBudget
 	case **retry.MaxAttemptsError:
-		if e.Reason == GiveUpMaxAttempts {
+		if e.Reason == GiveUpMaxAttempts && t != nil {
 			*t = &retry.MaxAttemptsError{Attempt: e.attempts(), Err: e.Err}
 			return true
 		}
 	}
 	// A custom RateLimiter's refusal: its own types too, after the failed
 	// attempt's, which errors.As would reach next through Unwrap.
-	if e.Reason != GiveUpBudget || e.limiterErr == nil {
+	if e.Reason != GiveUpBudget || e.limiterErr == nil || !validTarget(target) {
 		return false
 	}
 	return e.Err != nil && errors.As(e.Err, target) || errors.As(e.limiterErr, target)
+}
+
+// validTarget reports whether errors.As takes target: a non-nil pointer.
+// errors.As checks it before it asks an error's As, and panics otherwise;
+// a caller of As itself gets false.
+func validTarget(target any) bool {
+	v := reflect.ValueOf(target)
+	return v.Kind() == reflect.Pointer && !v.IsNil()
 }
 
 // requestCanceled is the SDK's error for the cancelled or timed-out

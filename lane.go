@@ -555,7 +555,14 @@ func (t *lanes) add(key string) *lane {
 
 // sweepLocked forgets the lanes with nothing to remember that were unused
 // since the sweep before it, and, if the table is still full, the
-// evictBatch least recently used lanes whatever they hold.
+// evictBatch least recently used lanes whatever they hold, but for those
+// whose send-rate limiter has callers waiting or held one back in the last
+// second: forgotten, the callers in its queue kept to its pace while the
+// key's new callers got a new limiter at InitialRate, two limiters for one
+// key (helper-200: a MaxRate of 10/s sent 20/s under a churn of 1,100 new
+// keys, a rate cut to 12/s went back to 160/s). The table then holds more
+// than maxPartitions lanes only while so many have callers waiting: a
+// bound set by the callers' goroutines.
 func (t *lanes) sweepLocked(now time.Time) {
 	for k, l := range t.m {
 		if l.used.Load() < t.sweptClock && l.idle() {
@@ -572,10 +579,12 @@ func (t *lanes) sweepLocked(now time.Time) {
 	}
 	uses := make([]use, 0, len(t.m))
 	for k, l := range t.m {
-		uses = append(uses, use{k, l.used.Load()})
+		if l.sender == nil || !l.sender.inUse() {
+			uses = append(uses, use{k, l.used.Load()})
+		}
 	}
 	slices.SortFunc(uses, func(a, b use) int { return cmp.Compare(a.at, b.at) })
-	for _, u := range uses[:len(uses)-maxPartitions+evictBatch] {
+	for _, u := range uses[:min(len(uses), len(t.m)-maxPartitions+evictBatch)] {
 		delete(t.m, u.key)
 	}
 }

@@ -334,3 +334,44 @@ func TestGetInitialTokenMinuteAfterAClockSteppedBack(t *testing.T) {
 	now = now.Add(unpacedFor + time.Nanosecond)
 	assert.True(t, r.lanes.attemptsWait(), "expect pacing back a minute after the step was seen")
 }
+
+// TestAFullTableKeepsAPartitionWhoseCallersWait: a partition whose limiter
+// has callers waiting in its queue is not forgotten by a full table, however
+// many new keys come (helper-200: under a churn of 1,100 new keys the hot
+// key got a second limiter beside the one its callers waited in, and sent
+// 20/s at a MaxRate of 10/s); once they are gone, it may be.
+func TestAFullTableKeepsAPartitionWhoseCallersWait(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) {
+		o.Clock = func() time.Time { return now }
+		o.PartitionKey = PartitionFromContext
+		o.SendRate = &SendRateOptions{InitialRate: 10, MaxRate: 10}
+	})
+	require.NoError(t, r.Err())
+	hot := r.lanes.get(WithPartition(context.Background(), "hot"))
+	var places []sendPlace
+	for range 5 {
+		p, _, _ := hot.sender.reserve(nil, false)
+		places = append(places, p)
+	}
+	require.True(t, hot.sender.inUse(), "expect callers waiting at 10/s")
+	churn := func(from int) {
+		for i := range 3 * maxPartitions {
+			l := r.lanes.get(WithPartition(context.Background(), fmt.Sprintf("tenant-%d", from+i)))
+			_, _, _, ok := l.take(context.Background(), 5, false) // a bucket not full: nothing idle to forget
+			require.True(t, ok)
+		}
+	}
+	churn(0)
+	assert.True(t, hot == r.lanes.get(WithPartition(context.Background(), "hot")), "expect the waiting callers' partition kept")
+	assert.LessOrEqual(t, len(r.lanes.m), maxPartitions+1)
+
+	for _, p := range places {
+		hot.sender.cancel(p)
+	}
+	now = now.Add(2 * heldBackFor)
+	require.False(t, hot.sender.inUse())
+	churn(3 * maxPartitions)
+	_, kept := r.lanes.lookup("hot")
+	assert.False(t, kept, "expect the partition forgotten once nobody waits")
+}

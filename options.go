@@ -53,8 +53,11 @@ type Options struct {
 	// default, a throttle uses BaseDelay while the limiter paces its
 	// partition and at most a tenth of the last 100-200 ms's answers were
 	// throttled: the limiter already slows the client down, and the
-	// throttle was a near miss. Ignored when Backoff is set, and still
-	// checked then.
+	// throttle was a near miss; that is, a throttle the limiter counted
+	// among the answers: not one that a Do loop's Classify finds in a
+	// success (a BatchWriteItem's UnprocessedItems, answered with a 200),
+	// which backs off from ThrottleBaseDelay. Ignored when Backoff is set,
+	// and still checked then.
 	ThrottleBaseDelay time.Duration
 
 	// MaxBackoff caps every delay, before jitter, so full jitter stays
@@ -158,7 +161,10 @@ type Options struct {
 	// that finds 1024 makes such idle keys unused since the previous such
 	// sweep be forgotten (at a full table, unused in the last 64 new keys),
 	// then, if the table is still full, the 64 least recently used,
-	// whatever their buckets hold (each starts again with a full one). A
+	// whatever their buckets hold (each starts again with a full one), but
+	// for those whose send-rate limiter has callers waiting or held one
+	// back in the last second (more than 1024 are kept only while so many
+	// have callers waiting). A
 	// key longer than 256 bytes, or not valid UTF-8, is kept, and named in
 	// metrics, events and errors, as its first 64 bytes (whole characters,
 	// invalid bytes left out), "…" and 32 hex digits of its SHA-256, so
@@ -280,8 +286,10 @@ type Options struct {
 	// fails, cannot turn an empty budget into a retry storm.
 	FailFastOnEmptyBudget bool
 
-	// Clock returns the current time for the deadline checks, the bucket's
-	// refill, the send-rate limiter and the learnt margin. Default time.Now;
+	// Clock returns the current time for the deadline checks, the refill
+	// of the retryer's own buckets (BucketRefill; a *TokenBucket given as
+	// RateLimiter refills on time.Now, whatever Clock says), the send-rate
+	// limiter and the learnt margin. Default time.Now;
 	// nil means time.Now. Sleeps use real timers. The retryer calls it
 	// while holding its own locks (the limiter's, the bucket's, the
 	// partition table's), so that readings arrive in order: it must be

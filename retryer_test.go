@@ -2734,3 +2734,40 @@ func TestAClockThatStandsStillHoldsTheLimitersWaiters(t *testing.T) {
 		})
 	}
 }
+
+// TestGiveUpErrorAsTakesANilTargetWithoutPanic: errors.As refuses a nil
+// target before it asks an error's As; a caller of As itself, with a typed
+// nil of each type it matches, gets false, never a panic (helper-200:
+// *retry.MaxAttemptsError and ratelimit.QuotaExceededError targets
+// panicked).
+func TestGiveUpErrorAsTakesANilTargetWithoutPanic(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	giveUps := map[string]*jitterretry.GiveUpError{}
+	for name, r := range map[string]*jitterretry.Retryer{
+		"budget":              jitterretry.New(func(o *jitterretry.Options) { o.RateLimiter = jitterretry.NewTokenBucket(0, 0) }),
+		"a limiter's refusal": jitterretry.New(func(o *jitterretry.Options) { o.RateLimiter = refusingLimiter{errors.New("down")} }),
+		"canceled":            jitterretry.New(),
+	} {
+		c := context.Background()
+		if name == "canceled" {
+			c = ctx
+		}
+		_, err := r.GetRetryToken(c, serverErr())
+		var g *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &g, name)
+		giveUps[name] = g
+	}
+	giveUps["max attempts"] = &jitterretry.GiveUpError{Reason: jitterretry.GiveUpMaxAttempts, Attempt: 3, Err: serverErr()}
+	targets := []any{
+		(**retry.MaxAttemptsError)(nil), (*ratelimit.QuotaExceededError)(nil), (**aws.RequestCanceledError)(nil),
+		(*interface{ CanceledError() bool })(nil), (*error)(nil), nil, 3,
+	}
+	for name, g := range giveUps {
+		for _, target := range targets {
+			assert.NotPanics(t, func() {
+				assert.False(t, g.As(target), "%s: As(%T)", name, target)
+			}, "%s: As(%T)", name, target)
+		}
+	}
+}

@@ -694,6 +694,16 @@ func (l *sendRate) holdsBack() bool {
 	return !math.IsInf(l.q.rate, 1) && !l.heldAt.IsZero() && now.Sub(l.heldAt) <= heldBackFor
 }
 
+// inUse reports whether callers wait in the queue now, or the limiter held
+// one back within heldBackFor: a partition table must not forget it then
+// (see lanes.sweepLocked).
+func (l *sendRate) inUse() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	now := l.syncLocked()
+	return l.q.waiting() || !l.heldAt.IsZero() && now.Sub(l.heldAt) <= heldBackFor
+}
+
 // cutCount returns how many cuts the limiter made (undone ones included).
 func (l *sendRate) cutCount() int {
 	l.mu.Lock()

@@ -47,7 +47,10 @@ type TokenBucket struct {
 // ratelimit.NewTokenRateLimit(0) does; a cost of 0 always passes) that refills refillPerSecond tokens per second, continuously, up to
 // the capacity. A refillPerSecond of zero means no refill, the SDK's
 // behaviour, where only successes add tokens; +Inf keeps the bucket full;
-// negative values and NaN count as zero.
+// negative values and NaN count as zero. It refills on time.Now, not on
+// the Options.Clock of a retryer it is given to: a test that moves a fake
+// clock sees only the retryer's own buckets (Options.BucketRefill) refill
+// with it.
 func NewTokenBucket(capacity uint, refillPerSecond float64) *TokenBucket {
 	return newTokenBucket(capacity, refillPerSecond, time.Now)
 }

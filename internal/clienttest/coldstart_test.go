@@ -2,6 +2,9 @@ package clienttest_test
 
 import (
 	"context"
+	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -14,6 +17,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
 )
 
 // coldFetch is how long a cold client's first credential fetch takes,
@@ -308,4 +312,76 @@ func TestAClientJoiningAWarmRetryerHasItsColdCallLeftOutOfDo(t *testing.T) {
 	calls, err := countedDo(ctx, r, func(ctx context.Context) error { return putItem(ctx, cold) })
 	require.NoError(t, err, "expect the conflict's retry made")
 	assert.Equal(t, 2, calls)
+}
+
+// TestTwoEarlyStallsDoNotRefuseRetriesForLong: a client's 5th and 6th
+// PutItems take 200 ms, its others a millisecond or so; after 40 calls,
+// every call is answered with a 500 and then, retried, with a success,
+// under a 300 ms deadline. retry.NewStandard() makes every retry. Every
+// attempt is timed until 32 are, and the two stalls are then the margin's
+// (twice the second largest, 400 ms) until the window has turned over:
+// when timing dropped at once to one attempt in 16, that took some 90
+// attempts, each an operation refused: 87, 24 and 40 of the 100 failed in
+// three runs (helper-199 saw 48 to 74 of 300 fail in a row, with 800 ms
+// stalls and 1 s deadlines). Timing one in 2, then 4, 8, 16 as the window
+// turns over keeps it about the last attempts, each sample standing for
+// as many as its neighbours: some 3 fail, more than 20 about once in
+// 70,000 runs (fewer than 5 of 27 attempts timed, at one in 2).
+func TestTwoEarlyStallsDoNotRefuseRetriesForLong(t *testing.T) {
+	stall := reply{delay: 200 * time.Millisecond}
+	requireFewRetriesRefused(t, []reply{ok, ok, ok, ok, stall, stall, ok}, 40, 300*time.Millisecond, 20)
+}
+
+// TestOneEarlyStallDoesNotRefuseRetries: the same with one stall of
+// 400 ms among a client's first 11 calls, and 500 ms deadlines. The
+// estimate was the largest sample until 32 were taken, so the stall was
+// the margin (800 ms) and refused every retry until then (helper-200: 21
+// operations in a row, a 1.5 s stall, 2 s deadlines); it is the second
+// largest from the fourth sample on.
+func TestOneEarlyStallDoesNotRefuseRetries(t *testing.T) {
+	requireFewRetriesRefused(t, []reply{ok, ok, ok, ok, ok, ok, ok, ok, ok, ok, {delay: 400 * time.Millisecond}, ok}, 11, 500*time.Millisecond, 0)
+}
+
+// requireFewRetriesRefused makes a client of retry.NewStandard() and one
+// of jitterretry.New() call PutItem warmCalls times, answered by warm in
+// order (the last answer for ever), and then 100 times under deadline,
+// each answered with a 500 and, retried, a success; the SDK's must make
+// every retry, ours may have refused at most most, each for the deadline.
+func requireFewRetriesRefused(t *testing.T, warm []reply, warmCalls int, deadline time.Duration, most int) {
+	t.Helper()
+	const calls = 100
+	for _, c := range []struct {
+		name string
+		r    aws.Retryer
+		most int // operations that may fail
+	}{{"the SDK's retryer", retry.NewStandard(), 0}, {"jitterretry", jitterretry.New(), most}} {
+		warmClient := newClient(newScriptServer(t, warm...).URL, c.r)
+		for range warmCalls {
+			require.NoError(t, putItem(context.Background(), warmClient))
+		}
+		// A 500 for every first attempt, a success for every retry.
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			if strings.HasPrefix(r.Header.Get("Amz-Sdk-Request"), "attempt=1;") {
+				ddbwire.WriteError(w, http.StatusInternalServerError, ddbwire.InternalServerError, "scripted")
+				return
+			}
+			ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
+		}))
+		t.Cleanup(srv.Close)
+		client := newClient(srv.URL, c.r)
+		failed := 0
+		for range calls {
+			ctx, cancel := context.WithTimeout(context.Background(), deadline)
+			err := putItem(ctx, client)
+			cancel()
+			if err != nil {
+				failed++
+				var g *jitterretry.GiveUpError
+				require.ErrorAs(t, err, &g, c.name)
+				require.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%s: %v", c.name, err)
+			}
+		}
+		assert.LessOrEqual(t, failed, c.most, "%s: %d of %d calls failed", c.name, failed, calls)
+		t.Logf("%s: %d of %d calls failed", c.name, failed, calls)
+	}
 }

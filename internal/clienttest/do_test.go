@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -24,6 +25,7 @@ import (
 
 	"github.com/jitterretry/jitterretry"
 	"github.com/jitterretry/jitterretry/delayers"
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
 )
 
 // retryConflicts is an application layer's own rule: a failed condition is
@@ -1225,4 +1227,68 @@ func TestDoLearnsFromTheClientItsCallsUse(t *testing.T) {
 		srv := newScriptServer(t, ccf, ok)
 		assert.NoError(t, conflictOnce(r, newColdClientIn("eu-west-1", srv.URL, r), 1500*time.Millisecond))
 	})
+}
+
+// errUnprocessed is an application's error for a BatchWriteItem that left
+// items unprocessed: DynamoDB answers such a batch with a 200, the
+// throttle inside its body.
+var errUnprocessed = errors.New("unprocessed items remain")
+
+// TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase: a loop that
+// resends a BatchWriteItem's UnprocessedItems, classified as throttles
+// (what DynamoDB's guide asks: back off), with the send-rate limiter on.
+// The limiter sees those answers as successes, and pacing with few
+// throttles it took the loop's throttle for a near miss and backed off
+// from BaseDelay: helper-198's 16 workers on a table of 500 items a second
+// sent three times the requests and gave up for the budget 207 and 338
+// times in 8 s, where without the limiter none did. A throttle the limiter
+// did not count backs off from ThrottleBaseDelay, as without it; one it
+// counted (an SDK call's, as the middleware's) still backs off as a near
+// miss (TestThrottleBackoffWhileTheLimiterPaces).
+func TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase(t *testing.T) {
+	const throttleBase = time.Second // the default: the near miss's rule is for it only
+	var batches atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".BatchWriteItem") && batches.Add(1) == 1 {
+			ddbwire.WriteJSON(w, http.StatusOK, []byte(`{"UnprocessedItems":{"orders":[{"PutRequest":{"Item":{"pk":{"S":"b"}}}}]}}`))
+			return
+		}
+		ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
+	}))
+	t.Cleanup(srv.Close)
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		// A floor well above the test's pace: no attempt waits, and the
+		// limiter paces with no throttle.
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
+		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	require.NoError(t, r.Err())
+	client := newClient(srv.URL, r)
+	for range 20 {
+		require.NoError(t, putItem(context.Background(), client))
+	}
+	items := []types.WriteRequest{{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "b"}}}}}
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		out, err := client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"orders": items}})
+		if err != nil {
+			return err
+		}
+		if len(out.UnprocessedItems["orders"]) > 0 {
+			items = out.UnprocessedItems["orders"]
+			return errUnprocessed
+		}
+		return nil
+	}, func(o *jitterretry.DoOptions) {
+		o.Classify = func(err error) jitterretry.ErrorClass {
+			if errors.Is(err, errUnprocessed) {
+				return jitterretry.ClassThrottle
+			}
+			return jitterretry.ClassNotRetryable
+		}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, int32(2), batches.Load(), "expect the leftovers sent again once")
+	assert.Equal(t, []time.Duration{throttleBase}, delays, "expect the loop's throttle to back off from ThrottleBaseDelay")
 }
