@@ -54,9 +54,10 @@ type Options struct {
 	// partition and at most a tenth of the last 100-200 ms's answers were
 	// throttled: the limiter already slows the client down, and the
 	// throttle was a near miss; that is, a throttle the limiter counted
-	// among the answers: not one that a Do loop's Classify finds in a
-	// success (a BatchWriteItem's UnprocessedItems, answered with a 200),
-	// which backs off from ThrottleBaseDelay. Ignored when Backoff is set,
+	// among the answers (in a Do loop, fn's call was answered with one):
+	// not one found in a success (a BatchWriteItem's UnprocessedItems,
+	// answered with a 200), whatever names it a throttle, which backs off
+	// from ThrottleBaseDelay. Ignored when Backoff is set,
 	// and still checked then.
 	ThrottleBaseDelay time.Duration
 
