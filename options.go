@@ -163,9 +163,9 @@ type Options struct {
 	// sweep be forgotten (at a full table, unused in the last 64 new keys),
 	// then, if the table is still full, the 64 least recently used,
 	// whatever their buckets hold (each starts again with a full one), but
-	// for those whose send-rate limiter has callers waiting or held one
-	// back in the last second (more than 1024 are kept only while so many
-	// have callers waiting). A
+	// for those whose send-rate limiter has callers waiting (more than
+	// 1024, and at most 64 more, are kept only while so many have callers
+	// waiting, and then a sweep comes once in 64 new keys). A
 	// key longer than 256 bytes, or not valid UTF-8, is kept, and named in
 	// metrics, events and errors, as its first 64 bytes (whole characters,
 	// invalid bytes left out), "…" and 32 hex digits of its SHA-256, so
