@@ -63,7 +63,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 		release, cost, ok = l.pacedRetryRelease, 0, true
 	}
 	if !ok {
-		waited, shortened, err := r.backOffBeforeFailing(ctx, max(failure, 1), opErr, p.class, p.margin, l)
+		waited, shortened, err := r.backOffBeforeFailing(ctx, max(failure, 1), opErr, p.class, p.margin, l, !p.uncounted)
 		// Tokens may have come back during the wait: first-attempt
 		// successes' (a service that recovered), a refill's, or an
 		// abandoned retry's, which a sweep refunds reclaimGrace after it
@@ -337,14 +337,14 @@ func holdThrottleRefusal(ctx context.Context, wait, margin, remaining time.Durat
 // deadline cut the wait short (also when the deadline itself ended it, on
 // a machine too busy to wake it in time: the budget still refused), and
 // ctx's error when the caller left, before or during the wait.
-func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane) (waited time.Duration, shortened bool, err error) {
+func (r *Retryer) backOffBeforeFailing(ctx context.Context, attempt int, opErr error, class ErrorClass, margin time.Duration, l *lane, counted bool) (waited time.Duration, shortened bool, err error) {
 	if r.failFast {
 		return 0, false, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return 0, false, err // the caller left already (a blocking RateLimiter's wait, say)
 	}
-	d, err := r.backoffFor(attempt, opErr, class, l)
+	d, err := r.backoffFor(attempt, opErr, class, l, counted)
 	if err != nil || d <= 0 {
 		return 0, false, nil
 	}

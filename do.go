@@ -176,10 +176,14 @@ type doLoop struct {
 	// seenThrottles is the edition of a named partition's throttle news
 	// when the loop last looked.
 	seenThrottles uint64
-	throttled     bool    // the loop, or its named partition, met a throttle since the previous call of fn ended
-	capped        int     // conflicts in a row after such a throttle
-	lastThrottle  error   // fn's error of the previous call, when Do classed it a throttle
-	paid          *ticket // the tokens of the retry in flight, if any
+	throttled     bool  // the loop, or its named partition, met a throttle since the previous call of fn ended
+	capped        int   // conflicts in a row after such a throttle
+	lastThrottle  error // fn's error of the previous call, when Do classed it a throttle
+	// answered: an attempt of fn's last call was answered with a throttle
+	// that the send-rate limiter counted (see Retryer.throttleBackoff);
+	// lastAnswered, the same of the call that failed with lastThrottle.
+	answered, lastAnswered bool
+	paid                   *ticket // the tokens of the retry in flight, if any
 }
 
 func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) error {
@@ -213,6 +217,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		paid := d.paid
 		d.paid = nil
 		queued := d.mark.queuedInCall()
+		d.answered = d.mark.answeredThrottled.Load()
 		own := d.mark.takeThrottle()
 		d.throttled = d.partitionNews() || own
 		took := end.Sub(start)
@@ -243,7 +248,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		// For the throttle floor of a conflict in the next call (see next).
 		d.lastThrottle = nil
 		if class == ClassThrottle {
-			d.lastThrottle = err
+			d.lastThrottle, d.lastAnswered = err, d.answered
 		}
 		if serr := sleep(ctx, wait); serr != nil {
 			d.refund()
@@ -263,7 +268,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	// pacing only when fn's next call will wait its turn there: fn's last
 	// call did (fn need not call the SDK at all, nor through this Retryer:
 	// a wait at another's limiter does not count, helper-159).
-	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, paced: d.mark.waited.Load() && r.lanes.attemptsWait()}
+	p := pendingRetry{ctx: ctx, lane: l, class: class, hint: info.hint, paced: d.mark.waited.Load() && r.lanes.attemptsWait(), uncounted: !d.answered}
 	p.margin, p.cutMargin = withCut(d.margin(), info)
 	if r.fixedMargin == 0 {
 		// fn's call may make several attempts, each of them needed again:
@@ -373,7 +378,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		}
 		d.paid = &p.paid // schedule forgets it when it refunds a refusal
 		if d.seq != nil {
-			backoff = d.seq.NextFor(r.throttleBackoff(class, l, err))
+			backoff = d.seq.NextFor(r.throttleBackoff(class, l, d.answered))
 		} else {
 			// A Backoff of the caller's own computes the delay and tells
 			// a throttle by its error.
@@ -381,7 +386,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			if class == ClassThrottle {
 				backoff, derr = d.throttleDelay(d.failures, err)
 			} else {
-				backoff, derr = r.backoffFor(d.failures, err, class, nil)
+				backoff, derr = r.backoffFor(d.failures, err, class, nil, d.answered)
 			}
 			if derr != nil {
 				// As the SDK's middleware returns RetryDelay's error, but
@@ -543,8 +548,9 @@ func (d *doLoop) throttleDelay(n int, err error) (time.Duration, error) {
 	switch {
 	case r.delayer != nil:
 		// With the partition's limiter, as the middleware's: a throttle
-		// it paces with few throttles backs off from BaseDelay.
-		return r.backoffFor(n, err, ClassThrottle, d.lane)
+		// it counted while it paces with few throttles backs off from
+		// BaseDelay (no err: a throttle the SDK's attempts met, counted).
+		return r.backoffFor(n, err, ClassThrottle, d.lane, err == nil || d.lastAnswered)
 	case err != nil && r.classes.classify(err) == ClassThrottle:
 		return r.backoff.BackoffDelay(n, err)
 	}

@@ -388,8 +388,8 @@ func (e *GiveUpError) attempts() int {
 // context.DeadlineExceeded for a deadline the retryer saw coming (the SDK
 // sleeps into it and returns that type), so code written for the SDK's
 // retry.Standard keeps working. A nil *GiveUpError fills nothing; nor does
-// a target that is not a non-nil pointer (errors.As refuses such a target
-// itself), and As then returns false.
+// a target errors.As refuses itself (not a non-nil pointer to an interface
+// or to an error type), and As then returns false.
 func (e *GiveUpError) As(target any) bool {
 	if e == nil {
 		return false
@@ -429,12 +429,17 @@ func (e *GiveUpError) As(target any) bool {
 	return e.Err != nil && errors.As(e.Err, target) || errors.As(e.limiterErr, target)
 }
 
-// validTarget reports whether errors.As takes target: a non-nil pointer.
-// errors.As checks it before it asks an error's As, and panics otherwise;
-// a caller of As itself gets false.
+// validTarget reports whether errors.As takes target: a non-nil pointer to
+// an interface or to a type that implements error. errors.As checks it
+// before it asks an error's As, and panics otherwise; a caller of As
+// itself gets false (helper-200, helper-201).
 func validTarget(target any) bool {
 	v := reflect.ValueOf(target)
-	return v.Kind() == reflect.Pointer && !v.IsNil()
+	if v.Kind() != reflect.Pointer || v.IsNil() {
+		return false
+	}
+	elem := v.Type().Elem()
+	return elem.Kind() == reflect.Interface || elem.Implements(reflect.TypeFor[error]())
 }
 
 // requestCanceled is the SDK's error for the cancelled or timed-out

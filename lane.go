@@ -544,7 +544,11 @@ func (t *lanes) add(key string) *lane {
 		// starts over from the new time, rather than wait out the step.
 		t.lastSweep = now
 	}
-	if now.Sub(t.lastSweep) >= partitionIdleTimeout || len(t.m) >= maxPartitions {
+	// A full table sweeps once in evictBatch new keys at most: one whose
+	// sweep found too few lanes to forget (their callers wait) would
+	// otherwise sweep, a sort and every limiter's lock under the table's,
+	// for every new key (helper-201: 961 µs a key at 3,000 lanes in use).
+	if now.Sub(t.lastSweep) >= partitionIdleTimeout || len(t.m) >= maxPartitions && t.clock.Load()-t.sweptClock >= evictBatch {
 		t.sweepLocked(now)
 	}
 	l := newLane(key, &t.cfg)
@@ -556,13 +560,13 @@ func (t *lanes) add(key string) *lane {
 // sweepLocked forgets the lanes with nothing to remember that were unused
 // since the sweep before it, and, if the table is still full, the
 // evictBatch least recently used lanes whatever they hold, but for those
-// whose send-rate limiter has callers waiting or held one back in the last
-// second: forgotten, the callers in its queue kept to its pace while the
-// key's new callers got a new limiter at InitialRate, two limiters for one
-// key (helper-200: a MaxRate of 10/s sent 20/s under a churn of 1,100 new
-// keys, a rate cut to 12/s went back to 160/s). The table then holds more
-// than maxPartitions lanes only while so many have callers waiting: a
-// bound set by the callers' goroutines.
+// whose send-rate limiter has callers waiting: forgotten, the callers in
+// its queue kept to its pace while the key's new callers got a new
+// limiter at InitialRate, two limiters for one key (helper-200: a MaxRate
+// of 10/s sent 20/s under a churn of 1,100 new keys, a rate cut to 12/s
+// went back to 160/s). The table then holds more than maxPartitions lanes
+// only while so many have callers waiting, and evictBatch new keys more:
+// a bound set by the callers' goroutines.
 func (t *lanes) sweepLocked(now time.Time) {
 	for k, l := range t.m {
 		if l.used.Load() < t.sweptClock && l.idle() {

@@ -375,3 +375,52 @@ func TestAFullTableKeepsAPartitionWhoseCallersWait(t *testing.T) {
 	_, kept := r.lanes.lookup("hot")
 	assert.False(t, kept, "expect the partition forgotten once nobody waits")
 }
+
+// TestAFullTableOfWaitingPartitionsSweepsOnceInABatch: a table that holds
+// more than maxPartitions lanes because their callers wait sweeps once in
+// evictBatch new keys, not for every new key (helper-201: a sort and every
+// limiter's lock under the table's lock, 961 µs for each new key with 3,000
+// lanes in use); and a partition whose callers were held back but left is
+// not kept for it, so keys churned through held-back callers keep the
+// table at its bound (2,001 lanes, none waiting, when a hold in the last
+// second kept a lane).
+func TestAFullTableOfWaitingPartitionsSweepsOnceInABatch(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) {
+		o.Clock = func() time.Time { return now }
+		o.PartitionKey = PartitionFromContext
+		o.SendRate = &SendRateOptions{InitialRate: 10, MaxRate: 10}
+	})
+	require.NoError(t, r.Err())
+	key := func(i int) context.Context {
+		now = now.Add(time.Microsecond) // a sweep's time tells it from the one before
+		return WithPartition(context.Background(), fmt.Sprintf("tenant-%d", i))
+	}
+	// Held back, then gone: each key's second caller waits, and leaves.
+	for i := range 3 * maxPartitions {
+		l := r.lanes.get(key(i))
+		first, _, _ := l.sender.reserve(nil, false)
+		second, wait, _ := l.sender.reserve(nil, false)
+		require.Positive(t, wait)
+		l.sender.cancel(second)
+		_ = first
+	}
+	assert.LessOrEqual(t, len(r.lanes.m), maxPartitions, "expect no lane kept with nobody waiting")
+
+	// Waiting: every key's second caller stays in its queue.
+	for i := range 2 * maxPartitions {
+		l := r.lanes.get(key(3*maxPartitions + i))
+		l.sender.reserve(nil, false)
+		l.sender.reserve(nil, false)
+	}
+	require.Greater(t, len(r.lanes.m), maxPartitions)
+	sweeps, last := 0, r.lanes.lastSweep
+	const more = 10 * evictBatch
+	for i := range more {
+		r.lanes.get(key(5*maxPartitions + i))
+		if r.lanes.lastSweep != last {
+			sweeps, last = sweeps+1, r.lanes.lastSweep
+		}
+	}
+	assert.LessOrEqual(t, sweeps, more/evictBatch+1, "expect a sweep once in %d new keys", evictBatch)
+}

@@ -44,8 +44,9 @@ type loopMark struct {
 	outer  *loopMark // the mark of the Do loop whose fn runs this one; nil at the top
 	// sent: an attempt of the current call of fn took a place in the
 	// owner's send-rate limiter's queue; waited: one waited there, for
-	// its turn, before it was sent.
-	sent, waited atomic.Bool
+	// its turn, before it was sent; answeredThrottled: one was answered
+	// with a throttle that its limiter counted (see Retryer.throttleBackoff).
+	sent, waited, answeredThrottled atomic.Bool
 	// retryNext: the loop retries a call of fn that sent through the
 	// owner's limiter, and the first attempt of a later call of fn to take
 	// a place there has not yet been made; it waits in the retries' line
@@ -264,12 +265,29 @@ func (m *loopMark) each(fn func(*loopMark)) {
 }
 
 // watchFailures returns release, noting in m and the marks of its owner
-// around it the error of an attempt that failed.
-func (m *loopMark) watchFailures(release func(error) error) func(error) error {
+// around it the error of an attempt that failed, with failures (for the
+// give-ups the loop reports), and, with a limiter that counted it as a
+// throttle (counted, nil without a limiter), that the call was answered
+// with one.
+func (m *loopMark) watchFailures(release func(error) error, failures bool, counted *classifier) func(error) error {
 	return func(err error) error {
 		if err != nil {
-			e := m.owner.refusals.stamp(err)
-			m.each(func(o *loopMark) { o.failed.add(e) })
+			var e stampedError
+			if failures {
+				e = m.owner.refusals.stamp(err)
+			}
+			throttled := false
+			if counted != nil {
+				throttled, _ = counted.rateSignal(err)
+			}
+			m.each(func(o *loopMark) {
+				if failures {
+					o.failed.add(e)
+				}
+				if throttled {
+					o.answeredThrottled.Store(true)
+				}
+			})
 		}
 		return release(err)
 	}
@@ -315,6 +333,7 @@ func (m *loopMark) startCall(now time.Time) {
 	m.mu.Unlock()
 	m.sent.Store(false)
 	m.waited.Store(false)
+	m.answeredThrottled.Store(false)
 }
 
 // reportedAlready reports whether every give-up fn's error err carries was

@@ -54,9 +54,10 @@ type Options struct {
 	// partition and at most a tenth of the last 100-200 ms's answers were
 	// throttled: the limiter already slows the client down, and the
 	// throttle was a near miss; that is, a throttle the limiter counted
-	// among the answers: not one that a Do loop's Classify finds in a
-	// success (a BatchWriteItem's UnprocessedItems, answered with a 200),
-	// which backs off from ThrottleBaseDelay. Ignored when Backoff is set,
+	// among the answers (in a Do loop, fn's call was answered with one):
+	// not one found in a success (a BatchWriteItem's UnprocessedItems,
+	// answered with a 200), whatever names it a throttle, which backs off
+	// from ThrottleBaseDelay. Ignored when Backoff is set,
 	// and still checked then.
 	ThrottleBaseDelay time.Duration
 
@@ -162,9 +163,9 @@ type Options struct {
 	// sweep be forgotten (at a full table, unused in the last 64 new keys),
 	// then, if the table is still full, the 64 least recently used,
 	// whatever their buckets hold (each starts again with a full one), but
-	// for those whose send-rate limiter has callers waiting or held one
-	// back in the last second (more than 1024 are kept only while so many
-	// have callers waiting). A
+	// for those whose send-rate limiter has callers waiting (more than
+	// 1024, and at most 64 more, are kept only while so many have callers
+	// waiting, and then a sweep comes once in 64 new keys). A
 	// key longer than 256 bytes, or not valid UTF-8, is kept, and named in
 	// metrics, events and errors, as its first 64 bytes (whole characters,
 	// invalid bytes left out), "…" and 32 hex digits of its SHA-256, so

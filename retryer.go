@@ -254,10 +254,19 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if r.hooks.loops.Load() > 0 {
 		markClient(ctx, &r.hooks, &l.attempts)
 	}
-	if m := r.hooks.loopToTell(ctx); m != nil {
+	if r.hooks.loops.Load() > 0 {
 		// IsErrorRetryable, which follows the release, reports a refusal
-		// with no context: the Do loop learns of it here.
-		release = m.watchFailures(release)
+		// with no context: the Do loop learns of it here; and of a
+		// throttle the limiter counted, which makes the loop's own
+		// throttle a near miss (see throttleBackoff).
+		failures := r.hooks.reportsGiveUps()
+		var counted *classifier
+		if l.sender != nil {
+			counted = r.classes
+		}
+		if m := loopMarkOf(ctx).ownedBy(&r.hooks); m != nil && (failures || counted != nil) {
+			release = m.watchFailures(release, failures, counted)
+		}
 	}
 	return release, nil
 }
@@ -442,7 +451,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 			p.refund(r.tracked)
 		}
 	}()
-	d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
+	d, err := r.backoffFor(attempt, opErr, p.class, p.lane, !p.uncounted)
 	if err != nil {
 		return 0, err
 	}
@@ -473,7 +482,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 // the middleware returns the refusal at once rather than sleep until the
 // context ends.
 func (r *Retryer) refusedDelay(attempt int, opErr error, p *pendingRetry) (time.Duration, error) {
-	d, err := r.backoffFor(attempt, opErr, p.class, p.lane)
+	d, err := r.backoffFor(attempt, opErr, p.class, p.lane, !p.uncounted)
 	if err != nil {
 		return 0, err
 	}
@@ -488,36 +497,30 @@ func (r *Retryer) refusedDelay(attempt int, opErr error, p *pendingRetry) (time.
 
 // backoffFor returns the backoff after failed attempt attempt with opErr, of
 // class class, in lane l (nil when unknown): without classifying opErr again
-// when the delayer is ours. A throttle in a lane whose send-rate limiter
-// paces it with few throttles backs off as any other error (see
-// Options.ThrottleBaseDelay).
-func (r *Retryer) backoffFor(attempt int, opErr error, class ErrorClass, l *lane) (time.Duration, error) {
+// when the delayer is ours. A throttle that the lane's send-rate limiter
+// counted (see throttleBackoff), while it paces with few throttles, backs
+// off as any other error (see Options.ThrottleBaseDelay).
+func (r *Retryer) backoffFor(attempt int, opErr error, class ErrorClass, l *lane, counted bool) (time.Duration, error) {
 	if r.delayer != nil {
-		return r.delayer.Delay(attempt, r.throttleBackoff(class, l, opErr)), nil
+		return r.delayer.Delay(attempt, r.throttleBackoff(class, l, counted)), nil
 	}
 	return r.backoff.BackoffDelay(attempt, opErr)
 }
 
-// throttleBackoff reports whether a failure with err, of class class, in
-// lane l (nil when unknown) backs off on the throttle base: a throttle,
-// unless the lane's send-rate limiter paces it with few throttles and
-// counts err as one of them (an attempt's answer: see
-// classifier.rateSignal), or err is nil: a throttle that an SDK call in a
-// Do loop met, through its attempts. A throttle it never saw, one a Do
-// loop's Classify found in a success (a BatchWriteItem's
-// UnprocessedItems, answered with a 200), is not a near miss the limiter
-// measured: backed off from BaseDelay, 16 such loops sent three times the
-// requests of the loops without the limiter and emptied the budget
-// (helper-198).
-func (r *Retryer) throttleBackoff(class ErrorClass, l *lane, err error) bool {
-	if class != ClassThrottle || !r.pacedThrottles || l == nil || l.sender == nil || !l.sender.paces() {
-		return class == ClassThrottle
-	}
-	if err == nil {
-		return false
-	}
-	throttled, _ := r.classes.rateSignal(err)
-	return !throttled
+// throttleBackoff reports whether a failure of class class in lane l (nil
+// when unknown) backs off on the throttle base: a throttle, unless the
+// lane's send-rate limiter paces it with few throttles and counted it
+// (counted): an attempt's answer, as every throttle the SDK's middleware
+// retries is, or, for a Do loop, an attempt of fn's call answered with a
+// throttle the limiter counted. A throttle it never saw, one a Do loop
+// found in a success (a BatchWriteItem's UnprocessedItems, answered with a
+// 200, classed a throttle by Classify, by Options.Throttles, or made into
+// a throttle's error by fn), is not a near miss the limiter measured:
+// backed off from BaseDelay, 16 such loops sent three times the requests
+// of the loops without the limiter and emptied the budget (helper-198;
+// judged by the error's type, the last two still were: helper-201).
+func (r *Retryer) throttleBackoff(class ErrorClass, l *lane, counted bool) bool {
+	return class == ClassThrottle && !(counted && r.pacedThrottles && l != nil && l.sender != nil && l.sender.paces())
 }
 
 // Remaining returns the tokens left in the retry token bucket of the shared

@@ -2761,7 +2761,7 @@ func TestGiveUpErrorAsTakesANilTargetWithoutPanic(t *testing.T) {
 	giveUps["max attempts"] = &jitterretry.GiveUpError{Reason: jitterretry.GiveUpMaxAttempts, Attempt: 3, Err: serverErr()}
 	targets := []any{
 		(**retry.MaxAttemptsError)(nil), (*ratelimit.QuotaExceededError)(nil), (**aws.RequestCanceledError)(nil),
-		(*interface{ CanceledError() bool })(nil), (*error)(nil), nil, 3,
+		(*interface{ CanceledError() bool })(nil), (*error)(nil), nil, 3, new(int),
 	}
 	for name, g := range giveUps {
 		for _, target := range targets {

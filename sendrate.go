@@ -694,14 +694,15 @@ func (l *sendRate) holdsBack() bool {
 	return !math.IsInf(l.q.rate, 1) && !l.heldAt.IsZero() && now.Sub(l.heldAt) <= heldBackFor
 }
 
-// inUse reports whether callers wait in the queue now, or the limiter held
-// one back within heldBackFor: a partition table must not forget it then
-// (see lanes.sweepLocked).
+// inUse reports whether callers wait in the queue now: a partition table
+// must not forget it then (see lanes.sweepLocked). Only now: kept for
+// having held one back within the last second, keys churned at 2,000 a
+// second kept 2,001 partitions with nobody waiting (helper-201).
 func (l *sendRate) inUse() bool {
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	now := l.syncLocked()
-	return l.q.waiting() || !l.heldAt.IsZero() && now.Sub(l.heldAt) <= heldBackFor
+	l.syncLocked()
+	return l.q.waiting()
 }
 
 // cutCount returns how many cuts the limiter made (undone ones included).

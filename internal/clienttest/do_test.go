@@ -19,6 +19,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -1235,60 +1236,90 @@ func TestDoLearnsFromTheClientItsCallsUse(t *testing.T) {
 var errUnprocessed = errors.New("unprocessed items remain")
 
 // TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase: a loop that
-// resends a BatchWriteItem's UnprocessedItems, classified as throttles
-// (what DynamoDB's guide asks: back off), with the send-rate limiter on.
-// The limiter sees those answers as successes, and pacing with few
-// throttles it took the loop's throttle for a near miss and backed off
-// from BaseDelay: helper-198's 16 workers on a table of 500 items a second
-// sent three times the requests and gave up for the budget 207 and 338
-// times in 8 s, where without the limiter none did. A throttle the limiter
-// did not count backs off from ThrottleBaseDelay, as without it; one it
-// counted (an SDK call's, as the middleware's) still backs off as a near
-// miss (TestThrottleBackoffWhileTheLimiterPaces).
+// resends a BatchWriteItem's UnprocessedItems as a throttle (what
+// DynamoDB's guide asks: back off), with the send-rate limiter on. The
+// limiter sees those answers as successes, and pacing with few throttles
+// it took the loop's throttle for a near miss and backed off from
+// BaseDelay: helper-198's 16 workers on a table of 500 items a second sent
+// three times the requests and gave up for the budget 207 and 338 times in
+// 8 s, where without the limiter none did. Judged by the error's type, the
+// leftovers still were near misses when Options.Throttles named fn's error
+// or fn made a throttle's error of them (helper-201). What counts is
+// whether the limiter counted a throttle answer in fn's call: one it did
+// (an SDK call answered with a throttle) still backs off as a near miss,
+// as the middleware's retries do (TestThrottleBackoffWhileTheLimiterPaces).
 func TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase(t *testing.T) {
-	const throttleBase = time.Second // the default: the near miss's rule is for it only
-	var batches atomic.Int32
-	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".BatchWriteItem") && batches.Add(1) == 1 {
-			ddbwire.WriteJSON(w, http.StatusOK, []byte(`{"UnprocessedItems":{"orders":[{"PutRequest":{"Item":{"pk":{"S":"b"}}}}]}}`))
-			return
-		}
-		ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
-	}))
-	t.Cleanup(srv.Close)
-	var delays []time.Duration
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		// A floor well above the test's pace: no attempt waits, and the
-		// limiter paces with no throttle.
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
-		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
-		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
-	})
-	require.NoError(t, r.Err())
-	client := newClient(srv.URL, r)
-	for range 20 {
-		require.NoError(t, putItem(context.Background(), client))
-	}
-	items := []types.WriteRequest{{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "b"}}}}}
-	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
-		out, err := client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"orders": items}})
-		if err != nil {
-			return err
-		}
-		if len(out.UnprocessedItems["orders"]) > 0 {
-			items = out.UnprocessedItems["orders"]
-			return errUnprocessed
-		}
-		return nil
-	}, func(o *jitterretry.DoOptions) {
+	const throttleBase, base = time.Second, 10 * time.Millisecond // the near miss's rule is for the default ThrottleBaseDelay only
+	madeUp := &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "items left unprocessed"}
+	byClassify := func(o *jitterretry.DoOptions) {
 		o.Classify = func(err error) jitterretry.ErrorClass {
-			if errors.Is(err, errUnprocessed) {
+			var thr *types.ProvisionedThroughputExceededException
+			if errors.Is(err, errUnprocessed) || errors.As(err, &thr) {
 				return jitterretry.ClassThrottle
 			}
 			return jitterretry.ClassNotRetryable
 		}
-	})
-	require.NoError(t, err)
-	assert.Equal(t, int32(2), batches.Load(), "expect the leftovers sent again once")
-	assert.Equal(t, []time.Duration{throttleBase}, delays, "expect the loop's throttle to back off from ThrottleBaseDelay")
+	}
+	for name, c := range map[string]struct {
+		named    bool  // Options.Retryables and Throttles name errUnprocessed
+		leftover error // fn's error for the leftovers
+		doOpts   []func(*jitterretry.DoOptions)
+		answered bool // the batch is answered with a throttle, not a 200 with leftovers
+		want     time.Duration
+	}{
+		"Classify":                         {leftover: errUnprocessed, doOpts: []func(*jitterretry.DoOptions){byClassify}, want: throttleBase},
+		"Options.Retryables and Throttles": {leftover: errUnprocessed, want: throttleBase, named: true},
+		"a throttle's error of fn's":       {leftover: madeUp, want: throttleBase},
+		"an answer the limiter saw":        {answered: true, doOpts: []func(*jitterretry.DoOptions){byClassify}, want: base},
+	} {
+		t.Run(name, func(t *testing.T) {
+			var batches atomic.Int32
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".BatchWriteItem") && batches.Add(1) == 1 {
+					if c.answered {
+						ddbwire.WriteError(w, http.StatusBadRequest, ddbwire.ProvisionedThroughputExceeded, "scripted")
+						return
+					}
+					ddbwire.WriteJSON(w, http.StatusOK, []byte(`{"UnprocessedItems":{"orders":[{"PutRequest":{"Item":{"pk":{"S":"b"}}}}]}}`))
+					return
+				}
+				ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
+			}))
+			t.Cleanup(srv.Close)
+			var delays []time.Duration
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				// A floor well above the test's pace: no attempt waits,
+				// and the limiter paces with no throttle.
+				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
+				o.Jitter, o.BaseDelay = delayers.StrategyExponential, base
+				if c.named {
+					isLeftover := func(err error) aws.Ternary { return aws.BoolTernary(errors.Is(err, errUnprocessed)) }
+					o.Retryables = []retry.IsErrorRetryable{retry.IsErrorRetryableFunc(isLeftover)}
+					o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(isLeftover)}
+				}
+				o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+			})
+			require.NoError(t, r.Err())
+			client := newClient(srv.URL, r)
+			for range 20 {
+				require.NoError(t, putItem(context.Background(), client))
+			}
+			items := []types.WriteRequest{{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "b"}}}}}
+			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+				out, err := client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"orders": items}},
+					func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }) // the loop retries; a throttle's answer reaches fn
+				if err != nil {
+					return err
+				}
+				if len(out.UnprocessedItems["orders"]) > 0 {
+					items = out.UnprocessedItems["orders"]
+					return c.leftover
+				}
+				return nil
+			}, c.doOpts...)
+			require.NoError(t, err)
+			assert.Equal(t, int32(2), batches.Load(), "expect the batch sent again once")
+			assert.Equal(t, []time.Duration{c.want}, delays, "expect the loop's throttle to back off from %v", c.want)
+		})
+	}
 }
