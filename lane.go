@@ -390,6 +390,7 @@ type lanes struct {
 	m          map[string]*lane
 	lastSweep  time.Time
 	sweptClock uint64 // the clock at the last sweep
+	crowded    bool   // the last sweep left the table full: its lanes' callers wait
 
 	// unpacedAt is when (by cfg.now, to within unpacedStamp) an attempt
 	// last waited at no send-rate limiter: one of GetInitialToken, whose
@@ -544,11 +545,14 @@ func (t *lanes) add(key string) *lane {
 		// starts over from the new time, rather than wait out the step.
 		t.lastSweep = now
 	}
-	// A full table sweeps once in evictBatch new keys at most: one whose
-	// sweep found too few lanes to forget (their callers wait) would
-	// otherwise sweep, a sort and every limiter's lock under the table's,
-	// for every new key (helper-201: 961 µs a key at 3,000 lanes in use).
-	if now.Sub(t.lastSweep) >= partitionIdleTimeout || len(t.m) >= maxPartitions && t.clock.Load()-t.sweptClock >= evictBatch {
+	// A table whose last sweep left it full (too few lanes to forget:
+	// their callers wait) sweeps again once in evictBatch new keys: it
+	// swept, a sort and every limiter's lock under the table's, for every
+	// new key (helper-201: 961 µs a key at 3,000 lanes in use). Any other
+	// full table sweeps at once (counted from the last sweep of any kind,
+	// an idle sweep just below the bound let it hold 1078 lanes with nobody
+	// waiting: helper-202).
+	if now.Sub(t.lastSweep) >= partitionIdleTimeout || len(t.m) >= maxPartitions && (!t.crowded || t.clock.Load()-t.sweptClock >= evictBatch) {
 		t.sweepLocked(now)
 	}
 	l := newLane(key, &t.cfg)
@@ -574,6 +578,7 @@ func (t *lanes) sweepLocked(now time.Time) {
 		}
 	}
 	t.lastSweep, t.sweptClock = now, t.clock.Load()
+	t.crowded = false
 	if len(t.m) < maxPartitions {
 		return
 	}
@@ -591,4 +596,5 @@ func (t *lanes) sweepLocked(now time.Time) {
 	for _, u := range uses[:min(len(uses), len(t.m)-maxPartitions+evictBatch)] {
 		delete(t.m, u.key)
 	}
+	t.crowded = len(t.m) >= maxPartitions
 }

@@ -424,3 +424,35 @@ func TestAFullTableOfWaitingPartitionsSweepsOnceInABatch(t *testing.T) {
 	}
 	assert.LessOrEqual(t, sweeps, more/evictBatch+1, "expect a sweep once in %d new keys", evictBatch)
 }
+
+// TestAFullTableWithNobodyWaitingStaysAtItsBound: the rule that an
+// over-full table sweeps once in evictBatch new keys is for a table whose
+// last sweep could not make room; counted from any sweep, an idle sweep
+// just below the bound let the table hold 1078 lanes with nobody waiting
+// (helper-202).
+func TestAFullTableWithNobodyWaitingStaysAtItsBound(t *testing.T) {
+	now := t0
+	r := New(func(o *Options) {
+		o.Clock = func() time.Time { return now }
+		o.PartitionKey = PartitionFromContext
+		o.SendRate = &SendRateOptions{InitialRate: 10, MaxRate: 10}
+	})
+	require.NoError(t, r.Err())
+	n := 0
+	add := func() {
+		now = now.Add(time.Microsecond)
+		l := r.lanes.get(WithPartition(context.Background(), fmt.Sprintf("tenant-%d", n)))
+		n++
+		_, _, _, ok := l.take(context.Background(), 5, false) // a bucket not full: nothing idle to forget
+		require.True(t, ok)
+	}
+	for range maxPartitions - 10 {
+		add()
+	}
+	now = now.Add(partitionIdleTimeout)
+	add() // an idle sweep, which forgets nothing
+	for range 100 {
+		add()
+		require.LessOrEqual(t, len(r.lanes.m), maxPartitions, "expect the bound kept with nobody waiting")
+	}
+}

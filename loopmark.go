@@ -47,6 +47,10 @@ type loopMark struct {
 	// its turn, before it was sent; answeredThrottled: one was answered
 	// with a throttle that its limiter counted (see Retryer.throttleBackoff).
 	sent, waited, answeredThrottled atomic.Bool
+	// calls counts fn's calls: an attempt's release that comes in a later
+	// call than its attempt's (a goroutine fn left behind) says nothing of
+	// that call.
+	calls atomic.Uint64
 	// retryNext: the loop retries a call of fn that sent through the
 	// owner's limiter, and the first attempt of a later call of fn to take
 	// a place there has not yet been made; it waits in the retries' line
@@ -268,8 +272,11 @@ func (m *loopMark) each(fn func(*loopMark)) {
 // around it the error of an attempt that failed, with failures (for the
 // give-ups the loop reports), and, with a limiter that counted it as a
 // throttle (counted, nil without a limiter), that the call was answered
-// with one.
+// with one, if it is still the call of fn the attempt was made in (a
+// goroutine fn left behind, answered in a later call, made that call's
+// leftovers near misses: helper-202).
 func (m *loopMark) watchFailures(release func(error) error, failures bool, counted *classifier) func(error) error {
+	call := m.calls.Load()
 	return func(err error) error {
 		if err != nil {
 			var e stampedError
@@ -277,7 +284,7 @@ func (m *loopMark) watchFailures(release func(error) error, failures bool, count
 				e = m.owner.refusals.stamp(err)
 			}
 			throttled := false
-			if counted != nil {
+			if counted != nil && m.calls.Load() == call {
 				throttled, _ = counted.rateSignal(err)
 			}
 			m.each(func(o *loopMark) {
@@ -334,6 +341,7 @@ func (m *loopMark) startCall(now time.Time) {
 	m.sent.Store(false)
 	m.waited.Store(false)
 	m.answeredThrottled.Store(false)
+	m.calls.Add(1)
 }
 
 // reportedAlready reports whether every give-up fn's error err carries was

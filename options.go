@@ -164,8 +164,8 @@ type Options struct {
 	// then, if the table is still full, the 64 least recently used,
 	// whatever their buckets hold (each starts again with a full one), but
 	// for those whose send-rate limiter has callers waiting (more than
-	// 1024, and at most 64 more, are kept only while so many have callers
-	// waiting, and then a sweep comes once in 64 new keys). A
+	// 1024 are kept only while more than 1024 have callers waiting, then
+	// at most 64 more than those, and a sweep comes once in 64 new keys). A
 	// key longer than 256 bytes, or not valid UTF-8, is kept, and named in
 	// metrics, events and errors, as its first 64 bytes (whole characters,
 	// invalid bytes left out), "…" and 32 hex digits of its SHA-256, so

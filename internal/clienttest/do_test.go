@@ -1323,3 +1323,62 @@ func TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase(t *testing.T) {
 		})
 	}
 }
+
+// TestDoLateAnswersOfAnEarlierCallAreNotItsNextCallsNearMiss: fn's first
+// call leaves a BatchWriteItem behind in a goroutine, answered with a
+// throttle during fn's second call; both calls return leftovers the limiter
+// never counted. The late answer made the second call's leftovers a near
+// miss (20 ms where 2 s: helper-202); it belongs to the call it was made in.
+func TestDoLateAnswersOfAnEarlierCallAreNotItsNextCallsNearMiss(t *testing.T) {
+	release := make(chan struct{})
+	var batches atomic.Int32
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if strings.HasSuffix(r.Header.Get("X-Amz-Target"), ".BatchWriteItem") && batches.Add(1) == 1 {
+			<-release
+			ddbwire.WriteError(w, http.StatusBadRequest, ddbwire.ProvisionedThroughputExceeded, "late")
+			return
+		}
+		ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
+	}))
+	t.Cleanup(srv.Close)
+	var delays []time.Duration
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
+		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
+		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
+	})
+	require.NoError(t, r.Err())
+	client := newClient(srv.URL, r)
+	items := map[string][]types.WriteRequest{"orders": {{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "b"}}}}}}
+	done := make(chan struct{})
+	calls := 0
+	err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+		switch calls++; calls {
+		case 1:
+			go func() {
+				defer close(done)
+				_, _ = client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: items}, func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 })
+			}()
+			return errUnprocessed
+		case 2:
+			for range 20 { // answers the limiter counts as accepted: it paces with few throttles
+				if err := putItem(ctx, client); err != nil {
+					return err
+				}
+			}
+			close(release)
+			<-done // the first call's attempt released with its throttle
+			return errUnprocessed
+		}
+		return nil
+	}, func(o *jitterretry.DoOptions) {
+		o.Classify = func(err error) jitterretry.ErrorClass {
+			if errors.Is(err, errUnprocessed) {
+				return jitterretry.ClassThrottle
+			}
+			return jitterretry.ClassNotRetryable
+		}
+	})
+	require.NoError(t, err)
+	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second}, delays, "expect both calls' leftovers on the throttle base")
+}
