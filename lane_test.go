@@ -77,12 +77,7 @@ func TestPartitionsAreForgottenAfterAClockSteppedBack(t *testing.T) {
 func TestFullPartitionTableForgetsTheLeastRecentlyUsed(t *testing.T) {
 	r := New(func(o *Options) { o.PartitionKey = PartitionFromContext })
 	require.NoError(t, r.Err())
-	busy := func(key string) *lane {
-		l := r.lanes.get(WithPartition(context.Background(), key))
-		_, _, _, ok := l.take(context.Background(), 5, false) // a bucket not full: nothing idle to forget
-		require.True(t, ok)
-		return l
-	}
+	busy := func(key string) *lane { return busyPartition(t, r, key) }
 	hot := busy("hot")
 	for i := range 3 * maxPartitions {
 		busy(fmt.Sprintf("tenant-%d", i))
@@ -341,13 +336,7 @@ func TestGetInitialTokenMinuteAfterAClockSteppedBack(t *testing.T) {
 // key got a second limiter beside the one its callers waited in, and sent
 // 20/s at a MaxRate of 10/s); once they are gone, it may be.
 func TestAFullTableKeepsAPartitionWhoseCallersWait(t *testing.T) {
-	now := t0
-	r := New(func(o *Options) {
-		o.Clock = func() time.Time { return now }
-		o.PartitionKey = PartitionFromContext
-		o.SendRate = &SendRateOptions{InitialRate: 10, MaxRate: 10}
-	})
-	require.NoError(t, r.Err())
+	r, now := pacedPartitions(t)
 	hot := r.lanes.get(WithPartition(context.Background(), "hot"))
 	var places []sendPlace
 	for range 5 {
@@ -357,9 +346,7 @@ func TestAFullTableKeepsAPartitionWhoseCallersWait(t *testing.T) {
 	require.True(t, hot.sender.inUse(), "expect callers waiting at 10/s")
 	churn := func(from int) {
 		for i := range 3 * maxPartitions {
-			l := r.lanes.get(WithPartition(context.Background(), fmt.Sprintf("tenant-%d", from+i)))
-			_, _, _, ok := l.take(context.Background(), 5, false) // a bucket not full: nothing idle to forget
-			require.True(t, ok)
+			busyPartition(t, r, fmt.Sprintf("tenant-%d", from+i))
 		}
 	}
 	churn(0)
@@ -369,7 +356,7 @@ func TestAFullTableKeepsAPartitionWhoseCallersWait(t *testing.T) {
 	for _, p := range places {
 		hot.sender.cancel(p)
 	}
-	now = now.Add(2 * heldBackFor)
+	*now = now.Add(2 * heldBackFor)
 	require.False(t, hot.sender.inUse())
 	churn(3 * maxPartitions)
 	_, kept := r.lanes.lookup("hot")
@@ -385,15 +372,9 @@ func TestAFullTableKeepsAPartitionWhoseCallersWait(t *testing.T) {
 // table at its bound (2,001 lanes, none waiting, when a hold in the last
 // second kept a lane).
 func TestAFullTableOfWaitingPartitionsSweepsOnceInABatch(t *testing.T) {
-	now := t0
-	r := New(func(o *Options) {
-		o.Clock = func() time.Time { return now }
-		o.PartitionKey = PartitionFromContext
-		o.SendRate = &SendRateOptions{InitialRate: 10, MaxRate: 10}
-	})
-	require.NoError(t, r.Err())
+	r, now := pacedPartitions(t)
 	key := func(i int) context.Context {
-		now = now.Add(time.Microsecond) // a sweep's time tells it from the one before
+		*now = now.Add(time.Microsecond) // a sweep's time tells it from the one before
 		return WithPartition(context.Background(), fmt.Sprintf("tenant-%d", i))
 	}
 	// Held back, then gone: each key's second caller waits, and leaves.
@@ -431,6 +412,29 @@ func TestAFullTableOfWaitingPartitionsSweepsOnceInABatch(t *testing.T) {
 // just below the bound let the table hold 1078 lanes with nobody waiting
 // (helper-202).
 func TestAFullTableWithNobodyWaitingStaysAtItsBound(t *testing.T) {
+	r, now := pacedPartitions(t)
+	n := 0
+	add := func() {
+		*now = now.Add(time.Microsecond)
+		busyPartition(t, r, fmt.Sprintf("tenant-%d", n))
+		n++
+	}
+	for range maxPartitions - 10 {
+		add()
+	}
+	*now = now.Add(partitionIdleTimeout)
+	add() // an idle sweep, which forgets nothing
+	for range 100 {
+		add()
+		require.LessOrEqual(t, len(r.lanes.m), maxPartitions, "expect the bound kept with nobody waiting")
+	}
+}
+
+// pacedPartitions returns a retryer with a partition per WithPartition key,
+// each paced at 10 requests a second by its send-rate limiter, on a clock
+// that moves only when the test moves it.
+func pacedPartitions(t *testing.T) (*Retryer, *time.Time) {
+	t.Helper()
 	now := t0
 	r := New(func(o *Options) {
 		o.Clock = func() time.Time { return now }
@@ -438,21 +442,15 @@ func TestAFullTableWithNobodyWaitingStaysAtItsBound(t *testing.T) {
 		o.SendRate = &SendRateOptions{InitialRate: 10, MaxRate: 10}
 	})
 	require.NoError(t, r.Err())
-	n := 0
-	add := func() {
-		now = now.Add(time.Microsecond)
-		l := r.lanes.get(WithPartition(context.Background(), fmt.Sprintf("tenant-%d", n)))
-		n++
-		_, _, _, ok := l.take(context.Background(), 5, false) // a bucket not full: nothing idle to forget
-		require.True(t, ok)
-	}
-	for range maxPartitions - 10 {
-		add()
-	}
-	now = now.Add(partitionIdleTimeout)
-	add() // an idle sweep, which forgets nothing
-	for range 100 {
-		add()
-		require.LessOrEqual(t, len(r.lanes.m), maxPartitions, "expect the bound kept with nobody waiting")
-	}
+	return r, &now
+}
+
+// busyPartition returns the lane of key after taking a retry's tokens from
+// it: a bucket not full, nothing idle for a sweep to forget.
+func busyPartition(t *testing.T, r *Retryer, key string) *lane {
+	t.Helper()
+	l := r.lanes.get(WithPartition(context.Background(), key))
+	_, _, _, ok := l.take(context.Background(), 5, false)
+	require.True(t, ok)
+	return l
 }

@@ -1249,7 +1249,7 @@ var errUnprocessed = errors.New("unprocessed items remain")
 // (an SDK call answered with a throttle) still backs off as a near miss,
 // as the middleware's retries do (TestThrottleBackoffWhileTheLimiterPaces).
 func TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase(t *testing.T) {
-	const throttleBase, base = time.Second, 10 * time.Millisecond // the near miss's rule is for the default ThrottleBaseDelay only
+	const throttleBase, base = time.Second, pacedLoopBase // the near miss's rule is for the default ThrottleBaseDelay only
 	madeUp := &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException", Message: "items left unprocessed"}
 	byClassify := func(o *jitterretry.DoOptions) {
 		o.Classify = func(err error) jitterretry.ErrorClass {
@@ -1287,19 +1287,13 @@ func TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase(t *testing.T) {
 			}))
 			t.Cleanup(srv.Close)
 			var delays []time.Duration
-			r := jitterretry.New(func(o *jitterretry.Options) {
-				// A floor well above the test's pace: no attempt waits,
-				// and the limiter paces with no throttle.
-				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
-				o.Jitter, o.BaseDelay = delayers.StrategyExponential, base
+			r := pacedLoopRetryer(t, &delays, func(o *jitterretry.Options) {
 				if c.named {
 					isLeftover := func(err error) aws.Ternary { return aws.BoolTernary(errors.Is(err, errUnprocessed)) }
 					o.Retryables = []retry.IsErrorRetryable{retry.IsErrorRetryableFunc(isLeftover)}
 					o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(isLeftover)}
 				}
-				o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
 			})
-			require.NoError(t, r.Err())
 			client := newClient(srv.URL, r)
 			for range 20 {
 				require.NoError(t, putItem(context.Background(), client))
@@ -1342,12 +1336,7 @@ func TestDoLateAnswersOfAnEarlierCallAreNotItsNextCallsNearMiss(t *testing.T) {
 	}))
 	t.Cleanup(srv.Close)
 	var delays []time.Duration
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
-		o.Jitter, o.BaseDelay = delayers.StrategyExponential, 10*time.Millisecond
-		o.OnRetry = func(e jitterretry.RetryEvent) { delays = append(delays, e.Delay) }
-	})
-	require.NoError(t, r.Err())
+	r := pacedLoopRetryer(t, &delays)
 	client := newClient(srv.URL, r)
 	items := map[string][]types.WriteRequest{"orders": {{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "b"}}}}}}
 	done := make(chan struct{})
@@ -1381,4 +1370,23 @@ func TestDoLateAnswersOfAnEarlierCallAreNotItsNextCallsNearMiss(t *testing.T) {
 	})
 	require.NoError(t, err)
 	assert.Equal(t, []time.Duration{time.Second, 2 * time.Second}, delays, "expect both calls' leftovers on the throttle base")
+}
+
+// pacedLoopBase is pacedLoopRetryer's BaseDelay.
+const pacedLoopBase = 10 * time.Millisecond
+
+// pacedLoopRetryer returns a retryer whose send-rate limiter paces at a
+// floor well above a test's pace (no attempt waits, and with no throttle
+// the limiter paces with few), with exact backoffs (BaseDelay
+// pacedLoopBase, the default ThrottleBaseDelay, for which alone the near
+// miss's rule holds), recording each retry's delay in delays, after opts.
+func pacedLoopRetryer(t *testing.T, delays *[]time.Duration, opts ...func(*jitterretry.Options)) *jitterretry.Retryer {
+	t.Helper()
+	r := jitterretry.New(append([]func(*jitterretry.Options){func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 1000, MinRate: 500}
+		o.Jitter, o.BaseDelay = delayers.StrategyExponential, pacedLoopBase
+		o.OnRetry = func(e jitterretry.RetryEvent) { *delays = append(*delays, e.Delay) }
+	}}, opts...)...)
+	require.NoError(t, r.Err())
+	return r
 }
