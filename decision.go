@@ -40,7 +40,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 	if p.hasDeadline {
 		p.at = r.now()
 		if wait, remaining := p.hint.wait(0), p.deadline.Sub(p.at); exceeds(wait, p.margin, remaining) {
-			return r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, joined: joined})
+			return r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, joined: joined}, failure)
 		}
 	}
 	forConflict := p.class == ClassConflict // its release refunds no conflict's answer
@@ -127,7 +127,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff})
+			return 0, r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff}, attempt)
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -260,17 +260,38 @@ func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
 // a Do loop learns, for the same reason (see doLoop.next).
 const refusalReserve = 5 * time.Millisecond
 
-// heldBefore returns how long a caller is held before a refusal whose wait
-// was d, with remaining left until its deadline: d, or, when that would end
-// past the deadline less margin and refusalReserve, until then (shortened),
-// or 0 when that has passed.
-func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shortened bool) {
-	if remaining <= margin || remaining-margin <= refusalReserve {
-		return 0, false
+// refusalHold returns how long a caller refused for its deadline, with
+// remaining left until it, is held before it hears of the refusal: until
+// the deadline less margin and refusalReserve (the last moment a retry, or
+// a turn in the send-rate limiter's queue, could still be used), but at
+// least half of what is left before the deadline less refusalReserve, and
+// 0 when no more than refusalReserve is left. The floor is for a margin as
+// long as the deadline (an attempt time learnt from throttles answered in
+// 200 ms, or a DeadlineMargin longer than the callers' deadlines): with
+// the deadline less the margin passed already, the refusal came at once,
+// and callers in closed loops sent again at once (an outside review: 128
+// goroutines with deadlines of 50-300 ms spun some 8,500 refusals a
+// second), where the SDK, which sleeps into the deadline, holds them.
+// Half, not all: a caller with less time left is never held longer than
+// one with more.
+func refusalHold(margin, remaining time.Duration) time.Duration {
+	if remaining <= refusalReserve {
+		return 0
 	}
-	// remaining > margin here: no sum below can overflow.
-	if left := remaining - margin - refusalReserve; d > left {
-		return left, true
+	// remaining > refusalReserve here: no difference below can overflow.
+	hold := (remaining - refusalReserve) / 2
+	if remaining > margin && remaining-margin-refusalReserve > hold {
+		hold = remaining - margin - refusalReserve
+	}
+	return hold
+}
+
+// heldBefore returns how long a caller is held before a refusal whose wait
+// was d, with remaining left until its deadline: d, or, when d is longer
+// than the refusal's hold (see refusalHold), the hold (shortened).
+func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shortened bool) {
+	if hold := refusalHold(margin, remaining); d > hold {
+		return hold, true
 	}
 	return d, false
 }
@@ -285,10 +306,22 @@ func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shorten
 // (RetryDelay): a hint longer than the time left was refused at once, and
 // one goroutine with 300 ms deadlines on a table throttling every write with
 // a 500 ms hint sent 8,879 requests in 2 s, against the SDK's 7
-// (helper-161).
-func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpError {
+// (helper-161). A refusal that came before the backoff was drawn (the hint
+// alone, or the margin alone, left no time) holds its caller for the
+// longer of the hint and a draw of the backoff of failed attempt failure
+// (0 when not known: the first retry's), which the SDK's sleep would last
+// at least: held for the hint alone, none without one, a margin longer
+// than the deadline refused every throttle at once again (2,900 operations
+// a second with 50 ms deadlines and a 200 ms DeadlineMargin).
+func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError, failure int) *GiveUpError {
 	if p.class == ClassThrottle || p.floored {
-		held, err := holdThrottleRefusal(p.ctx, g.Delay, p.margin, g.remaining)
+		wait := g.Delay
+		if !g.drawn {
+			if d, err := r.backoffFor(max(failure, 1), g.Err, p.class, p.lane, !p.uncounted); err == nil {
+				wait = max(wait, d)
+			}
+		}
+		held, err := holdThrottleRefusal(p.ctx, wait, p.margin, g.remaining)
 		if err != nil {
 			return r.hooks.giveUp(p.ctx, canceledGiveUp(g.Attempt, g.Partition, g.Err, err, g.joined))
 		}
@@ -305,10 +338,9 @@ func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpErro
 const maxRefusalHold = time.Second
 
 // holdThrottleRefusal holds the caller of a throttle's retry that its
-// deadline refused for as much of the refused wait (at most
-// maxRefusalHold) as ends before the deadline less margin and
-// refusalReserve: about as long as the SDK, which sleeps into the
-// deadline, holds it. Refused at once, a caller in a closed
+// deadline refused for the refused wait (at most maxRefusalHold), or for
+// less when a refusal holds its caller less (see refusalHold): about as
+// long as the SDK, which sleeps into the deadline, holds it. Refused at once, a caller in a closed
 // loop whose deadline is shorter than the throttle backoff sends again at
 // once: one goroutine with 50 ms deadlines on a table throttling every
 // write sent 780 requests a second, against the SDK's 20 (an outside
@@ -329,11 +361,11 @@ func holdThrottleRefusal(ctx context.Context, wait, margin, remaining time.Durat
 
 // backOffBeforeFailing waits the backoff of failed attempt attempt before an
 // empty budget fails the operation, so that callers that send again at once
-// cannot turn the empty budget into a storm. It never waits past ctx's
-// deadline less margin and refusalReserve: when the backoff would end past
-// that, it waits until then (a caller whose deadline is shorter than the
-// backoffs would otherwise be refused at once, and storm), and returns at
-// once when that has passed. It returns how long it waited, whether the
+// cannot turn the empty budget into a storm. It never waits longer than a
+// refusal holds its caller (see refusalHold): when the backoff would, it
+// waits that long (a caller whose deadline is shorter than the backoffs
+// would otherwise be refused at once, and storm), and returns at once
+// when no more than refusalReserve is left. It returns how long it waited, whether the
 // deadline cut the wait short (also when the deadline itself ended it, on
 // a machine too busy to wake it in time: the budget still refused), and
 // ctx's error when the caller left, before or during the wait.

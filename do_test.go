@@ -1138,8 +1138,9 @@ func TestDoThrottleFloorRefusalDoesNotBlameTheMargin(t *testing.T) {
 // throttle floor says the table is at capacity: when the floor does not fit
 // before the deadline, the loop's caller is held first, as after a throttle
 // (see TestThrottleHintPastTheDeadlineHoldsItsCaller), so that a closed loop
-// does not send again at once (helper-163). Here for what ends before the
-// deadline less the 3 ms margin and 5 ms: 2 ms of the 10 left.
+// does not send again at once (helper-163). Here for half of what is left
+// less 5 ms, 2.5 ms of the 10 left, longer than what ends before the
+// deadline less the 3 ms margin and 5 ms (2 ms; see refusalHold).
 func TestDoThrottleFloorRefusalHoldsItsCaller(t *testing.T) {
 	r, ctx, elapsed := clockBeforeDeadline(t, 100*time.Millisecond, func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential // no jitter: the throttle's floor is its 20 ms base
@@ -1159,8 +1160,8 @@ func TestDoThrottleFloorRefusalHoldsItsCaller(t *testing.T) {
 	var g *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &g)
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
-	assert.Contains(t, err.Error(), "(10ms left; held 2ms before refusing, as after a throttle)")
-	assert.GreaterOrEqual(t, held, 2*time.Millisecond)
+	assert.Contains(t, err.Error(), "(10ms left; held 2.5ms before refusing, as after a throttle)")
+	assert.GreaterOrEqual(t, held, 2500*time.Microsecond)
 }
 
 // TestDoPanicInFnGivesTheRetrysTokensBack: a panic in fn goes through Do to

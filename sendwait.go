@@ -14,9 +14,12 @@ import (
 // rise; the first place given back in a window, when that one place may
 // make it due before it would ask again). When the wait
 // would end, with the attempt's time (see sendMargin), past ctx's deadline
-// (unless deadline give-ups are off), it holds the place until the deadline
-// less that time and refusalReserve, and then, if the place is still not
-// due, gives it back and fails; it fails too when ctx ends first.
+// (unless deadline give-ups are off), it holds the place as a refusal
+// holds its caller (see refusalHold: until the deadline less that time and
+// refusalReserve, or for at least half the time left), and then, if the
+// place is still not due, gives it back and fails; a place that comes due
+// during the hold is sent, as an attempt that needs no wait is, whatever
+// time is left. It fails too when ctx ends first.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	loopRetry := r.hooks.loops.Load() > 0 && markSend(ctx, &r.hooks)
 	place, wait, changed := l.sender.reserve(ctx.Done(), loopRetry)
@@ -30,6 +33,8 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	var since time.Time // when the wait began
 	var naps napper
 	defer naps.stop()
+	var refuseAt time.Time // when a turn found too late is refused (see holding)
+	holding := false       // a turn was found too late: refuseAt is set
 	// ended records the wait of a caller that waited: sent ("queued"), or
 	// given up during it (the reason), so that the waits of an overloaded
 	// queue, whose callers give up, are not missing from the histogram.
@@ -61,22 +66,24 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			if remaining := deadline.Sub(now); exceeds(wait, margin, remaining) {
 				// The turn would come too late. The caller is held, its
 				// place kept (the queue may speed up, places ahead be
-				// given back), until the deadline less the margin and
-				// refusalReserve, and only then refused, as an empty
+				// given back), as long as a refusal holds its caller
+				// (see refusalHold), and only then refused, as an empty
 				// budget's caller is: refused at once, callers in closed
 				// loops sent again at once, and a client whose callers'
 				// deadlines were shorter than the queue's wait spun on
 				// refusals (an outside evaluation: 256 goroutines on 500/s
 				// with deadlines of 200-500 ms got 4-19% of the capacity).
-				left := time.Duration(0)
-				if remaining > margin {
-					left = remaining - margin // no overflow: remaining > margin
+				// The hold's end is fixed when the turn is first found too
+				// late: its floor is a share of the time left then.
+				if !holding {
+					refuseAt, holding = now.Add(refusalHold(margin, remaining)), true
 				}
-				if left <= refusalReserve {
+				left := refuseAt.Sub(now)
+				if left <= 0 {
 					ended(GiveUpDeadline.String())
 					return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: remaining, waited: waited})
 				}
-				nap, held = min(nap, left-refusalReserve), true
+				nap, held = min(nap, left), true
 			}
 		}
 		err := naps.sleep(ctx, nap, changed)

@@ -215,9 +215,13 @@ func TestCancelStopsTheSDKBackoffAtOnce(t *testing.T) {
 // budget never emptied and the empty budget's wait never came), one
 // goroutine with 50 ms deadlines on a table that throttles every write made
 // some 600-1,000 operations a second (one request each), where the SDK's
-// standard retryer made 20 (an outside review). The bound below allows a
-// hold of 10 ms an operation on average; a slower machine makes fewer
-// operations, never more.
+// standard retryer made 20 (an outside review). With a margin longer than
+// the deadline (a DeadlineMargin of 200 ms here; a learnt one inflated by
+// slow answers) no part of the backoff ended before the deadline less the
+// margin, and the refusal came at once again: 1,900-2,600 operations a
+// second. Such a caller is held for half the time it has left less 5 ms.
+// The bound below allows a hold of 10 ms an operation on average; a slower
+// machine makes fewer operations, never more.
 func TestClosedLoopWithAShortDeadlineIsHeldBeforeARefusal(t *testing.T) {
 	const deadline, run = 50 * time.Millisecond, time.Second
 	b, table, endpoint := throttledTable(t)
@@ -239,10 +243,56 @@ func TestClosedLoopWithAShortDeadlineIsHeldBeforeARefusal(t *testing.T) {
 		return ops, reasons
 	}
 	sdkOps, _ := loop(retry.NewStandard())
-	r := jitterretry.New()
+	for name, margin := range map[string]time.Duration{"learnt margin": 0, "margin longer than the deadline": 4 * deadline} {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) { o.DeadlineMargin = margin })
+			require.NoError(t, r.Err())
+			ops, reasons := loop(r)
+			t.Logf("operations in %v with %v deadlines: jitterretry %d (%v), retry.NewStandard %d", run, deadline, ops, reasons, sdkOps)
+			assert.LessOrEqual(t, ops, int(run/(10*time.Millisecond)),
+				"expect a closed-loop caller with a %v deadline held before each refusal, not resending at once", deadline)
+		})
+	}
+}
+
+// TestClosedLoopWithAShortDeadlineIsHeldBeforeTheLimitersRefusal: a caller
+// whose turn in the send-rate limiter's queue would come too late is held
+// before its refusal, also when the margin is longer than its deadline:
+// refused at once there, one goroutine with 50 ms deadlines behind a
+// limiter at 5 requests a second and a DeadlineMargin of 200 ms (a learnt
+// margin inflated by throttles answered in 200 ms, in an outside review:
+// 128 goroutines spun 8,500 refusals a second) made tens of thousands of
+// operations a second, sending none of them. Held for half the time it has
+// left less 5 ms, it makes some 45. The bound allows a hold of 10 ms an
+// operation on average; a slower machine makes fewer, never more.
+func TestClosedLoopWithAShortDeadlineIsHeldBeforeTheLimitersRefusal(t *testing.T) {
+	const deadline, run = 50 * time.Millisecond, time.Second
+	b := ddbtest.Minidyn(t)
+	table := ddbtest.TableName("heldqueue")
+	b.CreateTable(t, table, "pk")
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.DeadlineMargin = 4 * deadline
+		o.SendRate = &jitterretry.SendRateOptions{MaxRate: 5}
+	})
 	require.NoError(t, r.Err())
-	ops, reasons := loop(r)
-	t.Logf("operations in %v with %v deadlines: jitterretry %d (%v), retry.NewStandard %d", run, deadline, ops, reasons, sdkOps)
+	client := b.NewClient(t, b.URL, func(o *ddbtest.ClientOptions) { o.Retryer = r })
+	ops, sent, reasons := 0, 0, map[string]int{}
+	for end := time.Now().Add(run); time.Now().Before(end); ops++ {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		err := putItem(ctx, client.Client, table)
+		cancel()
+		var gu *jitterretry.GiveUpError
+		switch {
+		case err == nil:
+			sent++
+		case errors.As(err, &gu):
+			reasons[gu.Reason.String()]++
+		default:
+			reasons["other: "+err.Error()]++
+		}
+	}
+	t.Logf("operations in %v with %v deadlines: %d, %d of them sent, refusals %v", run, deadline, ops, sent, reasons)
+	assert.Positive(t, sent, "expect the turns that came during a hold sent")
 	assert.LessOrEqual(t, ops, int(run/(10*time.Millisecond)),
-		"expect a closed-loop caller with a %v deadline held before each refusal, not resending at once", deadline)
+		"expect a closed-loop caller with a %v deadline held before each refusal of the limiter, not resending at once", deadline)
 }
