@@ -167,7 +167,13 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 		}
 		return out, md, nil
 	}
-	cut := context.Cause(attemptCtx) == errAttemptCut
+	// A cut due by the deadline is the cut too when ctx's deadline ended
+	// the attempt first: on a machine that wakes late, both timers are
+	// overdue and either may run first (a make test beside two others: the
+	// attempt's "canceled, context deadline exceeded" went to the caller,
+	// never retried nor refused, where the retryer's refusal with the cause
+	// comes when the cut runs first).
+	cut := context.Cause(attemptCtx) == errAttemptCut || byDeadline && ctx.Err() == context.DeadlineExceeded
 	// The cut decides, not ctx: when the transport takes longer than the
 	// reserve to return after the cut, ctx's deadline has passed too, and
 	// the SDK's error for the cut would then say "canceled", hiding the
