@@ -39,16 +39,17 @@ VIRTUAL_TIME_TESTS := ^(TestSendRate|TestLimiterSim)
 ## against it (the fault matrix in its short form), then the limiter's
 ## virtual-time tests without -race, printing each package's result as it
 ## finishes, stop it (also when a test fails), and exit with the tests'
-## status.
+## status. -count=1: a second run in the same checkout runs the tests again
+## rather than print cached results.
 test:
 	@endpoint="$$($(DYNALITE) start $(DYNALITE_STATE))"; \
 	trap '$(DYNALITE) stop $(DYNALITE_STATE)' EXIT; \
 	trap 'exit 130' INT TERM; \
 	echo "dynalite listening at $$endpoint"; \
 	env $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL_DYNAMODB="$$endpoint" \
-		$(GOTESTSUM) -race -skip '$(VIRTUAL_TIME_TESTS)' $(GO_PACKAGES); \
+		$(GOTESTSUM) -race -count=1 -skip '$(VIRTUAL_TIME_TESTS)' $(GO_PACKAGES); \
 	echo "the send-rate limiter's tests in virtual time, without -race:"; \
-	$(GOTESTSUM) -run '$(VIRTUAL_TIME_TESTS)' .
+	$(GOTESTSUM) -count=1 -run '$(VIRTUAL_TIME_TESTS)' .
 
 ## reliability: the fault matrix (toxiproxy faults on minidyn and dynalite),
 ## the end-to-end deadline tests and the Lambda example's tests, verbose, so

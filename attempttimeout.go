@@ -127,7 +127,8 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 	middleware.FinalizeOutput, middleware.Metadata, error,
 ) {
 	limit, byDeadline, reserve := m.d, false, time.Duration(0)
-	if deadline, ok := ctx.Deadline(); ok {
+	deadline, hasDeadline := ctx.Deadline()
+	if hasDeadline {
 		// With less than twice the reserve left (a retry whose backoff's
 		// sleep ran late), half of what is left, so that the cut still
 		// comes first and names the cause.
@@ -167,7 +168,14 @@ func (m attemptTimeout) HandleFinalize(ctx context.Context, in middleware.Finali
 		}
 		return out, md, nil
 	}
-	cut := context.Cause(attemptCtx) == errAttemptCut
+	// The cut comes before ctx's deadline (limit leaves at least half of
+	// what was left): an attempt that ctx's deadline ended was cut too.
+	// On a machine that wakes late both timers are overdue and either may
+	// run first (make test beside two others, twice in one run: the
+	// attempt's "canceled, context deadline exceeded" went to the caller,
+	// neither retried nor refused, where the retryer's refusal with the
+	// cause comes when the cut runs first).
+	cut := context.Cause(attemptCtx) == errAttemptCut || hasDeadline && ctx.Err() == context.DeadlineExceeded
 	// The cut decides, not ctx: when the transport takes longer than the
 	// reserve to return after the cut, ctx's deadline has passed too, and
 	// the SDK's error for the cut would then say "canceled", hiding the

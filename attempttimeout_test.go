@@ -338,6 +338,48 @@ func TestAttemptTimeoutIsRetriedBySDKStandard(t *testing.T) {
 	assert.Equal(t, 3, attempts)
 }
 
+// lateDeadline is a context whose deadline, as Deadline reports it, is
+// some way off, but which ends with context.DeadlineExceeded when end is
+// closed: what a context whose deadline timer runs before the attempt's
+// cut, both overdue on a machine that woke late, looks like to the cut.
+type lateDeadline struct {
+	context.Context
+	deadline time.Time
+	end      chan struct{}
+}
+
+func (c *lateDeadline) Deadline() (time.Time, bool) { return c.deadline, true }
+func (c *lateDeadline) Done() <-chan struct{}       { return c.end }
+func (c *lateDeadline) Err() error {
+	select {
+	case <-c.end:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
+}
+
+// TestAttemptTimeoutAtTheDeadlineIsTheCutWhicheverTimerRunsFirst: the cut
+// due 5 ms before the caller's deadline and the deadline itself both
+// overdue on a machine that woke late, the deadline's timer may end the
+// attempt first. That is the cut too: the retryer's refusal, with
+// ErrAttemptTimeout, not the SDK's "canceled, context deadline exceeded"
+// passed to the caller unretried and unrefused (a make test beside two
+// others failed TestAttemptTimeoutLeavesTheCallersDeadline so).
+func TestAttemptTimeoutAtTheDeadlineIsTheCutWhicheverTimerRunsFirst(t *testing.T) {
+	ctx := &lateDeadline{Context: context.Background(), deadline: time.Now().Add(time.Hour), end: make(chan struct{})}
+	r := jitterretry.New(fast)
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(2 * time.Hour)},
+		func(attemptCtx context.Context, attempt int) error {
+			close(ctx.end) // the caller's deadline ends the attempt, before the cut's timer
+			return stall(attemptCtx)
+		})
+	var gu *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &gu, "expect the retryer's refusal, with the cause, got %v", err)
+	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
+	assert.ErrorIs(t, err, context.DeadlineExceeded)
+}
+
 // TestAttemptTimeoutLeavesTheCallersDeadline: when the operation's own
 // deadline comes first, the attempt runs to just before it, and the retry
 // decision then gives up with the cause instead of sleeping into it.

@@ -93,8 +93,11 @@ func ExampleClassify() {
 	// Output: throttle conflict not_retryable
 }
 
-// A context deadline that the next backoff would pass ends the operation at
-// once, with the throttle that caused the retry still in the error.
+// A context deadline that the next backoff would pass ends the operation,
+// with the throttle that caused the retry still in the error. After a
+// throttle the refusal first holds its caller, as the SDK's sleep into the
+// deadline would (here until the deadline less 5 ms, about 495 ms: no
+// attempt was timed, so there is no margin); after a 5xx it comes at once.
 func ExampleGiveUpError() {
 	r := jitterretry.New(func(o *jitterretry.Options) { o.Jitter = delayers.StrategyExponential })
 	ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
@@ -448,4 +451,47 @@ func ExampleOptions_disableDeadlineGiveUp() {
 	// Output:
 	// deadline true
 	// 1s <nil>
+}
+
+// Retryables and Throttles are consulted before the built-in rules, which
+// always apply after them: a check that answers says what the error is,
+// one that returns aws.UnknownTernary leaves it to the rules. Here a
+// proxy's own "Busy" code is retried as a throttle, and a 503 from one
+// operation whose retries are known to be useless is not retried.
+func ExampleOptions_retryables() {
+	busy := func(err error) aws.Ternary {
+		var api smithy.APIError
+		if errors.As(err, &api) && api.ErrorCode() == "Busy" {
+			return aws.TrueTernary
+		}
+		return aws.UnknownTernary
+	}
+	noReplay := func(err error) aws.Ternary {
+		var api smithy.APIError
+		if errors.As(err, &api) && api.ErrorCode() == "ReplayRefused" {
+			return aws.FalseTernary
+		}
+		return aws.UnknownTernary
+	}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Retryables = []retry.IsErrorRetryable{retry.IsErrorRetryableFunc(busy), retry.IsErrorRetryableFunc(noReplay)}
+		o.Throttles = []retry.IsErrorThrottle{retry.IsErrorThrottleFunc(busy)}
+	})
+	fmt.Println(r.IsErrorRetryable(&smithy.GenericAPIError{Code: "Busy"}),
+		r.IsErrorRetryable(&smithy.GenericAPIError{Code: "ReplayRefused"}),
+		r.IsErrorRetryable(&smithy.GenericAPIError{Code: "ThrottlingException"}))
+	// Output: true false true
+}
+
+// A TokenBucket plugs into the SDK's own retryer as its RateLimiter, where
+// it adds a refill over time: here 2 tokens a second into a bucket of 500.
+func ExampleNewTokenBucket_standardRetryer() {
+	b := jitterretry.NewTokenBucket(500, 2)
+	s := retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = b })
+	release, err := s.GetRetryToken(context.Background(), &smithy.GenericAPIError{Code: "InternalFailure"})
+	fmt.Println(err, b.Remaining())
+	fmt.Println(release(nil), b.Remaining()) // the retry succeeded: its 14 tokens come back
+	// Output:
+	// <nil> 486
+	// <nil> 500
 }

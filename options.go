@@ -192,16 +192,18 @@ type Options struct {
 	// margin is 0, and each region's operations count apart; for Do, over
 	// every operation of the slowest client fn's calls used), from
 	// the time from GetAttemptToken to its release: every attempt of a
-	// partition is measured until 32 warm ones have been, then one in 16 at
-	// random, in both cases only while fewer than 8 are measured at once;
-	// the margin is twice the largest of an operation's samples until 32
-	// were taken, then twice the second largest of its last 32 (about their
-	// 95th percentile; one stall alone does not raise it). It is 0, as the
+	// partition is measured until 32 warm ones have been, then, at random,
+	// one in 2, 4, 8 and at last 16, the interval doubling each time the
+	// window of 32 samples turns over, in every case only while fewer than
+	// 8 are measured at once; the margin is twice the largest of an
+	// operation's samples until 4 were taken, then twice the second largest
+	// of its last 32 (of a full window about their 95th percentile; one
+	// stall alone does not raise it). It is 0, as the
 	// SDK's, until a warm attempt of the operation was measured: a new
 	// client's first attempts, begun before any measured one came back,
 	// are cold (they hold its credential fetch and handshakes, which a
 	// retry does not pay) and keep none, nor does the first measured
-	// attempt of a client first seen once one in 16 is measured. An
+	// attempt of a client first seen once the sampling has thinned. An
 	// attempt during which the caller's context ended, or that
 	// AttemptTimeout cut (at that deadline or at its own limit), is not
 	// counted: after a stall cut at its limit the retry needs the usual

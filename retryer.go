@@ -529,7 +529,7 @@ func (r *Retryer) throttleBackoff(class ErrorClass, l *lane, counted bool) bool 
 // tokens of retries abandoned with their context: of those whose context a
 // sweep saw end during their backoff, at once; of those first seen after
 // their backoff would have ended (the retry may have been sent, and then
-// releases its tokens itself), once reclaimGrace (50 ms) has passed since.
+// releases its tokens itself), once 50 ms have passed since.
 // Per-partition figures are in the retryer's metrics.
 func (r *Retryer) Remaining() uint {
 	if r.ready() != nil {

@@ -13,10 +13,11 @@ import (
 // This file owns the retry token bucket.
 
 // TokenBucket is a client-side retry token bucket: retries spend tokens,
-// successes earn them back, and an empty bucket refuses retries at once
-// instead of adding load to a struggling service. Each Retryer has its own
-// (see Options.BucketCapacity); NewTokenBucket makes one to share or to plug
-// elsewhere.
+// successes earn them back, and an empty bucket's GetToken refuses at once
+// instead of adding load to a struggling service (a Retryer, unless
+// Options.FailFastOnEmptyBudget, backs off once before it passes the
+// refusal on). Each Retryer has its own (see Options.BucketCapacity);
+// NewTokenBucket makes one to share or to plug elsewhere.
 //
 // It implements the SDK's retry.RateLimiter (GetToken and AddTokens), so it
 // also plugs into retry.NewStandard through StandardOptions.RateLimiter,

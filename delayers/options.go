@@ -223,7 +223,7 @@ func (o Options) validateCallees() error {
 		// Racing draws corrupt it (a data race under -race; ChaCha8's
 		// buffer index can run out of range), and one delayer serves
 		// every request of a client.
-		return &OptionError{Option: "Source", Reason: fmt.Sprintf("holds a %T, which is not safe for concurrent use; use NewSource(seed), or a Source of your own that locks", o.Source)}
+		return &OptionError{Option: "Source", Reason: fmt.Sprintf("holds a %T, which is not safe for concurrent use; use delayers.NewSource(seed), or a Source of your own that locks", o.Source)}
 	}
 	if !callable(o.Throttle, reflect.TypeFor[retry.IsErrorThrottle]()) {
 		return refuse("Throttle", o.Throttle, "holds")
