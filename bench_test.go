@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 
 	"github.com/jitterretry/jitterretry"
@@ -87,6 +88,44 @@ func BenchmarkRetryDecision(b *testing.B) {
 		_, cancel := context.WithTimeout(context.Background(), time.Hour)
 		cancel()
 	})
+}
+
+// BenchmarkRetryDecisionCrowded is retryDecision under a deadline while
+// held other retries of the same retryer are in their backoffs, under the
+// same deadline: below the 4,096 retries the retryer tracks at once, and
+// past them. Both buckets are made large enough to hold them all
+// (ratelimit.None for the SDK's).
+func BenchmarkRetryDecisionCrowded(b *testing.B) {
+	for _, held := range []int{4000, 5000} {
+		for _, r := range []namedRetryer{
+			{"sdk-standard", func() aws.RetryerV2 {
+				return retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = ratelimit.None })
+			}},
+			{"full", func() aws.RetryerV2 {
+				return jitterretry.New(func(o *jitterretry.Options) { o.BucketCapacity = 1 << 30 })
+			}},
+		} {
+			b.Run(fmt.Sprintf("held-%d/%s", held, r.name), func(b *testing.B) {
+				retryer := r.new()
+				ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+				defer cancel()
+				for range held {
+					err := throttleErr()
+					if _, terr := retryer.GetRetryToken(ctx, err); terr != nil {
+						b.Fatal(terr)
+					}
+					if _, derr := retryer.RetryDelay(1, err); derr != nil {
+						b.Fatal(derr)
+					}
+				}
+				throttle := throttleErr()
+				b.ReportAllocs()
+				for b.Loop() {
+					retryDecision(ctx, retryer, throttle)
+				}
+			})
+		}
+	}
 }
 
 // benchSerialAndParallel runs op on a fresh retryer from newRetryer as the

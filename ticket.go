@@ -110,6 +110,15 @@ const (
 	// made as they are first needed.
 	trackSlots  = 512
 	trackShards = 8
+	// fullRecheck is how long a table found full is taken as full: the
+	// retries in that time are not tracked (as with the SDK, a cancelled
+	// backoff keeps its cost) without looking, and the table is swept at
+	// most once in it. Scanning all 4,096 slots twice for each retry and
+	// sweeping them every millisecond, with more live retries in their
+	// backoffs than that (an outage's throttles on a busy host), cost each
+	// retry decision some 96 µs, against 0.95 µs with 4,000 and 5.6 µs for
+	// the SDK's (helper-200).
+	fullRecheck = 10 * time.Millisecond
 )
 
 // Slot states. A slot's word holds its state in the low stateBits bits,
@@ -151,7 +160,11 @@ type tracked struct {
 	now       func() time.Time
 	epoch     atomic.Pointer[time.Time] // see since
 	lastSweep atomic.Int64              // since the epoch
-	shards    [trackShards]trackShard
+	// fullAt is when a retry last found every slot taken, since the
+	// epoch; 0 when the last retry that looked found one (see
+	// fullRecheck).
+	fullAt atomic.Int64
+	shards [trackShards]trackShard
 }
 
 type trackShard struct {
@@ -295,6 +308,16 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 	if !now.IsZero() {
 		tr.reclaimEvery(reclaimGrace, now)
 	}
+	if full := tr.fullAt.Load(); full != 0 {
+		if now.IsZero() {
+			now = tr.now()
+		}
+		// A reading before the mark (another caller's, or a clock
+		// stepped back) looks again.
+		if d := int64(tr.read(now)) - full; d >= 0 && d < int64(fullRecheck) {
+			return trackRef{}, t.release
+		}
+	}
 	// Mixed, since aligned addresses vary little in their low bits.
 	start := uint32(uint64(spread)*0x9E3779B97F4A7C15>>32) % trackShards
 	for try := range 2 {
@@ -304,16 +327,23 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 				s.ctx, s.t, s.doneSeen, s.heldSeen = ctx, t, 0, 0
 				gen := (s.word.Load() + 1<<stateBits) & genMask
 				s.word.Store(gen | slotHeld)
+				if tr.fullAt.Load() != 0 {
+					tr.fullAt.Store(0)
+				}
 				return trackRef{slot: s, gen: gen, shard: sh}, s.release
 			}
 		}
 		if try == 0 {
 			// Full: sweep once, unless a sweep ran in the last
-			// millisecond (a table full of live retries would make
+			// fullRecheck (a table full of live retries would make
 			// every retry sweep).
-			tr.reclaimEvery(time.Millisecond, tr.now())
+			tr.reclaimEvery(fullRecheck, tr.now())
 		}
 	}
+	// Every slot taken: the retries of the next fullRecheck are not
+	// tracked without looking. (1 for a mark at the epoch itself, which
+	// 0 would read as none.)
+	tr.fullAt.Store(max(int64(tr.read(tr.now())), 1))
 	return trackRef{}, t.release
 }
 
