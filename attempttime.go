@@ -107,9 +107,12 @@ func operationOf(ctx context.Context) operationKey {
 
 // attemptTimes estimates how long a lane's attempts take.
 type attemptTimes struct {
-	now   func() time.Time
-	epoch time.Time         // probes keep their start as the time since it
-	then  func(error) error // the lane's release, which every probe's calls
+	// failed, when not nil, is told the time of each timed attempt that
+	// failed (see init).
+	failed func(error, time.Duration)
+	now    func() time.Time
+	epoch  time.Time         // probes keep their start as the time since it
+	then   func(error) error // the lane's release, which every probe's calls
 
 	// probes are the releases that measure an attempt, built once and
 	// replaced only when stuck: a sampled attempt takes a free probe,
@@ -142,8 +145,11 @@ type attemptProbe struct {
 	release func(error) error
 }
 
-func (a *attemptTimes) init(now func() time.Time, then func(error) error) {
-	a.now, a.epoch, a.then = now, now(), then
+// init starts the estimates on clock now; then is the release every
+// attempt's release calls after its timing, and failed, when not nil, is
+// told the time of every timed attempt that failed, with its error.
+func (a *attemptTimes) init(now func() time.Time, then func(error) error, failed func(error, time.Duration)) {
+	a.now, a.epoch, a.then, a.failed = now, now(), then, failed
 	a.ops.Store(&map[string]*attemptEstimate{})
 	for i := range a.probes {
 		a.probes[i].Store(a.newProbe())
@@ -163,6 +169,9 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 			start, end := time.Duration(p.start.Load()), a.since()
 			if a.record(p.op, start, end) {
 				markCold(ctx, a.epoch.Add(start), a.epoch.Add(end))
+			}
+			if err != nil && a.failed != nil {
+				a.failed(err, end-start)
 			}
 		}
 		p.ctx, p.op = nil, nil

@@ -22,7 +22,7 @@ func TestOperationEstimatesAreBounded(t *testing.T) {
 	now := time.Unix(0, 0)
 	var a attemptTimes
 	done := func(error) error { return nil }
-	a.init(func() time.Time { return now }, done)
+	a.init(func() time.Time { return now }, done, nil)
 	op := func(i int) context.Context {
 		return awsmiddle.SetOperationName(awsmiddle.SetServiceID(context.Background(), "DynamoDB"), fmt.Sprintf("Op%d", i))
 	}

@@ -112,7 +112,18 @@ func newLane(key string, cfg *laneConfig) *lane {
 		}
 		release = l.sendRelease
 	}
-	l.attempts.init(cfg.now, release)
+	var failed func(error, time.Duration)
+	if l.sender != nil {
+		// How long throttles take to come back, which the attempt time
+		// learnt mostly from successes does not say (see
+		// sendRate.noteThrottleTime).
+		failed = func(err error, d time.Duration) {
+			if throttled, counted := cfg.rateSignal(err); counted && throttled {
+				l.sender.noteThrottleTime(d)
+			}
+		}
+	}
+	l.attempts.init(cfg.now, release, failed)
 	return l
 }
 

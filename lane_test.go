@@ -454,3 +454,34 @@ func busyPartition(t *testing.T, r *Retryer, key string) *lane {
 	require.True(t, ok)
 	return l
 }
+
+// TestALaneTellsItsLimiterHowLongThrottlesTake: a timed attempt answered
+// with a throttle gives the partition's limiter its time, which the
+// attempt time learnt from successes does not say (see
+// sendRate.noteThrottleTime); a success's, or a 500's, does not.
+func TestALaneTellsItsLimiterHowLongThrottlesTake(t *testing.T) {
+	at := time.Now()
+	r := New(func(o *Options) {
+		o.SendRate = &SendRateOptions{}
+		o.Clock = func() time.Time { return at }
+	})
+	require.NoError(t, r.Err())
+	attempt := func(took time.Duration, err error) {
+		release, terr := r.GetAttemptToken(context.Background())
+		require.NoError(t, terr)
+		at = at.Add(took)
+		_ = release(err)
+	}
+	for range 5 {
+		attempt(2*time.Millisecond, nil)
+	}
+	attempt(300*time.Millisecond, &smithy.GenericAPIError{Code: "InternalServerError"})
+	l := r.lanes.main.sender
+	l.mu.Lock()
+	assert.Zero(t, l.throttleRTT, "expect no throttle's time from successes and a 500")
+	l.mu.Unlock()
+	attempt(200*time.Millisecond, &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"})
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, 200*time.Millisecond, l.throttleRTT)
+}

@@ -64,9 +64,14 @@ type simService struct {
 	// take: the service time of an admitted request, which a throttle,
 	// answered at once, skips. Zero: answers take the same time.
 	throttleSkips time.Duration
-	rng           *rand.Rand
-	tokens        float64
-	last          time.Duration
+	// throttleLate is what a throttle's answer takes beyond the round
+	// trip: a service that answers throttles after successes. Each such
+	// throttle's time is noted in the client's limiter, as a lane notes
+	// those of its timed attempts.
+	throttleLate time.Duration
+	rng          *rand.Rand
+	tokens       float64
+	last         time.Duration
 }
 
 func (s *simService) admit(at time.Duration) bool {
@@ -105,6 +110,7 @@ type simEvent struct {
 	asks   bool      // a worker's backoff ends: it asks for a place
 	fresh  bool      // a place's first poll: not waiting yet, so no wake replaces it
 	ok     bool
+	rtt    time.Duration // an answer's round trip
 }
 
 type eventHeap []simEvent
@@ -195,6 +201,9 @@ func (s *limiterSim) run(d time.Duration) {
 		c := e.client
 		if e.answer {
 			if !c.unlimited {
+				if !e.ok && s.service.throttleLate > 0 {
+					c.l.noteThrottleTime(e.rtt)
+				}
 				observeAt(c.l, e.at, !e.ok, s.rtt)
 				s.wake(c, e.at)
 			}
@@ -240,9 +249,9 @@ func (s *limiterSim) run(d time.Duration) {
 		rtt := time.Duration(float64(s.rtt) * (0.8 + 0.4*s.service.rng.Float64()))
 		ok := s.service.admit(e.at.Sub(t0) + rtt/2)
 		if !ok {
-			rtt = max(rtt-s.service.throttleSkips, rtt/10)
+			rtt = max(rtt-s.service.throttleSkips, rtt/10) + s.service.throttleLate
 		}
-		heap.Push(&s.events, simEvent{at: e.at.Add(rtt), client: c, answer: true, ok: ok})
+		heap.Push(&s.events, simEvent{at: e.at.Add(rtt), client: c, answer: true, ok: ok, rtt: rtt})
 	}
 }
 

@@ -1250,6 +1250,31 @@ func TestSendRateForgetsWhenIdle(t *testing.T) {
 	assert.True(t, math.IsInf(l.currentRate(), 1), "expect the initial (unlimited) rate after an idle spell")
 }
 
+// TestSendRateWaitsForThrottlesAnsweredLate: a service that answers
+// throttles in 200 ms and successes in 2 ms (an outside review's), 64
+// workers on 500/s. The round trip the lane reports is learnt mostly from
+// successes, so a cut's test counted from 2 ms after the cut, the answers
+// to requests sent before it came later, throttled, and were taken for
+// the cut's failure: the next cuts followed, and the rate ran a sawtooth
+// (the review: 393 successes a second against 510 with throttles answered
+// at once, between 300 and 540 a second). The cut's test now waits for
+// the throttles' own time (noteThrottleTime). Seconds 1-10, after the
+// start's flood: before, 3,852 successes and 875 throttles (280-410 a
+// second for four seconds, then a quarter of the answers throttled, the
+// cuts' tests having failed); now 4,491 and 82.
+func TestSendRateWaitsForThrottlesAnsweredLate(t *testing.T) {
+	t.Parallel()
+	svc := service(constantCapacity(500), 0)
+	svc.throttleLate = 200 * time.Millisecond
+	sim := newLimiterSim(2*time.Millisecond, svc)
+	l := newSendRate(SendRateOptions{}, nil)
+	c := sim.add(l, 64, 0)
+	sim.run(10 * time.Second)
+	ok, thr := sum(c.ok, 1, 10), sum(c.thr, 1, 10)
+	assert.GreaterOrEqual(t, ok, 9*475, "expect at least 95%% of the capacity over seconds 1-10, got %d (%v a second)", ok, c.ok)
+	assert.LessOrEqual(t, thr, ok/20, "expect at most one answer in 20 throttled, got %d throttles (%v a second)", thr, c.thr)
+}
+
 // TestSendRateForgetsARateATrickleNeverUsed: a client cut on a 200/s
 // table, then a trickle of one call every 20 s (a Lambda function's
 // occasional invocation): the calls use none of the rate, and after a
