@@ -40,7 +40,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 	if p.hasDeadline {
 		p.at = r.now()
 		if wait, remaining := p.hint.wait(0), p.deadline.Sub(p.at); exceeds(wait, p.margin, remaining) {
-			return r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, joined: joined}, failure)
+			return r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: l.key, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, joined: joined})
 		}
 	}
 	forConflict := p.class == ClassConflict // its release refunds no conflict's answer
@@ -127,7 +127,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff}, attempt)
+			return 0, r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -307,19 +307,18 @@ func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shorten
 // one goroutine with 300 ms deadlines on a table throttling every write with
 // a 500 ms hint sent 8,879 requests in 2 s, against the SDK's 7
 // (helper-161). A refusal that came before the backoff was drawn (the hint
-// alone, or the margin alone, left no time) holds its caller for the
-// longer of the hint and a draw of the backoff of failed attempt failure
-// (0 when not known: the first retry's), which the SDK's sleep would last
-// at least: held for the hint alone, none without one, a margin longer
-// than the deadline refused every throttle at once again (2,900 operations
-// a second with 50 ms deadlines and a 200 ms DeadlineMargin).
-func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError, failure int) *GiveUpError {
+// alone, or the margin alone, left no time) holds its caller as long as a
+// refusal holds it (see refusalHold), at most maxRefusalHold, as the SDK's
+// sleep into the deadline would: held for the hint alone, none without
+// one, a margin longer than the deadline refused every throttle at once
+// again (2,900 operations a second with 50 ms deadlines and a 200 ms
+// DeadlineMargin). No backoff is drawn for it: a draw would move the
+// sequence of a seeded Options.Source (helper-206).
+func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpError {
 	if p.class == ClassThrottle || p.floored {
 		wait := g.Delay
 		if !g.drawn {
-			if d, err := r.backoffFor(max(failure, 1), g.Err, p.class, p.lane, !p.uncounted); err == nil {
-				wait = max(wait, d)
-			}
+			wait = maxRefusalHold
 		}
 		held, err := holdThrottleRefusal(p.ctx, wait, p.margin, g.remaining)
 		if err != nil {

@@ -315,9 +315,14 @@ const (
 	cleanMin   = 50
 
 	idleReset = time.Minute
-	// inUseShare is the share of the rate a window must send to use it:
-	// to test it, for a rise, and to keep it from being forgotten.
+	// inUseShare is the share of the rate a window must send to test it,
+	// for a rise.
 	inUseShare = 0.9
+	// keptShare is the share of the rate a window must send to keep it
+	// from being forgotten (see lastUsed): well below inUseShare, since a
+	// steady client whose demand the rate does not bind sends just under
+	// that, and it would have started over every minute (helper-206).
+	keptShare = 0.25
 
 	// A limiter that made a caller wait within heldBackFor still holds
 	// its callers back (see holdsBack): a step up or a probe that empties
@@ -397,8 +402,9 @@ const (
 //     at once: the capacity fell, and may swing back before a stand could
 //     count (see cleanShare).
 //   - After a minute with neither sends nor answers, or one in which no
-//     window sent 90% of the rate and no answer was throttled (a trickle
-//     of calls), it starts over from InitialRate.
+//     window sent a quarter of the rate and no answer was throttled (a
+//     trickle of calls) when InitialRate is above the rate, it starts
+//     over from InitialRate.
 //
 // It is safe for concurrent use. The zero value is an unlimited limiter
 // with the default options.
@@ -419,9 +425,10 @@ type sendRate struct {
 
 	win, prev answers   // the current window and the one before
 	lastSeen  time.Time // the last answer or send: idleReset counts from it
-	// lastUsed is when a window last used the rate (sent 90% of it) or an
-	// answer was throttled; zero when neither since the start or the
-	// last start over. A rate unused for idleReset is forgotten too: a
+	// lastUsed is when a window last used the rate (sent keptShare of it)
+	// or an answer was throttled; zero when neither since the start or
+	// the last start over. A rate unused for idleReset is forgotten too,
+	// when InitialRate is above it: a
 	// trickle of calls (one every 20 s) kept a cut rate for good, and the
 	// next burst met it on a table that had since saved burst capacity or
 	// been scaled up (an outside review: 3,000 writes in 6.5 s, against
@@ -1475,7 +1482,11 @@ func (l *sendRate) syncLocked() time.Time {
 	}
 	l.win.sent += l.q.advance(now)
 	idle := !l.lastSeen.IsZero() && now.Sub(l.lastSeen) >= idleReset
-	unused := !l.lastUsed.IsZero() && now.Sub(l.lastUsed) >= idleReset
+	// A rate unused is forgotten only when that raises it: starting over
+	// at a finite InitialRate below it would cut a client whose demand
+	// came back (an InitialRate of 100 under a learnt 1,000/s, demand
+	// 740/s: 112-212 a second for three seconds every minute, helper-206).
+	unused := !l.lastUsed.IsZero() && now.Sub(l.lastUsed) >= idleReset && l.initialRate > l.q.rate
 	if (idle || unused) && !l.q.waiting() {
 		l.startOverLocked(now)
 	}
@@ -1511,7 +1522,7 @@ func (l *sendRate) rollLocked(now time.Time) {
 	}
 	w := l.win
 	w.duration = elapsed
-	if w.thr > 0 || w.sent/elapsed.Seconds() >= inUseShare*l.q.rate {
+	if w.thr > 0 || w.sent/elapsed.Seconds() >= keptShare*l.q.rate {
 		l.lastUsed = now
 	}
 	l.learnBackgroundLocked(now, w)

@@ -1313,6 +1313,45 @@ func TestSendRateForgetsARateATrickleNeverUsed(t *testing.T) {
 	}
 }
 
+// TestSendRateKeepsARateItsSteadyDemandDoesNotBind: a client whose demand
+// (16 workers at 20 ms round trips, some 800/s) sits below its learnt rate
+// on a 1,000/s table sends just under 90% of it, too little to raise it.
+// Counted unused at that, the rate was forgotten every minute; with an
+// InitialRate of 100 the client then fell to 109-339 a second for three
+// seconds each minute (helper-206). It keeps its rate now, with either
+// start.
+func TestSendRateKeepsARateItsSteadyDemandDoesNotBind(t *testing.T) {
+	t.Parallel()
+	for _, initial := range []float64{100, 0} {
+		t.Run(fmt.Sprintf("InitialRate %v", initial), func(t *testing.T) {
+			sim := newLimiterSim(20*time.Millisecond, service(constantCapacity(1000), 0))
+			l := newSendRate(SendRateOptions{InitialRate: initial}, nil)
+			c := sim.add(l, 16, 0)
+			sim.run(200 * time.Second)
+			for s := 20; s < 200; s++ {
+				assert.GreaterOrEqual(t, c.sent[s], 600, "expect second %d near the demand, got %d", s, c.sent[s])
+			}
+		})
+	}
+}
+
+// TestSendRateKeepsItsRateThroughALongDemandDrop: as
+// TestSendRateKeepsItsRateThroughADemandDrop, but demand falls to 80% of
+// the capacity for 70 s: the rate is kept (it was forgotten after a
+// minute, and the surge met an unlimited limiter: helper-206).
+func TestSendRateKeepsItsRateThroughALongDemandDrop(t *testing.T) {
+	t.Parallel()
+	sim := newLimiterSim(20*time.Millisecond, service(constantCapacity(500), 0))
+	l := newSendRate(SendRateOptions{}, nil)
+	sim.add(l, 56, 0).stop = 5 * time.Second
+	sim.add(l, 8, 0) // 400/s, 80% of the capacity
+	sim.run(5 * time.Second)
+	settled := l.currentRate()
+	require.False(t, math.IsInf(settled, 1), "expect a limit after the start's throttles")
+	sim.run(75 * time.Second)
+	assert.False(t, math.IsInf(l.currentRate(), 1), "expect the rate kept through 70 s of demand at 80%%: %.0f before", settled)
+}
+
 // TestSendRateKeepsItsRateThroughADemandDrop: a client of 64 workers at
 // round trips of 20 ms on 500/s settles on the capacity; then all but a few
 // stop for 15 s, sending a tenth to a half of it, and as many return at once.
