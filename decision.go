@@ -313,9 +313,14 @@ func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shorten
 // one, a margin longer than the deadline refused every throttle at once
 // again (2,900 operations a second with 50 ms deadlines and a 200 ms
 // DeadlineMargin). No backoff is drawn for it: a draw would move the
-// sequence of a seeded Options.Source (helper-206).
+// sequence of a seeded Options.Source (helper-206). Any other refusal is
+// held so too when the time left would not hold an attempt at all (a
+// margin longer than the deadline): the caller has no use for that time,
+// and, refused at once, one goroutine with 50 ms deadlines and a 200 ms
+// DeadlineMargin sent 4,396 requests a second to a service answering 500s,
+// where retry.NewStandard() sent 978 (helper-206).
 func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpError {
-	if p.class == ClassThrottle || p.floored {
+	if p.class == ClassThrottle || p.floored || exceeds(0, p.margin, g.remaining) {
 		wait := g.Delay
 		if !g.drawn {
 			wait = maxRefusalHold

@@ -110,10 +110,10 @@ const (
 	// made as they are first needed.
 	trackSlots  = 512
 	trackShards = 8
-	// fullRecheck is how long a table found full is taken as full: the
-	// retries in that time are not tracked (as with the SDK, a cancelled
-	// backoff keeps its cost) without looking, and the table is swept at
-	// most once in it. Scanning all 4,096 slots twice for each retry and
+	// fullRecheck is how long a table found full is taken as full, unless
+	// a slot comes free: the retries in that time are not tracked (as
+	// with the SDK, a cancelled backoff keeps its cost) without looking,
+	// and the table is swept at most once in it. Scanning all 4,096 slots twice for each retry and
 	// sweeping them every millisecond, with more live retries in their
 	// backoffs than that (an outage's throttles on a busy host), cost each
 	// retry decision some 96 µs, against 0.95 µs with 4,000 and 5.6 µs for
@@ -161,8 +161,8 @@ type tracked struct {
 	epoch     atomic.Pointer[time.Time] // see since
 	lastSweep atomic.Int64              // since the epoch
 	// fullAt is when a retry last found every slot taken, since the
-	// epoch; 0 when the last retry that looked found one (see
-	// fullRecheck).
+	// epoch; 0 when the last retry that looked found one, or a slot came
+	// free since (see fullRecheck).
 	fullAt atomic.Int64
 	shards [trackShards]trackShard
 }
@@ -170,7 +170,17 @@ type tracked struct {
 type trackShard struct {
 	cursor  atomic.Uint32
 	slots   [trackSlots]atomic.Pointer[trackSlot]
-	sweepMu sync.Mutex // one sweep of the shard at a time
+	sweepMu sync.Mutex    // one sweep of the shard at a time
+	fullAt  *atomic.Int64 // the table's mark (see tracked.fullAt)
+}
+
+// freed clears the table's mark that it is full: a slot of the shard came
+// free. (A retry that scanned the table before and marks it after still
+// leaves it marked, for fullRecheck at most.)
+func (sh *trackShard) freed() {
+	if sh.fullAt.Load() != 0 {
+		sh.fullAt.Store(0)
+	}
 }
 
 // trackSlot is one held retry.
@@ -210,10 +220,13 @@ func newTracked(now func() time.Time) *tracked {
 	tr := &tracked{now: now}
 	epoch := now()
 	tr.epoch.Store(&epoch)
+	for i := range tr.shards {
+		tr.shards[i].fullAt = &tr.fullAt
+	}
 	return tr
 }
 
-func newTrackSlot() *trackSlot {
+func newTrackSlot(sh *trackShard) *trackSlot {
 	s := &trackSlot{}
 	s.release = func(err error) error {
 		// Claimed for setup, the slot is the releaser's alone: it lets go
@@ -235,6 +248,7 @@ func newTrackSlot() *trackSlot {
 		t := s.t
 		s.ctx, s.t = nil, ticket{}
 		s.word.Store(s.word.Load()&genMask | slotFree)
+		sh.freed()
 		return t.release(err)
 	}
 	return s
@@ -366,7 +380,7 @@ func (sh *trackShard) take() *trackSlot {
 		p := &sh.slots[sh.cursor.Add(1)%trackSlots]
 		s := p.Load()
 		if s == nil {
-			s = newTrackSlot()
+			s = newTrackSlot(sh)
 			s.word.Store(slotSetup)
 			if p.CompareAndSwap(nil, s) {
 				return s
@@ -497,6 +511,7 @@ func (sh *trackShard) retire(d sweptSlot, tr *tracked) bool {
 	defer func() {
 		s.word.Store(slotRetired)
 		sh.slots[d.index].CompareAndSwap(s, nil)
+		sh.freed()
 	}()
 	if s.ctx.Err() == nil {
 		// Held past abandonAfter: no longer tracked, nothing refunded.

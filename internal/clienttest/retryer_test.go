@@ -737,6 +737,34 @@ func TestALimiterSendsNoTurnThatComesTooLateForTheAttempt(t *testing.T) {
 	assert.LessOrEqual(t, late.Load(), int64(calls/5), "expect few sends to end past their deadline: a turn that came with less than the margin left is given back")
 }
 
+// TestAClosedLoopWithNoTimeForAnAttemptIsHeldAfterA5xx: one goroutine,
+// 50 ms deadlines, a DeadlineMargin of 200 ms, a service answering every
+// request with a 500, for 1 s. Every retry is refused for the deadline:
+// no attempt fits. Refused at once, as a 5xx's refusal with time left is,
+// the loop sent 4,396 requests a second where retry.NewStandard(), which
+// sleeps its backoff, sent 978 (helper-206); such a caller is held as a
+// throttle's is, at least half the time it has left less 5 ms. The bound
+// allows a hold of 10 ms an operation on average; a slower machine makes
+// fewer operations, never more.
+func TestAClosedLoopWithNoTimeForAnAttemptIsHeldAfterA5xx(t *testing.T) {
+	const deadline, run = 50 * time.Millisecond, time.Second
+	srv := newScriptServer(t, serverErr)
+	r := jitterretry.New(func(o *jitterretry.Options) { o.DeadlineMargin = 4 * deadline })
+	require.NoError(t, r.Err())
+	client := newClient(srv.URL, r)
+	ops := 0
+	for end := time.Now().Add(run); time.Now().Before(end); ops++ {
+		ctx, cancel := context.WithTimeout(context.Background(), deadline)
+		err := putItem(ctx, client)
+		cancel()
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		require.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "%v", err)
+	}
+	t.Logf("%d operations, %d requests in %v", ops, srv.Calls(), run)
+	assert.LessOrEqual(t, ops, int(run/(10*time.Millisecond)), "expect each refusal to hold its caller, not to send again at once")
+}
+
 // releaselessLimiter is a RateLimiter whose GetToken grants tokens but
 // hands out no release function: a user's limiter written against the
 // interface's signature alone.
