@@ -248,8 +248,8 @@ func warmOnly(e time.Duration, cold bool) time.Duration {
 // attempt into a refusal. An estimate of cold attempts only keeps none, as
 // margin keeps none.
 func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
-	if r.fixedMargin > 0 {
-		return r.fixedMargin
+	if r.fixedMargin > 0 || l == nil {
+		return r.fixedMargin // no lane: none learnt, as margin's
 	}
 	return warmOnly(l.attempts.estimateOf(operationOf(ctx)))
 }
@@ -314,13 +314,15 @@ func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shorten
 // again (2,900 operations a second with 50 ms deadlines and a 200 ms
 // DeadlineMargin). No backoff is drawn for it: a draw would move the
 // sequence of a seeded Options.Source (helper-206). Any other refusal is
-// held so too when the time left would not hold an attempt at all (a
-// margin longer than the deadline): the caller has no use for that time,
+// held so too when the time left would not hold an attempt at all (its
+// time, as sendMargin gives it, not the retries' twice that, which held
+// callers with time for one attempt: helper-207; a DeadlineMargin longer
+// than the deadline): the caller has no use for that time,
 // and, refused at once, one goroutine with 50 ms deadlines and a 200 ms
 // DeadlineMargin sent 4,396 requests a second to a service answering 500s,
 // where retry.NewStandard() sent 978 (helper-206).
 func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpError {
-	if p.class == ClassThrottle || p.floored || exceeds(0, p.margin, g.remaining) {
+	if p.class == ClassThrottle || p.floored || exceeds(0, r.sendMargin(p.ctx, p.lane), g.remaining) {
 		wait := g.Delay
 		if !g.drawn {
 			wait = maxRefusalHold

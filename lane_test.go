@@ -458,7 +458,8 @@ func busyPartition(t *testing.T, r *Retryer, key string) *lane {
 // TestALaneTellsItsLimiterHowLongThrottlesTake: a timed attempt answered
 // with a throttle gives the partition's limiter its time, which the
 // attempt time learnt from successes does not say (see
-// sendRate.noteThrottleTime); a success's, or a 500's, does not.
+// sendRate.noteThrottleTime, a moving average from 0); a success's, or a
+// 500's, does not.
 func TestALaneTellsItsLimiterHowLongThrottlesTake(t *testing.T) {
 	at := time.Now()
 	r := New(func(o *Options) {
@@ -483,5 +484,5 @@ func TestALaneTellsItsLimiterHowLongThrottlesTake(t *testing.T) {
 	attempt(200*time.Millisecond, &smithy.GenericAPIError{Code: "ProvisionedThroughputExceededException"})
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	assert.Equal(t, 200*time.Millisecond, l.throttleRTT)
+	assert.Equal(t, 50*time.Millisecond, l.throttleRTT, "expect a quarter of the first throttle's time: a moving average from 0")
 }

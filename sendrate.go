@@ -438,7 +438,8 @@ type sendRate struct {
 	steady   steadyTime    // the control's time, from the clock's readings
 	rtt      time.Duration // the last round trip reported, at least minRTT
 	// throttleRTT is how long throttled answers take, a moving average
-	// of the timed ones (see noteThrottleTime); 0 until one was timed.
+	// of the timed ones from 0 (see noteThrottleTime), forgotten when the
+	// limiter starts over.
 	throttleRTT time.Duration
 
 	// Detection: the CUSUM, the answers since it last left zero, and its
@@ -865,10 +866,9 @@ func (l *sendRate) noteThrottleTime(d time.Duration) {
 	d = min(d, testAbandon/2) // a stall, or a clock that leapt, must not hold every test off
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	if l.throttleRTT == 0 {
-		l.throttleRTT = d
-		return
-	}
+	// From 0 at the start too: a first sample taken alone, a 10 s stall
+	// held every test off 2.5 s until the next throttle was timed
+	// (helper-207).
 	l.throttleRTT += (d - l.throttleRTT) / 4
 }
 
@@ -1506,6 +1506,7 @@ func (l *sendRate) startOverLocked(now time.Time) {
 	l.base, l.baseAt, l.growth, l.uncut = 0, time.Time{}, firstGrowth, true
 	l.win, l.prev = answers{start: now}, answers{}
 	l.lastSeen, l.lastUsed = now, time.Time{}
+	l.throttleRTT = 0
 }
 
 // rollLocked closes the window when it is over: it ends the jumps and holds
