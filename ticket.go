@@ -163,9 +163,10 @@ type tracked struct {
 	lastSweep atomic.Int64              // since the epoch
 	// fullAt is when a retry last found every slot taken, since the
 	// epoch; 0 when the last retry that looked found one (see
-	// fullRecheck).
-	fullAt atomic.Int64
-	shards [trackShards]trackShard
+	// fullRecheck). freedSinceFull counts the slots that came free since.
+	fullAt         atomic.Int64
+	freedSinceFull atomic.Int32
+	shards         [trackShards]trackShard
 }
 
 type trackShard struct {
@@ -176,6 +177,7 @@ type trackShard struct {
 	// free; 0 when none, or once a retry took the hint. While the table is
 	// marked full a retry tries these alone (see track).
 	freedSlot atomic.Uint32
+	table     *tracked
 }
 
 // freed notes that slot i of the shard came free: while the table is
@@ -184,7 +186,18 @@ type trackShard struct {
 // twice again: 40 µs a decision where slots came free one at a time in a
 // full table, helper-207. Only the last freed slot of a shard is noted:
 // the others wait for the next scan, fullRecheck at most.)
-func (sh *trackShard) freed(i int) { sh.freedSlot.Store(uint32(i) + 1) }
+//
+// While the table is marked, the frees are counted: once more slots came
+// free than there are shards, the mark no longer holds, and the next retry
+// scans (a mass release, an outage's retries released as the service
+// recovered, left all but 8 of the next 10 ms's retries untracked,
+// helper-208).
+func (sh *trackShard) freed(i int) {
+	sh.freedSlot.Store(uint32(i) + 1)
+	if sh.table.fullAt.Load() != 0 {
+		sh.table.freedSinceFull.Add(1)
+	}
+}
 
 // trackSlot is one held retry.
 type trackSlot struct {
@@ -223,6 +236,9 @@ func newTracked(now func() time.Time) *tracked {
 	tr := &tracked{now: now}
 	epoch := now()
 	tr.epoch.Store(&epoch)
+	for i := range tr.shards {
+		tr.shards[i].table = tr
+	}
 	return tr
 }
 
@@ -328,7 +344,7 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 		}
 		// A reading before the mark (another caller's, or a clock
 		// stepped back) looks again.
-		if d := int64(tr.read(now)) - full; d >= 0 && d < int64(fullRecheck) {
+		if d := int64(tr.read(now)) - full; d >= 0 && d < int64(fullRecheck) && tr.freedSinceFull.Load() <= trackShards {
 			for i := range tr.shards {
 				sh := &tr.shards[i]
 				if f := sh.freedSlot.Swap(0); f != 0 {
@@ -362,6 +378,7 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 	// Every slot taken: the retries of the next fullRecheck are not
 	// tracked without looking. (1 for a mark at the epoch itself, which
 	// 0 would read as none.)
+	tr.freedSinceFull.Store(0)
 	tr.fullAt.Store(max(int64(tr.read(tr.now())), 1))
 	return trackRef{}, t.release
 }

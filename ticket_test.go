@@ -552,8 +552,9 @@ func cursorsMoved(tr *tracked) (n uint64) {
 // without looking, nor sweep, but for the slot that last came free in each
 // shard, taken without a scan (a mark cleared on every release made the
 // retry after it scan the table twice again: 40 µs a decision where slots
-// came free one at a time, helper-207); after fullRecheck one looks (and
-// sweeps) again, and finds every slot freed meanwhile.
+// came free one at a time, helper-207); once more slots came free than
+// there are shards, the next retry scans (a mass release left 92 of the
+// next 100 retries untracked, helper-208), as one does after fullRecheck.
 func TestAFullTableIsNotScannedForEveryRetry(t *testing.T) {
 	var at atomic.Int64
 	clock := func() time.Time { return t0.Add(time.Duration(at.Load())) }
@@ -592,10 +593,9 @@ func TestAFullTableIsNotScannedForEveryRetry(t *testing.T) {
 	for _, release := range releases[1:] {
 		require.NoError(t, release(nil))
 	}
-	at.Add(int64(fullRecheck))
 	for i := range 100 {
 		ref, _ := tr.track(ctx, tk, clock(), uintptr(i))
-		assert.NotNil(t, ref.slot, "expect retry %d tracked once fullRecheck has passed and slots are free", i)
+		assert.NotNil(t, ref.slot, "expect retry %d tracked, within fullRecheck, once many slots came free", i)
 	}
 	assert.Zero(t, tr.fullAt.Load(), "expect the mark gone once a scan found a slot")
 }
