@@ -300,7 +300,7 @@ func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shorten
 // (g.Delay the refused wait, g.remaining the time that was left), to the
 // hooks and returns it: at once, or, after a throttle (or a conflict whose
 // wait is the throttle floor: the table is at capacity), once the caller
-// was held (see holdThrottleRefusal), then as GiveUpCanceled if the caller
+// was held (see holdRefusal), then as GiveUpCanceled if the caller
 // left during the hold. Whether the wait refused was the service's
 // x-amz-retry-after alone (GetRetryToken) or the backoff after it
 // (RetryDelay): a hint longer than the time left was refused at once, and
@@ -327,7 +327,7 @@ func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpErro
 		if !g.drawn {
 			wait = maxRefusalHold
 		}
-		held, err := holdThrottleRefusal(p.ctx, wait, p.margin, g.remaining)
+		held, err := holdRefusal(p.ctx, wait, p.margin, g.remaining)
 		if err != nil {
 			return r.hooks.giveUp(p.ctx, canceledGiveUp(g.Attempt, g.Partition, g.Err, err, g.joined))
 		}
@@ -336,25 +336,25 @@ func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpErro
 	return r.hooks.giveUp(p.ctx, g)
 }
 
-// maxRefusalHold bounds holdThrottleRefusal's hold to a throttle's first
+// maxRefusalHold bounds holdRefusal's hold to a throttle's first
 // backoff at the SDK's base: a caller with time left whose longer backoff
 // was refused (a margin of seconds, a long x-amz-retry-after) hears of it
 // within a second, while a closed loop with deadlines shorter than that is
 // held about as long as the SDK's sleep would hold it.
 const maxRefusalHold = time.Second
 
-// holdThrottleRefusal holds the caller of a throttle's retry that its
-// deadline refused for the refused wait (at most maxRefusalHold), or for
-// less when a refusal holds its caller less (see refusalHold): about as
-// long as the SDK, which sleeps into the deadline, holds it. Refused at once, a caller in a closed
-// loop whose deadline is shorter than the throttle backoff sends again at
-// once: one goroutine with 50 ms deadlines on a table throttling every
-// write sent 780 requests a second, against the SDK's 20 (an outside
-// review). Other refusals come at once: the caller has its time left. It
-// returns the hold, and ctx's error when the caller left during it; a
-// deadline that ends it on a busy machine still gives the deadline's
-// refusal.
-func holdThrottleRefusal(ctx context.Context, wait, margin, remaining time.Duration) (time.Duration, error) {
+// holdRefusal holds the caller of a retry that its deadline refused (after
+// a throttle, or with no time left for an attempt: see refuseForDeadline)
+// for the refused wait (at most maxRefusalHold), or for less when a
+// refusal holds its caller less (see refusalHold): about as long as the
+// SDK, which sleeps into the deadline, holds it. Refused at once, a caller
+// in a closed loop whose deadline is shorter than the throttle backoff
+// sends again at once: one goroutine with 50 ms deadlines on a table
+// throttling every write sent 780 requests a second, against the SDK's 20
+// (an outside review). It returns the hold, and ctx's error when the
+// caller left during it; a deadline that ends it on a busy machine still
+// gives the deadline's refusal.
+func holdRefusal(ctx context.Context, wait, margin, remaining time.Duration) (time.Duration, error) {
 	held, _ := heldBefore(min(wait, maxRefusalHold), margin, remaining)
 	if held <= 0 {
 		return 0, nil

@@ -349,7 +349,7 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 				sh := &tr.shards[i]
 				if f := sh.freedSlot.Swap(0); f != 0 {
 					if s := sh.takeAt(int(f - 1)); s != nil {
-						return hold(ctx, t, sh, s)
+						return holdSlot(ctx, t, sh, s)
 					}
 				}
 			}
@@ -365,7 +365,7 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 				if tr.fullAt.Load() != 0 {
 					tr.fullAt.Store(0)
 				}
-				return hold(ctx, t, sh, s)
+				return holdSlot(ctx, t, sh, s)
 			}
 		}
 		if try == 0 {
@@ -383,9 +383,9 @@ func (tr *tracked) track(ctx context.Context, t ticket, now time.Time, spread ui
 	return trackRef{}, t.release
 }
 
-// hold gives slot s of shard sh, taken for setup, to the retry of t under
-// ctx, and returns its reference and release.
-func hold(ctx context.Context, t ticket, sh *trackShard, s *trackSlot) (trackRef, func(error) error) {
+// holdSlot gives slot s of shard sh, taken for setup, to the retry of t
+// under ctx, and returns its reference and release.
+func holdSlot(ctx context.Context, t ticket, sh *trackShard, s *trackSlot) (trackRef, func(error) error) {
 	s.ctx, s.t, s.doneSeen, s.heldSeen = ctx, t, 0, 0
 	gen := (s.word.Load() + 1<<stateBits) & genMask
 	s.word.Store(gen | slotHeld)
