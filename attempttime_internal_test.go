@@ -9,6 +9,7 @@ import (
 
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -235,4 +236,89 @@ func TestAColdBurstLeavesTheNextAttemptTimed(t *testing.T) {
 	offset += 20 * time.Millisecond
 	require.NoError(t, release(nil))
 	assert.Equal(t, 40*time.Millisecond, r.margin(ctx, l), "expect the first warm attempt timed: twice its 20 ms")
+}
+
+// TestAnAttemptTheDeadlineEndedIsALowerBound: a new client whose first
+// attempt came back in 150 ms (cold: no margin) and whose next attempts
+// were each sent with 20 ms, then 60 ms, left and ended by the caller's
+// deadline learns from them what it learnt from nothing before: at least
+// 20 ms, then at most twice the estimate, 40 and 60 ms (helper-207: behind
+// the send-rate limiter, whose turns go to the callers nearest their
+// deadlines, such a client sent every turn with no time for it). A cut no
+// longer than the warm estimate is no sample; nor is a cancelled
+// attempt's time; successes' times are, whole.
+func TestAnAttemptTheDeadlineEndedIsALowerBound(t *testing.T) {
+	base := time.Now()
+	var offset time.Duration // moved by this goroutine only
+	clock := func() time.Time { return base.Add(offset) }
+	r := New(func(o *Options) { o.Clock = clock })
+	require.NoError(t, r.Err())
+	op := withOperation(context.Background(), "PutItem", "eu-west-1")
+	expired, cancel := context.WithDeadline(op, time.Now().Add(-time.Second))
+	defer cancel()
+	cancelled, cancelIt := context.WithCancel(op)
+	cancelIt()
+	attempt := func(ctx context.Context, took time.Duration, err error) {
+		t.Helper()
+		release, terr := r.GetAttemptToken(ctx)
+		require.NoError(t, terr)
+		offset += took
+		require.NoError(t, release(err))
+	}
+	l := r.lanes.get(op)
+	estimate := func() time.Duration {
+		t.Helper()
+		e, cold := l.attempts.estimateOf(operationOf(op))
+		assert.False(t, cold)
+		assert.Equal(t, e, r.sendMargin(op, l), "expect the send margin to be the estimate")
+		return e
+	}
+
+	attempt(op, 150*time.Millisecond, nil)
+	assert.Zero(t, r.sendMargin(op, l), "expect the cold first attempt to keep no margin")
+	ended := &smithy.CanceledError{Err: context.DeadlineExceeded}
+	attempt(expired, 20*time.Millisecond, ended)
+	assert.Equal(t, 20*time.Millisecond, estimate(), "expect the warm cut to replace the cold sample")
+	attempt(expired, 60*time.Millisecond, ended)
+	assert.Equal(t, 40*time.Millisecond, estimate(), "expect a cut to count at most twice the estimate")
+	attempt(expired, 60*time.Millisecond, ended)
+	assert.Equal(t, 60*time.Millisecond, estimate())
+	attempt(expired, 10*time.Millisecond, ended)
+	attempt(cancelled, time.Second, &smithy.CanceledError{Err: context.Canceled})
+	assert.Equal(t, 60*time.Millisecond, estimate(), "expect neither a short cut nor a cancel to be a sample")
+	attempt(op, 150*time.Millisecond, nil)
+	attempt(op, 150*time.Millisecond, nil)
+	assert.Equal(t, 150*time.Millisecond, estimate(), "expect successes' times whole (the second largest of four samples or more)")
+}
+
+// TestHangsTheDeadlineEndedRaiseTheEstimateByDoublingsOnly: a warm client
+// of 2 ms attempts, two of which hang until their callers' 1 s deadline.
+// Each is a lower bound of at most twice the estimate: the margin stays
+// 8 ms, where counted whole the two hangs made one of 2 s that refused
+// every retry under such deadlines.
+func TestHangsTheDeadlineEndedRaiseTheEstimateByDoublingsOnly(t *testing.T) {
+	base := time.Now()
+	var offset time.Duration // moved by this goroutine only
+	clock := func() time.Time { return base.Add(offset) }
+	r := New(func(o *Options) { o.Clock = clock })
+	require.NoError(t, r.Err())
+	op := withOperation(context.Background(), "PutItem", "eu-west-1")
+	expired, cancel := context.WithDeadline(op, time.Now().Add(-time.Second))
+	defer cancel()
+	attempt := func(ctx context.Context, took time.Duration, err error) {
+		t.Helper()
+		release, terr := r.GetAttemptToken(ctx)
+		require.NoError(t, terr)
+		offset += took
+		require.NoError(t, release(err))
+	}
+	for range 8 {
+		attempt(op, 2*time.Millisecond, nil)
+	}
+	l := r.lanes.get(op)
+	require.Equal(t, 4*time.Millisecond, r.margin(op, l))
+	for range 2 {
+		attempt(expired, time.Second, &smithy.CanceledError{Err: context.DeadlineExceeded})
+	}
+	assert.Equal(t, 8*time.Millisecond, r.margin(op, l))
 }
