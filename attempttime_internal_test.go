@@ -248,46 +248,30 @@ func TestAColdBurstLeavesTheNextAttemptTimed(t *testing.T) {
 // longer than the warm estimate is no sample; nor is a cancelled
 // attempt's time; successes' times are, whole.
 func TestAnAttemptTheDeadlineEndedIsALowerBound(t *testing.T) {
-	base := time.Now()
-	var offset time.Duration // moved by this goroutine only
-	clock := func() time.Time { return base.Add(offset) }
-	r := New(func(o *Options) { o.Clock = clock })
-	require.NoError(t, r.Err())
-	op := withOperation(context.Background(), "PutItem", "eu-west-1")
-	expired, cancel := context.WithDeadline(op, time.Now().Add(-time.Second))
-	defer cancel()
-	cancelled, cancelIt := context.WithCancel(op)
-	cancelIt()
-	attempt := func(ctx context.Context, took time.Duration, err error) {
-		t.Helper()
-		release, terr := r.GetAttemptToken(ctx)
-		require.NoError(t, terr)
-		offset += took
-		require.NoError(t, release(err))
-	}
-	l := r.lanes.get(op)
+	c := newSteppedClient(t)
+	cancelled, cancel := context.WithCancel(c.op)
+	cancel()
 	estimate := func() time.Duration {
 		t.Helper()
-		e, cold := l.attempts.estimateOf(operationOf(op))
+		e, cold := c.lane.attempts.estimateOf(operationOf(c.op))
 		assert.False(t, cold)
-		assert.Equal(t, e, r.sendMargin(op, l), "expect the send margin to be the estimate")
+		assert.Equal(t, e, c.r.sendMargin(c.op, c.lane), "expect the send margin to be the estimate")
 		return e
 	}
 
-	attempt(op, 150*time.Millisecond, nil)
-	assert.Zero(t, r.sendMargin(op, l), "expect the cold first attempt to keep no margin")
-	ended := &smithy.CanceledError{Err: context.DeadlineExceeded}
-	attempt(expired, 20*time.Millisecond, ended)
+	c.attempt(c.op, 150*time.Millisecond, nil)
+	assert.Zero(t, c.r.sendMargin(c.op, c.lane), "expect the cold first attempt to keep no margin")
+	c.attempt(c.expired, 20*time.Millisecond, c.ended)
 	assert.Equal(t, 20*time.Millisecond, estimate(), "expect the warm cut to replace the cold sample")
-	attempt(expired, 60*time.Millisecond, ended)
+	c.attempt(c.expired, 60*time.Millisecond, c.ended)
 	assert.Equal(t, 40*time.Millisecond, estimate(), "expect a cut to count at most twice the estimate")
-	attempt(expired, 60*time.Millisecond, ended)
+	c.attempt(c.expired, 60*time.Millisecond, c.ended)
 	assert.Equal(t, 60*time.Millisecond, estimate())
-	attempt(expired, 10*time.Millisecond, ended)
-	attempt(cancelled, time.Second, &smithy.CanceledError{Err: context.Canceled})
+	c.attempt(c.expired, 10*time.Millisecond, c.ended)
+	c.attempt(cancelled, time.Second, &smithy.CanceledError{Err: context.Canceled})
 	assert.Equal(t, 60*time.Millisecond, estimate(), "expect neither a short cut nor a cancel to be a sample")
-	attempt(op, 150*time.Millisecond, nil)
-	attempt(op, 150*time.Millisecond, nil)
+	c.attempt(c.op, 150*time.Millisecond, nil)
+	c.attempt(c.op, 150*time.Millisecond, nil)
 	assert.Equal(t, 150*time.Millisecond, estimate(), "expect successes' times whole (the second largest of four samples or more)")
 }
 
@@ -297,28 +281,46 @@ func TestAnAttemptTheDeadlineEndedIsALowerBound(t *testing.T) {
 // 8 ms, where counted whole the two hangs made one of 2 s that refused
 // every retry under such deadlines.
 func TestHangsTheDeadlineEndedRaiseTheEstimateByDoublingsOnly(t *testing.T) {
-	base := time.Now()
-	var offset time.Duration // moved by this goroutine only
-	clock := func() time.Time { return base.Add(offset) }
-	r := New(func(o *Options) { o.Clock = clock })
-	require.NoError(t, r.Err())
-	op := withOperation(context.Background(), "PutItem", "eu-west-1")
-	expired, cancel := context.WithDeadline(op, time.Now().Add(-time.Second))
-	defer cancel()
-	attempt := func(ctx context.Context, took time.Duration, err error) {
-		t.Helper()
-		release, terr := r.GetAttemptToken(ctx)
-		require.NoError(t, terr)
-		offset += took
-		require.NoError(t, release(err))
-	}
+	c := newSteppedClient(t)
 	for range 8 {
-		attempt(op, 2*time.Millisecond, nil)
+		c.attempt(c.op, 2*time.Millisecond, nil)
 	}
-	l := r.lanes.get(op)
-	require.Equal(t, 4*time.Millisecond, r.margin(op, l))
+	require.Equal(t, 4*time.Millisecond, c.r.margin(c.op, c.lane))
 	for range 2 {
-		attempt(expired, time.Second, &smithy.CanceledError{Err: context.DeadlineExceeded})
+		c.attempt(c.expired, time.Second, c.ended)
 	}
-	assert.Equal(t, 8*time.Millisecond, r.margin(op, l))
+	assert.Equal(t, 8*time.Millisecond, c.r.margin(c.op, c.lane))
+}
+
+// steppedClient is a Retryer whose clock only its attempts move, with the
+// context of a PutItem's attempt, live and past its deadline, and the
+// SDK's error for an attempt the deadline ended.
+type steppedClient struct {
+	t           *testing.T
+	r           *Retryer
+	lane        *lane
+	offset      time.Duration
+	op, expired context.Context
+	ended       error
+}
+
+func newSteppedClient(t *testing.T) *steppedClient {
+	base := time.Now()
+	c := &steppedClient{t: t, ended: &smithy.CanceledError{Err: context.DeadlineExceeded}}
+	c.r = New(func(o *Options) { o.Clock = func() time.Time { return base.Add(c.offset) } })
+	require.NoError(t, c.r.Err())
+	c.op = withOperation(context.Background(), "PutItem", "eu-west-1")
+	expired, cancel := context.WithDeadline(c.op, time.Now().Add(-time.Second))
+	t.Cleanup(cancel)
+	c.expired, c.lane = expired, c.r.lanes.get(c.op)
+	return c
+}
+
+// attempt makes an attempt under ctx that takes took and ends with err.
+func (c *steppedClient) attempt(ctx context.Context, took time.Duration, err error) {
+	c.t.Helper()
+	release, terr := c.r.GetAttemptToken(ctx)
+	require.NoError(c.t, terr)
+	c.offset += took
+	require.NoError(c.t, release(err))
 }

@@ -696,45 +696,16 @@ func TestALimiterWaitLeavesTheAttemptItsUsualTime(t *testing.T) {
 // wait at all still go whatever time is left, as without the limiter: a
 // few may end late.
 func TestALimiterSendsNoTurnThatComesTooLateForTheAttempt(t *testing.T) {
-	srv := newScriptServer(t, reply{delay: 150 * time.Millisecond})
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 20, MaxRate: 20}
-	})
-	require.NoError(t, r.Err())
-	client := newClient(srv.URL, r)
+	srv, client := slowLimitedClient(t)
 	for range 5 { // the attempt time, learnt
 		require.NoError(t, putItem(context.Background(), client))
 	}
 	base := srv.Calls()
-	var ok, late atomic.Int64
-	var wg sync.WaitGroup
-	stop := time.Now().Add(3 * time.Second)
-	for g := range 32 {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			rng := rand.New(rand.NewPCG(uint64(g), 7))
-			for time.Now().Before(stop) {
-				d := 50*time.Millisecond + time.Duration(rng.Int64N(int64(250*time.Millisecond)))
-				ctx, cancel := context.WithTimeout(context.Background(), d)
-				err := putItem(ctx, client)
-				cancel()
-				var gu *jitterretry.GiveUpError
-				switch {
-				case err == nil:
-					ok.Add(1)
-				case errors.As(err, &gu):
-				case errors.Is(err, context.DeadlineExceeded):
-					late.Add(1) // sent, and ended past the deadline
-				}
-			}
-		}()
-	}
-	wg.Wait()
+	ok, late := shortDeadlineLoops(client, 3*time.Second)
 	calls := srv.Calls() - base
-	t.Logf("3 s: %d sends, %d succeeded, %d ended past their deadline", calls, ok.Load(), late.Load())
+	t.Logf("3 s: %d sends, %d succeeded, %d ended past their deadline", calls, ok, late)
 	require.Positive(t, calls)
-	assert.LessOrEqual(t, late.Load(), int64(calls/5), "expect few sends to end past their deadline: a turn that came with less than the margin left is given back")
+	assert.LessOrEqual(t, late, int64(calls/5), "expect few sends to end past their deadline: a turn that came with less than the margin left is given back")
 }
 
 // TestANewClientBehindALimiterLearnsFromTheAttemptsItsDeadlinesEnded: the
@@ -748,15 +719,34 @@ func TestALimiterSendsNoTurnThatComesTooLateForTheAttempt(t *testing.T) {
 // and 32 successes, 23 and 29 sends late, of 61, in two runs; without the
 // limiter, every call sent at once, 298 of 751 ended late in the same 3 s).
 func TestANewClientBehindALimiterLearnsFromTheAttemptsItsDeadlinesEnded(t *testing.T) {
+	srv, client := slowLimitedClient(t)
+	ok, late := shortDeadlineLoops(client, 3*time.Second)
+	calls := srv.Calls()
+	t.Logf("3 s: %d sends, %d succeeded, %d ended past their deadline", calls, ok, late)
+	require.Positive(t, calls)
+	assert.GreaterOrEqual(t, ok, int64(calls/4), "expect a quarter of the sends at least to succeed once the attempts' time is learnt")
+	assert.LessOrEqual(t, late, int64(3*calls/4), "expect the sends after the first ones to end in time")
+}
+
+// slowLimitedClient returns a service that answers every call in 150 ms
+// and a client of it whose Retryer's send-rate limiter sends 20 a second.
+func slowLimitedClient(t *testing.T) (*scriptServer, *dynamodb.Client) {
 	srv := newScriptServer(t, reply{delay: 150 * time.Millisecond})
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 20, MaxRate: 20}
 	})
 	require.NoError(t, r.Err())
-	client := newClient(srv.URL, r)
-	var ok, late atomic.Int64
+	return srv, newClient(srv.URL, r)
+}
+
+// shortDeadlineLoops runs 32 closed loops of putItem on client for run,
+// each call under a deadline of 50-300 ms drawn from the loop's own seeded
+// generator, and returns how many calls succeeded and how many were sent
+// and ended past their deadline (a refusal is neither).
+func shortDeadlineLoops(client *dynamodb.Client, run time.Duration) (ok, late int64) {
+	var succeeded, ended atomic.Int64
 	var wg sync.WaitGroup
-	stop := time.Now().Add(3 * time.Second)
+	stop := time.Now().Add(run)
 	for g := range 32 {
 		wg.Add(1)
 		go func() {
@@ -770,20 +760,16 @@ func TestANewClientBehindALimiterLearnsFromTheAttemptsItsDeadlinesEnded(t *testi
 				var gu *jitterretry.GiveUpError
 				switch {
 				case err == nil:
-					ok.Add(1)
+					succeeded.Add(1)
 				case errors.As(err, &gu):
 				case errors.Is(err, context.DeadlineExceeded):
-					late.Add(1) // sent, and ended past the deadline
+					ended.Add(1)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	calls := srv.Calls()
-	t.Logf("3 s: %d sends, %d succeeded, %d ended past their deadline", calls, ok.Load(), late.Load())
-	require.Positive(t, calls)
-	assert.GreaterOrEqual(t, ok.Load(), int64(calls/4), "expect a quarter of the sends at least to succeed once the attempts' time is learnt")
-	assert.LessOrEqual(t, late.Load(), int64(3*calls/4), "expect the sends after the first ones to end in time")
+	return succeeded.Load(), ended.Load()
 }
 
 // TestAClosedLoopWithNoTimeForAnAttemptIsHeldAfterA5xx: one goroutine,
