@@ -276,20 +276,42 @@ func TestAnAttemptTheDeadlineEndedIsALowerBound(t *testing.T) {
 }
 
 // TestHangsTheDeadlineEndedRaiseTheEstimateByDoublingsOnly: a warm client
-// of 2 ms attempts, two of which hang until their callers' 1 s deadline.
-// Each is a lower bound of at most twice the estimate: the margin stays
-// 8 ms, where counted whole the two hangs made one of 2 s that refused
-// every retry under such deadlines.
+// of 2 ms attempts, three of which in a row hang until their callers' 1 s
+// deadline. The first of a run is no sample; each after it is a lower
+// bound of at most twice the estimate: the margin becomes 8 ms, where
+// counted whole such hangs made one of 2 s that refused every retry under
+// such deadlines.
 func TestHangsTheDeadlineEndedRaiseTheEstimateByDoublingsOnly(t *testing.T) {
 	c := newSteppedClient(t)
 	for range 8 {
 		c.attempt(c.op, 2*time.Millisecond, nil)
 	}
 	require.Equal(t, 4*time.Millisecond, c.r.margin(c.op, c.lane))
-	for range 2 {
+	for range 3 {
 		c.attempt(c.expired, time.Second, c.ended)
 	}
 	assert.Equal(t, 8*time.Millisecond, c.r.margin(c.op, c.lane))
+}
+
+// TestCutsNowAndThenLeaveTheEstimate: an estimate of 5 ms attempts, one in
+// ten of which a deadline ends after 200 ms: a cut between successes is no
+// sample, and the estimate stays 5 ms (counted each, they raised it to the
+// deadline, and its margin refused retries nine in ten of which take
+// 5 ms). A run of cuts raises it, by doublings.
+func TestCutsNowAndThenLeaveTheEstimate(t *testing.T) {
+	var e attemptEstimate
+	for i := range 1000 {
+		if i%10 == 9 {
+			e.record(200*time.Millisecond, false, true)
+		} else {
+			e.record(5*time.Millisecond, false, false)
+		}
+		require.Equal(t, 5*time.Millisecond, e.estimate(), "attempt %d", i)
+	}
+	for range 5 {
+		e.record(200*time.Millisecond, false, true)
+	}
+	assert.Equal(t, 20*time.Millisecond, e.estimate(), "expect a run of five cuts to count four, doubling the estimate twice")
 }
 
 // steppedClient is a Retryer whose clock only its attempts move, with the

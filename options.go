@@ -209,10 +209,11 @@ type Options struct {
 	// needs the usual attempt time and AttemptTimeout's 5 ms reserve, and
 	// one that stalls again is cut before the deadline. One the caller's
 	// deadline ended (or AttemptTimeout cut at it) is a lower bound,
-	// counted only when longer than the estimate, and then as at most
-	// twice the estimate (so a new client whose attempts all ran into
-	// their deadlines still learns, and a hang or two of a fast client do
-	// not make a margin of the deadline). After an attempt cut at the
+	// counted only when longer than the estimate and after another such
+	// (or while the estimate rests on no warm attempt), and then as at
+	// most twice the estimate: a new client whose attempts all ran into
+	// their deadlines still learns, while the hangs of a fast client now
+	// and then do not make a margin of the deadline. After an attempt cut at the
 	// deadline no retry is made, DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
 	// is learnt over all the operations of the slowest client (service and
 	// region) fn's calls used, kept for the whole loop (over the

@@ -715,8 +715,8 @@ func TestALimiterSendsNoTurnThatComesTooLateForTheAttempt(t *testing.T) {
 // sent with too little time and ended by the deadline, and, no sample, it
 // taught the client nothing: 2 successes in 5 s, 104 of 105 sends ended
 // past their deadlines (helper-207). An attempt the deadline ended is now a
-// lower bound of the attempt's time: the first 25 sends or so learn it (38
-// and 32 successes, 23 and 29 sends late, of 61, in two runs; without the
+// lower bound of the attempt's time: the first 25-35 sends learn it (26-41
+// successes, 21-36 sends late, of 61-62, in five runs; without the
 // limiter, every call sent at once, 298 of 751 ended late in the same 3 s).
 func TestANewClientBehindALimiterLearnsFromTheAttemptsItsDeadlinesEnded(t *testing.T) {
 	srv, client := slowLimitedClient(t)
