@@ -48,8 +48,21 @@ import (
 // among a new client's first ten of 2 ms refuse the next 21 operations'
 // retries under 2 s deadlines: helper-200; of two samples, one slow, which
 // is the stall is not known). An attempt
-// during which its caller's context ended is not a sample: it took what
-// the caller allowed, not what the service needed.
+// during which its caller's context ended took what the caller allowed,
+// not what the service needed: cancelled, or cut by AttemptTimeout at its
+// own limit, it is no sample. Ended by the caller's deadline (or cut by
+// AttemptTimeout at it), it is a lower bound, counted only when it exceeds
+// the estimate and follows another such (or the estimate has no warm
+// sample), and then as at most twice the estimate (see
+// attemptEstimate.record): a client whose every attempt the deadline ended
+// learnt nothing, and the send-rate limiter, whose queue hands its turns
+// to the callers nearest their deadlines, sent each turn with whatever
+// time was left: a new client, 150 ms answers, 32 callers with deadlines
+// of 50-300 ms and 20 sends a second made 2 successes in 5 s, 104 sends
+// ending past their deadlines (helper-207). Twice, not the whole bound: a
+// hang cut by a 1 s deadline in a client of 2 ms answers would make a
+// margin of 2 s that refused every retry under such deadlines; doubling
+// takes two cuts, so only a run of them raises the estimate far.
 //
 // The SDK's middleware skips an attempt's release when it cannot rewind the
 // request's body for a retry (an upload from a pipe). A probe whose release
@@ -165,14 +178,19 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 		// AttemptTimeout cut (at that deadline, less its reserve, so the
 		// context had not ended yet, or at its own limit), took what the
 		// caller allowed, not what the service takes: it is no sample.
-		if ctx := p.ctx; ctx != nil && ctx.Err() == nil && !wasCut(err) {
+		ctx := p.ctx
+		switch {
+		case ctx == nil:
+		case ctx.Err() == nil && !wasCut(err):
 			start, end := time.Duration(p.start.Load()), a.since()
-			if a.record(p.op, start, end) {
+			if a.record(p.op, start, end, false) {
 				markCold(ctx, a.epoch.Add(start), a.epoch.Add(end))
 			}
 			if err != nil && a.failed != nil {
 				a.failed(err, end-start)
 			}
+		case endedByDeadline(ctx, err):
+			a.record(p.op, time.Duration(p.start.Load()), a.since(), true)
 		}
 		p.ctx, p.op = nil, nil
 		p.busy.Store(false)
@@ -322,19 +340,21 @@ func (a *attemptTimes) lookup(k operationKey) *attemptEstimate {
 // record adds the time of one attempt, from start to end (since the
 // epoch), to the lane's estimate and to op's, if any, each judging
 // whether it was cold, and reports whether it was: by op's client, or,
-// with no op, by the lane.
-func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) (cold bool) {
+// with no op, by the lane. With atLeast, the attempt was ended by its
+// caller's deadline, and its time is a lower bound (see
+// attemptEstimate.record).
+func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration, atLeast bool) (cold bool) {
 	if end < start {
 		return false
 	}
 	cold = a.all.begunCold(start, end)
-	if a.all.record(end-start, cold) {
+	if a.all.record(end-start, cold, atLeast) {
 		a.drawLess()
 	}
 	if op != nil {
 		cold = op.client.begunCold(start, end)
-		op.record(end-start, cold)
-		op.client.clientAll.record(end-start, cold)
+		op.record(end-start, cold, atLeast)
+		op.client.clientAll.record(end-start, cold, atLeast)
 	}
 	return cold
 }
@@ -419,7 +439,8 @@ type attemptEstimate struct {
 
 	mu      sync.Mutex
 	samples [attemptSamples]time.Duration
-	at      int // where the next sample goes
+	at      int  // where the next sample goes
+	lastCut bool // the last attempt recorded was a lower bound (see record)
 }
 
 // record adds a sample, cold or not (see attemptTimes): the first warm one
@@ -428,11 +449,32 @@ type attemptEstimate struct {
 // timed (see attemptTimes.measure), and a burst of 32 first attempts at once, cold,
 // left the attempts after it timed one in 16, with no margin until one was
 // (helper-176: 15 attempts on average, 85 at worst). It reports whether a
-// warm sample filled the window's last place, turning it over.
-func (e *attemptEstimate) record(took time.Duration, cold bool) (turned bool) {
+// warm sample filled the window's last place, turning it over. With
+// atLeast, took is a lower bound (an attempt its caller's deadline ended):
+// a sample only when it exceeds the estimate and the estimate has no warm
+// sample or the attempt recorded before was a lower bound too, and then
+// at most twice the estimate, warm or cold, when there is one. So a run of
+// them raises the estimate, doubling it at most every two (the second
+// largest), while one now and then does not: of a client whose attempts
+// take 5 ms but one in ten, which 200 ms deadlines end, the cuts counted
+// each raised the margin to 160-320 ms, over 100 ms for 68-751 of 3,000
+// attempts in two runs, which refused retries nine in ten of which take
+// 5 ms; counted in runs only, it stayed 10 ms.
+func (e *attemptEstimate) record(took time.Duration, cold, atLeast bool) (turned bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	warm := e.warmed.Load() // written under e.mu only
+	inRun := e.lastCut
+	e.lastCut = atLeast
+	if atLeast {
+		est, estCold := e.read()
+		if !estCold && (took <= est || !inRun) {
+			return false
+		}
+		if est > 0 {
+			took = min(took, addSaturating(est, est))
+		}
+	}
 	switch {
 	case cold && warm:
 		return false

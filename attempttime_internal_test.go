@@ -9,6 +9,7 @@ import (
 
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/middleware"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
@@ -235,4 +236,113 @@ func TestAColdBurstLeavesTheNextAttemptTimed(t *testing.T) {
 	offset += 20 * time.Millisecond
 	require.NoError(t, release(nil))
 	assert.Equal(t, 40*time.Millisecond, r.margin(ctx, l), "expect the first warm attempt timed: twice its 20 ms")
+}
+
+// TestAnAttemptTheDeadlineEndedIsALowerBound: a new client whose first
+// attempt came back in 150 ms (cold: no margin) and whose next attempts
+// were each sent with 20 ms, then 60 ms, left and ended by the caller's
+// deadline learns from them what it learnt from nothing before: at least
+// 20 ms, then at most twice the estimate, 40 and 60 ms (helper-207: behind
+// the send-rate limiter, whose turns go to the callers nearest their
+// deadlines, such a client sent every turn with no time for it). A cut no
+// longer than the warm estimate is no sample; nor is a cancelled
+// attempt's time; successes' times are, whole.
+func TestAnAttemptTheDeadlineEndedIsALowerBound(t *testing.T) {
+	c := newSteppedClient(t)
+	cancelled, cancel := context.WithCancel(c.op)
+	cancel()
+	estimate := func() time.Duration {
+		t.Helper()
+		e, cold := c.lane.attempts.estimateOf(operationOf(c.op))
+		assert.False(t, cold)
+		assert.Equal(t, e, c.r.sendMargin(c.op, c.lane), "expect the send margin to be the estimate")
+		return e
+	}
+
+	c.attempt(c.op, 150*time.Millisecond, nil)
+	assert.Zero(t, c.r.sendMargin(c.op, c.lane), "expect the cold first attempt to keep no margin")
+	c.attempt(c.expired, 20*time.Millisecond, c.ended)
+	assert.Equal(t, 20*time.Millisecond, estimate(), "expect the warm cut to replace the cold sample")
+	c.attempt(c.expired, 60*time.Millisecond, c.ended)
+	assert.Equal(t, 40*time.Millisecond, estimate(), "expect a cut to count at most twice the estimate")
+	c.attempt(c.expired, 60*time.Millisecond, c.ended)
+	assert.Equal(t, 60*time.Millisecond, estimate())
+	c.attempt(c.expired, 10*time.Millisecond, c.ended)
+	c.attempt(cancelled, time.Second, &smithy.CanceledError{Err: context.Canceled})
+	assert.Equal(t, 60*time.Millisecond, estimate(), "expect neither a short cut nor a cancel to be a sample")
+	c.attempt(c.op, 150*time.Millisecond, nil)
+	c.attempt(c.op, 150*time.Millisecond, nil)
+	assert.Equal(t, 150*time.Millisecond, estimate(), "expect successes' times whole (the second largest of four samples or more)")
+}
+
+// TestHangsTheDeadlineEndedRaiseTheEstimateByDoublingsOnly: a warm client
+// of 2 ms attempts, three of which in a row hang until their callers' 1 s
+// deadline. The first of a run is no sample; each after it is a lower
+// bound of at most twice the estimate: the margin becomes 8 ms, where
+// counted whole such hangs made one of 2 s that refused every retry under
+// such deadlines.
+func TestHangsTheDeadlineEndedRaiseTheEstimateByDoublingsOnly(t *testing.T) {
+	c := newSteppedClient(t)
+	for range 8 {
+		c.attempt(c.op, 2*time.Millisecond, nil)
+	}
+	require.Equal(t, 4*time.Millisecond, c.r.margin(c.op, c.lane))
+	for range 3 {
+		c.attempt(c.expired, time.Second, c.ended)
+	}
+	assert.Equal(t, 8*time.Millisecond, c.r.margin(c.op, c.lane))
+}
+
+// TestCutsNowAndThenLeaveTheEstimate: an estimate of 5 ms attempts, one in
+// ten of which a deadline ends after 200 ms: a cut between successes is no
+// sample, and the estimate stays 5 ms (counted each, they raised it to the
+// deadline, and its margin refused retries nine in ten of which take
+// 5 ms). A run of cuts raises it, by doublings.
+func TestCutsNowAndThenLeaveTheEstimate(t *testing.T) {
+	var e attemptEstimate
+	for i := range 1000 {
+		if i%10 == 9 {
+			e.record(200*time.Millisecond, false, true)
+		} else {
+			e.record(5*time.Millisecond, false, false)
+		}
+		require.Equal(t, 5*time.Millisecond, e.estimate(), "attempt %d", i)
+	}
+	for range 5 {
+		e.record(200*time.Millisecond, false, true)
+	}
+	assert.Equal(t, 20*time.Millisecond, e.estimate(), "expect a run of five cuts to count four, doubling the estimate twice")
+}
+
+// steppedClient is a Retryer whose clock only its attempts move, with the
+// context of a PutItem's attempt, live and past its deadline, and the
+// SDK's error for an attempt the deadline ended.
+type steppedClient struct {
+	t           *testing.T
+	r           *Retryer
+	lane        *lane
+	offset      time.Duration
+	op, expired context.Context
+	ended       error
+}
+
+func newSteppedClient(t *testing.T) *steppedClient {
+	base := time.Now()
+	c := &steppedClient{t: t, ended: &smithy.CanceledError{Err: context.DeadlineExceeded}}
+	c.r = New(func(o *Options) { o.Clock = func() time.Time { return base.Add(c.offset) } })
+	require.NoError(t, c.r.Err())
+	c.op = withOperation(context.Background(), "PutItem", "eu-west-1")
+	expired, cancel := context.WithDeadline(c.op, time.Now().Add(-time.Second))
+	t.Cleanup(cancel)
+	c.expired, c.lane = expired, c.r.lanes.get(c.op)
+	return c
+}
+
+// attempt makes an attempt under ctx that takes took and ends with err.
+func (c *steppedClient) attempt(ctx context.Context, took time.Duration, err error) {
+	c.t.Helper()
+	release, terr := c.r.GetAttemptToken(ctx)
+	require.NoError(c.t, terr)
+	c.offset += took
+	require.NoError(c.t, release(err))
 }

@@ -125,7 +125,9 @@ func TestLearntMarginIsPerOperation(t *testing.T) {
 
 // TestMarginLeavesOutAttemptsTheCallerEnded: an attempt that ran until its
 // caller's deadline took what the caller allowed, not what the service
-// needs: it does not make the next operation's retries look too long.
+// needs: it does not make the next operation's retries look too long. (A
+// lower bound of the attempt's time, it is a new client's first: cold, it
+// keeps no margin, and the next operation's attempt, warm, replaces it.)
 func TestMarginLeavesOutAttemptsTheCallerEnded(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
 	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })

@@ -228,6 +228,17 @@ func wasCut(err error) bool {
 	})
 }
 
+// endedByDeadline reports whether an attempt under the operation's context
+// ctx, which ended with err, was ended by ctx's deadline: ctx's own timer,
+// or AttemptTimeout's cut at that deadline less attemptReserve. A
+// cancelled context or a cut at AttemptTimeout's own limit is not.
+func endedByDeadline(ctx context.Context, err error) bool {
+	return ctx.Err() == context.DeadlineExceeded || inChain(err, func(e error) bool {
+		c, ok := e.(*attemptTimeoutError)
+		return ok && c.byDeadline
+	})
+}
+
 // answered reports whether err holds the service's answer (a smithy API
 // error), which came whole whenever the attempt's context ended.
 func answered(err error) bool {
