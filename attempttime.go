@@ -467,8 +467,9 @@ func (e *attemptEstimate) record(took time.Duration, cold, atLeast bool) (turned
 	inRun := e.lastCut
 	e.lastCut = atLeast
 	if atLeast {
-		est, estCold := e.read()
-		if !estCold && (took <= est || !inRun) {
+		// warm, not read's flag: an empty estimate reads as a warm 0.
+		est, _ := e.read()
+		if warm && (took <= est || !inRun) {
 			return false
 		}
 		if est > 0 {

@@ -273,6 +273,15 @@ func TestAnAttemptTheDeadlineEndedIsALowerBound(t *testing.T) {
 	c.attempt(c.op, 150*time.Millisecond, nil)
 	c.attempt(c.op, 150*time.Millisecond, nil)
 	assert.Equal(t, 150*time.Millisecond, estimate(), "expect successes' times whole (the second largest of four samples or more)")
+
+	// A new client whose first attempt the deadline ended: a cold lower
+	// bound, as a cold success's time would be (an empty estimate reads
+	// as a warm 0, and the cut was left out).
+	c = newSteppedClient(t)
+	c.attempt(c.expired, 100*time.Millisecond, c.ended)
+	e, cold := c.lane.attempts.estimateOf(operationOf(c.op))
+	assert.Equal(t, 100*time.Millisecond, e)
+	assert.True(t, cold)
 }
 
 // TestHangsTheDeadlineEndedRaiseTheEstimateByDoublingsOnly: a warm client

@@ -715,17 +715,22 @@ func TestALimiterSendsNoTurnThatComesTooLateForTheAttempt(t *testing.T) {
 // sent with too little time and ended by the deadline, and, no sample, it
 // taught the client nothing: 2 successes in 5 s, 104 of 105 sends ended
 // past their deadlines (helper-207). An attempt the deadline ended is now a
-// lower bound of the attempt's time: the first 25-35 sends learn it (26-41
-// successes, 21-36 sends late, of 61-62, in five runs; without the
-// limiter, every call sent at once, 298 of 751 ended late in the same 3 s).
+// lower bound of the attempt's time, which each cut raises by what it
+// shows: 4-55 of 61-63 sends ended late in the first 3 s, 0-1 of 41-43 in
+// the 2 s after, in six runs (without the limiter, every call sent at
+// once, 298 of 751 ended late in 3 s). Judged over the first 3 s, where
+// the learning's time varies, the test failed one run in four on a busy
+// machine; the 2 s after are what a user's new client keeps.
 func TestANewClientBehindALimiterLearnsFromTheAttemptsItsDeadlinesEnded(t *testing.T) {
 	srv, client := slowLimitedClient(t)
 	ok, late := shortDeadlineLoops(client, 3*time.Second)
-	calls := srv.Calls()
-	t.Logf("3 s: %d sends, %d succeeded, %d ended past their deadline", calls, ok, late)
+	t.Logf("the first 3 s: %d sends, %d succeeded, %d ended past their deadline", srv.Calls(), ok, late)
+	base := srv.Calls()
+	ok, late = shortDeadlineLoops(client, 2*time.Second)
+	calls := srv.Calls() - base
+	t.Logf("the next 2 s: %d sends, %d succeeded, %d ended past their deadline", calls, ok, late)
 	require.Positive(t, calls)
-	assert.GreaterOrEqual(t, ok, int64(calls/4), "expect a quarter of the sends at least to succeed once the attempts' time is learnt")
-	assert.LessOrEqual(t, late, int64(3*calls/4), "expect the sends after the first ones to end in time")
+	assert.LessOrEqual(t, late, int64(calls/5), "expect few sends to end past their deadline once the attempts' time is learnt")
 }
 
 // slowLimitedClient returns a service that answers every call in 150 ms
