@@ -103,9 +103,10 @@ type GiveUpError struct {
 	// where the caller does not tell the retryer: under the SDK's retry
 	// middleware for every refusal but a GiveUpDeadline of RetryDelay (the
 	// drawn backoff would end past the deadline; GetRetryToken, which
-	// refuses when even the shortest wait would, is not told the number),
-	// and for a wait of the send-rate limiter, which comes before an
-	// attempt.
+	// refuses when even the shortest wait would, is not told the number)
+	// and a refusal of the send-rate limiter's wait for a retry whose
+	// failed attempt it knows (see Err); and for the limiter's wait for a
+	// first attempt.
 	Attempt int
 
 	// Partition is the partition key of the retry token bucket (see
@@ -119,13 +120,18 @@ type GiveUpError struct {
 	// was left.
 	Delay time.Duration
 
-	// Err is the failed attempt's error; nil for a wait of the send-rate
-	// limiter before an attempt.
+	// Err is the failed attempt's error. For a refusal of the send-rate
+	// limiter's wait, it is the error of the attempt the retry follows
+	// when RetryDelay scheduled the retry and no other retry of the same
+	// context was expected at once (operations sharing a context share
+	// its Done channel, by which the limiter knows the retry); nil for a
+	// first attempt's wait, or where the failed attempt is not known so.
 	Err error
 
 	remaining time.Duration // GiveUpDeadline: time left until the deadline
 	margin    time.Duration // GiveUpDeadline: the time kept for the attempt after the wait
 	cutMargin bool          // GiveUpDeadline: margin is as long as the attempt AttemptTimeout cut at the deadline ran
+	sendWait  bool          // GiveUpDeadline: the refused wait is the send-rate limiter's (Delay; 0 for a turn that came too late)
 	// GiveUpDeadline of a retry: drawn, the backoff was drawn (RetryDelay),
 	// and backoff is what it was before the service's x-amz-retry-after;
 	// not drawn (GetRetryToken), Delay is the shortest wait the hint allows.
@@ -189,7 +195,7 @@ func (e *GiveUpError) Error() string {
 			left = fmt.Sprintf("%v left", readable(e.remaining))
 		}
 		switch {
-		case e.Err == nil && e.waited > 0:
+		case e.sendWait && e.waited > 0:
 			left += fmt.Sprintf(", after %v held in the send queue", readable(e.waited))
 		case e.waited > 0 && e.floored:
 			// The SDK retries no conflict: the hold is the throttle's.
@@ -314,7 +320,7 @@ func joinedText(err error, budget *int) (text string) {
 func (e *GiveUpError) deadlineWhat() string {
 	var what string
 	switch {
-	case e.Err == nil:
+	case e.sendWait:
 		what = fmt.Sprintf("send-rate wait %v", readable(e.Delay))
 	case e.drawn && e.Delay != e.backoff:
 		what = fmt.Sprintf("backoff %v, %v after the service's x-amz-retry-after,", readable(e.backoff), readable(e.Delay))

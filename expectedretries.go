@@ -2,7 +2,8 @@ package jitterretry
 
 // This file owns the retries a send-rate limiter expects: how a retry's
 // attempt is told from a first attempt, so that it waits in the retries'
-// line (see sendQueue).
+// line (see sendQueue), and which failed attempt it follows, so that its
+// refusal in the queue keeps that attempt's error.
 
 import "time"
 
@@ -42,11 +43,23 @@ type expectedRetries struct {
 type expectedRetry struct {
 	count int       // retries expected
 	until time.Time // when the last of them stops being expected
+	// due is when the backoff of the one retry expected ends, and after
+	// what it follows (see claim); the zero values once a second retry
+	// of the same Done channel is expected.
+	due   time.Time
+	after failedAttempt
+}
+
+// failedAttempt is the attempt a retry follows: its error and its 1-based
+// number, as RetryDelay got them. The zero value is none known.
+type failedAttempt struct {
+	err    error
+	number int
 }
 
 // expect records, at now, a retry of the operation of done, which asks for
-// its turn by until (less expectedGrace).
-func (e *expectedRetries) expect(done <-chan struct{}, now, until time.Time) {
+// its turn by until (less expectedGrace), after the failed attempt after.
+func (e *expectedRetries) expect(done <-chan struct{}, now, until time.Time, after failedAttempt) {
 	if done == nil {
 		return
 	}
@@ -64,7 +77,11 @@ func (e *expectedRetries) expect(done <-chan struct{}, now, until time.Time) {
 			return
 		}
 	}
-	x.count++
+	if x.count++; x.count == 1 {
+		x.due, x.after = until, after
+	} else {
+		x.due, x.after = time.Time{}, failedAttempt{} // whose is whose is not known
+	}
 	if until = until.Add(expectedGrace); until.After(x.until) {
 		x.until = until
 	}
@@ -72,21 +89,33 @@ func (e *expectedRetries) expect(done <-chan struct{}, now, until time.Time) {
 }
 
 // claim reports whether an attempt of the operation of done, asking at
-// now, is an expected retry, which it then no longer is.
-func (e *expectedRetries) claim(done <-chan struct{}, now time.Time) bool {
+// now, is an expected retry, which it then no longer is, and the failed
+// attempt it follows, when that is known: one retry of done was expected,
+// and its backoff has ended. Operations may share a context, and its Done
+// channel (an errgroup's): another's first attempt, asking during the
+// backoff, takes the retry's place in the line, but not its cause, which
+// would have named a failure that operation never had.
+func (e *expectedRetries) claim(done <-chan struct{}, now time.Time) (bool, failedAttempt) {
 	if done == nil || len(e.ops) == 0 {
-		return false
+		return false, failedAttempt{}
 	}
 	x, ok := e.ops[done]
 	if !ok {
-		return false
+		return false, failedAttempt{}
+	}
+	after := x.after
+	if now.Before(x.due) || x.count > 1 {
+		after = failedAttempt{}
 	}
 	if x.count--; x.count == 0 || now.After(x.until) {
 		delete(e.ops, done)
 	} else {
 		e.ops[done] = x
 	}
-	return !now.After(x.until)
+	if now.After(x.until) {
+		return false, failedAttempt{}
+	}
+	return true, after
 }
 
 func (e *expectedRetries) forgetLapsed(now time.Time) {

@@ -340,7 +340,7 @@ func TestAFullTableKeepsAPartitionWhoseCallersWait(t *testing.T) {
 	hot := r.lanes.get(WithPartition(context.Background(), "hot"))
 	var places []sendPlace
 	for range 5 {
-		p, _, _ := hot.sender.reserve(nil, false)
+		p, _, _, _ := hot.sender.reserve(nil, false)
 		places = append(places, p)
 	}
 	require.True(t, hot.sender.inUse(), "expect callers waiting at 10/s")
@@ -380,8 +380,8 @@ func TestAFullTableOfWaitingPartitionsSweepsOnceInABatch(t *testing.T) {
 	// Held back, then gone: each key's second caller waits, and leaves.
 	for i := range 3 * maxPartitions {
 		l := r.lanes.get(key(i))
-		first, _, _ := l.sender.reserve(nil, false)
-		second, wait, _ := l.sender.reserve(nil, false)
+		first, _, _, _ := l.sender.reserve(nil, false)
+		second, wait, _, _ := l.sender.reserve(nil, false)
 		require.Positive(t, wait)
 		l.sender.cancel(second)
 		_ = first

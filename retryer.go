@@ -466,7 +466,7 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 		// ahead of first attempts (see expectedRetries). Not while
 		// attempts through GetInitialToken, which never wait, are made:
 		// nothing would claim the entries.
-		p.lane.sender.expectRetry(p.ctx.Done(), d)
+		p.lane.sender.expectRetry(p.ctx.Done(), d, failedAttempt{opErr, attempt})
 	}
 	return d, nil
 }

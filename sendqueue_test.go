@@ -27,7 +27,8 @@ func setClock(l *sendRate, now time.Time) (restore func()) {
 
 func reserveAt(l *sendRate, now time.Time) (sendPlace, time.Duration, <-chan struct{}) {
 	defer setClock(l, now)()
-	return l.reserve(nil, false)
+	p, wait, changed, _ := l.reserve(nil, false)
+	return p, wait, changed
 }
 
 func delayAt(l *sendRate, p sendPlace, now time.Time) (time.Duration, <-chan struct{}) {
@@ -101,12 +102,10 @@ func retryPlaceAt(l *sendRate, now time.Time) sendPlace {
 	done := make(chan struct{})
 	func() {
 		defer setClock(l, now)()
-		l.expectRetry(done, 0)
+		l.expectRetry(done, 0, failedAttempt{})
 	}()
-	p, _, _ := func() (sendPlace, time.Duration, <-chan struct{}) {
-		defer setClock(l, now)()
-		return l.reserve(done, false)
-	}()
+	defer setClock(l, now)()
+	p, _, _, _ := l.reserve(done, false)
 	return p
 }
 
@@ -302,7 +301,7 @@ func TestSendQueueCrowdKeepsItsClock(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 2000 {
-				p, _, _ := l.reserve(nil, false)
+				p, _, _, _ := l.reserve(nil, false)
 				l.observe(i%10 == 0, time.Millisecond)
 				l.cancel(p)
 			}

@@ -751,33 +751,34 @@ func (l *sendRate) forgettable() bool {
 // when it is an expected retry (see expectRetry), or when retry says it is
 // one. It returns how long the place waits and the channel closed when
 // that may change, as delay does: most places are due at once, and a
-// caller asks delay again only after it slept. The caller gives the place
-// back with cancel if it does not send.
-func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Duration, <-chan struct{}) {
+// caller asks delay again only after it slept; and, for an expected retry,
+// the failed attempt it follows, when known (see expectedRetries.claim).
+// The caller gives the place back with cancel if it does not send.
+func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Duration, <-chan struct{}, failedAttempt) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.syncLocked()
 	l.lastSeen = now
-	expected := l.expected.claim(done, now) // even for a loop's retry: its entry is used
+	expected, after := l.expected.claim(done, now) // even for a loop's retry: its entry is used
 	p, due := l.q.reserve(retry || expected)
 	if due {
 		l.win.sent++
 	}
 	wait, changed := l.delayLocked(p, now)
-	return p, wait, changed
+	return p, wait, changed, after
 }
 
 // expectRetry records that the operation whose context's Done channel is
-// done retries after wait: its next attempt here waits in the retries'
-// line, ahead of first attempts.
-func (l *sendRate) expectRetry(done <-chan struct{}, wait time.Duration) {
+// done retries after wait, following the failed attempt after: its next
+// attempt here waits in the retries' line, ahead of first attempts.
+func (l *sendRate) expectRetry(done <-chan struct{}, wait time.Duration, after failedAttempt) {
 	if done == nil {
 		return
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	now := l.syncLocked()
-	l.expected.expect(done, now, now.Add(min(wait, time.Hour))) // no overflow
+	l.expected.expect(done, now, now.Add(min(wait, time.Hour)), after) // no overflow
 }
 
 // delay returns how long, from now and at the current rate, p waits before

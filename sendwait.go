@@ -20,10 +20,12 @@ import (
 // place is still not due, gives it back and fails; a place that comes due
 // during the hold is sent while the attempt's time still fits before the
 // deadline, and otherwise given back, its caller held on and refused (see
-// lateTurn). It fails too when ctx ends first.
+// lateTurn). It fails too when ctx ends first. A retry's refusal keeps
+// the failed attempt's error and number when the limiter knows them (see
+// expectedRetries.claim), as RetryDelay's refusals do.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	loopRetry := r.hooks.loops.Load() > 0 && markSend(ctx, &r.hooks)
-	place, wait, changed := l.sender.reserve(ctx.Done(), loopRetry)
+	place, wait, changed, after := l.sender.reserve(ctx.Done(), loopRetry)
 	due := false
 	defer func() {
 		if !due { // an error, or a panicking hook
@@ -46,7 +48,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	}
 	for {
 		if wait <= 0 && holding {
-			if refusal := r.lateTurn(ctx, l, place, refuseAt, &waited); refusal != nil {
+			if refusal := r.lateTurn(ctx, l, place, refuseAt, &waited, after); refusal != nil {
 				due = true // given back by lateTurn
 				ended(refusal.Reason.String())
 				return r.hooks.giveUp(ctx, refusal)
@@ -89,7 +91,7 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 				left := refuseAt.Sub(now)
 				if left <= 0 {
 					ended(GiveUpDeadline.String())
-					return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: remaining, waited: waited})
+					return r.hooks.giveUp(ctx, after.deadlineGiveUp(l.key, wait, margin, remaining, waited))
 				}
 				nap, held = min(nap, left), true
 			}
@@ -112,10 +114,10 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 			// The deadline ended a hold before its refusal, on a machine
 			// too busy to wake it in time: the deadline's refusal still.
 			ended(GiveUpDeadline.String())
-			return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, Delay: wait, margin: margin, remaining: deadline.Sub(r.now()), waited: waited})
+			return r.hooks.giveUp(ctx, after.deadlineGiveUp(l.key, wait, margin, deadline.Sub(r.now()), waited))
 		}
 		ended(GiveUpCanceled.String())
-		return r.hooks.giveUp(ctx, &GiveUpError{Reason: GiveUpCanceled, Partition: l.key, ctxErr: err})
+		return r.hooks.giveUp(ctx, canceledGiveUp(after.number, l.key, after.err, err, false))
 	}
 }
 
@@ -131,8 +133,8 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 // 20/s, a service answering in 150 ms and deadlines of 50-300 ms, made
 // 20-29 successes in 5 s and 74-83 sends that ended past their deadline,
 // against 101 and 1-2 before the hold's floor (helper-206). waited grows
-// by the hold.
-func (r *Retryer) lateTurn(ctx context.Context, l *lane, place sendPlace, refuseAt time.Time, waited *time.Duration) *GiveUpError {
+// by the hold; the refusal follows the failed attempt after, if known.
+func (r *Retryer) lateTurn(ctx context.Context, l *lane, place sendPlace, refuseAt time.Time, waited *time.Duration, after failedAttempt) *GiveUpError {
 	deadline, ok := r.deadline(ctx)
 	if !ok {
 		return nil
@@ -146,7 +148,16 @@ func (r *Retryer) lateTurn(ctx context.Context, l *lane, place sendPlace, refuse
 	err := sleep(ctx, refuseAt.Sub(now))
 	*waited += r.now().Sub(now)
 	if err != nil && ctx.Err() != context.DeadlineExceeded {
-		return &GiveUpError{Reason: GiveUpCanceled, Partition: l.key, ctxErr: err}
+		return canceledGiveUp(after.number, l.key, after.err, err, false)
 	}
-	return &GiveUpError{Reason: GiveUpDeadline, Partition: l.key, margin: margin, remaining: remaining, waited: *waited}
+	return after.deadlineGiveUp(l.key, 0, margin, remaining, *waited)
+}
+
+// deadlineGiveUp returns the refusal, for its deadline, of an attempt's
+// wait of wait in partition key's send queue, after it waited waited, with
+// remaining left and margin kept for the attempt; following a (when known:
+// its error and number) as RetryDelay's refusal of a retry would.
+func (a failedAttempt) deadlineGiveUp(key string, wait, margin, remaining, waited time.Duration) *GiveUpError {
+	return &GiveUpError{Reason: GiveUpDeadline, Partition: key, Attempt: a.number, Err: a.err, Delay: wait,
+		sendWait: true, margin: margin, remaining: remaining, waited: waited}
 }

@@ -777,6 +777,35 @@ func shortDeadlineLoops(client *dynamodb.Client, run time.Duration) (ok, late in
 	return succeeded.Load(), ended.Load()
 }
 
+// TestALimitersRefusalOfARetryKeepsItsCause: a throttled write whose retry
+// waits in the send-rate limiter's queue past the caller's deadline is
+// refused there, in GetAttemptToken, which the SDK gives no error. The
+// refusal named no cause: errors.As to the service's throttle failed for
+// 9-13 of 17-22 deadline refusals in an outside review's three runs
+// (helper-209), where RetryDelay's refusals keep it. The limiter now keeps
+// the failed attempt of the retry it expects.
+func TestALimitersRefusalOfARetryKeepsItsCause(t *testing.T) {
+	srv := newScriptServer(t, throttle)
+	for range 3 { // a new limiter each time: the next first attempt would wait, and be refused with no cause
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.SendRate = &jitterretry.SendRateOptions{InitialRate: 2, MaxRate: 2}
+			o.ThrottleBaseDelay = time.Millisecond
+		})
+		require.NoError(t, r.Err())
+		client := newClient(srv.URL, r)
+		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		err := putItem(ctx, client)
+		cancel()
+		var gu *jitterretry.GiveUpError
+		require.ErrorAs(t, err, &gu)
+		assert.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "%v", err)
+		assert.Contains(t, err.Error(), "send-rate wait", "expect the limiter's refusal")
+		var throttled *types.ProvisionedThroughputExceededException
+		assert.ErrorAs(t, err, &throttled, "expect the throttle that the refused retry follows: %v", err)
+		assert.Equal(t, 1, gu.Attempt)
+	}
+}
+
 // TestAClosedLoopWithNoTimeForAnAttemptIsHeldAfterA5xx: one goroutine,
 // 50 ms deadlines, a DeadlineMargin of 200 ms, a service answering every
 // request with a 500, for 1 s. Every retry is refused for the deadline:
