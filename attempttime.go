@@ -48,21 +48,22 @@ import (
 // among a new client's first ten of 2 ms refuse the next 21 operations'
 // retries under 2 s deadlines: helper-200; of two samples, one slow, which
 // is the stall is not known). An attempt
-// during which its caller's context ended took what the caller allowed,
-// not what the service needed: cancelled, or cut by AttemptTimeout at its
-// own limit, it is no sample. Ended by the caller's deadline (or cut by
-// AttemptTimeout at it), it is a lower bound, counted only when it exceeds
-// the estimate and follows another such (or the estimate has no warm
-// sample), and then as at most twice the estimate (see
-// attemptEstimate.record): a client whose every attempt the deadline ended
-// learnt nothing, and the send-rate limiter, whose queue hands its turns
-// to the callers nearest their deadlines, sent each turn with whatever
-// time was left: a new client, 150 ms answers, 32 callers with deadlines
-// of 50-300 ms and 20 sends a second made 2 successes in 5 s, 104 sends
-// ending past their deadlines (helper-207). Twice, not the whole bound: a
-// hang cut by a 1 s deadline in a client of 2 ms answers would make a
-// margin of 2 s that refused every retry under such deadlines; doubling
-// takes two cuts, so only a run of them raises the estimate far.
+// during which its caller's context ended is not a sample: it took what
+// the caller allowed, not what the service needed. Ended by the caller's
+// deadline (or cut by AttemptTimeout at it), it is a lower bound, which
+// only the send-rate limiter's wait uses, and only until the estimate has
+// a warm sample (see attemptEstimate.cutFloor): a new client whose every
+// attempt after its cold first ones met its deadline learnt nothing, and
+// the limiter, whose queue hands its turns to the callers nearest their
+// deadlines, sent each turn with whatever time was left (a new client,
+// 150 ms answers, 32 callers with deadlines of 50-300 ms and 20 sends a
+// second: 2 successes in 5 s, 104 sends ending past their deadlines:
+// helper-207). Counted as samples, such cuts made margins of a deadline's
+// length that refused the retries RetryDelay judges, where
+// retry.NewStandard() made them: a client of 50 ms answers, a fifth of
+// them hanging past 400 ms deadlines, refused 30-54 retries of fast 5xx in
+// 10 s against 0-4; a slow period kept refusing for some 500 attempts
+// after it; two hangs of a new client refused its next retry (helper-211).
 //
 // The SDK's middleware skips an attempt's release when it cannot rewind the
 // request's body for a retry (an upload from a pipe). A probe whose release
@@ -183,14 +184,14 @@ func (a *attemptTimes) newProbe() *attemptProbe {
 		case ctx == nil:
 		case ctx.Err() == nil && !wasCut(err):
 			start, end := time.Duration(p.start.Load()), a.since()
-			if a.record(p.op, start, end, false) {
+			if a.record(p.op, start, end) {
 				markCold(ctx, a.epoch.Add(start), a.epoch.Add(end))
 			}
 			if err != nil && a.failed != nil {
 				a.failed(err, end-start)
 			}
 		case endedByDeadline(ctx, err):
-			a.record(p.op, time.Duration(p.start.Load()), a.since(), true)
+			a.recordCut(p.op, time.Duration(p.start.Load()), a.since())
 		}
 		p.ctx, p.op = nil, nil
 		p.busy.Store(false)
@@ -340,23 +341,38 @@ func (a *attemptTimes) lookup(k operationKey) *attemptEstimate {
 // record adds the time of one attempt, from start to end (since the
 // epoch), to the lane's estimate and to op's, if any, each judging
 // whether it was cold, and reports whether it was: by op's client, or,
-// with no op, by the lane. With atLeast, the attempt was ended by its
-// caller's deadline, and its time is a lower bound (see
-// attemptEstimate.record).
-func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration, atLeast bool) (cold bool) {
+// with no op, by the lane.
+func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) (cold bool) {
 	if end < start {
 		return false
 	}
 	cold = a.all.begunCold(start, end)
-	if a.all.record(end-start, cold, atLeast) {
+	if a.all.record(end-start, cold) {
 		a.drawLess()
 	}
 	if op != nil {
 		cold = op.client.begunCold(start, end)
-		op.record(end-start, cold, atLeast)
-		op.client.clientAll.record(end-start, cold, atLeast)
+		op.record(end-start, cold)
+		op.client.clientAll.record(end-start, cold)
 	}
 	return cold
+}
+
+// recordCut adds the time of one attempt its caller's deadline ended, from
+// start to end (since the epoch), a lower bound of the attempt's time, to
+// the cut floors of the lane's estimate and of op's, if any: a warm one
+// (begun after the estimate's first sample came back, judged as record
+// judges) only.
+func (a *attemptTimes) recordCut(op *attemptEstimate, start, end time.Duration) {
+	if end < start {
+		return
+	}
+	if !a.all.begunCold(start, end) {
+		a.all.recordCut(end - start)
+	}
+	if op != nil && !op.client.begunCold(start, end) {
+		op.recordCut(end - start)
+	}
 }
 
 // clientFor returns the estimate of the client (see attemptEstimate.client)
@@ -407,6 +423,21 @@ func (a *attemptTimes) estimateOf(k operationKey) (time.Duration, bool) {
 	return 0, false
 }
 
+// sendTimeOf returns the time of an attempt of operation k after a wait in
+// the send-rate limiter's queue (see Retryer.sendMargin): its estimate,
+// once warm; before, its cut floor, the longest warm attempt its caller's
+// deadline ended, or 0.
+func (a *attemptTimes) sendTimeOf(k operationKey) time.Duration {
+	if a.now == nil {
+		return 0
+	}
+	e := a.lookup(k)
+	if e == nil {
+		return 0
+	}
+	return max(warmOnly(e.read()), time.Duration(e.cutFloor.Load()))
+}
+
 // attemptEstimate is the estimate from one stream of samples: of one
 // operation of a service, or of all of a lane's.
 type attemptEstimate struct {
@@ -437,10 +468,14 @@ type attemptEstimate struct {
 	// its client's (see client) for an operation's.
 	warmFrom atomic.Int64
 
+	// cutFloor is the longest warm attempt its caller's deadline ended
+	// (see recordCut) until a warm sample was taken, 0 after, in
+	// nanoseconds.
+	cutFloor atomic.Int64
+
 	mu      sync.Mutex
 	samples [attemptSamples]time.Duration
-	at      int  // where the next sample goes
-	lastCut bool // the last attempt recorded was a lower bound (see record)
+	at      int // where the next sample goes
 }
 
 // record adds a sample, cold or not (see attemptTimes): the first warm one
@@ -449,39 +484,18 @@ type attemptEstimate struct {
 // timed (see attemptTimes.measure), and a burst of 32 first attempts at once, cold,
 // left the attempts after it timed one in 16, with no margin until one was
 // (helper-176: 15 attempts on average, 85 at worst). It reports whether a
-// warm sample filled the window's last place, turning it over. With
-// atLeast, took is a lower bound (an attempt its caller's deadline ended):
-// a sample only when it exceeds the estimate and the estimate has no warm
-// sample or the attempt recorded before was a lower bound too, and then
-// at most twice the estimate, warm or cold, when there is one. So a run of
-// them raises the estimate, doubling it at most every two (the second
-// largest), while one now and then does not: of a client whose attempts
-// take 5 ms but one in ten, which 200 ms deadlines end, the cuts counted
-// each raised the margin to 160-320 ms, over 100 ms for 68-751 of 3,000
-// attempts in two runs, which refused retries nine in ten of which take
-// 5 ms; counted in runs only, it stayed 10 ms.
-func (e *attemptEstimate) record(took time.Duration, cold, atLeast bool) (turned bool) {
+// warm sample filled the window's last place, turning it over.
+func (e *attemptEstimate) record(took time.Duration, cold bool) (turned bool) {
 	e.mu.Lock()
 	defer e.mu.Unlock()
 	warm := e.warmed.Load() // written under e.mu only
-	inRun := e.lastCut
-	e.lastCut = atLeast
-	if atLeast {
-		// warm, not read's flag: an empty estimate reads as a warm 0.
-		est, _ := e.read()
-		if warm && (took <= est || !inRun) {
-			return false
-		}
-		if est > 0 {
-			took = min(took, addSaturating(est, est))
-		}
-	}
 	switch {
 	case cold && warm:
 		return false
 	case !cold && !warm:
 		e.samples, e.at, warm = [attemptSamples]time.Duration{}, 0, true
 		e.warmed.Store(true)
+		e.cutFloor.Store(0)
 	}
 	e.samples[e.at] = took
 	e.at = (e.at + 1) % attemptSamples
@@ -522,6 +536,16 @@ func (e *attemptEstimate) record(took time.Duration, cold, atLeast bool) (turned
 func (e *attemptEstimate) begunCold(start, end time.Duration) bool {
 	e.warmFrom.CompareAndSwap(0, int64(end)+1)
 	return start < time.Duration(e.warmFrom.Load()-1)
+}
+
+// recordCut raises the cut floor to took, the time of a warm attempt its
+// caller's deadline ended, while the estimate has no warm sample.
+func (e *attemptEstimate) recordCut(took time.Duration) {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if !e.warmed.Load() && int64(took) > e.cutFloor.Load() {
+		e.cutFloor.Store(int64(took))
+	}
 }
 
 // read returns the estimate, and whether it rests on cold samples only.

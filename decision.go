@@ -246,12 +246,13 @@ func warmOnly(e time.Duration, cold bool) time.Duration {
 // no wait is sent whatever time is left, as without the limiter; against
 // twice the attempt time, a wait of a few milliseconds turned the same
 // attempt into a refusal. An estimate of cold attempts only keeps none, as
-// margin keeps none.
+// margin keeps none, but for what warm attempts that their deadlines ended
+// showed (see attemptTimes.sendTimeOf).
 func (r *Retryer) sendMargin(ctx context.Context, l *lane) time.Duration {
 	if r.fixedMargin > 0 || l == nil {
 		return r.fixedMargin // no lane: none learnt, as margin's
 	}
-	return warmOnly(l.attempts.estimateOf(operationOf(ctx)))
+	return l.attempts.sendTimeOf(operationOf(ctx))
 }
 
 // refusalReserve is what a wait before an empty budget's refusal leaves of

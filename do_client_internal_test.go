@@ -70,7 +70,7 @@ func TestDoFindsItsClientWhenTheEstimatesAreFull(t *testing.T) {
 		op := l.attempts.operation(operationOf(inRegion(fmt.Sprintf("Op%d", i), "ap-southeast-2")))
 		start := l.attempts.since()
 		offset += 300 * time.Millisecond
-		l.attempts.record(op, start, l.attempts.since(), false)
+		l.attempts.record(op, start, l.attempts.since())
 	}
 	require.Equal(t, int32(maxOperationTimes), l.attempts.count.Load())
 	require.Greater(t, l.attempts.estimate(), 250*time.Millisecond)

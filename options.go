@@ -208,13 +208,12 @@ type Options struct {
 	// limit, is not counted: after a stall cut at its limit the retry
 	// needs the usual attempt time and AttemptTimeout's 5 ms reserve, and
 	// one that stalls again is cut before the deadline. One the caller's
-	// deadline ended (or AttemptTimeout cut at it) is a lower bound,
-	// counted only when longer than the estimate and after another such
-	// (or while the estimate rests on no warm attempt), and then as at
-	// most twice the estimate: a new client whose attempts all ran into
-	// their deadlines still learns, while the hangs of a fast client now
-	// and then do not make a margin of the deadline. After an attempt cut at the
-	// deadline no retry is made, DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
+	// deadline ended (or AttemptTimeout cut at it) is a lower bound that
+	// only the send-rate limiter's wait keeps, until a warm attempt of
+	// the operation was timed (a new client whose attempts all met their
+	// deadlines still waits only for turns with time for the attempt).
+	// After an attempt cut at the deadline no retry is made,
+	// DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
 	// is learnt over all the operations of the slowest client (service and
 	// region) fn's calls used, kept for the whole loop (over the
 	// partition's before fn's first call through the Retryer), or fn's
