@@ -360,17 +360,14 @@ func (a *attemptTimes) record(op *attemptEstimate, start, end time.Duration) (co
 
 // recordCut adds the time of one attempt its caller's deadline ended, from
 // start to end (since the epoch), a lower bound of the attempt's time, to
-// the cut floors of the lane's estimate and of op's, if any: a warm one
-// (begun after the estimate's first sample came back, judged as record
-// judges) only.
+// the cut floor of op's estimate, which sendTimeOf reads, when the attempt
+// began after op's client's first sample came back (a cut says nothing of
+// when the client's one-time costs were paid: taken for that moment, a
+// cut during a new client's credential fetch made the attempts that
+// waited for the same fetch warm samples, and their margin refused a
+// retry that retry.NewStandard() made: helper-212).
 func (a *attemptTimes) recordCut(op *attemptEstimate, start, end time.Duration) {
-	if end < start {
-		return
-	}
-	if !a.all.begunCold(start, end) {
-		a.all.recordCut(end - start)
-	}
-	if op != nil && !op.client.begunCold(start, end) {
+	if op != nil && end >= start && op.client.begunWarm(start) {
 		op.recordCut(end - start)
 	}
 }
@@ -536,6 +533,14 @@ func (e *attemptEstimate) record(took time.Duration, cold bool) (turned bool) {
 func (e *attemptEstimate) begunCold(start, end time.Duration) bool {
 	e.warmFrom.CompareAndSwap(0, int64(end)+1)
 	return start < time.Duration(e.warmFrom.Load()-1)
+}
+
+// begunWarm reports whether an attempt that began at start (since the
+// lane's epoch) began after the estimate's first sample came back: false
+// while none has.
+func (e *attemptEstimate) begunWarm(start time.Duration) bool {
+	w := e.warmFrom.Load()
+	return w != 0 && start >= time.Duration(w-1)
 }
 
 // recordCut raises the cut floor to took, the time of a warm attempt its

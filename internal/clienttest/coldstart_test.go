@@ -104,6 +104,32 @@ func requireTheColdRetryMade(t *testing.T, fetch time.Duration, region string, w
 	}
 }
 
+// TestACutDuringTheCredentialFetchLeavesTheNextCallerCold: a new client's
+// first caller, with a 50 ms deadline, is cut during its 400 ms credential
+// fetch; a second caller, 100 ms later with 800 ms, waits for the same
+// fetch and gets a 500. Its attempt is cold, and its retry is made, as
+// retry.NewStandard() makes it. Taken for the moment the client's one-time
+// costs were paid, the cut made the second attempt warm, and its margin
+// refused the retry with some 500 ms left (helper-212).
+func TestACutDuringTheCredentialFetchLeavesTheNextCallerCold(t *testing.T) {
+	srv := newScriptServer(t, serverErr, ok)
+	r := jitterretry.New()
+	require.NoError(t, r.Err())
+	client := newColdClientFetching(400*time.Millisecond, "us-east-1", srv.URL, r)
+	first := make(chan error, 1)
+	go func() {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		defer cancel()
+		first <- putItem(ctx, client)
+	}()
+	time.Sleep(100 * time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 800*time.Millisecond)
+	defer cancel()
+	assert.NoError(t, putItem(ctx, client), "expect the 500's retry made")
+	assert.ErrorIs(t, <-first, context.DeadlineExceeded)
+	assert.Equal(t, 2, srv.Calls())
+}
+
 // TestAClientJoiningAWarmRetryerHasItsColdStartJudgedCold: one retryer
 // serves the clients of two regions, as config.WithRetryer's does for
 // every client made from the configuration. A client of the second region,
