@@ -716,8 +716,8 @@ func TestALimiterSendsNoTurnThatComesTooLateForTheAttempt(t *testing.T) {
 // taught the client nothing: 2 successes in 5 s, 104 of 105 sends ended
 // past their deadlines (helper-207). The longest attempt the deadline
 // ended now bounds the limiter's wait from below until a warm attempt is
-// timed, and each cut raises it by what it shows: 25-37 of 62 sends
-// ended late in the first 3 s, 1 of 41-42 in the 2 s after, in three runs
+// timed, and each cut raises it by what it shows: 9-37 of 61-62 sends
+// ended late in the first 3 s, 1 of 41-43 in the 2 s after, in seven runs
 // (without the limiter, every call sent at once, 298 of 751 ended late in
 // 3 s). Judged over the first 3 s, where the learning's time varies, the
 // test failed one run in four on a busy machine; the 2 s after are what a
