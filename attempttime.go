@@ -51,11 +51,13 @@ import (
 // during which its caller's context ended is not a sample: it took what
 // the caller allowed, not what the service needed. Ended by the caller's
 // deadline (or cut by AttemptTimeout at it), it is a lower bound, which
-// only the send-rate limiter's wait uses, and only until the estimate has
-// a warm sample (see attemptEstimate.cutFloor): a new client whose every
-// attempt after its cold first ones met its deadline learnt nothing, and
-// the limiter, whose queue hands its turns to the callers nearest their
-// deadlines, sent each turn with whatever time was left (a new client,
+// only sendMargin uses (the send-rate limiter's wait, and whether a
+// refusal for the deadline holds its caller), and only until the estimate
+// has a warm sample (see attemptEstimate.cutFloor): a new client whose
+// every attempt after its cold first ones was ended by its deadline
+// learnt nothing, and the limiter, whose queue hands its turns first come,
+// first served, to the callers that have waited longest and so have the
+// least time left, sent each turn with whatever time was left (a new client,
 // 150 ms answers, 32 callers with deadlines of 50-300 ms and 20 sends a
 // second: 2 successes in 5 s, 104 sends ending past their deadlines:
 // helper-207). Counted as samples, such cuts made margins of a deadline's

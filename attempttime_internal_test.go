@@ -242,8 +242,8 @@ func TestAColdBurstLeavesTheNextAttemptTimed(t *testing.T) {
 // attempt came back in 150 ms (cold: no margin) and whose next attempts
 // were each sent with 20 ms, then 60 ms, left and ended by the caller's
 // deadline: behind the send-rate limiter, whose turns go to the callers
-// nearest their deadlines, such a client sent every turn with no time for
-// it and learnt nothing (helper-207). The send-rate wait now keeps the
+// that have waited longest, with the least time left, such a client sent
+// every turn with no time for it and learnt nothing (helper-207). The send-rate wait now keeps the
 // longest such cut for the attempt, 20 then 60 ms; the retries' margin
 // keeps none (a cut is no sample: helper-211). A cancel is nothing; the
 // first warm success is the estimate, and cuts after it are nothing.

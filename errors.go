@@ -99,14 +99,13 @@ type GiveUpError struct {
 	// nothing and prints as "gave up (no reason set)".
 	Reason GiveUpReason
 
-	// Attempt is the 1-based number of the attempt that failed. It is 0
-	// where the caller does not tell the retryer: under the SDK's retry
-	// middleware for every refusal but a GiveUpDeadline of RetryDelay (the
-	// drawn backoff would end past the deadline; GetRetryToken, which
-	// refuses when even the shortest wait would, is not told the number)
-	// and a refusal of the send-rate limiter's wait for a retry whose
-	// failed attempt it knows (see Err); and for the limiter's wait for a
-	// first attempt.
+	// Attempt is the 1-based number of the attempt that failed. Under the
+	// SDK's retry middleware it is set only for RetryDelay's refusals (a
+	// GiveUpDeadline: the drawn backoff would end past the deadline; or a
+	// GiveUpCanceled after its hold) and for the send-rate limiter's
+	// refusal of a retry whose failed attempt it knows (see Err); it is 0
+	// for every other refusal there, GetRetryToken's (which is not told the
+	// number) and the limiter's of a first attempt included.
 	Attempt int
 
 	// Partition is the partition key of the retry token bucket (see
@@ -122,10 +121,12 @@ type GiveUpError struct {
 
 	// Err is the failed attempt's error. For a refusal of the send-rate
 	// limiter's wait, it is the error of the attempt the retry follows
-	// when RetryDelay scheduled the retry and no other retry of the same
-	// context was expected at once (operations sharing a context share
-	// its Done channel, by which the limiter knows the retry); nil for a
-	// first attempt's wait, or where the failed attempt is not known so.
+	// when RetryDelay scheduled the retry, its backoff had ended, and no
+	// other retry of the same context was expected at once (operations
+	// sharing a context share its Done channel, by which the limiter knows
+	// the retry, and another's attempt asking first may take the retry's
+	// place and cause); nil otherwise (a first attempt's wait, a Do loop's
+	// retry, a retry not known so).
 	Err error
 
 	remaining time.Duration // GiveUpDeadline: time left until the deadline

@@ -209,9 +209,11 @@ type Options struct {
 	// needs the usual attempt time and AttemptTimeout's 5 ms reserve, and
 	// one that stalls again is cut before the deadline. One the caller's
 	// deadline ended (or AttemptTimeout cut at it) is a lower bound that
-	// only the send-rate limiter's wait keeps, until a warm attempt of
-	// the operation was timed (a new client whose attempts all met their
-	// deadlines still waits only for turns with time for the attempt).
+	// the margin keeps none of: until a warm attempt of the operation was
+	// timed, the send-rate limiter's wait leaves at least the longest such
+	// cut (of an attempt begun after the client's first one came back)
+	// before the deadline, and a retry refused with less than it left is
+	// held before the refusal.
 	// After an attempt cut at the deadline no retry is made,
 	// DeadlineMargin or not. Set, it is Do's margin too; learnt, Do's
 	// is learnt over all the operations of the slowest client (service and

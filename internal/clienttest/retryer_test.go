@@ -711,9 +711,10 @@ func TestALimiterSendsNoTurnThatComesTooLateForTheAttempt(t *testing.T) {
 // TestANewClientBehindALimiterLearnsFromTheAttemptsItsDeadlinesEnded: the
 // setting of TestALimiterSendsNoTurnThatComesTooLateForTheAttempt on a new
 // client. Its first attempts are cold (no margin); the queue's turns go to
-// the callers nearest their deadlines, so every attempt after them was
-// sent with too little time and ended by the deadline, and, no sample, it
-// taught the client nothing: 2 successes in 5 s, 104 of 105 sends ended
+// the callers that have waited longest and so have the least time left,
+// so every attempt after them was sent with too little time and ended by
+// the deadline, and, no sample, it taught the client nothing: 2 successes
+// in 5 s, 104 of 105 sends ended
 // past their deadlines (helper-207). The longest attempt the deadline
 // ended now bounds the limiter's wait from below until a warm attempt is
 // timed, and each cut raises it by what it shows: 9-37 of 61-62 sends
