@@ -43,10 +43,9 @@ type expectedRetries struct {
 type expectedRetry struct {
 	count int       // retries expected
 	until time.Time // when the last of them stops being expected
-	// due is when the backoff of the one retry expected ends, and after
-	// what it follows (see claim); the zero values once a second retry
-	// of the same Done channel is expected.
-	due   time.Time
+	// after is what the one retry expected follows (see claim), whose
+	// backoff ends expectedGrace before until; the zero value once a
+	// second retry of the same Done channel is expected.
 	after failedAttempt
 }
 
@@ -78,9 +77,9 @@ func (e *expectedRetries) expect(done <-chan struct{}, now, until time.Time, aft
 		}
 	}
 	if x.count++; x.count == 1 {
-		x.due, x.after = until, after
+		x.after = after
 	} else {
-		x.due, x.after = time.Time{}, failedAttempt{} // whose is whose is not known
+		x.after = failedAttempt{} // whose is whose is not known
 	}
 	if until = until.Add(expectedGrace); until.After(x.until) {
 		x.until = until
@@ -104,8 +103,8 @@ func (e *expectedRetries) claim(done <-chan struct{}, now time.Time) (bool, fail
 		return false, failedAttempt{}
 	}
 	after := x.after
-	if now.Before(x.due) || x.count > 1 {
-		after = failedAttempt{}
+	if now.Before(x.until.Add(-expectedGrace)) {
+		after = failedAttempt{} // the one retry expected is still in its backoff
 	}
 	if x.count--; x.count == 0 || now.After(x.until) {
 		delete(e.ops, done)
