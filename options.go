@@ -113,9 +113,10 @@ type Options struct {
 
 	// RetryCost is the tokens a retry after an error that is not a throttle
 	// takes from the bucket. Default 14. A cost above BucketCapacity, or
-	// above the capacity of a *TokenBucket given as RateLimiter (unless 0,
-	// which refuses every retry, as the SDK's ratelimit.NewTokenRateLimit(0)
-	// does), is invalid: no such retry could ever be paid.
+	// above the capacity of a *TokenBucket given as RateLimiter, is invalid
+	// (no such retry could ever be paid), unless that capacity is 0, which
+	// refuses every retry that costs tokens, as the SDK's
+	// ratelimit.NewTokenRateLimit(0) does.
 	RetryCost uint
 
 	// ThrottlingRetryCost is the tokens a retry after a throttling error
@@ -128,8 +129,10 @@ type Options struct {
 	NoRetryIncrement uint
 
 	// BucketCapacity is the size of the retry token bucket, and its content
-	// at start. Default 500. With PartitionKey set, every partition has a
-	// bucket of this size. Ignored when RateLimiter is set.
+	// at start. Default 500; 0 refuses every retry that costs tokens (no
+	// retry budget, as NewTokenBucket(0, 0) given as RateLimiter). With
+	// PartitionKey set, every partition has a bucket of this size. Ignored
+	// when RateLimiter is set.
 	BucketCapacity uint
 
 	// BucketRefill adds tokens continuously, in tokens per second, up to
@@ -340,7 +343,10 @@ type Options struct {
 	// "Hooks and observability" section gives their attributes and
 	// meaning. Pass the same provider as the service client's
 	// Options.MeterProvider. Default nil: nothing is
-	// recorded and nothing allocated. With a PartitionKey, the counters and
+	// recorded and nothing allocated. A provider that panics when New asks
+	// it for the meter or an instrument (smithyotelmetrics.Adapt(nil), an
+	// adapter of a provider never set, is not nil) is invalid: Err reports
+	// it. With a PartitionKey, the counters and
 	// histograms have a series for every key they ever saw: for keys that
 	// come and go (tenants), drop the jitterretry.partition attribute with
 	// a view, as the README shows.
@@ -448,13 +454,14 @@ func (o *Options) validate() error {
 // bucketCapacity returns the capacity the retry costs are checked against,
 // and what to call it in a message, when there is one: BucketCapacity, or
 // the capacity of a *TokenBucket given as RateLimiter, unless 0 (a nil or
-// zero one too): a shared bucket of 0 is how the SDK's tests ask for no
-// retries at all (ratelimit.NewTokenRateLimit(0)). Another RateLimiter's
-// is unknown.
+// zero one too): a bucket of 0 is how the SDK's tests ask for no retries at
+// all (ratelimit.NewTokenRateLimit(0)), and BucketCapacity 0 says the same
+// (rejected, it named RetryCost, which the caller had not written: an
+// outside review). Another RateLimiter's is unknown.
 func (o *Options) bucketCapacity() (capacity uint, of string, known bool) {
 	switch rl := o.RateLimiter.(type) {
 	case nil:
-		return o.BucketCapacity, "BucketCapacity", true
+		return o.BucketCapacity, "BucketCapacity", o.BucketCapacity > 0
 	case *TokenBucket:
 		c := orZero(rl).capacity
 		return c, "the capacity of the *TokenBucket given as RateLimiter,", c > 0

@@ -886,6 +886,28 @@ func TestLateReleasedRetryKeepsTheSDKsAccounting(t *testing.T) {
 	}
 }
 
+// TestABucketOfZeroRefusesEveryRetryThatCosts: BucketCapacity 0 is no
+// retry budget, as a *TokenBucket of 0 given as RateLimiter, whose meaning
+// the SDK's ratelimit.NewTokenRateLimit(0) sets. It was rejected with an
+// error that named RetryCost, which the caller had not written (an outside
+// review).
+func TestABucketOfZeroRefusesEveryRetryThatCosts(t *testing.T) {
+	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.BucketCapacity = 0 })
+	require.NoError(t, r.Err())
+	attempts, err := operation(context.Background(), r, script(throttleErr, ok))
+	requireAttempts(t, 1, attempts, err)
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpBudget, g.Reason)
+	assert.Zero(t, r.Remaining())
+
+	free := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 0, 0, 0
+	})
+	attempts, err = operation(context.Background(), free, script(throttleErr, ok))
+	requireAttempts(t, 2, attempts, err)
+}
+
 func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 	cases := map[string]struct {
 		opt    func(*jitterretry.Options)

@@ -7,6 +7,7 @@ package jitterretry
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"time"
 
@@ -61,13 +62,26 @@ type meter struct {
 // before the bucket gauge reads the buckets, as Retryer.Remaining does:
 // a client whose callers cancelled and that retries no more would
 // otherwise show a drained bucket for as long as it runs.
-func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (*meter, []metrics.AsyncInstrument) {
+//
+// A provider that panics when asked for the meter or an instrument is a
+// bad option, which err reports, as New never panics on one: an adapter of
+// a provider never set (smithyotelmetrics.Adapt(nil)) is non-nil, and
+// panics in its Meter.
+func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter, gauges []metrics.AsyncInstrument, err error) {
 	if p == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
+	defer func() {
+		if v := recover(); v != nil {
+			stopGauges(gauges)
+			m, gauges = nil, nil
+			err = &OptionsError{Option: "MeterProvider", Reason: fmt.Sprintf(
+				"panicked when asked for the retryer's instruments (%v): give a provider that was set up, or nil for none", v)}
+		}
+	}()
 	mt := p.Meter(meterScope)
 	if mt == nil || holdsNil(mt) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	nop := metrics.NopMeterProvider{}.Meter(meterScope)
 	counter := func(name, u, desc string) metrics.Int64Counter {
@@ -84,14 +98,13 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (*meter, [
 		h, _ := nop.Float64Histogram(name)
 		return h
 	}
-	m := &meter{
+	m = &meter{
 		retries:     counter(instRetries, "{retry}", "Retries the retryer let go ahead, by error class."),
 		giveUps:     counter(instGiveUps, "{refusal}", "Retries the retryer refused, by reason."),
 		backoff:     histogram(instBackoff, "s", "Backoff before a retry, after the x-amz-retry-after hint."),
 		waits:       histogram(instSendWait, "s", "Time an attempt waited for the send-rate limiter."),
 		uncheckable: counter(instUncheckable, "{check}", "Deadline checks that could not be made, by reason."),
 	}
-	var gauges []metrics.AsyncInstrument
 	keep := func(g metrics.AsyncInstrument, err error) {
 		if err == nil && g != nil && !holdsNil(g) {
 			gauges = append(gauges, g)
@@ -114,7 +127,7 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (*meter, [
 			})
 		}, unit("{request}/s", "Send rate the limiter allows, by service and partition; absent while unlimited.")))
 	}
-	return m, gauges
+	return m, gauges, nil
 }
 
 // stopGauges unregisters the gauges of a Retryer that is gone.
