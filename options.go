@@ -113,10 +113,9 @@ type Options struct {
 
 	// RetryCost is the tokens a retry after an error that is not a throttle
 	// takes from the bucket. Default 14. A cost above BucketCapacity, or
-	// above the capacity of a *TokenBucket given as RateLimiter, is invalid
-	// (no such retry could ever be paid), unless that capacity is 0, which
-	// refuses every retry that costs tokens, as the SDK's
-	// ratelimit.NewTokenRateLimit(0) does.
+	// above the capacity of a *TokenBucket given as RateLimiter (unless 0,
+	// which refuses every retry, as the SDK's ratelimit.NewTokenRateLimit(0)
+	// does), is invalid: no such retry could ever be paid.
 	RetryCost uint
 
 	// ThrottlingRetryCost is the tokens a retry after a throttling error
@@ -129,10 +128,10 @@ type Options struct {
 	NoRetryIncrement uint
 
 	// BucketCapacity is the size of the retry token bucket, and its content
-	// at start. Default 500; 0 refuses every retry that costs tokens (no
-	// retry budget, as NewTokenBucket(0, 0) given as RateLimiter). With
-	// PartitionKey set, every partition has a bucket of this size. Ignored
-	// when RateLimiter is set.
+	// at start. Default 500. With PartitionKey set, every partition has a
+	// bucket of this size. Ignored when RateLimiter is set. Zero is
+	// invalid while a retry costs tokens (RetryCost, ThrottlingRetryCost):
+	// for no retries, set MaxAttempts to 1.
 	BucketCapacity uint
 
 	// BucketRefill adds tokens continuously, in tokens per second, up to
@@ -409,6 +408,12 @@ func (o *Options) validate() error {
 	case o.RateLimiter != nil && o.BucketRefill != 0:
 		return invalid("BucketRefill", "has no effect with a custom RateLimiter: give the refill to NewTokenBucket")
 	}
+	if o.RateLimiter == nil && o.BucketCapacity == 0 && max(o.RetryCost, o.ThrottlingRetryCost) > 0 {
+		// Zero is what the caller wrote, not a cost: name it (the cost
+		// check below named RetryCost, an outside review).
+		return invalid("BucketCapacity", fmt.Sprintf(
+			"0 can pay no retry (RetryCost %d, ThrottlingRetryCost %d): for no retries set MaxAttempts to 1", o.RetryCost, o.ThrottlingRetryCost))
+	}
 	if capacity, of, known := o.bucketCapacity(); known {
 		for _, cost := range []struct {
 			option string
@@ -454,14 +459,13 @@ func (o *Options) validate() error {
 // bucketCapacity returns the capacity the retry costs are checked against,
 // and what to call it in a message, when there is one: BucketCapacity, or
 // the capacity of a *TokenBucket given as RateLimiter, unless 0 (a nil or
-// zero one too): a bucket of 0 is how the SDK's tests ask for no retries at
-// all (ratelimit.NewTokenRateLimit(0)), and BucketCapacity 0 says the same
-// (rejected, it named RetryCost, which the caller had not written: an
-// outside review). Another RateLimiter's is unknown.
+// zero one too): a shared bucket of 0 is how the SDK's tests ask for no
+// retries at all (ratelimit.NewTokenRateLimit(0)). Another RateLimiter's
+// is unknown.
 func (o *Options) bucketCapacity() (capacity uint, of string, known bool) {
 	switch rl := o.RateLimiter.(type) {
 	case nil:
-		return o.BucketCapacity, "BucketCapacity", o.BucketCapacity > 0
+		return o.BucketCapacity, "BucketCapacity", true
 	case *TokenBucket:
 		c := orZero(rl).capacity
 		return c, "the capacity of the *TokenBucket given as RateLimiter,", c > 0

@@ -886,28 +886,6 @@ func TestLateReleasedRetryKeepsTheSDKsAccounting(t *testing.T) {
 	}
 }
 
-// TestABucketOfZeroRefusesEveryRetryThatCosts: BucketCapacity 0 is no
-// retry budget, as a *TokenBucket of 0 given as RateLimiter, whose meaning
-// the SDK's ratelimit.NewTokenRateLimit(0) sets. It was rejected with an
-// error that named RetryCost, which the caller had not written (an outside
-// review).
-func TestABucketOfZeroRefusesEveryRetryThatCosts(t *testing.T) {
-	r := jitterretry.New(fast, func(o *jitterretry.Options) { o.BucketCapacity = 0 })
-	require.NoError(t, r.Err())
-	attempts, err := operation(context.Background(), r, script(throttleErr, ok))
-	requireAttempts(t, 1, attempts, err)
-	var g *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &g)
-	assert.Equal(t, jitterretry.GiveUpBudget, g.Reason)
-	assert.Zero(t, r.Remaining())
-
-	free := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.BucketCapacity, o.RetryCost, o.ThrottlingRetryCost = 0, 0, 0
-	})
-	attempts, err = operation(context.Background(), free, script(throttleErr, ok))
-	requireAttempts(t, 2, attempts, err)
-}
-
 func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 	cases := map[string]struct {
 		opt    func(*jitterretry.Options)
@@ -934,6 +912,9 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"negative margin":       {func(o *jitterretry.Options) { o.DeadlineMargin = -1 }, "DeadlineMargin"},
 		"negative refill":       {func(o *jitterretry.Options) { o.BucketRefill = -1 }, "BucketRefill"},
 		"cost above the bucket": {func(o *jitterretry.Options) { o.RetryCost = 10000 }, "RetryCost"},
+		// The error named RetryCost, which the caller had not written (an
+		// outside review).
+		"a bucket of zero": {func(o *jitterretry.Options) { o.BucketCapacity = 0 }, "BucketCapacity"},
 		// A refill beside a RateLimiter, and costs above a shared bucket,
 		// were taken silently: a bucket that never refilled, and "never
 		// retry" (helper-194).
