@@ -63,8 +63,9 @@ type lane struct {
 	_         cacheLinePad
 	throttles throttleNews
 	_         cacheLinePad
-	// service is the first SDK service the lane served, an attribute of
-	// its gauges; recorded only when the retryer has metrics.
+	// service is the SDK service the lane serves, an attribute of its
+	// gauges, "" once it served two (see noteService); recorded only when
+	// the retryer has metrics.
 	service atomic.Pointer[string]
 
 	// Built once, so that handing them out allocates nothing.
@@ -288,14 +289,25 @@ func (l *lane) tokens() (uint, bool) {
 	return 0, false
 }
 
-// noteService records the SDK service of ctx's operation, the first time
-// the lane serves one.
+// noteService records the SDK service of ctx's operation: the one service
+// the lane serves, or "" once it has served two. One retryer from
+// config.WithRetryer serves every client of the configuration, an
+// assume-role profile's STS client first: its bucket is no one service's.
 func (l *lane) noteService(ctx context.Context) {
-	if l.service.Load() != nil {
+	s := awsmiddle.GetServiceID(ctx)
+	if s == "" {
 		return
 	}
-	if s := awsmiddle.GetServiceID(ctx); s != "" {
-		l.service.CompareAndSwap(nil, &s)
+	switch p := l.service.Load(); {
+	case p == nil:
+		first := s // escapes; s, read on every attempt, must not
+		if l.service.CompareAndSwap(nil, &first) {
+			return
+		}
+		l.noteService(ctx) // another service came first
+	case *p != s && *p != "":
+		several := ""
+		l.service.Store(&several) // from any service to none: never back
 	}
 }
 

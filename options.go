@@ -129,7 +129,9 @@ type Options struct {
 
 	// BucketCapacity is the size of the retry token bucket, and its content
 	// at start. Default 500. With PartitionKey set, every partition has a
-	// bucket of this size. Ignored when RateLimiter is set.
+	// bucket of this size. Ignored when RateLimiter is set. Zero is
+	// invalid while a retry costs tokens (RetryCost, ThrottlingRetryCost):
+	// for no retries, set MaxAttempts to 1.
 	BucketCapacity uint
 
 	// BucketRefill adds tokens continuously, in tokens per second, up to
@@ -340,7 +342,10 @@ type Options struct {
 	// "Hooks and observability" section gives their attributes and
 	// meaning. Pass the same provider as the service client's
 	// Options.MeterProvider. Default nil: nothing is
-	// recorded and nothing allocated. With a PartitionKey, the counters and
+	// recorded and nothing allocated. A provider that panics when New asks
+	// it for the meter or an instrument (smithyotelmetrics.Adapt(nil), an
+	// adapter of a provider never set, is not nil) is invalid: Err reports
+	// it. With a PartitionKey, the counters and
 	// histograms have a series for every key they ever saw: for keys that
 	// come and go (tenants), drop the jitterretry.partition attribute with
 	// a view, as the README shows.
@@ -402,6 +407,12 @@ func (o *Options) validate() error {
 		return invalid("BucketRefill", "must be zero (no refill) or positive")
 	case o.RateLimiter != nil && o.BucketRefill != 0:
 		return invalid("BucketRefill", "has no effect with a custom RateLimiter: give the refill to NewTokenBucket")
+	}
+	if o.RateLimiter == nil && o.BucketCapacity == 0 && max(o.RetryCost, o.ThrottlingRetryCost) > 0 {
+		// Zero is what the caller wrote, not a cost: name it (the cost
+		// check below named RetryCost, an outside review).
+		return invalid("BucketCapacity", fmt.Sprintf(
+			"0 can pay no retry (RetryCost %d, ThrottlingRetryCost %d): for no retries set MaxAttempts to 1", o.RetryCost, o.ThrottlingRetryCost))
 	}
 	if capacity, of, known := o.bucketCapacity(); known {
 		for _, cost := range []struct {

@@ -912,6 +912,9 @@ func TestInvalidOptionsFailEveryCallWithoutPanic(t *testing.T) {
 		"negative margin":       {func(o *jitterretry.Options) { o.DeadlineMargin = -1 }, "DeadlineMargin"},
 		"negative refill":       {func(o *jitterretry.Options) { o.BucketRefill = -1 }, "BucketRefill"},
 		"cost above the bucket": {func(o *jitterretry.Options) { o.RetryCost = 10000 }, "RetryCost"},
+		// The error named RetryCost, which the caller had not written (an
+		// outside review).
+		"a bucket of zero": {func(o *jitterretry.Options) { o.BucketCapacity = 0 }, "BucketCapacity"},
 		// A refill beside a RateLimiter, and costs above a shared bucket,
 		// were taken silently: a bucket that never refilled, and "never
 		// retry" (helper-194).

@@ -7,7 +7,9 @@ package jitterretry
 
 import (
 	"context"
+	"fmt"
 	"math"
+	"sync/atomic"
 	"time"
 
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
@@ -61,13 +63,28 @@ type meter struct {
 // before the bucket gauge reads the buckets, as Retryer.Remaining does:
 // a client whose callers cancelled and that retries no more would
 // otherwise show a drained bucket for as long as it runs.
-func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (*meter, []metrics.AsyncInstrument) {
+//
+// A provider that panics when asked for the meter or an instrument is a
+// bad option, which err reports, as New never panics on one: an adapter of
+// a provider never set (smithyotelmetrics.Adapt(nil)) is non-nil, and
+// panics in its Meter. The gauges read the lanes only once all was made:
+// one the provider registered before its panic (and never returned, or
+// whose Stop may panic too) observes nothing, and holds neither.
+func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter, gauges []metrics.AsyncInstrument, err error) {
 	if p == nil {
-		return nil, nil
+		return nil, nil, nil
 	}
+	var made atomic.Pointer[gaugeSource]
+	defer func() {
+		if v := recover(); v != nil {
+			m, gauges = nil, nil
+			err = &OptionsError{Option: "MeterProvider", Reason: fmt.Sprintf(
+				"panicked when asked for the retryer's instruments (%v): give a provider that was set up, or nil for none", v)}
+		}
+	}()
 	mt := p.Meter(meterScope)
 	if mt == nil || holdsNil(mt) {
-		return nil, nil
+		return nil, nil, nil
 	}
 	nop := metrics.NopMeterProvider{}.Meter(meterScope)
 	counter := func(name, u, desc string) metrics.Int64Counter {
@@ -84,22 +101,25 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (*meter, [
 		h, _ := nop.Float64Histogram(name)
 		return h
 	}
-	m := &meter{
+	m = &meter{
 		retries:     counter(instRetries, "{retry}", "Retries the retryer let go ahead, by error class."),
 		giveUps:     counter(instGiveUps, "{refusal}", "Retries the retryer refused, by reason."),
 		backoff:     histogram(instBackoff, "s", "Backoff before a retry, after the x-amz-retry-after hint."),
 		waits:       histogram(instSendWait, "s", "Time an attempt waited for the send-rate limiter."),
 		uncheckable: counter(instUncheckable, "{check}", "Deadline checks that could not be made, by reason."),
 	}
-	var gauges []metrics.AsyncInstrument
 	keep := func(g metrics.AsyncInstrument, err error) {
 		if err == nil && g != nil && !holdsNil(g) {
 			gauges = append(gauges, g)
 		}
 	}
 	keep(mt.Int64AsyncGauge(instTokens, func(ctx context.Context, o metrics.Int64Observer) {
-		_ = reclaim()
-		l.each(func(ln *lane) {
+		src := made.Load()
+		if src == nil {
+			return
+		}
+		_ = src.reclaim()
+		src.lanes.each(func(ln *lane) {
 			if n, ok := ln.tokens(); ok {
 				o.Observe(ctx, int64(n), laneAttrs(ln))
 			}
@@ -107,14 +127,26 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (*meter, [
 	}, unit("{token}", "Tokens left in the retry token bucket, by service and partition.")))
 	if l.cfg.sendRate != nil {
 		keep(mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
-			l.each(func(ln *lane) {
+			src := made.Load()
+			if src == nil {
+				return
+			}
+			src.lanes.each(func(ln *lane) {
 				if r := ln.sender.currentRate(); !math.IsInf(r, 1) {
 					o.Observe(ctx, r, laneAttrs(ln))
 				}
 			})
 		}, unit("{request}/s", "Send rate the limiter allows, by service and partition; absent while unlimited.")))
 	}
-	return m, gauges
+	made.Store(&gaugeSource{lanes: l, reclaim: reclaim})
+	return m, gauges, nil
+}
+
+// gaugeSource is what the gauges read: the lanes, and reclaim (see
+// newMeter).
+type gaugeSource struct {
+	lanes   *lanes
+	reclaim func() bool
 }
 
 // stopGauges unregisters the gauges of a Retryer that is gone.

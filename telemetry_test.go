@@ -150,3 +150,57 @@ func TestTheWaitOfACallerThatGivesUpIsRecorded(t *testing.T) {
 	assert.GreaterOrEqual(t, m.reasons["canceled"][0], 0.04, "expect about the 50 ms waited")
 	assert.Empty(t, m.reasons["queued"], "expect no wait recorded for the place due at once")
 }
+
+// halfwayMeter registers the bucket gauge, keeping its callback, then
+// panics when asked for the send-rate gauge; its gauges' Stop panics too.
+type halfwayMeter struct {
+	metrics.Meter
+	bucketGauge *metrics.Int64Callback
+}
+
+func (m halfwayMeter) Int64AsyncGauge(_ string, cb metrics.Int64Callback, _ ...metrics.InstrumentOption) (metrics.AsyncInstrument, error) {
+	*m.bucketGauge = cb
+	return panickyStop{}, nil
+}
+
+func (halfwayMeter) Float64AsyncGauge(string, metrics.Float64Callback, ...metrics.InstrumentOption) (metrics.AsyncInstrument, error) {
+	panic("send-rate gauge refused")
+}
+
+type panickyStop struct{}
+
+func (panickyStop) Stop() { panic("cannot stop") }
+
+type halfwayProvider struct{ halfwayMeter }
+
+func (p halfwayProvider) Meter(string, ...metrics.MeterOption) metrics.Meter { return p.halfwayMeter }
+
+// countingObserver counts what a gauge's callback observes.
+type countingObserver struct{ n int }
+
+func (o *countingObserver) Observe(context.Context, int64, ...metrics.RecordMetricOption) { o.n++ }
+
+// TestAProviderThatPanicsHalfwayLeavesNoGaugeReading: a provider that
+// panics after it registered a gauge is an invalid option (New never
+// panics on one), and the gauge it kept, which New could not stop (the
+// provider never returned it, or its Stop panics), reads nothing of the
+// refused retryer (an outside review: it went on reporting its buckets).
+func TestAProviderThatPanicsHalfwayLeavesNoGaugeReading(t *testing.T) {
+	var kept metrics.Int64Callback
+	p := halfwayProvider{halfwayMeter{Meter: metrics.NopMeterProvider{}.Meter(""), bucketGauge: &kept}}
+	var r *jitterretry.Retryer
+	require.NotPanics(t, func() {
+		r = jitterretry.New(func(o *jitterretry.Options) {
+			o.MeterProvider = p
+			o.SendRate = &jitterretry.SendRateOptions{}
+		})
+	})
+	var oe *jitterretry.OptionsError
+	require.ErrorAs(t, r.Err(), &oe)
+	assert.Equal(t, "MeterProvider", oe.Option)
+	assert.Contains(t, oe.Reason, "send-rate gauge refused")
+	require.NotNil(t, kept, "expect the provider to have kept the bucket gauge")
+	var seen countingObserver
+	kept(context.Background(), &seen)
+	assert.Zero(t, seen.n, "expect the kept gauge to read nothing of the refused retryer")
+}

@@ -2,12 +2,18 @@ package telemetry_test
 
 import (
 	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
 
+	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
+	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
@@ -217,4 +223,45 @@ func TestSkippedChecksAreCountedOnceTheClientIsIdle(t *testing.T) {
 	// did so before the sweep came, and the test counted 0; with the
 	// collections above and no KeepAlive, every run does).
 	runtime.KeepAlive(r)
+}
+
+// TestBucketGaugeLeavesOutTheServiceOfABucketServicesShare: one retryer
+// returned from config.WithRetryer serves every client of the
+// configuration, an assume-role profile's STS client first. The gauge named
+// the first service it served for good (rpc.service=STS over DynamoDB's
+// budget, an outside review); a bucket two services share names none.
+func TestBucketGaugeLeavesOutTheServiceOfABucketServicesShare(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	r := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = m.Provider })
+	stsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = io.WriteString(w, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>`+
+			`<Arn>arn:aws:iam::123456789012:user/u</Arn><UserId>U</UserId><Account>123456789012</Account>`+
+			`</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`)
+	}))
+	t.Cleanup(stsSrv.Close)
+	stsClient := sts.New(sts.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(stsSrv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Retryer:      r,
+	})
+	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
+	require.NoError(t, err)
+	rows := tokenRows(t, m)
+	require.Len(t, rows, 1)
+	svc, _ := rows[0].Attr("rpc.service")
+	assert.Equal(t, "STS", svc, "expect the one service served so far on the gauge")
+
+	srv := newScriptServer(t)
+	require.NoError(t, putItem(context.Background(), newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = r })))
+	for range 2 { // and it stays out, whichever service comes next
+		rows = tokenRows(t, m)
+		require.Len(t, rows, 1, "expect one bucket, one series")
+		svc, named := rows[0].Attr("rpc.service")
+		assert.False(t, named, "expect no service on a bucket two services share, got %q", svc)
+		_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
+		require.NoError(t, err)
+	}
 }
