@@ -35,6 +35,15 @@ func scenarioNoLostUpdates(t *testing.T, s *testServer, strategies []string, tra
 	for i := range tables {
 		tables[i] = s.table(t, items)
 	}
+	// The workload makes workers conflict, whichever strategy runs it;
+	// under full jitter with transactions three quarters of the calls are
+	// throttled and 2-7 conflicts a run are left (one run of a quiet make
+	// test had none), so the check is of the strategies together, once
+	// their parallel subtests are over.
+	var conflicts atomic.Int64
+	t.Cleanup(func() {
+		assert.Positive(t, conflicts.Load(), "expect %d workers on %d items to conflict", workers, items)
+	})
 	for i, name := range strategies {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
@@ -82,7 +91,7 @@ func scenarioNoLostUpdates(t *testing.T, s *testServer, strategies []string, tra
 			assert.Positive(t, st.Throttled, "expect the capacity proxy to have throttled")
 			assert.Positive(t, st.LostResponses, "expect lost responses to have been injected")
 			assert.Positive(t, res.Recognised, "expect a retry to have recognised its own lost write")
-			assert.Positive(t, res.Conflicts, "expect %d workers on %d items to conflict", workers, items)
+			conflicts.Add(res.Conflicts)
 			t.Logf("%s: %d calls, %d throttled, %d lost responses, %d conflicts, %d recognised, %d requeued, %d refused",
 				name, st.Requests, st.Throttled, st.LostResponses, res.Conflicts, res.Recognised, res.GaveUp, p.Refused())
 		})
