@@ -131,7 +131,8 @@ type Options struct {
 	// at start. Default 500. With PartitionKey set, every partition has a
 	// bucket of this size. Ignored when RateLimiter is set. Zero is
 	// invalid while a retry costs tokens (RetryCost, ThrottlingRetryCost):
-	// for no retries, set MaxAttempts to 1.
+	// for no retries, set MaxAttempts to 1 and leave BucketCapacity at its
+	// default.
 	BucketCapacity uint
 
 	// BucketRefill adds tokens continuously, in tokens per second, up to
@@ -412,7 +413,7 @@ func (o *Options) validate() error {
 		// Zero is what the caller wrote, not a cost: name it (the cost
 		// check below named RetryCost, an outside review).
 		return invalid("BucketCapacity", fmt.Sprintf(
-			"0 can pay no retry (RetryCost %d, ThrottlingRetryCost %d): for no retries set MaxAttempts to 1", o.RetryCost, o.ThrottlingRetryCost))
+			"0 can pay no retry (RetryCost %d, ThrottlingRetryCost %d): for no retries set MaxAttempts to 1 and leave BucketCapacity at its default", o.RetryCost, o.ThrottlingRetryCost))
 	}
 	if capacity, of, known := o.bucketCapacity(); known {
 		for _, cost := range []struct {

@@ -726,8 +726,8 @@ func TestALimiterSendsNoTurnThatComesTooLateForTheAttempt(t *testing.T) {
 // has come back (see attemptTimes.recordCut), which takes a first turn
 // with time enough: in a run under make test's load, none of the first 3
 // s (63 sends, all late) and the 2 s after learnt late (14 of 41). The
-// learning is judged from the first second after the one that brought the
-// first success.
+// judged 2 s follow a second of learning after the one that brought the
+// first success (here the first attempt answered within its deadline).
 func TestANewClientBehindALimiterLearnsFromTheAttemptsItsDeadlinesEnded(t *testing.T) {
 	srv, client := slowLimitedClient(t)
 	var ok, late, seconds int64
