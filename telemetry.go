@@ -114,12 +114,7 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter,
 		}
 	}
 	keep(mt.Int64AsyncGauge(instTokens, func(ctx context.Context, o metrics.Int64Observer) {
-		src := made.Load()
-		if src == nil {
-			return
-		}
-		_ = src.reclaim()
-		src.lanes.each(func(ln *lane) {
+		made.Load().each(true, func(ln *lane) {
 			if n, ok := ln.tokens(); ok {
 				o.Observe(ctx, int64(n), laneAttrs(ln))
 			}
@@ -127,11 +122,7 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter,
 	}, unit("{token}", "Tokens left in the retry token bucket, by service and partition.")))
 	if l.cfg.sendRate != nil {
 		keep(mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
-			src := made.Load()
-			if src == nil {
-				return
-			}
-			src.lanes.each(func(ln *lane) {
+			made.Load().each(false, func(ln *lane) {
 				if r := ln.sender.currentRate(); !math.IsInf(r, 1) {
 					o.Observe(ctx, r, laneAttrs(ln))
 				}
@@ -147,6 +138,18 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter,
 type gaugeSource struct {
 	lanes   *lanes
 	reclaim func() bool
+}
+
+// each runs fn on every lane, after reclaim when reclaimFirst; a nil
+// source, whose instruments were not all made, reads nothing.
+func (g *gaugeSource) each(reclaimFirst bool, fn func(*lane)) {
+	if g == nil {
+		return
+	}
+	if reclaimFirst {
+		_ = g.reclaim()
+	}
+	g.lanes.each(fn)
 }
 
 // stopGauges unregisters the gauges of a Retryer that is gone.
