@@ -440,13 +440,15 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 
 // callLane returns the lane fn's last call is judged in: the lane of the
 // SDK service whose limiter paced it (see loopMark.lane), when that lane
-// shares the loop's bucket, or the loop's own. With a limiter per service,
+// shares the loop's bucket, or the loop's own (a Do called under an SDK
+// operation's context has that service's lane: fn's calls of another
+// service are judged by theirs). With a limiter per service,
 // the loop's lane, the shared one, has a limiter that none of fn's SDK
 // calls waited at: judged by it, a throttle's retry was neither paced nor
 // backed off as a near miss, as the same call's retries inside the SDK
 // were.
 func (d *doLoop) callLane() *lane {
-	if l := d.mark.lane.Load(); l != nil && l.bucketOf == d.home {
+	if l := d.mark.lane.Load(); l != nil && l.bucketOwner() == d.home.bucketOwner() {
 		return l
 	}
 	return d.home

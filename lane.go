@@ -38,7 +38,12 @@ import (
 // the operation. Interleaved with direct use of the same lane, that release
 // may take another operation's skip (one increment too many), and with
 // PartitionKey it sees only the shared lane (a partition's skip stays
-// until a direct attempt there takes it).
+// until a direct attempt there takes it). The lanes of SDK services (see
+// laneConfig.byService) share the shared lane's skips with its bucket:
+// left on a service's lane, the skips of retries made through
+// GetInitialToken, which takes the shared lane's, piled up there and ate
+// the increments of later first attempts (helper-219: 20 direct
+// successes added none).
 type lane struct {
 	key     string
 	bucket  *TokenBucket      // nil with a foreign limiter
@@ -54,8 +59,13 @@ type lane struct {
 	// "" for a partition's.
 	ownService string
 	sender     *sendRate // nil when the send-rate limiter is off
-	costs      costs
-	skips      atomic.Int64
+	// queued: an attempt took a place in sender's queue.
+	queued atomic.Bool
+	costs  costs
+	// skips counts the successful retries whose attempt release is yet to
+	// come (see above); a lane with bucketOf uses that lane's (see
+	// pendingSkips).
+	skips atomic.Int64
 	// isConflict tells a retry's release that its answer was a conflict.
 	isConflict func(error) bool
 	// used is the table's clock when the lane was last used (see lanes).
@@ -87,6 +97,21 @@ type lane struct {
 }
 
 type costs struct{ retry, throttle, success uint }
+
+// bucketOwner returns the lane whose bucket l uses: bucketOf, or l.
+func (l *lane) bucketOwner() *lane {
+	if l.bucketOf != nil {
+		return l.bucketOf
+	}
+	return l
+}
+
+// pendingSkips returns the skips of l's bucket: l's own, or those of the
+// lane whose bucket it shares, whose GetInitialToken release may be the
+// one that takes them.
+func (l *lane) pendingSkips() *atomic.Int64 {
+	return &l.bucketOwner().skips
+}
 
 // newLane returns the lane named key, with a bucket of its own, or, when
 // bucketOf is not nil, sharing that lane's.
@@ -204,7 +229,7 @@ func (l *lane) retryRelease(refund func(), forConflict bool) func(error) error {
 		switch {
 		case err == nil:
 			refund()
-			l.skips.Add(1)
+			l.pendingSkips().Add(1)
 		case !forConflict && l.isConflict != nil && l.isConflict(err):
 			refund()
 		}
@@ -213,12 +238,13 @@ func (l *lane) retryRelease(refund func(), forConflict bool) func(error) error {
 }
 
 func (l *lane) consumeSkip() bool {
+	skips := l.pendingSkips()
 	for {
-		n := l.skips.Load()
+		n := skips.Load()
 		if n <= 0 {
 			return false
 		}
-		if l.skips.CompareAndSwap(n, n-1) {
+		if skips.CompareAndSwap(n, n-1) {
 			return true
 		}
 	}
@@ -357,25 +383,28 @@ func (l *lane) serviceName() string {
 	return ""
 }
 
-// limiterService returns the service whose attempts ln's send-rate limiter
-// paces, as its gauge names it: the one ln served, but none for the shared
-// lane when each service has a lane of its own (see laneConfig.byService):
-// its limiter paces the attempts made outside an SDK operation, and the
-// service it recorded is its bucket's.
-func (t *lanes) limiterService(ln *lane) string {
+// limiterSeries returns the service whose attempts ln's send-rate limiter
+// paces, as its gauge names it, and whether the gauge reports it at all:
+// the one ln served, but none for the shared lane when each service has a
+// lane of its own (see laneConfig.byService), whose limiter paces only the
+// attempts made outside an SDK operation (the service it recorded is its
+// bucket's), and is reported once one has waited there: a retryer whose
+// clients make none reported InitialRate for it, a series beside each
+// service's that paced nothing (helper-219).
+func (t *lanes) limiterSeries(ln *lane) (service string, report bool) {
 	switch {
 	case ln.ownService != "":
-		return ln.ownService
+		return ln.ownService, true
 	case ln == t.main && t.cfg.byService:
-		return ""
+		return "", ln.queued.Load()
 	}
-	return ln.serviceName()
+	return ln.serviceName(), true
 }
 
 // idle reports whether forgetting the lane now loses nothing: its bucket is
 // full, no skip is pending and its limiter has nothing to remember.
 func (l *lane) idle() bool {
-	if l.skips.Load() != 0 {
+	if l.pendingSkips().Load() != 0 {
 		return false
 	}
 	if l.bucket != nil && l.bucket.Remaining() < l.bucket.capacity {

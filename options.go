@@ -275,7 +275,9 @@ type Options struct {
 	// bucket, so that a credential refresh through an STS client the
 	// retryer also serves never waits in a throttled table's queue; one
 	// more for attempts outside an SDK operation, which the 65th service
-	// and more share too. For a client that serves several tables,
+	// and more share too (MaxRate caps each apart). With a PartitionKey,
+	// a refresh waits in the queue of the partition its operation's
+	// context names. For a client that serves several tables,
 	// partition by table, or a hot table's throttles set the rate every
 	// table's calls wait for. While a
 	// partition's limiter holds its callers back (at a finite rate, one had

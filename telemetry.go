@@ -124,8 +124,9 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter,
 		keep(mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
 			src := made.Load()
 			src.each(false, func(ln *lane) {
-				if r := ln.sender.currentRate(); !math.IsInf(r, 1) {
-					o.Observe(ctx, r, laneAttrs(ln.key, src.lanes.limiterService(ln)))
+				service, report := src.lanes.limiterSeries(ln)
+				if r := ln.sender.currentRate(); report && !math.IsInf(r, 1) {
+					o.Observe(ctx, r, laneAttrs(ln.key, service))
 				}
 			})
 		}, unit("{request}/s", "Send rate the limiter allows, by service and partition; absent while unlimited.")))

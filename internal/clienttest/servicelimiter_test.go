@@ -60,3 +60,46 @@ func TestServicesWithLimitersOfTheirOwnShareOneBudget(t *testing.T) {
 		})
 	}
 }
+
+// TestServiceLanesLeaveNoSkipsBehindTheOlderInterface: a successful retry
+// leaves a skip for the attempt release that follows it, so that it adds
+// no NoRetryIncrement; behind a decorator of the older aws.Retryer
+// interface that release is GetInitialToken's, which takes the shared
+// lane's skip. Left on a service's own lane, the skips piled up and ate
+// the increments of the first attempts that followed on the same service
+// (helper-219: 20 first-attempt successes added nothing, the SDK's 20).
+func TestServiceLanesLeaveNoSkipsBehindTheOlderInterface(t *testing.T) {
+	failing := newScriptServer(t, serverErr)
+	recovering := newScriptServer(t, serverErr, ok)
+	recovering.cycle = true
+	healthy := newScriptServer(t, ok)
+
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	ours := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{} })
+	require.NoError(t, ours.Err())
+	for _, tc := range []struct {
+		name      string
+		retryer   aws.RetryerV2
+		remaining func() uint
+	}{
+		{"retry.NewStandard", retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = sdkBucket }), sdkBucket.Remaining},
+		{"jitterretry with SendRate", ours, ours.Remaining},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for range 10 { // two retries of 14 each, never refunded
+				require.Error(t, putItem(context.Background(), newClient(failing.URL, tc.retryer)))
+			}
+			require.Equal(t, uint(500-10*2*14), tc.remaining())
+			older := newClient(recovering.URL, olderDecorator{tc.retryer})
+			for range 20 { // a 500, then a retry that succeeds: refunded, +1 on its release
+				require.NoError(t, putItem(context.Background(), older))
+			}
+			require.Equal(t, uint(220+20), tc.remaining())
+			direct := newClient(healthy.URL, tc.retryer)
+			for range 20 {
+				require.NoError(t, putItem(context.Background(), direct))
+			}
+			assert.Equal(t, uint(240+20), tc.remaining(), "expect each first-attempt success to add its increment")
+		})
+	}
+}

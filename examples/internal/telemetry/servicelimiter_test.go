@@ -147,3 +147,57 @@ func (tt *throttledTable) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 	}
 	ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
 }
+
+// TestTheRateGaugeReportsEachServicesLimiter: with a limiter per SDK
+// service, the rate gauge has a series for each service's limiter, and one
+// for the limiter of attempts outside an SDK operation only once such an
+// attempt was made: before, it reported InitialRate for a limiter that
+// paced nothing (helper-219).
+func TestTheRateGaugeReportsEachServicesLimiter(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
+		o.MeterProvider = m.Provider
+	})
+	require.NoError(t, r.Err())
+	stsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = io.WriteString(w, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>`+
+			`<Arn>arn:aws:iam::123456789012:user/u</Arn><UserId>U</UserId><Account>123456789012</Account>`+
+			`</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`)
+	}))
+	t.Cleanup(stsSrv.Close)
+	stsClient := sts.New(sts.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(stsSrv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Retryer:      r,
+	})
+	srv := newScriptServer(t)
+	require.NoError(t, putItem(context.Background(), newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = r })))
+	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
+	require.NoError(t, err)
+
+	series := func() map[string]float64 {
+		rm, err := m.Collect(context.Background())
+		require.NoError(t, err)
+		out := map[string]float64{}
+		for _, row := range telemetry.Rows(rm) {
+			if row.Instrument == telemetry.SendRateLimit {
+				svc, named := row.Attr("rpc.service")
+				if !named {
+					svc = "(none)"
+				}
+				out[svc] = row.Value
+			}
+		}
+		return out
+	}
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series())
+
+	release, err := r.GetAttemptToken(context.Background()) // outside an SDK operation
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100, "(none)": 100}, series())
+}
