@@ -35,7 +35,7 @@ import (
 // a successful retry without a skip; the older aws.Retryer interface's
 // GetInitialToken release (which adds the increment on every success, as
 // the SDK's does) takes a pending skip first, so that it does not outlive
-// the operation. Interleaved with direct use of the same lane, that release
+// the operation. Interleaved with direct use of the same bucket, that release
 // may take another operation's skip (one increment too many), and with
 // PartitionKey it sees only the shared lane (a partition's skip stays
 // until a direct attempt there takes it). The lanes of SDK services (see
