@@ -151,7 +151,8 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 	case o.MaxConflicts < UnlimitedAttempts:
 		return &OptionsError{Option: "DoOptions.MaxConflicts", Reason: "must be 0 or more, or UnlimitedAttempts (-1)"}
 	}
-	loop := doLoop{r: r, o: o, lane: r.lanes.get(ctx)}
+	home := r.lanes.get(ctx)
+	loop := doLoop{r: r, o: o, home: home, lane: home}
 	loop.partitionNews()
 	if r.delayer != nil {
 		loop.seq = r.delayer.NewSequence()
@@ -162,8 +163,11 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 
 // doLoop is the state of one Do call.
 type doLoop struct {
-	r               *Retryer
-	o               DoOptions
+	r    *Retryer
+	o    DoOptions
+	home *lane // the partition of the loop's context
+	// lane is the lane of fn's last call (see callLane): home, or the
+	// lane of the SDK service whose limiter paced the call.
 	lane            *lane
 	seq             *delayers.Sequence // the Retryer's own delayer's delays for this loop; nil with a Backoff of the caller's
 	conflictBackoff delayers.Contention
@@ -218,6 +222,7 @@ func (d *doLoop) run(ctx context.Context, fn func(ctx context.Context) error) er
 		d.paid = nil
 		queued := d.mark.queuedInCall()
 		d.answered = d.mark.answeredThrottled.Load()
+		d.lane = d.callLane()
 		own := d.mark.takeThrottle()
 		d.throttled = d.partitionNews() || own
 		took := end.Sub(start)
@@ -431,6 +436,22 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 	// ahead, if this call's waited its turn there.
 	d.mark.retryNext.Store(d.mark.sent.Load())
 	return wait, nil
+}
+
+// callLane returns the lane fn's last call is judged in: the lane of the
+// SDK service whose limiter paced it (see loopMark.lane), when that lane
+// shares the loop's bucket, or the loop's own (a Do called under an SDK
+// operation's context has that service's lane: fn's calls of another
+// service are judged by theirs). With a limiter per service,
+// the loop's lane, the shared one, has a limiter that none of fn's SDK
+// calls waited at: judged by it, a throttle's retry was neither paced nor
+// backed off as a near miss, as the same call's retries inside the SDK
+// were.
+func (d *doLoop) callLane() *lane {
+	if l := d.mark.lane.Load(); l != nil && l.bucketOwner() == d.home.bucketOwner() {
+		return l
+	}
+	return d.home
 }
 
 // partitionNews looks at the throttle news of the loop's partition and

@@ -35,10 +35,15 @@ import (
 // a successful retry without a skip; the older aws.Retryer interface's
 // GetInitialToken release (which adds the increment on every success, as
 // the SDK's does) takes a pending skip first, so that it does not outlive
-// the operation. Interleaved with direct use of the same lane, that release
+// the operation. Interleaved with direct use of the same bucket, that release
 // may take another operation's skip (one increment too many), and with
 // PartitionKey it sees only the shared lane (a partition's skip stays
-// until a direct attempt there takes it).
+// until a direct attempt there takes it). The lanes of SDK services (see
+// laneConfig.byService) share the shared lane's skips with its bucket:
+// left on a service's lane, the skips of retries made through
+// GetInitialToken, which takes the shared lane's, piled up there and ate
+// the increments of later first attempts (helper-219: 20 direct
+// successes added none).
 type lane struct {
 	key     string
 	bucket  *TokenBucket      // nil with a foreign limiter
@@ -46,9 +51,21 @@ type lane struct {
 	// ownBucket: the bucket is the retryer's, not a RateLimiter of the
 	// caller's (which may be shared, and is the caller's to spend).
 	ownBucket bool
-	sender    *sendRate // nil when the send-rate limiter is off
-	costs     costs
-	skips     atomic.Int64
+	// bucketOf is the lane whose bucket (or RateLimiter) this one shares,
+	// and whose gauge reports it: the shared lane, for the lane of an SDK
+	// service (see laneConfig.byService); nil for a lane with its own.
+	bucketOf *lane
+	// ownService is the SDK service whose lane this is, with bucketOf;
+	// "" for a partition's.
+	ownService string
+	sender     *sendRate // nil when the send-rate limiter is off
+	// queued: an attempt took a place in sender's queue.
+	queued atomic.Bool
+	costs  costs
+	// skips counts the successful retries whose attempt release is yet to
+	// come (see above); a lane with bucketOf uses that lane's (see
+	// pendingSkips).
+	skips atomic.Int64
 	// isConflict tells a retry's release that its answer was a conflict.
 	isConflict func(error) bool
 	// used is the table's clock when the lane was last used (see lanes).
@@ -81,14 +98,34 @@ type lane struct {
 
 type costs struct{ retry, throttle, success uint }
 
-func newLane(key string, cfg *laneConfig) *lane {
-	l := &lane{key: key, costs: cfg.costs, foreign: cfg.foreign, isConflict: cfg.isConflict}
+// bucketOwner returns the lane whose bucket l uses: bucketOf, or l.
+func (l *lane) bucketOwner() *lane {
+	if l.bucketOf != nil {
+		return l.bucketOf
+	}
+	return l
+}
+
+// pendingSkips returns the skips of l's bucket: l's own, or those of the
+// lane whose bucket it shares, whose GetInitialToken release may be the
+// one that takes them.
+func (l *lane) pendingSkips() *atomic.Int64 {
+	return &l.bucketOwner().skips
+}
+
+// newLane returns the lane named key, with a bucket of its own, or, when
+// bucketOf is not nil, sharing that lane's.
+func newLane(key string, cfg *laneConfig, bucketOf *lane) *lane {
+	l := &lane{key: key, costs: cfg.costs, foreign: cfg.foreign, isConflict: cfg.isConflict, bucketOf: bucketOf}
 	if cfg.sendRate != nil {
 		l.sender = newSendRate(*cfg.sendRate, cfg.limiterClock)
 	}
-	if tb, ok := cfg.foreign.(*TokenBucket); ok {
+	switch tb, ok := cfg.foreign.(*TokenBucket); {
+	case bucketOf != nil:
+		l.bucket, l.foreign, l.ownBucket = bucketOf.bucket, bucketOf.foreign, bucketOf.ownBucket
+	case ok:
 		l.bucket, l.foreign = tb, nil
-	} else if cfg.foreign == nil {
+	case cfg.foreign == nil:
 		l.bucket, l.ownBucket = newTokenBucket(cfg.capacity, cfg.refill, cfg.now), true
 	}
 	l.attemptRelease = onSuccess(func() {
@@ -140,6 +177,16 @@ type laneConfig struct {
 	// set, nil (the monotonic clock alone) when it was left to time.Now.
 	limiterClock func() time.Time
 	partition    func(context.Context) string
+	// byService: with the send-rate limiter and no partition function,
+	// each SDK service's attempts have a lane of their own, sharing the
+	// shared lane's bucket: one limiter per service, one retry budget. A
+	// service's throttles say nothing of another's capacity: in one lane,
+	// an assume-role credential refresh (STS, through the retryer that
+	// config.WithRetryer gives every client) waited in a throttled
+	// table's queue, while every caller waited on it (a scratch test of
+	// 2026-12-07: 122-179 deadline failures against 10-13 with the STS
+	// client on a retryer of its own).
+	byService bool
 	// rateSignal classifies a failed attempt's error for the limiter;
 	// isConflict a retry's answer for its release (see retryRelease).
 	rateSignal func(error) (throttled, counted bool)
@@ -182,7 +229,7 @@ func (l *lane) retryRelease(refund func(), forConflict bool) func(error) error {
 		switch {
 		case err == nil:
 			refund()
-			l.skips.Add(1)
+			l.pendingSkips().Add(1)
 		case !forConflict && l.isConflict != nil && l.isConflict(err):
 			refund()
 		}
@@ -191,12 +238,13 @@ func (l *lane) retryRelease(refund func(), forConflict bool) func(error) error {
 }
 
 func (l *lane) consumeSkip() bool {
+	skips := l.pendingSkips()
 	for {
-		n := l.skips.Load()
+		n := skips.Load()
 		if n <= 0 {
 			return false
 		}
-		if l.skips.CompareAndSwap(n, n-1) {
+		if skips.CompareAndSwap(n, n-1) {
 			return true
 		}
 	}
@@ -293,21 +341,37 @@ func (l *lane) tokens() (uint, bool) {
 // the lane serves, or "" once it has served two. One retryer from
 // config.WithRetryer serves every client of the configuration, an
 // assume-role profile's STS client first: its bucket is no one service's.
+// A lane that shares another's bucket notes the service there too: that
+// lane's gauge reports the bucket.
 func (l *lane) noteService(ctx context.Context) {
 	s := awsmiddle.GetServiceID(ctx)
 	if s == "" {
 		return
 	}
-	switch p := l.service.Load(); {
-	case p == nil:
-		first := s // escapes; s, read on every attempt, must not
-		if l.service.CompareAndSwap(nil, &first) {
+	noteServiceIn(&l.service, s)
+	if l.bucketOf != nil {
+		noteServiceIn(&l.bucketOf.service, s)
+	}
+}
+
+// noteServiceIn records s in p: the first service, or "" once a second
+// came.
+func noteServiceIn(p *atomic.Pointer[string], s string) {
+	for {
+		switch had := p.Load(); {
+		case had == nil:
+			first := s // escapes; s, read on every attempt, must not
+			if p.CompareAndSwap(nil, &first) {
+				return
+			}
+			// another service came first: look again
+		case *had != s && *had != "":
+			several := ""
+			p.Store(&several) // from any service to none: never back
+			return
+		default:
 			return
 		}
-		l.noteService(ctx) // another service came first
-	case *p != s && *p != "":
-		several := ""
-		l.service.Store(&several) // from any service to none: never back
 	}
 }
 
@@ -319,10 +383,28 @@ func (l *lane) serviceName() string {
 	return ""
 }
 
+// limiterSeries returns the service whose attempts ln's send-rate limiter
+// paces, as its gauge names it, and whether the gauge reports it at all:
+// the one ln served, but none for the shared lane when each service has a
+// lane of its own (see laneConfig.byService), whose limiter paces only the
+// attempts made outside an SDK operation (the service it recorded is its
+// bucket's), and is reported once one has waited there: a retryer whose
+// clients make none reported InitialRate for it, a series beside each
+// service's that paced nothing (helper-219).
+func (t *lanes) limiterSeries(ln *lane) (service string, report bool) {
+	switch {
+	case ln.ownService != "":
+		return ln.ownService, true
+	case ln == t.main && t.cfg.byService:
+		return "", ln.queued.Load()
+	}
+	return ln.serviceName(), true
+}
+
 // idle reports whether forgetting the lane now loses nothing: its bucket is
 // full, no skip is pending and its limiter has nothing to remember.
 func (l *lane) idle() bool {
-	if l.skips.Load() != 0 {
+	if l.pendingSkips().Load() != 0 {
 		return false
 	}
 	if l.bucket != nil && l.bucket.Remaining() < l.bucket.capacity {
@@ -342,12 +424,14 @@ func onSuccess(fn func()) func(error) error {
 	}
 }
 
-// Partition table bounds: maxPartitions keys at most, and a key unused for
+// Partition table bounds: maxServiceLanes SDK services' lanes at most (see
+// lanes.serviceLane); maxPartitions keys at most, and a key unused for
 // partitionIdleTimeout is forgotten once its lane has nothing to remember.
 // A full table forgets its evictBatch least recently used lanes at once, so
 // that the keys that follow find room without a scan each (a scan of the
 // full table per new key cost 4 µs under the table's lock).
 const (
+	maxServiceLanes      = 64
 	maxPartitions        = 1024
 	partitionIdleTimeout = 5 * time.Minute
 	evictBatch           = maxPartitions / 16
@@ -429,6 +513,12 @@ type lanes struct {
 	// waited in the queue). Until 2026-12-06 one such attempt turned the
 	// pacing off for good.
 	unpacedAt atomic.Pointer[time.Time]
+
+	// services holds the lanes of SDK services (see
+	// laneConfig.byService), replaced whole under servicesMu when one is
+	// added.
+	services   atomic.Pointer[[]*lane]
+	servicesMu sync.Mutex
 }
 
 const (
@@ -475,18 +565,66 @@ func (t *lanes) initialRelease() func(error) error {
 }
 
 func newLanes(cfg laneConfig) *lanes {
-	return &lanes{cfg: cfg, main: newLane("", &cfg)}
+	return &lanes{cfg: cfg, main: newLane("", &cfg, nil)}
 }
 
-// get returns the lane of ctx's partition key.
+// get returns the lane of ctx's partition key, or, with one lane per SDK
+// service (see laneConfig.byService), of ctx's service; the shared lane
+// outside an SDK operation.
 func (t *lanes) get(ctx context.Context) *lane {
-	if t.cfg.partition == nil {
+	switch {
+	case t.cfg.partition != nil:
+		if key := t.cfg.partition(ctx); key != "" {
+			return t.partition(key)
+		}
+	case t.cfg.byService:
+		if s := awsmiddle.GetServiceID(ctx); s != "" {
+			return t.serviceLane(s)
+		}
+	}
+	return t.main
+}
+
+// serviceLane returns the lane of SDK service s (see laneConfig.byService),
+// made on its first call. A process calls a handful of services: their
+// lanes are never forgotten, and are found without a lock, as the shared
+// lane is. The service IDs are the SDK clients' own; a caller that makes
+// up more than maxServiceLanes (with awsmiddle.SetServiceID) gets the
+// shared lane for the others, so that the lanes kept stay bounded.
+func (t *lanes) serviceLane(s string) *lane {
+	if ls := t.services.Load(); ls != nil {
+		for _, l := range *ls {
+			if l.ownService == s {
+				return l
+			}
+		}
+	}
+	t.servicesMu.Lock()
+	defer t.servicesMu.Unlock()
+	var ls []*lane
+	if p := t.services.Load(); p != nil {
+		ls = *p
+	}
+	for _, l := range ls {
+		if l.ownService == s {
+			return l
+		}
+	}
+	if len(ls) >= maxServiceLanes {
 		return t.main
 	}
-	key := t.cfg.partition(ctx)
-	if key == "" {
-		return t.main
-	}
+	// The shared partition's lane, named as it is: only its limiter is
+	// the service's own.
+	l := newLane("", &t.cfg, t.main)
+	l.ownService = strings.Clone(s)
+	ls = append(slices.Clip(ls), l)
+	t.services.Store(&ls)
+	return l
+}
+
+// partition returns the lane of partition key key, not "", made on its
+// first call.
+func (t *lanes) partition(key string) *lane {
 	var (
 		l     *lane
 		ok    bool
@@ -541,6 +679,11 @@ func (t *lanes) lookup(key string) (*lane, bool) {
 // each calls fn for every lane, the main one first.
 func (t *lanes) each(fn func(*lane)) {
 	fn(t.main)
+	if ls := t.services.Load(); ls != nil {
+		for _, l := range *ls {
+			fn(l)
+		}
+	}
 	t.mu.RLock()
 	ls := make([]*lane, 0, len(t.m))
 	for _, l := range t.m {
@@ -578,7 +721,7 @@ func (t *lanes) add(key string) *lane {
 	if now.Sub(t.lastSweep) >= partitionIdleTimeout || len(t.m) >= maxPartitions && (!t.crowded || t.clock.Load()-t.sweptClock >= evictBatch) {
 		t.sweepLocked(now)
 	}
-	l := newLane(key, &t.cfg)
+	l := newLane(key, &t.cfg, nil)
 	l.used.Store(t.clock.Load())
 	t.m[key] = l
 	return l

@@ -7,11 +7,13 @@ import (
 	"runtime"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 	"unicode/utf8"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
@@ -485,4 +487,56 @@ func TestALaneTellsItsLimiterHowLongThrottlesTake(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	assert.Equal(t, 50*time.Millisecond, l.throttleRTT, "expect a quarter of the first throttle's time: a moving average from 0")
+}
+
+// TestServiceLanesAreBounded: with the send-rate limiter and no
+// PartitionKey, each SDK service's attempts have a limiter of their own,
+// over the one bucket; a caller that makes up service IDs by the thousand
+// gets the shared lane for those past maxServiceLanes, not a lane each.
+func TestServiceLanesAreBounded(t *testing.T) {
+	r := New(func(o *Options) { o.SendRate = &SendRateOptions{} })
+	require.NoError(t, r.Err())
+	inService := func(s string) context.Context {
+		return awsmiddle.SetServiceID(context.Background(), s)
+	}
+	ddb, sts := r.lanes.get(inService("DynamoDB")), r.lanes.get(inService("STS"))
+	require.NotSame(t, ddb, sts, "expect a limiter for each service")
+	assert.NotSame(t, ddb.sender, sts.sender)
+	assert.Same(t, r.lanes.main.bucket, ddb.bucket, "expect one bucket")
+	assert.Same(t, r.lanes.main.bucket, sts.bucket, "expect one bucket")
+	assert.Same(t, ddb, r.lanes.get(inService("DynamoDB")), "expect the service's lane kept")
+	assert.Same(t, r.lanes.main, r.lanes.get(context.Background()), "expect the shared lane outside an SDK operation")
+
+	// Callers racing to a new service find one lane.
+	var wg sync.WaitGroup
+	found := make([][4]*lane, 8)
+	for g := range found {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range 4 {
+				found[g][i] = r.lanes.get(inService(fmt.Sprint("raced-", i)))
+			}
+		}()
+	}
+	wg.Wait()
+	for g := range found {
+		assert.Equal(t, found[0], found[g], "expect one lane per service whoever made it")
+	}
+
+	for i := range 1000 {
+		r.lanes.get(inService(fmt.Sprint("made-up-", i)))
+	}
+	assert.Len(t, *r.lanes.services.Load(), maxServiceLanes)
+	assert.Same(t, r.lanes.main, r.lanes.get(inService("made-up-999")), "expect the shared lane past the bound")
+	assert.Same(t, ddb, r.lanes.get(inService("DynamoDB")), "expect the lanes made before kept")
+
+	partitioned := New(func(o *Options) {
+		o.SendRate = &SendRateOptions{}
+		o.PartitionKey = PartitionByOperation
+	})
+	require.NoError(t, partitioned.Err())
+	l := partitioned.lanes.get(inService("DynamoDB"))
+	assert.Equal(t, "DynamoDB.", l.key, "expect the partition of the key")
+	assert.Nil(t, partitioned.lanes.services.Load(), "expect no lane per service with a PartitionKey: one limiter a partition")
 }

@@ -47,6 +47,9 @@ type loopMark struct {
 	// its turn, before it was sent; answeredThrottled: one was answered
 	// with a throttle that its limiter counted (see Retryer.throttleBackoff).
 	sent, waited, answeredThrottled atomic.Bool
+	// throttledLane: lane is that of an attempt answered with a counted
+	// throttle.
+	throttledLane atomic.Bool
 	// calls counts fn's calls: an attempt's release that comes in a later
 	// call than its attempt's (a goroutine fn left behind) says nothing of
 	// that call.
@@ -58,6 +61,13 @@ type loopMark struct {
 	// fn derived from the loop's. A retry of a call that sent nothing
 	// there gets none: its attempt never waited its turn (helper-158).
 	retryNext atomic.Bool
+	// lane is the lane of a service (see laneConfig.byService) whose
+	// limiter the current call of fn's attempts through the owner waited
+	// at: the first such attempt's, or the first answered with a throttle
+	// its limiter counted. The loop's lane is the shared one, whose
+	// limiter paces only attempts outside an SDK operation: the loop's
+	// retry is paced as that service's (see doLoop.callLane).
+	lane atomic.Pointer[lane]
 
 	mu sync.Mutex
 	// failed holds the errors of the latest attempts that failed inside
@@ -156,6 +166,17 @@ func (m *loopMark) noteClient(c *attemptEstimate) {
 		}
 		if m.client.CompareAndSwap(had, c) {
 			return
+		}
+	}
+}
+
+// markLane notes l, the lane of an attempt of a service's own (see
+// loopMark.lane), for the Do loops of owner around the call of ctx that
+// have none yet.
+func markLane(ctx context.Context, owner *hooks, l *lane) {
+	for m := loopMarkOf(ctx); m != nil; m = m.outer {
+		if m.owner == owner && m.lane.Load() == nil {
+			m.lane.CompareAndSwap(nil, l)
 		}
 	}
 }
@@ -274,8 +295,9 @@ func (m *loopMark) each(fn func(*loopMark)) {
 // throttle (counted, nil without a limiter), that the call was answered
 // with one, if it is still the call of fn the attempt was made in (a
 // goroutine fn left behind, answered in a later call, made that call's
-// leftovers near misses: helper-202).
-func (m *loopMark) watchFailures(release func(error) error, failures bool, counted *classifier) func(error) error {
+// leftovers near misses: helper-202), and, for a lane of a service's own,
+// that lane as the call's (see loopMark.lane).
+func (m *loopMark) watchFailures(release func(error) error, failures bool, counted *classifier, l *lane) func(error) error {
 	call := m.calls.Load()
 	return func(err error) error {
 		if err != nil {
@@ -293,6 +315,10 @@ func (m *loopMark) watchFailures(release func(error) error, failures bool, count
 				}
 				if throttled {
 					o.answeredThrottled.Store(true)
+					if l.bucketOf != nil && !o.throttledLane.Load() {
+						o.lane.Store(l)
+						o.throttledLane.Store(true)
+					}
 				}
 			})
 		}
@@ -341,6 +367,8 @@ func (m *loopMark) startCall(now time.Time) {
 	m.sent.Store(false)
 	m.waited.Store(false)
 	m.answeredThrottled.Store(false)
+	m.throttledLane.Store(false)
+	m.lane.Store(nil)
 	m.calls.Add(1)
 }
 

@@ -128,6 +128,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		now:          o.Clock,
 		limiterClock: limiterClock,
 		partition:    o.PartitionKey,
+		byService:    o.SendRate != nil && o.PartitionKey == nil,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
 		rateSignal: func(err error) (throttled, counted bool) {
@@ -261,6 +262,9 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	release = l.attempts.measure(ctx, release, r.hooks.loops.Load() > 0)
 	if r.hooks.loops.Load() > 0 {
 		markClient(ctx, &r.hooks, &l.attempts)
+		if l.bucketOf != nil {
+			markLane(ctx, &r.hooks, l)
+		}
 	}
 	if r.hooks.loops.Load() > 0 {
 		// IsErrorRetryable, which follows the release, reports a refusal
@@ -273,7 +277,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 			counted = r.classes
 		}
 		if m := loopMarkOf(ctx).ownedBy(&r.hooks); m != nil && (failures || counted != nil) {
-			release = m.watchFailures(release, failures, counted)
+			release = m.watchFailures(release, failures, counted, l)
 		}
 	}
 	return release, nil

@@ -37,8 +37,10 @@ type SendRateOptions struct {
 	MinRate float64
 
 	// MaxRate is the ceiling the rate never grows above, in requests per
-	// second, from the first request on. Zero means none; a ceiling below
-	// MinRate is invalid.
+	// second, from the first request on: of each limiter (each partition's,
+	// or without a PartitionKey each SDK service's; see Options.SendRate),
+	// not of their sum. Zero means none; a ceiling below MinRate is
+	// invalid.
 	MaxRate float64
 }
 

@@ -24,6 +24,9 @@ import (
 // the failed attempt's error and number when the limiter knows them (see
 // expectedRetries.claim), as RetryDelay's refusals do.
 func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
+	if !l.queued.Load() {
+		l.queued.Store(true)
+	}
 	loopRetry := r.hooks.loops.Load() > 0 && markSend(ctx, &r.hooks)
 	place, wait, changed, after := l.sender.reserve(ctx.Done(), loopRetry)
 	due := false

@@ -115,16 +115,18 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter,
 	}
 	keep(mt.Int64AsyncGauge(instTokens, func(ctx context.Context, o metrics.Int64Observer) {
 		made.Load().each(true, func(ln *lane) {
-			if n, ok := ln.tokens(); ok {
-				o.Observe(ctx, int64(n), laneAttrs(ln))
+			if n, ok := ln.tokens(); ok && ln.bucketOf == nil { // a shared bucket once
+				o.Observe(ctx, int64(n), laneAttrs(ln.key, ln.serviceName()))
 			}
 		})
 	}, unit("{token}", "Tokens left in the retry token bucket, by service and partition.")))
 	if l.cfg.sendRate != nil {
 		keep(mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
-			made.Load().each(false, func(ln *lane) {
-				if r := ln.sender.currentRate(); !math.IsInf(r, 1) {
-					o.Observe(ctx, r, laneAttrs(ln))
+			src := made.Load()
+			src.each(false, func(ln *lane) {
+				service, report := src.lanes.limiterSeries(ln)
+				if r := ln.sender.currentRate(); report && !math.IsInf(r, 1) {
+					o.Observe(ctx, r, laneAttrs(ln.key, service))
 				}
 			})
 		}, unit("{request}/s", "Send rate the limiter allows, by service and partition; absent while unlimited.")))
@@ -166,12 +168,12 @@ func unit(u, description string) metrics.InstrumentOption {
 // laneAttrs returns the attributes of a lane's gauges: its partition, and
 // the service it served once known, so that the retryers of different
 // clients on one provider report apart.
-func laneAttrs(ln *lane) metrics.RecordMetricOption {
+func laneAttrs(partition, service string) metrics.RecordMetricOption {
 	return func(o *metrics.RecordMetricOptions) {
-		if s := ln.serviceName(); s != "" {
-			o.Properties.Set(attrService, s)
+		if service != "" {
+			o.Properties.Set(attrService, service)
 		}
-		o.Properties.Set(attrPartition, ln.key)
+		o.Properties.Set(attrPartition, partition)
 	}
 }
 

@@ -50,7 +50,7 @@ func (t ticket) settleLate(err error, refunded uint) {
 		l.bucket.takeUpTo(refunded)
 	}
 	if err == nil {
-		l.skips.Add(1)
+		l.pendingSkips().Add(1)
 	}
 }
 

@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
@@ -1265,12 +1266,17 @@ func TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase(t *testing.T) {
 		leftover error // fn's error for the leftovers
 		doOpts   []func(*jitterretry.DoOptions)
 		answered bool // the batch is answered with a throttle, not a 200 with leftovers
-		want     time.Duration
+		// inSTS: Do is called under a context of an STS operation (as a
+		// credential provider would): its home lane is STS's, whose
+		// limiter never saw the batch (helper-219)
+		inSTS bool
+		want  time.Duration
 	}{
-		"Classify":                         {leftover: errUnprocessed, doOpts: []func(*jitterretry.DoOptions){byClassify}, want: throttleBase},
-		"Options.Retryables and Throttles": {leftover: errUnprocessed, want: throttleBase, named: true},
-		"a throttle's error of fn's":       {leftover: madeUp, want: throttleBase},
-		"an answer the limiter saw":        {answered: true, doOpts: []func(*jitterretry.DoOptions){byClassify}, want: base},
+		"Classify":                                             {leftover: errUnprocessed, doOpts: []func(*jitterretry.DoOptions){byClassify}, want: throttleBase},
+		"Options.Retryables and Throttles":                     {leftover: errUnprocessed, want: throttleBase, named: true},
+		"a throttle's error of fn's":                           {leftover: madeUp, want: throttleBase},
+		"an answer the limiter saw":                            {answered: true, doOpts: []func(*jitterretry.DoOptions){byClassify}, want: base},
+		"an answer the limiter saw, Do under an STS operation": {answered: true, inSTS: true, doOpts: []func(*jitterretry.DoOptions){byClassify}, want: base},
 	} {
 		t.Run(name, func(t *testing.T) {
 			var batches atomic.Int32
@@ -1299,7 +1305,11 @@ func TestDoBacksOffAThrottleTheLimiterNeverSawOnTheThrottleBase(t *testing.T) {
 				require.NoError(t, putItem(context.Background(), client))
 			}
 			items := []types.WriteRequest{{PutRequest: &types.PutRequest{Item: map[string]types.AttributeValue{"pk": &types.AttributeValueMemberS{Value: "b"}}}}}
-			err := jitterretry.Do(context.Background(), r, func(ctx context.Context) error {
+			doCtx := context.Background()
+			if c.inSTS {
+				doCtx = awsmiddle.SetServiceID(doCtx, "STS")
+			}
+			err := jitterretry.Do(doCtx, r, func(ctx context.Context) error {
 				out, err := client.BatchWriteItem(ctx, &dynamodb.BatchWriteItemInput{RequestItems: map[string][]types.WriteRequest{"orders": items}},
 					func(o *dynamodb.Options) { o.RetryMaxAttempts = 1 }) // the loop retries; a throttle's answer reaches fn
 				if err != nil {

@@ -1,0 +1,203 @@
+package telemetry_test
+
+import (
+	"context"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/credentials"
+	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
+	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/jitterretry/jitterretry"
+	"github.com/jitterretry/jitterretry/examples/internal/telemetry"
+	"github.com/jitterretry/jitterretry/internal/ddbwire"
+)
+
+// TestACredentialRefreshWaitsAtNoThrottledTablesLimiter: one retryer with
+// the send-rate limiter, as config.WithRetryer gives it to every client of
+// the configuration, serves a DynamoDB client whose table throttles and
+// the STS client of its assume-role credentials. The limiter was one for
+// the whole retryer: each refresh of the credentials waited its turn behind
+// the table's queue while every caller waited on it (a scratch run of 64
+// callers with 3 s deadlines on a 50 writes/s table, credentials lasting
+// 2 s: 178 failures against 10 with the STS client on a retryer of its
+// own). Each SDK service now has a limiter of its own, over the one bucket.
+func TestACredentialRefreshWaitsAtNoThrottledTablesLimiter(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{}
+		o.MeterProvider = m.Provider
+	})
+	require.NoError(t, r.Err())
+
+	var refreshes atomic.Int64
+	stsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		refreshes.Add(1)
+		expires := time.Now().Add(time.Second).UTC().Format(time.RFC3339)
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = io.WriteString(w, `<AssumeRoleResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><AssumeRoleResult><Credentials>`+
+			`<AccessKeyId>AKIDTEST</AccessKeyId><SecretAccessKey>secret</SecretAccessKey><SessionToken>token</SessionToken><Expiration>`+expires+`</Expiration>`+
+			`</Credentials><AssumedRoleUser><Arn>arn:aws:sts::123456789012:assumed-role/r/s</Arn><AssumedRoleId>AROA:s</AssumedRoleId></AssumedRoleUser></AssumeRoleResult>`+
+			`<ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></AssumeRoleResponse>`)
+	}))
+	t.Cleanup(stsSrv.Close)
+	table := newThrottledTable(20, 2)
+	ddbSrv := httptest.NewServer(table)
+	t.Cleanup(ddbSrv.Close)
+
+	stsClient := sts.New(sts.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(stsSrv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Retryer:      r,
+	})
+	client := dynamodb.New(dynamodb.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(ddbSrv.URL),
+		Credentials:  aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, "arn:aws:iam::123456789012:role/r")),
+		Retryer:      r,
+	})
+
+	// 16 callers on a table of 20 writes a second keep the limiter's
+	// queue full for 3 s, in which the credentials, lasting 1 s, are
+	// fetched again at least twice.
+	stop := time.Now().Add(3 * time.Second)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for time.Now().Before(stop) {
+				_ = putItem(context.Background(), client)
+			}
+		})
+	}
+	wg.Wait()
+	require.GreaterOrEqual(t, refreshes.Load(), int64(3), "expect the credentials fetched at the start and again during the run")
+	require.Positive(t, table.throttled.Load(), "expect the table to throttle")
+
+	rm, err := m.Collect(context.Background())
+	require.NoError(t, err)
+	waits := map[string]float64{}
+	var limits, tokens []telemetry.Row
+	for _, row := range telemetry.Rows(rm) {
+		svc, _ := row.Attr("rpc.service")
+		switch row.Instrument {
+		case telemetry.SendRateWait:
+			waits[svc] += row.Value
+		case telemetry.SendRateLimit:
+			limits = append(limits, row)
+		case telemetry.BucketTokens:
+			tokens = append(tokens, row)
+		}
+	}
+	assert.Positive(t, waits["DynamoDB"], "expect the table's callers to wait their turns")
+	assert.Zero(t, waits["STS"], "expect no credential fetch to wait behind the table's queue")
+
+	require.Len(t, limits, 1, "expect one limited rate, the table's: %v", limits)
+	svc, _ := limits[0].Attr("rpc.service")
+	assert.Equal(t, "DynamoDB", svc)
+	partition, _ := limits[0].Attr("jitterretry.partition")
+	assert.Empty(t, partition, "expect the shared partition: the limiter is the service's, the budget the retryer's")
+
+	require.Len(t, tokens, 1, "expect one bucket for both services")
+	_, named := tokens[0].Attr("rpc.service")
+	assert.False(t, named, "expect no service on the bucket both share")
+	assert.Equal(t, float64(r.Remaining()), tokens[0].Value, "expect Remaining to read the bucket both services spend")
+}
+
+// throttledTable answers PutItem in DynamoDB's wire format at rate writes a
+// second, with a burst of burst, and throttles the rest.
+type throttledTable struct {
+	rate, burst float64
+	throttled   atomic.Int64
+
+	mu     sync.Mutex
+	tokens float64
+	last   time.Time
+}
+
+func newThrottledTable(rate, burst float64) *throttledTable {
+	return &throttledTable{rate: rate, burst: burst, tokens: burst, last: time.Now()}
+}
+
+func (tt *throttledTable) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
+	tt.mu.Lock()
+	now := time.Now()
+	tt.tokens = min(tt.burst, tt.tokens+now.Sub(tt.last).Seconds()*tt.rate)
+	tt.last = now
+	ok := tt.tokens >= 1
+	if ok {
+		tt.tokens--
+	}
+	tt.mu.Unlock()
+	if !ok {
+		tt.throttled.Add(1)
+		ddbwire.WriteError(w, http.StatusBadRequest, ddbwire.ProvisionedThroughputExceeded, "throttled")
+		return
+	}
+	ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
+}
+
+// TestTheRateGaugeReportsEachServicesLimiter: with a limiter per SDK
+// service, the rate gauge has a series for each service's limiter, and one
+// for the limiter of attempts outside an SDK operation only once such an
+// attempt was made: before, it reported InitialRate for a limiter that
+// paced nothing (helper-219).
+func TestTheRateGaugeReportsEachServicesLimiter(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
+		o.MeterProvider = m.Provider
+	})
+	require.NoError(t, r.Err())
+	stsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = io.WriteString(w, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>`+
+			`<Arn>arn:aws:iam::123456789012:user/u</Arn><UserId>U</UserId><Account>123456789012</Account>`+
+			`</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`)
+	}))
+	t.Cleanup(stsSrv.Close)
+	stsClient := sts.New(sts.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(stsSrv.URL),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Retryer:      r,
+	})
+	srv := newScriptServer(t)
+	require.NoError(t, putItem(context.Background(), newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = r })))
+	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
+	require.NoError(t, err)
+
+	series := func() map[string]float64 {
+		rm, err := m.Collect(context.Background())
+		require.NoError(t, err)
+		out := map[string]float64{}
+		for _, row := range telemetry.Rows(rm) {
+			if row.Instrument == telemetry.SendRateLimit {
+				svc, named := row.Attr("rpc.service")
+				if !named {
+					svc = "(none)"
+				}
+				out[svc] = row.Value
+			}
+		}
+		return out
+	}
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series())
+
+	release, err := r.GetAttemptToken(context.Background()) // outside an SDK operation
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100, "(none)": 100}, series())
+}
