@@ -33,17 +33,7 @@ func TestServicesWithLimitersOfTheirOwnShareOneBudget(t *testing.T) {
 	}))
 	t.Cleanup(stsSrv.Close)
 
-	sdkBucket := ratelimit.NewTokenRateLimit(500)
-	ours := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{} })
-	require.NoError(t, ours.Err())
-	for _, tc := range []struct {
-		name      string
-		retryer   aws.RetryerV2
-		remaining func() uint
-	}{
-		{"retry.NewStandard", retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = sdkBucket }), sdkBucket.Remaining},
-		{"jitterretry with SendRate", ours, ours.Remaining},
-	} {
+	for _, tc := range standardAndOursWithSendRate(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			stsClient := sts.New(sts.Options{
 				Region:       "us-east-1",
@@ -74,17 +64,7 @@ func TestServiceLanesLeaveNoSkipsBehindTheOlderInterface(t *testing.T) {
 	recovering.cycle = true
 	healthy := newScriptServer(t, ok)
 
-	sdkBucket := ratelimit.NewTokenRateLimit(500)
-	ours := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{} })
-	require.NoError(t, ours.Err())
-	for _, tc := range []struct {
-		name      string
-		retryer   aws.RetryerV2
-		remaining func() uint
-	}{
-		{"retry.NewStandard", retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = sdkBucket }), sdkBucket.Remaining},
-		{"jitterretry with SendRate", ours, ours.Remaining},
-	} {
+	for _, tc := range standardAndOursWithSendRate(t) {
 		t.Run(tc.name, func(t *testing.T) {
 			for range 10 { // two retries of 14 each, never refunded
 				require.Error(t, putItem(context.Background(), newClient(failing.URL, tc.retryer)))
@@ -101,5 +81,26 @@ func TestServiceLanesLeaveNoSkipsBehindTheOlderInterface(t *testing.T) {
 			}
 			assert.Equal(t, uint(240+20), tc.remaining(), "expect each first-attempt success to add its increment")
 		})
+	}
+}
+
+// budgetSide is a retryer of a side-by-side test, and how to read its
+// bucket.
+type budgetSide struct {
+	name      string
+	retryer   aws.RetryerV2
+	remaining func() uint
+}
+
+// standardAndOursWithSendRate returns retry.NewStandard() and New with the
+// send-rate limiter, each with a bucket of 500 it can read.
+func standardAndOursWithSendRate(t *testing.T) []budgetSide {
+	t.Helper()
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	ours := jitterretry.New(func(o *jitterretry.Options) { o.SendRate = &jitterretry.SendRateOptions{} })
+	require.NoError(t, ours.Err())
+	return []budgetSide{
+		{"retry.NewStandard", retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = sdkBucket }), sdkBucket.Remaining},
+		{"jitterretry with SendRate", ours, ours.Remaining},
 	}
 }

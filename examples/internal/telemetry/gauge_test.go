@@ -2,16 +2,11 @@ package telemetry_test
 
 import (
 	"context"
-	"io"
-	"net/http"
-	"net/http/httptest"
 	"runtime"
 	"testing"
 	"time"
 
-	"github.com/aws/aws-sdk-go-v2/aws"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
 	"github.com/stretchr/testify/assert"
@@ -234,19 +229,7 @@ func TestBucketGaugeLeavesOutTheServiceOfABucketServicesShare(t *testing.T) {
 	m, err := telemetry.New(telemetry.Options{})
 	require.NoError(t, err)
 	r := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = m.Provider })
-	stsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/xml")
-		_, _ = io.WriteString(w, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>`+
-			`<Arn>arn:aws:iam::123456789012:user/u</Arn><UserId>U</UserId><Account>123456789012</Account>`+
-			`</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`)
-	}))
-	t.Cleanup(stsSrv.Close)
-	stsClient := sts.New(sts.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(stsSrv.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		Retryer:      r,
-	})
+	stsClient := newSTSClient(callerIdentityServer(t).URL, r)
 	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
 	require.NoError(t, err)
 	rows := tokenRows(t, m)

@@ -2,6 +2,7 @@ package telemetry_test
 
 import (
 	"context"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb/types"
+	"github.com/aws/aws-sdk-go-v2/service/sts"
 
 	"github.com/jitterretry/jitterretry/internal/ddbwire"
 )
@@ -114,4 +116,28 @@ func updateItem(ctx context.Context, c *dynamodb.Client) error {
 func deleteItem(ctx context.Context, c *dynamodb.Client) error {
 	_, err := c.DeleteItem(ctx, &dynamodb.DeleteItemInput{TableName: aws.String("t"), Key: key})
 	return err
+}
+
+// callerIdentityServer answers every request with STS's GetCallerIdentity
+// response.
+func callerIdentityServer(t *testing.T) *httptest.Server {
+	t.Helper()
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		w.Header().Set("Content-Type", "text/xml")
+		_, _ = io.WriteString(w, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>`+
+			`<Arn>arn:aws:iam::123456789012:user/u</Arn><UserId>U</UserId><Account>123456789012</Account>`+
+			`</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`)
+	}))
+	t.Cleanup(srv.Close)
+	return srv
+}
+
+// newSTSClient returns a real STS client that talks to url with retryer.
+func newSTSClient(url string, retryer aws.Retryer) *sts.Client {
+	return sts.New(sts.Options{
+		Region:       "us-east-1",
+		BaseEndpoint: aws.String(url),
+		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
+		Retryer:      retryer,
+	})
 }

@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
-	"github.com/aws/aws-sdk-go-v2/credentials"
 	"github.com/aws/aws-sdk-go-v2/credentials/stscreds"
 	"github.com/aws/aws-sdk-go-v2/service/dynamodb"
 	"github.com/aws/aws-sdk-go-v2/service/sts"
@@ -56,12 +55,7 @@ func TestACredentialRefreshWaitsAtNoThrottledTablesLimiter(t *testing.T) {
 	ddbSrv := httptest.NewServer(table)
 	t.Cleanup(ddbSrv.Close)
 
-	stsClient := sts.New(sts.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(stsSrv.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		Retryer:      r,
-	})
+	stsClient := newSTSClient(stsSrv.URL, r)
 	client := dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
 		BaseEndpoint: aws.String(ddbSrv.URL),
@@ -161,19 +155,7 @@ func TestTheRateGaugeReportsEachServicesLimiter(t *testing.T) {
 		o.MeterProvider = m.Provider
 	})
 	require.NoError(t, r.Err())
-	stsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
-		w.Header().Set("Content-Type", "text/xml")
-		_, _ = io.WriteString(w, `<GetCallerIdentityResponse xmlns="https://sts.amazonaws.com/doc/2011-06-15/"><GetCallerIdentityResult>`+
-			`<Arn>arn:aws:iam::123456789012:user/u</Arn><UserId>U</UserId><Account>123456789012</Account>`+
-			`</GetCallerIdentityResult><ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></GetCallerIdentityResponse>`)
-	}))
-	t.Cleanup(stsSrv.Close)
-	stsClient := sts.New(sts.Options{
-		Region:       "us-east-1",
-		BaseEndpoint: aws.String(stsSrv.URL),
-		Credentials:  credentials.NewStaticCredentialsProvider("AKIDTEST", "secret", ""),
-		Retryer:      r,
-	})
+	stsClient := newSTSClient(callerIdentityServer(t).URL, r)
 	srv := newScriptServer(t)
 	require.NoError(t, putItem(context.Background(), newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = r })))
 	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
