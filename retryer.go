@@ -128,7 +128,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		now:          o.Clock,
 		limiterClock: limiterClock,
 		partition:    o.PartitionKey,
-		byService:    o.SendRate != nil && o.PartitionKey == nil,
+		byService:    o.SendRate != nil,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
 		rateSignal: func(err error) (throttled, counted bool) {
