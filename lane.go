@@ -55,9 +55,11 @@ type lane struct {
 	// and whose gauge reports it: the shared lane, for the lane of an SDK
 	// service (see laneConfig.byService); nil for a lane with its own.
 	bucketOf *lane
-	// ownService is the SDK service whose lane this is, with bucketOf;
-	// "" for a partition's.
-	ownService string
+	// paced is the SDK service whose attempts the lane's send-rate limiter
+	// paces (see laneConfig.byService): a service lane's own, or the first
+	// service a partition's operations were of; nil before one came. Set
+	// once, under the owning partition's servicesMu.
+	paced atomic.Pointer[string]
 	// services holds the lanes of the SDK services of the partition (see
 	// laneConfig.byService), replaced whole under servicesMu when one is
 	// added.
@@ -183,9 +185,9 @@ type laneConfig struct {
 	limiterClock func() time.Time
 	partition    func(context.Context) string
 	// byService: with the send-rate limiter, each SDK service's attempts
-	// in a partition have a lane of their own, sharing the partition's
-	// bucket: one limiter per partition and service, one retry budget per
-	// partition. A service's throttles say nothing of another's capacity:
+	// in a partition have a lane of their own (the partition's own, for
+	// the first service it served), sharing the partition's bucket: one
+	// limiter per partition and service, one retry budget per partition. A service's throttles say nothing of another's capacity:
 	// in one lane, an assume-role credential refresh (STS, through the
 	// retryer that config.WithRetryer gives every client, under the
 	// context, and so in the partition, of the operation that needed it)
@@ -390,21 +392,16 @@ func (l *lane) serviceName() string {
 }
 
 // limiterSeries returns the service whose attempts ln's send-rate limiter
-// paces, as its gauge names it, and whether the gauge reports it at all:
-// a service's lane names its service; a partition's own limiter, when each
-// service has a lane of its own (see laneConfig.byService), paces only the
-// attempts made outside an SDK operation (the service it recorded is its
-// bucket's), and is reported once one has waited there: a retryer whose
-// clients make none reported InitialRate for it, a series beside each
-// service's that paced nothing (helper-219).
-func (t *lanes) limiterSeries(ln *lane) (service string, report bool) {
-	switch {
-	case ln.ownService != "":
-		return ln.ownService, true
-	case t.cfg.byService:
-		return "", ln.queued.Load()
+// paces, as its gauge names it (see lane.paced), and whether the gauge
+// reports it at all: a partition's limiter that paced no SDK service's
+// attempts is reported once an attempt (outside an SDK operation) took a
+// place in its queue: reported from the start, a retryer with InitialRate
+// showed a series for a limiter that paced nothing (helper-219).
+func limiterSeries(ln *lane) (service string, report bool) {
+	if p := ln.paced.Load(); p != nil {
+		return *p, true
 	}
-	return ln.serviceName(), true
+	return "", ln.queued.Load()
 }
 
 // idle reports whether forgetting the lane now loses nothing: its bucket is
@@ -601,7 +598,8 @@ func newLanes(cfg laneConfig) *lanes {
 
 // get returns the lane of ctx's partition key (the shared lane for ""),
 // or, with one lane per SDK service (see laneConfig.byService), that of
-// ctx's service in it; the partition's own outside an SDK operation.
+// ctx's service in it; the partition's own outside an SDK operation, which
+// is its first service's.
 func (t *lanes) get(ctx context.Context) *lane {
 	l := t.main
 	if t.cfg.partition != nil {
@@ -622,36 +620,55 @@ func (t *lanes) get(ctx context.Context) *lane {
 }
 
 // serviceLane returns the lane of SDK service s in l's partition (see
-// laneConfig.byService), made on its first call, from cfg. A process calls
-// a handful of services, and a partition's operations mostly one (and the
-// credential refresh they need, another): their lanes are forgotten with
-// the partition's, never alone, and are found without a lock. The service
-// IDs are the SDK clients' own; a caller that makes up more than most (with
-// awsmiddle.SetServiceID) gets l for the others, so that the lanes kept
-// stay bounded.
+// laneConfig.byService): l itself for the first service its operations
+// were of, whose limiter l's is, and for each other a lane made on its
+// first call, from cfg. So a partition of one service, the usual one, keeps
+// one limiter (with two for each, PartitionByOperation's 1024 keys held 8
+// MiB, not 4: helper-221). A process calls a handful of services, and a
+// partition's operations mostly one (and the credential refresh they need,
+// another): their lanes are forgotten with the partition's, never alone,
+// and are found without a lock. The service IDs are the SDK clients' own;
+// a caller that makes up more than most (with awsmiddle.SetServiceID) gets
+// l for the others, so that the lanes kept stay bounded.
 func (l *lane) serviceLane(s string, most int, cfg *laneConfig) *lane {
-	for _, sl := range l.serviceLanes() {
-		if sl.ownService == s {
-			return sl
-		}
+	if sl := l.pacing(s); sl != nil {
+		return sl
 	}
 	l.servicesMu.Lock()
 	defer l.servicesMu.Unlock()
-	ls := l.serviceLanes()
-	for _, sl := range ls {
-		if sl.ownService == s {
-			return sl
-		}
+	if l.paced.Load() == nil {
+		first := strings.Clone(s)
+		l.paced.Store(&first)
+		return l
 	}
+	if sl := l.pacing(s); sl != nil {
+		return sl
+	}
+	ls := l.serviceLanes()
 	if len(ls) >= most {
 		return l
 	}
 	// Named as the partition: only its limiter is the service's own.
 	sl := newLane(l.key, cfg, l)
-	sl.ownService = strings.Clone(s)
+	name := strings.Clone(s)
+	sl.paced.Store(&name)
 	ls = append(slices.Clip(ls), sl)
 	l.services.Store(&ls)
 	return sl
+}
+
+// pacing returns the lane of l's partition whose limiter paces service s,
+// if there is one yet.
+func (l *lane) pacing(s string) *lane {
+	if p := l.paced.Load(); p != nil && *p == s {
+		return l
+	}
+	for _, sl := range l.serviceLanes() {
+		if *sl.paced.Load() == s {
+			return sl
+		}
+	}
+	return nil
 }
 
 // partition returns the lane of partition key key, not "", made on its

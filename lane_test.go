@@ -40,10 +40,13 @@ func TestIdleLimiterLaneIsForgotten(t *testing.T) {
 			require.NoError(t, r.Err())
 			ctx := WithPartition(context.Background(), "a")
 			if svc != "" {
+				// The partition's own limiter is its first service's: the
+				// second's is a lane of its own.
+				r.lanes.get(awsmiddle.SetServiceID(ctx, "STS"))
 				ctx = awsmiddle.SetServiceID(ctx, svc)
 			}
 			a := r.lanes.get(ctx)
-			require.Equal(t, svc, a.ownService)
+			require.Equal(t, svc != "", a.bucketOf != nil, "expect the service's own lane")
 
 			// Throttled for three seconds, the limiter learns a rate.
 			sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(200), 0))
@@ -508,7 +511,7 @@ func TestALaneTellsItsLimiterHowLongThrottlesTake(t *testing.T) {
 
 // TestServiceLanesAreBounded: with the send-rate limiter, each SDK
 // service's attempts in a partition have a limiter of their own, over the
-// partition's bucket; a caller that makes up service IDs by the thousand
+// partition's bucket (the first service's the partition's own); a caller that makes up service IDs by the thousand
 // gets the partition's own lane for those past the bound
 // (maxSharedServices in the shared partition, maxPartitionServices in
 // another), not a lane each.
@@ -526,6 +529,7 @@ func TestServiceLanesAreBounded(t *testing.T) {
 	}
 	shared := context.Background()
 	ddb, sts := r.lanes.get(inService(shared, "DynamoDB")), r.lanes.get(inService(shared, "STS"))
+	require.Same(t, r.lanes.main, ddb, "expect the partition's own limiter its first service's")
 	require.NotSame(t, ddb, sts, "expect a limiter for each service")
 	assert.NotSame(t, ddb.sender, sts.sender)
 	assert.Same(t, r.lanes.main.bucket, ddb.bucket, "expect one bucket")
@@ -553,7 +557,7 @@ func TestServiceLanesAreBounded(t *testing.T) {
 	for i := range 1000 {
 		r.lanes.get(inService(shared, fmt.Sprint("made-up-", i)))
 	}
-	assert.Len(t, r.lanes.main.serviceLanes(), maxSharedServices)
+	assert.Len(t, r.lanes.main.serviceLanes(), maxSharedServices, "expect the bound on the services past the first")
 	assert.Same(t, r.lanes.main, r.lanes.get(inService(shared, "made-up-999")), "expect the shared lane past the bound")
 	assert.Same(t, ddb, r.lanes.get(inService(shared, "DynamoDB")), "expect the lanes made before kept")
 
@@ -563,6 +567,7 @@ func TestServiceLanesAreBounded(t *testing.T) {
 	ordersSTS := r.lanes.get(inService(orders, "STS"))
 	part, _ := r.lanes.lookup("orders")
 	require.NotNil(t, part)
+	assert.Same(t, part, ordersDDB, "expect the partition's own limiter its first service's")
 	assert.NotSame(t, ordersDDB.sender, ordersSTS.sender, "expect a limiter for each service of the partition")
 	assert.NotSame(t, ddb.sender, ordersDDB.sender, "expect the partition's limiters its own")
 	for _, l := range []*lane{ordersDDB, ordersSTS} {

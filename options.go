@@ -274,10 +274,10 @@ type Options struct {
 	// context: DynamoDB, STS), a partition's over its one retry bucket, so
 	// that a credential refresh through an STS client the retryer also
 	// serves, made in the partition of the operation that needed it, never
-	// waits in a throttled table's queue; one more a partition for
-	// attempts outside an SDK operation, which the services past the 64th
-	// (in another partition than "", the 4th) share too. MaxRate caps each
-	// apart. For a client that serves several tables, partition by table,
+	// waits in a throttled table's queue (the partition's first service
+	// has the partition's own, which paces its attempts outside an SDK
+	// operation too, and the services past 64 more, 4 in a partition
+	// other than "", share it). MaxRate caps each apart. For a client that serves several tables, partition by table,
 	// or a hot table's throttles set the rate every table's calls wait
 	// for. While a
 	// partition's limiter holds its callers back (at a finite rate, one had

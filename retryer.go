@@ -262,7 +262,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	release = l.attempts.measure(ctx, release, r.hooks.loops.Load() > 0)
 	if r.hooks.loops.Load() > 0 {
 		markClient(ctx, &r.hooks, &l.attempts)
-		if l.bucketOf != nil {
+		if r.lanes.cfg.byService {
 			markLane(ctx, &r.hooks, l)
 		}
 	}

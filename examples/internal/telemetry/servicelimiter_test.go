@@ -164,24 +164,15 @@ func (tt *throttledTable) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // TestTheRateGaugeReportsEachServicesLimiter: with a limiter per SDK
-// service, the rate gauge has a series for each service's limiter, and one
-// for the limiter of attempts outside an SDK operation only once such an
-// attempt was made: before, it reported InitialRate for a limiter that
-// paced nothing (helper-219).
+// service, the rate gauge has a series for each service's limiter; the
+// partition's own limiter is its first service's, and paces the attempts
+// outside an SDK operation too. A limiter that paced nothing yet is
+// reported once an attempt took a place in its queue: before, a retryer
+// with InitialRate reported a series for a limiter that paced nothing
+// (helper-219).
 func TestTheRateGaugeReportsEachServicesLimiter(t *testing.T) {
 	m, err := telemetry.New(telemetry.Options{})
 	require.NoError(t, err)
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
-		o.MeterProvider = m.Provider
-	})
-	require.NoError(t, r.Err())
-	stsClient := newSTSClient(callerIdentityServer(t).URL, r)
-	srv := newScriptServer(t)
-	require.NoError(t, putItem(context.Background(), newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = r })))
-	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
-	require.NoError(t, err)
-
 	series := func() map[string]float64 {
 		rm, err := m.Collect(context.Background())
 		require.NoError(t, err)
@@ -192,15 +183,38 @@ func TestTheRateGaugeReportsEachServicesLimiter(t *testing.T) {
 				if !named {
 					svc = "(none)"
 				}
-				out[svc] = row.Value
+				out[svc] += row.Value
 			}
 		}
 		return out
 	}
-	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series())
+	newRetryer := func() *jitterretry.Retryer {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
+			o.MeterProvider = m.Provider
+		})
+		require.NoError(t, r.Err())
+		return r
+	}
+	attemptOutsideAnOperation := func(r *jitterretry.Retryer) {
+		release, err := r.GetAttemptToken(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
 
-	release, err := r.GetAttemptToken(context.Background()) // outside an SDK operation
+	clients := newRetryer()
+	assert.Empty(t, series(), "expect no series before an attempt")
+	stsClient := newSTSClient(callerIdentityServer(t).URL, clients)
+	srv := newScriptServer(t)
+	require.NoError(t, putItem(context.Background(), newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = clients })))
+	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
 	require.NoError(t, err)
-	require.NoError(t, release(nil))
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series())
+	attemptOutsideAnOperation(clients)
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series(), "expect DynamoDB's limiter to have paced it")
+
+	direct := newRetryer()
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series(), "expect nothing of a retryer that paced nothing")
+	attemptOutsideAnOperation(direct)
 	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100, "(none)": 100}, series())
 }
