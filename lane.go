@@ -187,13 +187,14 @@ type laneConfig struct {
 	// byService: with the send-rate limiter, each SDK service's attempts
 	// in a partition have a lane of their own (the partition's own, for
 	// the first service it served), sharing the partition's bucket: one
-	// limiter per partition and service, one retry budget per partition. A service's throttles say nothing of another's capacity:
-	// in one lane, an assume-role credential refresh (STS, through the
-	// retryer that config.WithRetryer gives every client, under the
-	// context, and so in the partition, of the operation that needed it)
-	// waited in a throttled table's queue, while every caller waited on it
-	// (a scratch test of 2026-12-07: 178 failures in 8 s against 10 with
-	// the STS client on a retryer of its own).
+	// limiter per partition and service, one retry budget per partition.
+	// A service's throttles say nothing of another's capacity: in one
+	// lane, an assume-role credential refresh (STS, through the retryer
+	// that config.WithRetryer gives every client, under the context, and
+	// so in the partition, of the operation that needed it) waited in a
+	// throttled table's queue, while every caller waited on it (a scratch
+	// test of 2026-12-07: 178 failures in 8 s against 10 with the STS
+	// client on a retryer of its own).
 	byService bool
 	// rateSignal classifies a failed attempt's error for the limiter;
 	// isConflict a retry's answer for its release (see retryRelease).
@@ -414,7 +415,8 @@ func (l *lane) idle() bool {
 	if l.bucket != nil && l.bucket.Remaining() < l.bucket.capacity {
 		return false
 	}
-	return l.sender == nil || !l.anyLimiter(func(s *sendRate) bool { return !s.forgettable() })
+	remembers := func(s *sendRate) bool { return !s.forgettable() }
+	return l.sender == nil || !l.anyLimiter(remembers)
 }
 
 // limiterInUse reports whether a limiter of the lane, or of its services,

@@ -63,8 +63,12 @@ type loopMark struct {
 	retryNext atomic.Bool
 	// lane is the lane (with its limiter, one per partition and SDK
 	// service: see laneConfig.byService) the current call of fn's attempts
-	// through the owner waited at: the first attempt's, or the first's
-	// answered with a throttle its limiter counted. The loop's own lane
+	// through the owner waited at: the first attempt's answered with a
+	// throttle its limiter counted, else the latest failed attempt's (the
+	// error fn returns is mostly its), else the first attempt's. A
+	// credential refresh (STS) runs inside the attempt of the SDK call that
+	// needs it, and succeeds; fn may call STS before the call that fails
+	// (helper-222): neither is the call's. The loop's own lane
 	// is its partition's, whose limiter may be another service's, or
 	// none's: the loop's retry is paced as that service's (see
 	// doLoop.callLane).
@@ -295,7 +299,7 @@ func (m *loopMark) each(fn func(*loopMark)) {
 // throttle (counted, nil without a limiter), that the call was answered
 // with one, if it is still the call of fn the attempt was made in (a
 // goroutine fn left behind, answered in a later call, made that call's
-// leftovers near misses: helper-202), and then l as the call's lane (see
+// leftovers near misses: helper-202), and l as the call's lane (see
 // loopMark.lane).
 func (m *loopMark) watchFailures(release func(error) error, failures bool, counted *classifier, l *lane) func(error) error {
 	call := m.calls.Load()
@@ -313,12 +317,15 @@ func (m *loopMark) watchFailures(release func(error) error, failures bool, count
 				if failures {
 					o.failed.add(e)
 				}
-				if throttled {
+				switch {
+				case throttled && !o.throttledLane.Load():
 					o.answeredThrottled.Store(true)
-					if !o.throttledLane.Load() {
-						o.lane.Store(l)
-						o.throttledLane.Store(true)
-					}
+					o.lane.Store(l)
+					o.throttledLane.Store(true)
+				case throttled:
+					o.answeredThrottled.Store(true)
+				case !o.throttledLane.Load():
+					o.lane.Store(l) // the latest failed attempt's
 				}
 			})
 		}

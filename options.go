@@ -277,9 +277,9 @@ type Options struct {
 	// waits in a throttled table's queue (the partition's first service
 	// has the partition's own, which paces its attempts outside an SDK
 	// operation too, and the services past 64 more, 4 in a partition
-	// other than "", share it). MaxRate caps each apart. For a client that serves several tables, partition by table,
-	// or a hot table's throttles set the rate every table's calls wait
-	// for. While a
+	// other than "", share it). MaxRate caps each apart. For a client that
+	// serves several tables, partition by table, or a hot table's
+	// throttles set the rate every table's calls wait for. While a
 	// partition's limiter holds its callers back (at a finite rate, one had
 	// 1 ms or more to wait for its turn in the last second, in a queue that
 	// sent at half its rate or more: not a few callers arriving together
