@@ -309,8 +309,8 @@ func (m *loopMark) watchFailures(release func(error) error, failures bool, count
 			if failures {
 				e = m.owner.refusals.stamp(err)
 			}
-			throttled := false
-			if counted != nil && m.calls.Load() == call {
+			current, throttled := m.calls.Load() == call, false
+			if counted != nil && current {
 				throttled, _ = counted.rateSignal(err)
 			}
 			m.each(func(o *loopMark) {
@@ -324,7 +324,7 @@ func (m *loopMark) watchFailures(release func(error) error, failures bool, count
 					o.throttledLane.Store(true)
 				case throttled:
 					o.answeredThrottled.Store(true)
-				case !o.throttledLane.Load():
+				case current && !o.throttledLane.Load():
 					o.lane.Store(l) // the latest failed attempt's
 				}
 			})
