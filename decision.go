@@ -32,7 +32,7 @@ func (r *Retryer) admit(p *pendingRetry, attempt, failure int, opErr error, cost
 	ctx, l := p.ctx, p.lane
 	if p.class == ClassThrottle {
 		markThrottle(ctx) // for the Do loop whose fn made this call, if any
-		l.throttles.note()
+		l.bucketOwner().throttles.note()
 	}
 	if err := ctx.Err(); err != nil {
 		return r.hooks.giveUp(ctx, canceledGiveUp(attempt, l.key, opErr, err, joined))

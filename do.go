@@ -459,10 +459,10 @@ func (d *doLoop) callLane() *lane {
 // default partition, the whole client, it does not look and reports false
 // (see Do).
 func (d *doLoop) partitionNews() bool {
-	if d.lane.key == "" {
+	if d.home.key == "" {
 		return false
 	}
-	th := d.lane.throttles.look()
+	th := d.home.bucketOwner().throttles.look()
 	changed := th != d.seenThrottles
 	d.seenThrottles = th
 	return changed

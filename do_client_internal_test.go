@@ -7,6 +7,8 @@ import (
 	"testing"
 	"time"
 
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
+	"github.com/aws/smithy-go"
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 )
@@ -79,4 +81,64 @@ func TestDoFindsItsClientWhenTheEstimatesAreFull(t *testing.T) {
 	markClient(withLoopMark(withOperation(context.Background(), "PutItem", "us-east-1"), &d.mark), &r.hooks, &l.attempts)
 	e, _ := d.estimate()
 	assert.Equal(t, time.Millisecond, e, "expect the near client's estimate, not the partition's far one")
+}
+
+// TestADoLoopJudgesItsCallByTheLimiterOfTheAttemptThatFailed: fn's call is
+// judged by the lane of the attempt that failed, DynamoDB's, whichever
+// lane it waited at first: a credential refresh through an STS client the
+// retryer also serves runs inside the DynamoDB attempt that needs it (the
+// SDK's Retry middleware comes before GetIdentity), and fn may call STS
+// itself before the call that fails (helper-222: judged by the first
+// lane, that call was judged by STS's limiter). In the shared partition
+// and in a named one.
+func TestADoLoopJudgesItsCallByTheLimiterOfTheAttemptThatFailed(t *testing.T) {
+	inConflict := &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"}
+	for _, part := range []string{"", "orders"} {
+		for name, call := range map[string]func(r *Retryer, ctx context.Context) error{
+			"a refresh inside the attempt": func(r *Retryer, ctx context.Context) error {
+				release, err := r.GetAttemptToken(awsmiddle.SetServiceID(ctx, "DynamoDB"))
+				require.NoError(t, err)
+				refresh, err := r.GetAttemptToken(awsmiddle.SetServiceID(ctx, "STS"))
+				require.NoError(t, err)
+				require.NoError(t, refresh(nil))
+				_ = release(inConflict)
+				return inConflict
+			},
+			"STS called before": func(r *Retryer, ctx context.Context) error {
+				for _, service := range []string{"STS", "DynamoDB"} {
+					release, err := r.GetAttemptToken(awsmiddle.SetServiceID(ctx, service))
+					require.NoError(t, err)
+					if service == "STS" {
+						require.NoError(t, release(nil))
+						continue
+					}
+					_ = release(inConflict)
+				}
+				return inConflict
+			},
+		} {
+			r := New(func(o *Options) {
+				o.SendRate = &SendRateOptions{}
+				o.PartitionKey = func(ctx context.Context) string { // WithPartition's key, or the shared partition
+					key, _ := ctx.Value(partitionKey{}).(string)
+					return key
+				}
+			})
+			require.NoError(t, r.Err())
+			ctx := WithPartition(context.Background(), part)
+			var judged *lane
+			calls := 0
+			require.NoError(t, Do(ctx, r, func(ctx context.Context) error {
+				if calls++; calls == 1 {
+					err := call(r, ctx)
+					judged = loopMarkOf(ctx).lane.Load()
+					return Conflict(err, 1, 1)
+				}
+				return nil
+			}))
+			ddb := r.lanes.get(awsmiddle.SetServiceID(ctx, "DynamoDB"))
+			require.NotSame(t, r.lanes.get(awsmiddle.SetServiceID(ctx, "STS")), ddb)
+			assert.True(t, judged == ddb, "partition %q, %s: expect the call judged by DynamoDB's limiter", part, name)
+		}
+	}
 }

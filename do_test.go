@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
@@ -679,7 +680,17 @@ func TestDoBadInput(t *testing.T) {
 // attempts advance, 1 ms each, so the contention backoff stays a few round
 // trips (30 ms at most here), well under the base, and the floor alone can
 // lift it over.
+//
+// With the send-rate limiter, each SDK service of a partition has a lane of
+// its own: a throttle noted on the service's lane never reached the loop,
+// which looks at the partition's (helper-221: 21 ms where 200 ms).
 func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
+	for _, sendRate := range []bool{false, true} {
+		t.Run(fmt.Sprint("SendRate ", sendRate), func(t *testing.T) { doConflictsSlowDownWhileFnIsThrottled(t, sendRate) })
+	}
+}
+
+func doConflictsSlowDownWhileFnIsThrottled(t *testing.T, sendRate bool) {
 	const throttleBase = 200 * time.Millisecond
 	var mu sync.Mutex
 	now := time.Unix(1_000_000, 0)
@@ -694,6 +705,9 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 		o.Source = delayers.NewSource(1)
 		o.Clock = clock
 		o.PartitionKey = jitterretry.PartitionFromContext
+		if sendRate {
+			o.SendRate = &jitterretry.SendRateOptions{}
+		}
 		o.OnRetry = func(e jitterretry.RetryEvent) {
 			if e.Class == jitterretry.ClassConflict {
 				conflicts = append(conflicts, e.Delay)
@@ -701,6 +715,9 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 			}
 		}
 	})
+	// The SDK's operations carry their service ID; stackOperation's
+	// stacks do not clear it from the context.
+	ddb := func(ctx context.Context) context.Context { return awsmiddle.SetServiceID(ctx, "DynamoDB") }
 	throttledOnce := func(_ context.Context, attempt int) error {
 		advance(time.Millisecond) // the attempt's round trip
 		if attempt == 1 {
@@ -709,7 +726,7 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 		return conflictErr()
 	}
 	inConflict := func(ctx context.Context) error {
-		return stackOperation(ctx, r, nil, func(context.Context, int) error {
+		return stackOperation(ddb(ctx), r, nil, func(context.Context, int) error {
 			advance(time.Millisecond)
 			return conflictErr()
 		})
@@ -723,25 +740,25 @@ func TestDoConflictsSlowDownWhileFnIsThrottled(t *testing.T) {
 	}{
 		{"nothing throttled", context.Background(), inConflict, false},
 		{"another caller of the client throttled meanwhile", context.Background(), func(ctx context.Context) error {
-			_ = stackOperation(context.Background(), r, nil, throttledOnce)
+			_ = stackOperation(ddb(context.Background()), r, nil, throttledOnce)
 			return inConflict(ctx)
 		}, false},
 		{"fn's own call throttled, retried, then in conflict", context.Background(), func(ctx context.Context) error {
-			return stackOperation(ctx, r, nil, throttledOnce)
+			return stackOperation(ddb(ctx), r, nil, throttledOnce)
 		}, true},
 		{"fn's call inside a Do loop of its own throttled, retried, then in conflict", context.Background(), func(ctx context.Context) error {
 			_ = jitterretry.Do(ctx, r, func(ctx context.Context) error {
-				_ = stackOperation(ctx, r, nil, throttledOnce)
+				_ = stackOperation(ddb(ctx), r, nil, throttledOnce)
 				return nil
 			})
 			return inConflict(ctx)
 		}, true},
 		{"another caller of the loop's named partition throttled meanwhile", orders, func(ctx context.Context) error {
-			_ = stackOperation(orders, r, nil, throttledOnce)
+			_ = stackOperation(ddb(orders), r, nil, throttledOnce)
 			return inConflict(ctx)
 		}, true},
 		{"another partition throttled meanwhile", orders, func(ctx context.Context) error {
-			_ = stackOperation(jitterretry.WithPartition(context.Background(), "users"), r, nil, throttledOnce)
+			_ = stackOperation(ddb(jitterretry.WithPartition(context.Background(), "users")), r, nil, throttledOnce)
 			return inConflict(ctx)
 		}, false},
 	}

@@ -55,9 +55,16 @@ type lane struct {
 	// and whose gauge reports it: the shared lane, for the lane of an SDK
 	// service (see laneConfig.byService); nil for a lane with its own.
 	bucketOf *lane
-	// ownService is the SDK service whose lane this is, with bucketOf;
-	// "" for a partition's.
-	ownService string
+	// paced is the SDK service whose attempts the lane's send-rate limiter
+	// paces (see laneConfig.byService): a service lane's own, or the first
+	// service a partition's operations were of; nil before one came. Set
+	// once, under the owning partition's servicesMu.
+	paced atomic.Pointer[string]
+	// services holds the lanes of the SDK services of the partition (see
+	// laneConfig.byService), replaced whole under servicesMu when one is
+	// added.
+	services   atomic.Pointer[[]*lane]
+	servicesMu sync.Mutex
 	sender     *sendRate // nil when the send-rate limiter is off
 	// queued: an attempt took a place in sender's queue.
 	queued atomic.Bool
@@ -177,14 +184,16 @@ type laneConfig struct {
 	// set, nil (the monotonic clock alone) when it was left to time.Now.
 	limiterClock func() time.Time
 	partition    func(context.Context) string
-	// byService: with the send-rate limiter and no partition function,
-	// each SDK service's attempts have a lane of their own, sharing the
-	// shared lane's bucket: one limiter per service, one retry budget. A
-	// service's throttles say nothing of another's capacity: in one lane,
-	// an assume-role credential refresh (STS, through the retryer that
-	// config.WithRetryer gives every client) waited in a throttled
-	// table's queue, while every caller waited on it (a scratch test of
-	// 2026-12-07: 122-179 deadline failures against 10-13 with the STS
+	// byService: with the send-rate limiter, each SDK service's attempts
+	// in a partition have a lane of their own (the partition's own, for
+	// the first service it served), sharing the partition's bucket: one
+	// limiter per partition and service, one retry budget per partition.
+	// A service's throttles say nothing of another's capacity: in one
+	// lane, an assume-role credential refresh (STS, through the retryer
+	// that config.WithRetryer gives every client, under the context, and
+	// so in the partition, of the operation that needed it) waited in a
+	// throttled table's queue, while every caller waited on it (a scratch
+	// test of 2026-12-07: 178 failures in 8 s against 10 with the STS
 	// client on a retryer of its own).
 	byService bool
 	// rateSignal classifies a failed attempt's error for the limiter;
@@ -384,25 +393,21 @@ func (l *lane) serviceName() string {
 }
 
 // limiterSeries returns the service whose attempts ln's send-rate limiter
-// paces, as its gauge names it, and whether the gauge reports it at all:
-// the one ln served, but none for the shared lane when each service has a
-// lane of its own (see laneConfig.byService), whose limiter paces only the
-// attempts made outside an SDK operation (the service it recorded is its
-// bucket's), and is reported once one has waited there: a retryer whose
-// clients make none reported InitialRate for it, a series beside each
-// service's that paced nothing (helper-219).
-func (t *lanes) limiterSeries(ln *lane) (service string, report bool) {
-	switch {
-	case ln.ownService != "":
-		return ln.ownService, true
-	case ln == t.main && t.cfg.byService:
-		return "", ln.queued.Load()
+// paces, as its gauge names it (see lane.paced), and whether the gauge
+// reports it at all: a partition's limiter that paced no SDK service's
+// attempts is reported once an attempt (outside an SDK operation) took a
+// place in its queue: reported from the start, a retryer with InitialRate
+// showed a series for a limiter that paced nothing (helper-219).
+func limiterSeries(ln *lane) (service string, report bool) {
+	if p := ln.paced.Load(); p != nil {
+		return *p, true
 	}
-	return ln.serviceName(), true
+	return "", ln.queued.Load()
 }
 
 // idle reports whether forgetting the lane now loses nothing: its bucket is
-// full, no skip is pending and its limiter has nothing to remember.
+// full, no skip is pending and its limiters, its services' too, have
+// nothing to remember.
 func (l *lane) idle() bool {
 	if l.pendingSkips().Load() != 0 {
 		return false
@@ -410,7 +415,36 @@ func (l *lane) idle() bool {
 	if l.bucket != nil && l.bucket.Remaining() < l.bucket.capacity {
 		return false
 	}
-	return l.sender == nil || l.sender.forgettable()
+	remembers := func(s *sendRate) bool { return !s.forgettable() }
+	return l.sender == nil || !l.anyLimiter(remembers)
+}
+
+// limiterInUse reports whether a limiter of the lane, or of its services,
+// has callers waiting.
+func (l *lane) limiterInUse() bool {
+	return l.sender != nil && l.anyLimiter((*sendRate).inUse)
+}
+
+// anyLimiter reports whether f holds for the lane's limiter or one of its
+// services' lanes'.
+func (l *lane) anyLimiter(f func(*sendRate) bool) bool {
+	if f(l.sender) {
+		return true
+	}
+	for _, sl := range l.serviceLanes() {
+		if f(sl.sender) {
+			return true
+		}
+	}
+	return false
+}
+
+// serviceLanes returns the lanes of the partition's SDK services.
+func (l *lane) serviceLanes() []*lane {
+	if p := l.services.Load(); p != nil {
+		return *p
+	}
+	return nil
 }
 
 // onSuccess adapts fn to the SDK's release signature: it runs only when the
@@ -424,14 +458,16 @@ func onSuccess(fn func()) func(error) error {
 	}
 }
 
-// Partition table bounds: maxServiceLanes SDK services' lanes at most (see
-// lanes.serviceLane); maxPartitions keys at most, and a key unused for
+// Partition table bounds: maxSharedServices SDK services' lanes at most in
+// the shared partition, maxPartitionServices in another (see
+// lane.serviceLane); maxPartitions keys at most, and a key unused for
 // partitionIdleTimeout is forgotten once its lane has nothing to remember.
 // A full table forgets its evictBatch least recently used lanes at once, so
 // that the keys that follow find room without a scan each (a scan of the
 // full table per new key cost 4 µs under the table's lock).
 const (
-	maxServiceLanes      = 64
+	maxSharedServices    = 64
+	maxPartitionServices = 4
 	maxPartitions        = 1024
 	partitionIdleTimeout = 5 * time.Minute
 	evictBatch           = maxPartitions / 16
@@ -513,12 +549,6 @@ type lanes struct {
 	// waited in the queue). Until 2026-12-06 one such attempt turned the
 	// pacing off for good.
 	unpacedAt atomic.Pointer[time.Time]
-
-	// services holds the lanes of SDK services (see
-	// laneConfig.byService), replaced whole under servicesMu when one is
-	// added.
-	services   atomic.Pointer[[]*lane]
-	servicesMu sync.Mutex
 }
 
 const (
@@ -568,58 +598,79 @@ func newLanes(cfg laneConfig) *lanes {
 	return &lanes{cfg: cfg, main: newLane("", &cfg, nil)}
 }
 
-// get returns the lane of ctx's partition key, or, with one lane per SDK
-// service (see laneConfig.byService), of ctx's service; the shared lane
-// outside an SDK operation.
+// get returns the lane of ctx's partition key (the shared lane for ""),
+// or, with one lane per SDK service (see laneConfig.byService), that of
+// ctx's service in it; the partition's own outside an SDK operation, which
+// is its first service's.
 func (t *lanes) get(ctx context.Context) *lane {
-	switch {
-	case t.cfg.partition != nil:
+	l := t.main
+	if t.cfg.partition != nil {
 		if key := t.cfg.partition(ctx); key != "" {
-			return t.partition(key)
-		}
-	case t.cfg.byService:
-		if s := awsmiddle.GetServiceID(ctx); s != "" {
-			return t.serviceLane(s)
+			l = t.partition(key)
 		}
 	}
-	return t.main
+	if t.cfg.byService {
+		if s := awsmiddle.GetServiceID(ctx); s != "" {
+			most := maxPartitionServices
+			if l == t.main {
+				most = maxSharedServices
+			}
+			return l.serviceLane(s, most, &t.cfg)
+		}
+	}
+	return l
 }
 
-// serviceLane returns the lane of SDK service s (see laneConfig.byService),
-// made on its first call. A process calls a handful of services: their
-// lanes are never forgotten, and are found without a lock, as the shared
-// lane is. The service IDs are the SDK clients' own; a caller that makes
-// up more than maxServiceLanes (with awsmiddle.SetServiceID) gets the
-// shared lane for the others, so that the lanes kept stay bounded.
-func (t *lanes) serviceLane(s string) *lane {
-	if ls := t.services.Load(); ls != nil {
-		for _, l := range *ls {
-			if l.ownService == s {
-				return l
-			}
+// serviceLane returns the lane of SDK service s in l's partition (see
+// laneConfig.byService): l itself for the first service its operations
+// were of, whose limiter l's is, and for each other a lane made on its
+// first call, from cfg. So a partition of one service, the usual one, keeps
+// one limiter (with two for each, PartitionByOperation's 1024 keys held 8
+// MiB, not 4: helper-221). A process calls a handful of services, and a
+// partition's operations mostly one (and the credential refresh they need,
+// another): their lanes are forgotten with the partition's, never alone,
+// and are found without a lock. The service IDs are the SDK clients' own;
+// a caller that makes up more than most (with awsmiddle.SetServiceID) gets
+// l for the others, so that the lanes kept stay bounded.
+func (l *lane) serviceLane(s string, most int, cfg *laneConfig) *lane {
+	if sl := l.pacing(s); sl != nil {
+		return sl
+	}
+	l.servicesMu.Lock()
+	defer l.servicesMu.Unlock()
+	if l.paced.Load() == nil {
+		first := strings.Clone(s)
+		l.paced.Store(&first)
+		return l
+	}
+	if sl := l.pacing(s); sl != nil {
+		return sl
+	}
+	ls := l.serviceLanes()
+	if len(ls) >= most {
+		return l
+	}
+	// Named as the partition: only its limiter is the service's own.
+	sl := newLane(l.key, cfg, l)
+	name := strings.Clone(s)
+	sl.paced.Store(&name)
+	ls = append(slices.Clip(ls), sl)
+	l.services.Store(&ls)
+	return sl
+}
+
+// pacing returns the lane of l's partition whose limiter paces service s,
+// if there is one yet.
+func (l *lane) pacing(s string) *lane {
+	if p := l.paced.Load(); p != nil && *p == s {
+		return l
+	}
+	for _, sl := range l.serviceLanes() {
+		if *sl.paced.Load() == s {
+			return sl
 		}
 	}
-	t.servicesMu.Lock()
-	defer t.servicesMu.Unlock()
-	var ls []*lane
-	if p := t.services.Load(); p != nil {
-		ls = *p
-	}
-	for _, l := range ls {
-		if l.ownService == s {
-			return l
-		}
-	}
-	if len(ls) >= maxServiceLanes {
-		return t.main
-	}
-	// The shared partition's lane, named as it is: only its limiter is
-	// the service's own.
-	l := newLane("", &t.cfg, t.main)
-	l.ownService = strings.Clone(s)
-	ls = append(slices.Clip(ls), l)
-	t.services.Store(&ls)
-	return l
+	return nil
 }
 
 // partition returns the lane of partition key key, not "", made on its
@@ -676,22 +727,21 @@ func (t *lanes) lookup(key string) (*lane, bool) {
 	return l, ok
 }
 
-// each calls fn for every lane, the main one first.
+// each calls fn for every lane, the main one first, each partition's
+// before its services'.
 func (t *lanes) each(fn func(*lane)) {
-	fn(t.main)
-	if ls := t.services.Load(); ls != nil {
-		for _, l := range *ls {
-			fn(l)
-		}
-	}
 	t.mu.RLock()
-	ls := make([]*lane, 0, len(t.m))
+	ls := make([]*lane, 1, len(t.m)+1)
+	ls[0] = t.main
 	for _, l := range t.m {
 		ls = append(ls, l)
 	}
 	t.mu.RUnlock()
 	for _, l := range ls {
 		fn(l)
+		for _, sl := range l.serviceLanes() {
+			fn(sl)
+		}
 	}
 }
 
@@ -754,7 +804,7 @@ func (t *lanes) sweepLocked(now time.Time) {
 	}
 	uses := make([]use, 0, len(t.m))
 	for k, l := range t.m {
-		if l.sender == nil || !l.sender.inUse() {
+		if !l.limiterInUse() {
 			uses = append(uses, use{k, l.used.Load()})
 		}
 	}

@@ -24,31 +24,51 @@ import (
 // and then went idle has nothing left to remember once the limiter's own
 // idle reset would start it over; the partition table forgets it then,
 // not only when the table is full.
+//
+// The limiter may be that of an SDK service in the partition (see
+// laneConfig.byService): the partition is kept while it remembers, and
+// forgotten with it.
 func TestIdleLimiterLaneIsForgotten(t *testing.T) {
-	now := t0
-	r := New(func(o *Options) {
-		o.Clock = func() time.Time { return now }
-		o.SendRate = &SendRateOptions{}
-		o.PartitionKey = PartitionFromContext
-	})
-	require.NoError(t, r.Err())
-	a := r.lanes.get(WithPartition(context.Background(), "a"))
+	for _, svc := range []string{"", "DynamoDB"} {
+		t.Run("service "+svc, func(t *testing.T) {
+			now := t0
+			r := New(func(o *Options) {
+				o.Clock = func() time.Time { return now }
+				o.SendRate = &SendRateOptions{}
+				o.PartitionKey = PartitionFromContext
+			})
+			require.NoError(t, r.Err())
+			ctx := WithPartition(context.Background(), "a")
+			if svc != "" {
+				// The partition's own limiter is its first service's: the
+				// second's is a lane of its own.
+				r.lanes.get(awsmiddle.SetServiceID(ctx, "STS"))
+				ctx = awsmiddle.SetServiceID(ctx, svc)
+			}
+			a := r.lanes.get(ctx)
+			require.Equal(t, svc != "", a.bucketOf != nil, "expect the service's own lane")
 
-	// Throttled for three seconds, the limiter learns a rate.
-	sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(200), 0))
-	c := sim.add(a.sender, 16, 0)
-	c.stop = 3 * time.Second
-	sim.run(3 * time.Second)
-	require.False(t, math.IsInf(a.sender.currentRate(), 1), "expect a limit after throttles")
+			// Throttled for three seconds, the limiter learns a rate.
+			sim := newLimiterSim(2*time.Millisecond, service(constantCapacity(200), 0))
+			c := sim.add(a.sender, 16, 0)
+			c.stop = 3 * time.Second
+			sim.run(3 * time.Second)
+			require.False(t, math.IsInf(a.sender.currentRate(), 1), "expect a limit after throttles")
 
-	// Idle since; other partitions come and go, a sweep interval apart.
-	now = sim.now
-	for _, key := range []string{"b", "c", "d"} {
-		now = now.Add(partitionIdleTimeout)
-		r.lanes.get(WithPartition(context.Background(), key))
+			part, _ := r.lanes.lookup("a")
+			require.NotNil(t, part)
+			assert.False(t, part.idle(), "expect the partition to have something to remember while its limiter does")
+
+			// Idle since; other partitions come and go, a sweep interval apart.
+			now = sim.now
+			for _, key := range []string{"b", "c", "d"} {
+				now = now.Add(partitionIdleTimeout)
+				r.lanes.get(WithPartition(context.Background(), key))
+			}
+			_, kept := r.lanes.lookup("a")
+			assert.False(t, kept, "expect the idle partition forgotten")
+		})
 	}
-	_, kept := r.lanes.lookup("a")
-	assert.False(t, kept, "expect the idle partition forgotten")
 }
 
 // TestPartitionsAreForgottenAfterAClockSteppedBack: a custom clock that
@@ -489,23 +509,33 @@ func TestALaneTellsItsLimiterHowLongThrottlesTake(t *testing.T) {
 	assert.Equal(t, 50*time.Millisecond, l.throttleRTT, "expect a quarter of the first throttle's time: a moving average from 0")
 }
 
-// TestServiceLanesAreBounded: with the send-rate limiter and no
-// PartitionKey, each SDK service's attempts have a limiter of their own,
-// over the one bucket; a caller that makes up service IDs by the thousand
-// gets the shared lane for those past maxServiceLanes, not a lane each.
+// TestServiceLanesAreBounded: with the send-rate limiter, each SDK
+// service's attempts in a partition have a limiter of their own, over the
+// partition's bucket (the first service's the partition's own); a caller that makes up service IDs by the thousand
+// gets the partition's own lane for those past the bound
+// (maxSharedServices in the shared partition, maxPartitionServices in
+// another), not a lane each.
 func TestServiceLanesAreBounded(t *testing.T) {
-	r := New(func(o *Options) { o.SendRate = &SendRateOptions{} })
+	r := New(func(o *Options) {
+		o.SendRate = &SendRateOptions{}
+		o.PartitionKey = func(ctx context.Context) string { // WithPartition's key, or the shared partition
+			key, _ := ctx.Value(partitionKey{}).(string)
+			return key
+		}
+	})
 	require.NoError(t, r.Err())
-	inService := func(s string) context.Context {
-		return awsmiddle.SetServiceID(context.Background(), s)
+	inService := func(ctx context.Context, s string) context.Context {
+		return awsmiddle.SetServiceID(ctx, s)
 	}
-	ddb, sts := r.lanes.get(inService("DynamoDB")), r.lanes.get(inService("STS"))
+	shared := context.Background()
+	ddb, sts := r.lanes.get(inService(shared, "DynamoDB")), r.lanes.get(inService(shared, "STS"))
+	require.Same(t, r.lanes.main, ddb, "expect the partition's own limiter its first service's")
 	require.NotSame(t, ddb, sts, "expect a limiter for each service")
 	assert.NotSame(t, ddb.sender, sts.sender)
 	assert.Same(t, r.lanes.main.bucket, ddb.bucket, "expect one bucket")
 	assert.Same(t, r.lanes.main.bucket, sts.bucket, "expect one bucket")
-	assert.Same(t, ddb, r.lanes.get(inService("DynamoDB")), "expect the service's lane kept")
-	assert.Same(t, r.lanes.main, r.lanes.get(context.Background()), "expect the shared lane outside an SDK operation")
+	assert.Same(t, ddb, r.lanes.get(inService(shared, "DynamoDB")), "expect the service's lane kept")
+	assert.Same(t, r.lanes.main, r.lanes.get(shared), "expect the shared lane outside an SDK operation")
 
 	// Callers racing to a new service find one lane.
 	var wg sync.WaitGroup
@@ -515,7 +545,7 @@ func TestServiceLanesAreBounded(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			for i := range 4 {
-				found[g][i] = r.lanes.get(inService(fmt.Sprint("raced-", i)))
+				found[g][i] = r.lanes.get(inService(shared, fmt.Sprint("raced-", i)))
 			}
 		}()
 	}
@@ -525,18 +555,28 @@ func TestServiceLanesAreBounded(t *testing.T) {
 	}
 
 	for i := range 1000 {
-		r.lanes.get(inService(fmt.Sprint("made-up-", i)))
+		r.lanes.get(inService(shared, fmt.Sprint("made-up-", i)))
 	}
-	assert.Len(t, *r.lanes.services.Load(), maxServiceLanes)
-	assert.Same(t, r.lanes.main, r.lanes.get(inService("made-up-999")), "expect the shared lane past the bound")
-	assert.Same(t, ddb, r.lanes.get(inService("DynamoDB")), "expect the lanes made before kept")
+	assert.Len(t, r.lanes.main.serviceLanes(), maxSharedServices, "expect the bound on the services past the first")
+	assert.Same(t, r.lanes.main, r.lanes.get(inService(shared, "made-up-999")), "expect the shared lane past the bound")
+	assert.Same(t, ddb, r.lanes.get(inService(shared, "DynamoDB")), "expect the lanes made before kept")
 
-	partitioned := New(func(o *Options) {
-		o.SendRate = &SendRateOptions{}
-		o.PartitionKey = PartitionByOperation
-	})
-	require.NoError(t, partitioned.Err())
-	l := partitioned.lanes.get(inService("DynamoDB"))
-	assert.Equal(t, "DynamoDB.", l.key, "expect the partition of the key")
-	assert.Nil(t, partitioned.lanes.services.Load(), "expect no lane per service with a PartitionKey: one limiter a partition")
+	// A partition: its services' lanes share its bucket and carry its name.
+	orders := WithPartition(shared, "orders")
+	ordersDDB := r.lanes.get(inService(orders, "DynamoDB"))
+	ordersSTS := r.lanes.get(inService(orders, "STS"))
+	part, _ := r.lanes.lookup("orders")
+	require.NotNil(t, part)
+	assert.Same(t, part, ordersDDB, "expect the partition's own limiter its first service's")
+	assert.NotSame(t, ordersDDB.sender, ordersSTS.sender, "expect a limiter for each service of the partition")
+	assert.NotSame(t, ddb.sender, ordersDDB.sender, "expect the partition's limiters its own")
+	for _, l := range []*lane{ordersDDB, ordersSTS} {
+		assert.Same(t, part.bucket, l.bucket, "expect the partition's bucket")
+		assert.Equal(t, "orders", l.key, "expect the partition's name")
+	}
+	for i := range 100 {
+		r.lanes.get(inService(orders, fmt.Sprint("made-up-", i)))
+	}
+	assert.Len(t, part.serviceLanes(), maxPartitionServices)
+	assert.Same(t, part, r.lanes.get(inService(orders, "made-up-99")), "expect the partition's own lane past the bound")
 }

@@ -61,12 +61,17 @@ type loopMark struct {
 	// fn derived from the loop's. A retry of a call that sent nothing
 	// there gets none: its attempt never waited its turn (helper-158).
 	retryNext atomic.Bool
-	// lane is the lane of a service (see laneConfig.byService) whose
-	// limiter the current call of fn's attempts through the owner waited
-	// at: the first such attempt's, or the first answered with a throttle
-	// its limiter counted. The loop's lane is the shared one, whose
-	// limiter paces only attempts outside an SDK operation: the loop's
-	// retry is paced as that service's (see doLoop.callLane).
+	// lane is the lane (with its limiter, one per partition and SDK
+	// service: see laneConfig.byService) the current call of fn's attempts
+	// through the owner waited at: the first attempt's answered with a
+	// throttle its limiter counted, else the latest failed attempt's (the
+	// error fn returns is mostly its), else the first attempt's. A
+	// credential refresh (STS) runs inside the attempt of the SDK call that
+	// needs it, and succeeds; fn may call STS before the call that fails
+	// (helper-222): neither is the call's. The loop's own lane
+	// is its partition's, whose limiter may be another service's, or
+	// none's: the loop's retry is paced as that service's (see
+	// doLoop.callLane).
 	lane atomic.Pointer[lane]
 
 	mu sync.Mutex
@@ -170,9 +175,8 @@ func (m *loopMark) noteClient(c *attemptEstimate) {
 	}
 }
 
-// markLane notes l, the lane of an attempt of a service's own (see
-// loopMark.lane), for the Do loops of owner around the call of ctx that
-// have none yet.
+// markLane notes l, the lane of an attempt (see loopMark.lane), for the Do
+// loops of owner around the call of ctx that have none yet.
 func markLane(ctx context.Context, owner *hooks, l *lane) {
 	for m := loopMarkOf(ctx); m != nil; m = m.outer {
 		if m.owner == owner && m.lane.Load() == nil {
@@ -295,8 +299,8 @@ func (m *loopMark) each(fn func(*loopMark)) {
 // throttle (counted, nil without a limiter), that the call was answered
 // with one, if it is still the call of fn the attempt was made in (a
 // goroutine fn left behind, answered in a later call, made that call's
-// leftovers near misses: helper-202), and, for a lane of a service's own,
-// that lane as the call's (see loopMark.lane).
+// leftovers near misses: helper-202), and l as the call's lane (see
+// loopMark.lane).
 func (m *loopMark) watchFailures(release func(error) error, failures bool, counted *classifier, l *lane) func(error) error {
 	call := m.calls.Load()
 	return func(err error) error {
@@ -305,20 +309,23 @@ func (m *loopMark) watchFailures(release func(error) error, failures bool, count
 			if failures {
 				e = m.owner.refusals.stamp(err)
 			}
-			throttled := false
-			if counted != nil && m.calls.Load() == call {
+			current, throttled := m.calls.Load() == call, false
+			if counted != nil && current {
 				throttled, _ = counted.rateSignal(err)
 			}
 			m.each(func(o *loopMark) {
 				if failures {
 					o.failed.add(e)
 				}
-				if throttled {
+				switch {
+				case throttled && !o.throttledLane.Load():
 					o.answeredThrottled.Store(true)
-					if l.bucketOf != nil && !o.throttledLane.Load() {
-						o.lane.Store(l)
-						o.throttledLane.Store(true)
-					}
+					o.lane.Store(l)
+					o.throttledLane.Store(true)
+				case throttled:
+					o.answeredThrottled.Store(true)
+				case current && !o.throttledLane.Load():
+					o.lane.Store(l) // the latest failed attempt's
 				}
 			})
 		}

@@ -151,7 +151,7 @@ type Options struct {
 	RateLimiter retry.RateLimiter
 
 	// PartitionKey, when set, gives each key it returns its own retry token
-	// bucket (and send-rate limiter): a partition is the scope of a retry
+	// bucket (and send-rate limiters: see SendRate): a partition is the scope of a retry
 	// budget, a key of the caller's choosing, not a DynamoDB partition or
 	// partition key. So one hot table or tenant cannot
 	// spend every other call's budget; "" is the shared partition. See
@@ -270,16 +270,16 @@ type Options struct {
 	// it waits with them; a Do loop's
 	// by the loop: the first attempt through this Retryer of fn's later
 	// calls, when the failed call's waited its turn), one limiter per
-	// partition: without a PartitionKey, one per SDK service (the service
-	// ID of the operation's context: DynamoDB, STS), over the one retry
-	// bucket, so that a credential refresh through an STS client the
-	// retryer also serves never waits in a throttled table's queue; one
-	// more for attempts outside an SDK operation, which the 65th service
-	// and more share too (MaxRate caps each apart). With a PartitionKey,
-	// a refresh waits in the queue of the partition its operation's
-	// context names. For a client that serves several tables,
-	// partition by table, or a hot table's throttles set the rate every
-	// table's calls wait for. While a
+	// partition and SDK service (the service ID of the operation's
+	// context: DynamoDB, STS), a partition's over its one retry bucket, so
+	// that a credential refresh through an STS client the retryer also
+	// serves, made in the partition of the operation that needed it, never
+	// waits in a throttled table's queue (the partition's first service
+	// has the partition's own, which paces its attempts outside an SDK
+	// operation too, and the services past 64 more, 4 in a partition
+	// other than "", share it). MaxRate caps each apart. For a client that
+	// serves several tables, partition by table, or a hot table's
+	// throttles set the rate every table's calls wait for. While a
 	// partition's limiter holds its callers back (at a finite rate, one had
 	// 1 ms or more to wait for its turn in the last second, in a queue that
 	// sent at half its rate or more: not a few callers arriving together

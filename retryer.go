@@ -128,7 +128,7 @@ func New(optFns ...func(*Options)) *Retryer {
 		now:          o.Clock,
 		limiterClock: limiterClock,
 		partition:    o.PartitionKey,
-		byService:    o.SendRate != nil && o.PartitionKey == nil,
+		byService:    o.SendRate != nil,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
 		rateSignal: func(err error) (throttled, counted bool) {
@@ -262,7 +262,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	release = l.attempts.measure(ctx, release, r.hooks.loops.Load() > 0)
 	if r.hooks.loops.Load() > 0 {
 		markClient(ctx, &r.hooks, &l.attempts)
-		if l.bucketOf != nil {
+		if r.lanes.cfg.byService {
 			markLane(ctx, &r.hooks, l)
 		}
 	}

@@ -37,9 +37,8 @@ type SendRateOptions struct {
 	MinRate float64
 
 	// MaxRate is the ceiling the rate never grows above, in requests per
-	// second, from the first request on: of each limiter (each partition's,
-	// or without a PartitionKey each SDK service's; see Options.SendRate),
-	// not of their sum. Zero means none; a ceiling below MinRate is
+	// second, from the first request on: of each limiter (each partition's
+	// SDK service's; see Options.SendRate), not of their sum. Zero means none; a ceiling below MinRate is
 	// invalid.
 	MaxRate float64
 }

@@ -122,9 +122,8 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter,
 	}, unit("{token}", "Tokens left in the retry token bucket, by service and partition.")))
 	if l.cfg.sendRate != nil {
 		keep(mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
-			src := made.Load()
-			src.each(false, func(ln *lane) {
-				service, report := src.lanes.limiterSeries(ln)
+			made.Load().each(false, func(ln *lane) {
+				service, report := limiterSeries(ln)
 				if r := ln.sender.currentRate(); report && !math.IsInf(r, 1) {
 					o.Observe(ctx, r, laneAttrs(ln.key, service))
 				}

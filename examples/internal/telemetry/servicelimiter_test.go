@@ -26,20 +26,91 @@ import (
 // the send-rate limiter, as config.WithRetryer gives it to every client of
 // the configuration, serves a DynamoDB client whose table throttles and
 // the STS client of its assume-role credentials. The limiter was one for
-// the whole retryer: each refresh of the credentials waited its turn behind
-// the table's queue while every caller waited on it (a scratch run of 64
-// callers with 3 s deadlines on a 50 writes/s table, credentials lasting
-// 2 s: 178 failures against 10 with the STS client on a retryer of its
-// own). Each SDK service now has a limiter of its own, over the one bucket.
+// the whole retryer, or for the partition, which the refresh inherits from
+// the context of the operation that needed it: each refresh of the
+// credentials waited its turn behind the table's queue while every caller
+// waited on it (a scratch run of 64 callers with 3 s deadlines on a 50
+// writes/s table, credentials lasting 2 s: 178 failures against 10 with
+// the STS client on a retryer of its own). Each SDK service now has a
+// limiter of its own in each partition, over the partition's bucket.
 func TestACredentialRefreshWaitsAtNoThrottledTablesLimiter(t *testing.T) {
-	m, err := telemetry.New(telemetry.Options{})
-	require.NoError(t, err)
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{}
-		o.MeterProvider = m.Provider
-	})
-	require.NoError(t, r.Err())
+	for _, c := range []struct {
+		name      string
+		partition func(context.Context) string
+		ctx       context.Context
+		bucket    string // the partition of the bucket the table's retries spend
+	}{
+		{"without a PartitionKey", nil, context.Background(), ""},
+		{"a partition per table", jitterretry.PartitionFromContext, jitterretry.WithPartition(context.Background(), "orders"), "orders"},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			m, err := telemetry.New(telemetry.Options{})
+			require.NoError(t, err)
+			r := jitterretry.New(func(o *jitterretry.Options) {
+				o.SendRate = &jitterretry.SendRateOptions{}
+				o.MeterProvider = m.Provider
+				o.PartitionKey = c.partition
+			})
+			require.NoError(t, r.Err())
+			table := newThrottledTable(20, 2)
+			ddbSrv := httptest.NewServer(table)
+			t.Cleanup(ddbSrv.Close)
+			refreshes, client := refreshingClient(t, ddbSrv.URL, r)
 
+			// 16 callers on a table of 20 writes a second keep the
+			// limiter's queue full for 3 s, in which the credentials,
+			// lasting 1 s, are fetched again at least twice.
+			stop := time.Now().Add(3 * time.Second)
+			var wg sync.WaitGroup
+			for range 16 {
+				wg.Go(func() {
+					for time.Now().Before(stop) {
+						_ = putItem(c.ctx, client)
+					}
+				})
+			}
+			wg.Wait()
+			require.GreaterOrEqual(t, refreshes.Load(), int64(3), "expect the credentials fetched at the start and again during the run")
+			require.Positive(t, table.throttled.Load(), "expect the table to throttle")
+
+			rm, err := m.Collect(context.Background())
+			require.NoError(t, err)
+			waits := map[string]float64{}
+			var limits, tokens []telemetry.Row
+			for _, row := range telemetry.Rows(rm) {
+				svc, _ := row.Attr("rpc.service")
+				switch row.Instrument {
+				case telemetry.SendRateWait:
+					waits[svc] += row.Value
+				case telemetry.SendRateLimit:
+					limits = append(limits, row)
+				case telemetry.BucketTokens:
+					if p, _ := row.Attr("jitterretry.partition"); p == c.bucket {
+						tokens = append(tokens, row)
+					}
+				}
+			}
+			assert.Positive(t, waits["DynamoDB"], "expect the table's callers to wait their turns")
+			assert.Zero(t, waits["STS"], "expect no credential fetch to wait behind the table's queue")
+
+			require.Len(t, limits, 1, "expect one limited rate, the table's: %v", limits)
+			svc, _ := limits[0].Attr("rpc.service")
+			assert.Equal(t, "DynamoDB", svc)
+			partition, _ := limits[0].Attr("jitterretry.partition")
+			assert.Equal(t, c.bucket, partition, "expect the partition's name: the limiter is the service's, the budget the partition's")
+
+			require.Len(t, tokens, 1, "expect one bucket for both services")
+			_, named := tokens[0].Attr("rpc.service")
+			assert.False(t, named, "expect no service on the bucket both share")
+		})
+	}
+}
+
+// refreshingClient returns the count of credential fetches and a DynamoDB
+// client of url on retryer whose credentials, lasting 1 s each, come from
+// AssumeRole through an STS client on the same retryer.
+func refreshingClient(t *testing.T, url string, retryer aws.Retryer) (*atomic.Int64, *dynamodb.Client) {
+	t.Helper()
 	var refreshes atomic.Int64
 	stsSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
 		refreshes.Add(1)
@@ -51,62 +122,12 @@ func TestACredentialRefreshWaitsAtNoThrottledTablesLimiter(t *testing.T) {
 			`<ResponseMetadata><RequestId>1</RequestId></ResponseMetadata></AssumeRoleResponse>`)
 	}))
 	t.Cleanup(stsSrv.Close)
-	table := newThrottledTable(20, 2)
-	ddbSrv := httptest.NewServer(table)
-	t.Cleanup(ddbSrv.Close)
-
-	stsClient := newSTSClient(stsSrv.URL, r)
-	client := dynamodb.New(dynamodb.Options{
+	return &refreshes, dynamodb.New(dynamodb.Options{
 		Region:       "us-east-1",
-		BaseEndpoint: aws.String(ddbSrv.URL),
-		Credentials:  aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(stsClient, "arn:aws:iam::123456789012:role/r")),
-		Retryer:      r,
+		BaseEndpoint: aws.String(url),
+		Credentials:  aws.NewCredentialsCache(stscreds.NewAssumeRoleProvider(newSTSClient(stsSrv.URL, retryer), "arn:aws:iam::123456789012:role/r")),
+		Retryer:      retryer,
 	})
-
-	// 16 callers on a table of 20 writes a second keep the limiter's
-	// queue full for 3 s, in which the credentials, lasting 1 s, are
-	// fetched again at least twice.
-	stop := time.Now().Add(3 * time.Second)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for time.Now().Before(stop) {
-				_ = putItem(context.Background(), client)
-			}
-		})
-	}
-	wg.Wait()
-	require.GreaterOrEqual(t, refreshes.Load(), int64(3), "expect the credentials fetched at the start and again during the run")
-	require.Positive(t, table.throttled.Load(), "expect the table to throttle")
-
-	rm, err := m.Collect(context.Background())
-	require.NoError(t, err)
-	waits := map[string]float64{}
-	var limits, tokens []telemetry.Row
-	for _, row := range telemetry.Rows(rm) {
-		svc, _ := row.Attr("rpc.service")
-		switch row.Instrument {
-		case telemetry.SendRateWait:
-			waits[svc] += row.Value
-		case telemetry.SendRateLimit:
-			limits = append(limits, row)
-		case telemetry.BucketTokens:
-			tokens = append(tokens, row)
-		}
-	}
-	assert.Positive(t, waits["DynamoDB"], "expect the table's callers to wait their turns")
-	assert.Zero(t, waits["STS"], "expect no credential fetch to wait behind the table's queue")
-
-	require.Len(t, limits, 1, "expect one limited rate, the table's: %v", limits)
-	svc, _ := limits[0].Attr("rpc.service")
-	assert.Equal(t, "DynamoDB", svc)
-	partition, _ := limits[0].Attr("jitterretry.partition")
-	assert.Empty(t, partition, "expect the shared partition: the limiter is the service's, the budget the retryer's")
-
-	require.Len(t, tokens, 1, "expect one bucket for both services")
-	_, named := tokens[0].Attr("rpc.service")
-	assert.False(t, named, "expect no service on the bucket both share")
-	assert.Equal(t, float64(r.Remaining()), tokens[0].Value, "expect Remaining to read the bucket both services spend")
 }
 
 // throttledTable answers PutItem in DynamoDB's wire format at rate writes a
@@ -143,24 +164,15 @@ func (tt *throttledTable) ServeHTTP(w http.ResponseWriter, _ *http.Request) {
 }
 
 // TestTheRateGaugeReportsEachServicesLimiter: with a limiter per SDK
-// service, the rate gauge has a series for each service's limiter, and one
-// for the limiter of attempts outside an SDK operation only once such an
-// attempt was made: before, it reported InitialRate for a limiter that
-// paced nothing (helper-219).
+// service, the rate gauge has a series for each service's limiter; the
+// partition's own limiter is its first service's, and paces the attempts
+// outside an SDK operation too. A limiter that paced nothing yet is
+// reported once an attempt took a place in its queue: before, a retryer
+// with InitialRate reported a series for a limiter that paced nothing
+// (helper-219).
 func TestTheRateGaugeReportsEachServicesLimiter(t *testing.T) {
 	m, err := telemetry.New(telemetry.Options{})
 	require.NoError(t, err)
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
-		o.MeterProvider = m.Provider
-	})
-	require.NoError(t, r.Err())
-	stsClient := newSTSClient(callerIdentityServer(t).URL, r)
-	srv := newScriptServer(t)
-	require.NoError(t, putItem(context.Background(), newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = r })))
-	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
-	require.NoError(t, err)
-
 	series := func() map[string]float64 {
 		rm, err := m.Collect(context.Background())
 		require.NoError(t, err)
@@ -171,15 +183,38 @@ func TestTheRateGaugeReportsEachServicesLimiter(t *testing.T) {
 				if !named {
 					svc = "(none)"
 				}
-				out[svc] = row.Value
+				out[svc] += row.Value
 			}
 		}
 		return out
 	}
-	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series())
+	newRetryer := func() *jitterretry.Retryer {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.SendRate = &jitterretry.SendRateOptions{InitialRate: 100}
+			o.MeterProvider = m.Provider
+		})
+		require.NoError(t, r.Err())
+		return r
+	}
+	attemptOutsideAnOperation := func(r *jitterretry.Retryer) {
+		release, err := r.GetAttemptToken(context.Background())
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
 
-	release, err := r.GetAttemptToken(context.Background()) // outside an SDK operation
+	clients := newRetryer()
+	assert.Empty(t, series(), "expect no series before an attempt")
+	stsClient := newSTSClient(callerIdentityServer(t).URL, clients)
+	srv := newScriptServer(t)
+	require.NoError(t, putItem(context.Background(), newClient(srv.URL, func(o *dynamodb.Options) { o.Retryer = clients })))
+	_, err = stsClient.GetCallerIdentity(context.Background(), &sts.GetCallerIdentityInput{})
 	require.NoError(t, err)
-	require.NoError(t, release(nil))
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series())
+	attemptOutsideAnOperation(clients)
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series(), "expect DynamoDB's limiter to have paced it")
+
+	direct := newRetryer()
+	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series(), "expect nothing of a retryer that paced nothing")
+	attemptOutsideAnOperation(direct)
 	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100, "(none)": 100}, series())
 }
