@@ -117,14 +117,7 @@ func TestADoLoopJudgesItsCallByTheLimiterOfTheAttemptThatFailed(t *testing.T) {
 				return inConflict
 			},
 		} {
-			r := New(func(o *Options) {
-				o.SendRate = &SendRateOptions{}
-				o.PartitionKey = func(ctx context.Context) string { // WithPartition's key, or the shared partition
-					key, _ := ctx.Value(partitionKey{}).(string)
-					return key
-				}
-			})
-			require.NoError(t, r.Err())
+			r := serviceLanesRetryer(t)
 			ctx := WithPartition(context.Background(), part)
 			var judged *lane
 			calls := 0

@@ -516,14 +516,7 @@ func TestALaneTellsItsLimiterHowLongThrottlesTake(t *testing.T) {
 // (maxSharedServices in the shared partition, maxPartitionServices in
 // another), not a lane each.
 func TestServiceLanesAreBounded(t *testing.T) {
-	r := New(func(o *Options) {
-		o.SendRate = &SendRateOptions{}
-		o.PartitionKey = func(ctx context.Context) string { // WithPartition's key, or the shared partition
-			key, _ := ctx.Value(partitionKey{}).(string)
-			return key
-		}
-	})
-	require.NoError(t, r.Err())
+	r := serviceLanesRetryer(t)
 	inService := func(ctx context.Context, s string) context.Context {
 		return awsmiddle.SetServiceID(ctx, s)
 	}
@@ -579,4 +572,21 @@ func TestServiceLanesAreBounded(t *testing.T) {
 	}
 	assert.Len(t, part.serviceLanes(), maxPartitionServices)
 	assert.Same(t, part, r.lanes.get(inService(orders, "made-up-99")), "expect the partition's own lane past the bound")
+}
+
+// serviceLanesRetryer returns a Retryer with the send-rate limiter whose
+// partition is WithPartition's key alone: "" (the shared partition) where
+// none was set, not the operation's name, which PartitionFromContext
+// falls back to.
+func serviceLanesRetryer(t *testing.T) *Retryer {
+	t.Helper()
+	r := New(func(o *Options) {
+		o.SendRate = &SendRateOptions{}
+		o.PartitionKey = func(ctx context.Context) string {
+			key, _ := ctx.Value(partitionKey{}).(string)
+			return key
+		}
+	})
+	require.NoError(t, r.Err())
+	return r
 }
