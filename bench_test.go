@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 
@@ -155,6 +156,8 @@ func benchSerialAndParallel(b *testing.B, name string, newRetryer func() aws.Ret
 // it succeeds (GetAttemptToken and its release), side by side with the SDK's
 // standard and adaptive modes. "paced" holds the limiter at a finite rate far
 // above the loop's, so every attempt goes through the queue without waiting.
+// The context carries a deadline and, as an SDK operation's does, its
+// service, name and region: the limiter finds the service's by it.
 func BenchmarkAttempt(b *testing.B) {
 	rs := []namedRetryer{
 		{"sdk-standard", func() aws.RetryerV2 { return retry.NewStandard() }},
@@ -171,6 +174,7 @@ func BenchmarkAttempt(b *testing.B) {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
+	ctx = awsmiddle.SetRegion(awsmiddle.SetOperationName(awsmiddle.SetServiceID(ctx, "DynamoDB"), "PutItem"), "us-east-1")
 	attempt := func(r aws.RetryerV2, _ error) {
 		release, err := r.GetAttemptToken(ctx)
 		if err != nil {
