@@ -442,11 +442,11 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 // SDK service whose limiter paced it (see loopMark.lane), when that lane
 // shares the loop's bucket, or the loop's own (a Do called under an SDK
 // operation's context has that service's lane: fn's calls of another
-// service are judged by theirs). With a limiter per service,
-// the loop's lane, the shared one, has a limiter that none of fn's SDK
-// calls waited at: judged by it, a throttle's retry was neither paced nor
-// backed off as a near miss, as the same call's retries inside the SDK
-// were.
+// service are judged by theirs). With a limiter per service, the loop's
+// own lane has its partition's first service's limiter, or one that paced
+// no SDK call: judged by another service's limiter than the one fn's call
+// waited at, a throttle's retry was neither paced nor backed off as a near
+// miss, as the same call's retries inside the SDK were.
 func (d *doLoop) callLane() *lane {
 	if l := d.mark.lane.Load(); l != nil && l.bucketOwner() == d.home.bucketOwner() {
 		return l

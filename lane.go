@@ -38,9 +38,9 @@ import (
 // the operation. Interleaved with direct use of the same bucket, that release
 // may take another operation's skip (one increment too many), and with
 // PartitionKey it sees only the shared lane (a partition's skip stays
-// until a direct attempt there takes it). The lanes of SDK services (see
-// laneConfig.byService) share the shared lane's skips with its bucket:
-// left on a service's lane, the skips of retries made through
+// until a direct attempt there takes it). The lanes of a partition's SDK
+// services (see laneConfig.byService) share the partition's skips with its
+// bucket: left on a service's lane, the skips of retries made through
 // GetInitialToken, which takes the shared lane's, piled up there and ate
 // the increments of later first attempts (helper-219: 20 direct
 // successes added none).
@@ -52,8 +52,9 @@ type lane struct {
 	// caller's (which may be shared, and is the caller's to spend).
 	ownBucket bool
 	// bucketOf is the lane whose bucket (or RateLimiter) this one shares,
-	// and whose gauge reports it: the shared lane, for the lane of an SDK
-	// service (see laneConfig.byService); nil for a lane with its own.
+	// and whose gauge reports it: the partition's lane, for the lane of
+	// one of its SDK services but the first (see laneConfig.byService);
+	// nil for a lane with its own.
 	bucketOf *lane
 	// paced is the SDK service whose attempts the lane's send-rate limiter
 	// paces (see laneConfig.byService): a service lane's own, or the first
