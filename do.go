@@ -163,9 +163,11 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 
 // doLoop is the state of one Do call.
 type doLoop struct {
-	r    *Retryer
-	o    DoOptions
-	home *lane // the partition of the loop's context
+	r *Retryer
+	o DoOptions
+	// home is the lane of the loop's context: its partition's, or its
+	// SDK service's there.
+	home *lane
 	// lane is the lane of fn's last call (see callLane): home, or the
 	// lane of the SDK service whose limiter paced the call.
 	lane            *lane
@@ -568,7 +570,7 @@ func (d *doLoop) throttleDelay(n int, err error) (time.Duration, error) {
 	r := d.r
 	switch {
 	case r.delayer != nil:
-		// With the partition's limiter, as the middleware's: a throttle
+		// With the call's lane's limiter, as the middleware's: a throttle
 		// it counted while it paces with few throttles backs off from
 		// BaseDelay (no err: a throttle the SDK's attempts met, counted).
 		return r.backoffFor(n, err, ClassThrottle, d.lane, err == nil || d.lastAnswered)

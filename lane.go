@@ -460,8 +460,9 @@ func onSuccess(fn func()) func(error) error {
 }
 
 // Partition table bounds: maxSharedServices SDK services' lanes at most in
-// the shared partition, maxPartitionServices in another (see
-// lane.serviceLane); maxPartitions keys at most, and a key unused for
+// the shared partition, maxPartitionServices in another, besides the first
+// service's, the partition's own (see lane.serviceLane); maxPartitions keys
+// at most, and a key unused for
 // partitionIdleTimeout is forgotten once its lane has nothing to remember.
 // A full table forgets its evictBatch least recently used lanes at once, so
 // that the keys that follow find room without a scan each (a scan of the

@@ -273,11 +273,12 @@ type Options struct {
 	// partition and SDK service (the service ID of the operation's
 	// context: DynamoDB, STS), a partition's over its one retry bucket, so
 	// that a credential refresh through an STS client the retryer also
-	// serves, made in the partition of the operation that needed it, never
-	// waits in a throttled table's queue (the partition's first service
-	// has the partition's own, which paces its attempts outside an SDK
-	// operation too, and the services past 64 more, 4 in a partition
-	// other than "", share it). MaxRate caps each apart. For a client that
+	// serves, made in the partition of the operation that needed it, does
+	// not wait in a throttled table's queue while STS is among the
+	// partition's first 5 services (65 in ""): the partition's first
+	// service has the partition's own limiter, which paces its attempts
+	// outside an SDK operation too, and the services past 4 more (64 in
+	// "") share it. MaxRate caps each apart. For a client that
 	// serves several tables, partition by table, or a hot table's
 	// throttles set the rate every table's calls wait for. While a
 	// partition's limiter holds its callers back (at a finite rate, one had
