@@ -39,7 +39,7 @@ import (
 // may take another operation's skip (one increment too many), and with
 // PartitionKey it sees only the shared lane (a partition's skip stays
 // until a direct attempt there takes it). The lanes of a partition's SDK
-// services (see laneConfig.byService) share the partition's skips with its
+// services (see lanes.getFor) share the partition's skips with its
 // bucket: left on a service's lane, the skips of retries made through
 // GetInitialToken, which takes the shared lane's, piled up there and ate
 // the increments of later first attempts (helper-219: 20 direct
@@ -53,16 +53,16 @@ type lane struct {
 	ownBucket bool
 	// bucketOf is the lane whose bucket (or RateLimiter) this one shares,
 	// and whose gauge reports it: the partition's lane, for the lane of
-	// one of its SDK services but the first (see laneConfig.byService);
+	// one of its SDK services but the first (see lanes.getFor);
 	// nil for a lane with its own.
 	bucketOf *lane
 	// paced is the SDK service whose attempts the lane's send-rate limiter
-	// paces (see laneConfig.byService): a service lane's own, or the first
+	// paces (see lanes.getFor): a service lane's own, or the first
 	// service a partition's operations were of; nil before one came. Set
 	// once, under the owning partition's servicesMu.
 	paced atomic.Pointer[string]
 	// services holds the lanes of the SDK services of the partition (see
-	// laneConfig.byService), replaced whole under servicesMu when one is
+	// lanes.getFor), replaced whole under servicesMu when one is
 	// added.
 	services   atomic.Pointer[[]*lane]
 	servicesMu sync.Mutex
@@ -185,18 +185,6 @@ type laneConfig struct {
 	// set, nil (the monotonic clock alone) when it was left to time.Now.
 	limiterClock func() time.Time
 	partition    func(context.Context) string
-	// byService: with the send-rate limiter, each SDK service's attempts
-	// in a partition have a lane of their own (the partition's own, for
-	// the first service it served), sharing the partition's bucket: one
-	// limiter per partition and service, one retry budget per partition.
-	// A service's throttles say nothing of another's capacity: in one
-	// lane, an assume-role credential refresh (STS, through the retryer
-	// that config.WithRetryer gives every client, under the context, and
-	// so in the partition, of the operation that needed it) waited in a
-	// throttled table's queue, while every caller waited on it (a scratch
-	// test of 2026-12-07: 178 failures in 8 s against 10 with the STS
-	// client on a retryer of its own).
-	byService bool
 	// rateSignal classifies a failed attempt's error for the limiter;
 	// isConflict a retry's answer for its release (see retryRelease).
 	rateSignal func(error) (throttled, counted bool)
@@ -347,14 +335,13 @@ func (l *lane) tokens() (uint, bool) {
 	return 0, false
 }
 
-// noteService records the SDK service of ctx's operation: the one service
+// noteService records s, the SDK service of an attempt's operation: the one service
 // the lane serves, or "" once it has served two. One retryer from
 // config.WithRetryer serves every client of the configuration, an
 // assume-role profile's STS client first: its bucket is no one service's.
 // A lane that shares another's bucket notes the service there too: that
 // lane's gauge reports the bucket.
-func (l *lane) noteService(ctx context.Context) {
-	s := awsmiddle.GetServiceID(ctx)
+func (l *lane) noteService(s string) {
 	if s == "" {
 		return
 	}
@@ -601,18 +588,43 @@ func newLanes(cfg laneConfig) *lanes {
 }
 
 // get returns the lane of ctx's partition key (the shared lane for ""),
-// or, with one lane per SDK service (see laneConfig.byService), that of
-// ctx's service in it; the partition's own outside an SDK operation, which
-// is its first service's.
+// or, with the send-rate limiter, that of ctx's SDK service in it (see
+// getFor).
 func (t *lanes) get(ctx context.Context) *lane {
+	return t.getFor(ctx, t.serviceOf(ctx))
+}
+
+// serviceOf returns the SDK service of ctx's operation when the lanes need
+// it, with the send-rate limiter; "" otherwise.
+func (t *lanes) serviceOf(ctx context.Context) string {
+	if t.cfg.sendRate == nil {
+		return ""
+	}
+	return awsmiddle.GetServiceID(ctx)
+}
+
+// getFor returns the lane of ctx's partition key (the shared lane for ""),
+// or, with the send-rate limiter, that of SDK service s in it; the
+// partition's own for s "" (outside an SDK operation), which is its first
+// service's. With the limiter, each SDK service's attempts in a partition
+// have a lane of their own (see lane.serviceLane), sharing the partition's
+// bucket: one limiter per partition and service, one retry budget per
+// partition. A service's throttles say nothing of another's capacity: in
+// one lane, an assume-role credential refresh (STS, through the retryer
+// that config.WithRetryer gives every client, under the context, and so in
+// the partition, of the operation that needed it) waited in a throttled
+// table's queue, while every caller waited on it (a scratch test of
+// 2026-12-07: 178 failures in 8 s against 10 with the STS client on a
+// retryer of its own).
+func (t *lanes) getFor(ctx context.Context, s string) *lane {
 	l := t.main
 	if t.cfg.partition != nil {
 		if key := t.cfg.partition(ctx); key != "" {
 			l = t.partition(key)
 		}
 	}
-	if t.cfg.byService {
-		if s := awsmiddle.GetServiceID(ctx); s != "" {
+	if t.cfg.sendRate != nil {
+		if s != "" {
 			most := maxPartitionServices
 			if l == t.main {
 				most = maxSharedServices
@@ -624,7 +636,7 @@ func (t *lanes) get(ctx context.Context) *lane {
 }
 
 // serviceLane returns the lane of SDK service s in l's partition (see
-// laneConfig.byService): l itself for the first service its operations
+// lanes.getFor): l itself for the first service its operations
 // were of, whose limiter l's is, and for each other a lane made on its
 // first call, from cfg. So a partition of one service, the usual one, keeps
 // one limiter (with two for each, PartitionByOperation's 1024 keys held 8

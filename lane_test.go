@@ -26,7 +26,7 @@ import (
 // not only when the table is full.
 //
 // The limiter may be that of an SDK service in the partition (see
-// laneConfig.byService): the partition is kept while it remembers, and
+// lanes.getFor): the partition is kept while it remembers, and
 // forgotten with it.
 func TestIdleLimiterLaneIsForgotten(t *testing.T) {
 	for _, svc := range []string{"", "DynamoDB"} {

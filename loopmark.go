@@ -62,7 +62,7 @@ type loopMark struct {
 	// there gets none: its attempt never waited its turn (helper-158).
 	retryNext atomic.Bool
 	// lane is the lane (with its limiter, one per partition and SDK
-	// service: see laneConfig.byService) the current call of fn's attempts
+	// service: see lanes.getFor) the current call of fn's attempts
 	// through the owner waited at: the first attempt's answered with a
 	// throttle its limiter counted, else the latest failed attempt's (the
 	// error fn returns is mostly its), else the first attempt's. A

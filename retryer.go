@@ -11,6 +11,7 @@ import (
 	"weak"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 
 	"github.com/jitterretry/jitterretry/delayers"
@@ -128,7 +129,6 @@ func New(optFns ...func(*Options)) *Retryer {
 		now:          o.Clock,
 		limiterClock: limiterClock,
 		partition:    o.PartitionKey,
-		byService:    o.SendRate != nil,
 		// Not a method value of r: the metrics' gauges hold the lanes, and
 		// must not keep r alive (see below).
 		rateSignal: func(err error) (throttled, counted bool) {
@@ -248,9 +248,15 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if ctx == nil {
 		ctx = context.Background()
 	}
-	l := r.lanes.get(ctx)
+	// The SDK service, looked up once (27 ns), for the limiter's lane and
+	// the gauges' note of it.
+	var service string
+	if r.lanes.cfg.sendRate != nil || r.hooks.meter != nil {
+		service = awsmiddle.GetServiceID(ctx)
+	}
+	l := r.lanes.getFor(ctx, service)
 	if r.hooks.meter != nil {
-		l.noteService(ctx)
+		l.noteService(service)
 	}
 	release := l.attemptRelease
 	if l.sender != nil {
@@ -262,7 +268,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	release = l.attempts.measure(ctx, release, r.hooks.loops.Load() > 0)
 	if r.hooks.loops.Load() > 0 {
 		markClient(ctx, &r.hooks, &l.attempts)
-		if r.lanes.cfg.byService {
+		if l.sender != nil {
 			markLane(ctx, &r.hooks, l)
 		}
 	}
