@@ -209,7 +209,7 @@ func TestLimiterHearsAConflictAsAnAnswerNotThrottled(t *testing.T) {
 			release, err := r.GetAttemptToken(context.Background())
 			require.NoError(t, err)
 			require.NoError(t, release(c.err))
-			w := r.lanes.main.sender.win
+			w := windowOf(r.lanes.main.sender)
 			assert.Equal(t, c.ok, w.ok, "expect the successes counted after %s", c.describe)
 			assert.Equal(t, c.thr, w.thr, "expect the throttles counted after %s", c.describe)
 		})
@@ -224,7 +224,7 @@ func TestLimiterHearsAConflictAsAnAnswerNotThrottled(t *testing.T) {
 		release, err := r.GetAttemptToken(context.Background())
 		require.NoError(t, err)
 		require.NoError(t, release(transaction("ThrottlingError", "None")))
-		w := r.lanes.main.sender.win
+		w := windowOf(r.lanes.main.sender)
 		assert.Equal(t, 0, w.ok+w.thr, "expect it not counted, as Do classes it transient (a review)")
 	})
 	t.Run("the caller's throttle check on a conflict's code", func(t *testing.T) {
@@ -237,7 +237,7 @@ func TestLimiterHearsAConflictAsAnAnswerNotThrottled(t *testing.T) {
 		release, err := r.GetAttemptToken(context.Background())
 		require.NoError(t, err)
 		require.NoError(t, release(coded("TransactionConflictException")))
-		assert.Equal(t, 1, r.lanes.main.sender.win.thr, "expect the caller's throttle check to decide")
+		assert.Equal(t, 1, windowOf(r.lanes.main.sender).thr, "expect the caller's throttle check to decide")
 	})
 }
 

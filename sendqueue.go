@@ -59,8 +59,9 @@ type sendLine struct {
 // sendPlace is a caller's place in a queue, valid only with the queue that
 // handed it out. A place given back keeps reporting a delay; it is not sent.
 type sendPlace struct {
-	place uint64
-	retry bool // in the retries' line
+	place   uint64
+	retry   bool // in the retries' line
+	counted bool // sent at once, counted by the limiter's quiet tally: never in a line
 }
 
 func (q *sendQueue) init(rate float64) {

@@ -419,6 +419,12 @@ type sendRate struct {
 	// its lock, and only ever compares its own readings.
 	clock func() time.Time
 	epoch time.Time
+	// quiet counts what only adds to the window's counts without the
+	// lock (see quietTally), opened at each unlock; syncedAt is the time
+	// the lock's holder last read, openedAt when the tally was last opened
+	// from it: what it counted since came after.
+	quiet              quietTally
+	syncedAt, openedAt time.Time
 
 	minRate, maxRate float64
 	initialRate      float64 // +Inf when unlimited
@@ -686,7 +692,7 @@ func (o SendRateOptions) withDefaults() SendRateOptions {
 // currentRate returns the rate in requests per second; +Inf while unlimited.
 func (l *sendRate) currentRate() float64 {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	l.initLocked()
 	return l.q.rate
 }
@@ -697,7 +703,7 @@ func (l *sendRate) currentRate() float64 {
 // throttles held as background. A throttle then was a near miss.
 func (l *sendRate) paces() bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	l.syncLocked()
 	a := l.win
 	a.ok, a.thr = a.ok+l.prev.ok, a.thr+l.prev.thr
@@ -713,7 +719,7 @@ func (l *sendRate) paces() bool {
 // send wait longer, and are not held back either.)
 func (l *sendRate) holdsBack() bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	now := l.syncLocked()
 	return !math.IsInf(l.q.rate, 1) && !l.heldAt.IsZero() && now.Sub(l.heldAt) <= heldBackFor
 }
@@ -724,7 +730,7 @@ func (l *sendRate) holdsBack() bool {
 // second kept 2,001 partitions with nobody waiting (helper-201).
 func (l *sendRate) inUse() bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	l.syncLocked()
 	return l.q.waiting()
 }
@@ -732,7 +738,7 @@ func (l *sendRate) inUse() bool {
 // cutCount returns how many cuts the limiter made (undone ones included).
 func (l *sendRate) cutCount() int {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	return l.cuts
 }
 
@@ -741,7 +747,7 @@ func (l *sendRate) cutCount() int {
 // idleReset has started over, as its next use would find it.
 func (l *sendRate) forgettable() bool {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	l.syncLocked()
 	return l.q.rate == l.initialRate && !l.q.waiting() && l.known == 0 && l.peak == 0 && l.pending == 0 &&
 		l.background == 0 && !l.test.active() && !l.jump.active()
@@ -756,8 +762,11 @@ func (l *sendRate) forgettable() bool {
 // the failed attempt it follows, when known (see expectedRetries.claim).
 // The caller gives the place back with cancel if it does not send.
 func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Duration, <-chan struct{}, failedAttempt) {
+	if l.quiet.sendsOpen() && l.quiet.countSend(l.sinceEpoch()) {
+		return sendPlace{counted: true}, 0, nil, failedAttempt{}
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	now := l.syncLocked()
 	l.lastSeen = now
 	expected, after := l.expected.claim(done, now) // even for a loop's retry: its entry is used
@@ -777,7 +786,7 @@ func (l *sendRate) expectRetry(done <-chan struct{}, wait time.Duration, after f
 		return
 	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	now := l.syncLocked()
 	l.expected.expect(done, now, now.Add(min(wait, time.Hour)), after) // no overflow
 }
@@ -788,7 +797,7 @@ func (l *sendRate) expectRetry(done <-chan struct{}, wait time.Duration, after f
 // and the channel, and asks again.
 func (l *sendRate) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	return l.delayLocked(p, l.syncLocked())
 }
 
@@ -815,8 +824,11 @@ func (l *sendRate) fullLocked(now time.Time, wait time.Duration) bool {
 // cancel gives back a place that will not be sent, at most once (see
 // sendQueue.cancel).
 func (l *sendRate) cancel(p sendPlace) {
+	if p.counted {
+		return // sent at once, never in the queue
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	l.q.cancel(p, l.syncLocked())
 }
 
@@ -826,8 +838,11 @@ func (l *sendRate) cancel(p sendPlace) {
 // expected round trip of a request: answers within it of a change of rate
 // belong to requests sent before it.
 func (l *sendRate) observe(throttled bool, rtt time.Duration) {
+	if !throttled && l.quiet.oksOpen() && l.quiet.countOK(l.sinceEpoch()) {
+		return
+	}
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	now := l.syncLocked()
 	l.lastSeen = now
 	l.rtt = max(rtt, minRTT)
@@ -867,7 +882,7 @@ func (l *sendRate) noteThrottleTime(d time.Duration) {
 	}
 	d = min(d, testAbandon/2) // a stall, or a clock that leapt, must not hold every test off
 	l.mu.Lock()
-	defer l.mu.Unlock()
+	defer l.unlock()
 	// From 0 at the start too: a first sample taken alone, a 10 s stall
 	// held every test off 2.5 s until the next throttle was timed
 	// (helper-207).
@@ -1467,20 +1482,32 @@ func (l *sendRate) setRateLocked(r float64) {
 func (l *sendRate) syncLocked() time.Time {
 	l.initLocked()
 	var now time.Time
-	if l.clock != nil {
+	switch {
+	case l.clock != nil:
 		now = l.clock()
-	} else {
 		if l.epoch.IsZero() {
-			l.epoch = time.Now()
+			l.epoch = now // for the quiet tally (see sinceEpoch); written once, unless zero
 		}
+	case l.epoch.IsZero():
+		l.epoch = time.Now()
+		now = l.epoch
+	default:
 		now = l.epoch.Add(time.Since(l.epoch))
 	}
 	// A clock stepped back (one without a monotonic reading) would hold
 	// every deadline of the control for as long as the step, and a clock
 	// jittering back and forth would run the control ahead of it.
 	now = l.steady.at(now)
+	l.syncedAt = now
 	if l.origin.IsZero() {
 		l.origin = now
+	}
+	if sent, ok := l.quiet.take(); sent > 0 || ok > 0 {
+		l.win.sent += float64(sent)
+		l.win.ok += int(ok)
+		if l.openedAt.After(l.lastSeen) {
+			l.lastSeen = l.openedAt // they came after it, by up to a window
+		}
 	}
 	l.win.sent += l.q.advance(now)
 	idle := !l.lastSeen.IsZero() && now.Sub(l.lastSeen) >= idleReset
@@ -1494,6 +1521,72 @@ func (l *sendRate) syncLocked() time.Time {
 	}
 	l.rollLocked(now)
 	return now
+}
+
+// unlock opens the quiet tally for the state the lock's holder leaves,
+// and unlocks.
+func (l *sendRate) unlock() {
+	l.openQuietLocked()
+	l.mu.Unlock()
+}
+
+// openQuietLocked opens the quiet tally (see quietTally) from the time
+// last read under the lock until the earliest time the control would act
+// on the clock alone: the window's end (rollLocked), or an idle or unused
+// rate's start over (syncLocked). Sends are counted there while the
+// limiter is unlimited and expects no retry (a send would take no place
+// and claim nothing; see reserve), successful answers while no jump or
+// cut is under test, none are blind, and the detection stands at zero (a
+// success would leave it there; see detectLocked).
+func (l *sendRate) openQuietLocked() {
+	now := l.syncedAt
+	if now.IsZero() || l.epoch.IsZero() || l.win.start.IsZero() {
+		// Not yet read, or on a clock at the zero time: the epoch may
+		// still be written, and the tally reads it without the lock.
+		l.quiet.close()
+		return
+	}
+	until := l.win.start.Add(sendWindow)
+	if !l.lastSeen.IsZero() {
+		until = earliest(until, l.lastSeen.Add(idleReset))
+	}
+	if !l.lastUsed.IsZero() && l.initialRate > l.q.rate {
+		until = earliest(until, l.lastUsed.Add(idleReset))
+	}
+	var sends, oks time.Time
+	if math.IsInf(l.q.rate, 1) && len(l.expected.ops) == 0 {
+		sends = until
+	}
+	if !l.jump.active() && !l.test.active() && !now.Before(l.blindUntil) && l.cusum == 0 && l.llrOK <= 0 {
+		oks = until
+	}
+	l.openedAt = now
+	// The tally reads the clock as it is: the time here is the steady
+	// time, the clock's readings plus the steps back taken for good.
+	reading := func(t time.Time) time.Duration {
+		if t.IsZero() {
+			return 0
+		}
+		return t.Add(-l.steady.skew).Sub(l.epoch)
+	}
+	l.quiet.open(reading(now), reading(sends), reading(oks))
+}
+
+// sinceEpoch reads the clock, outside the lock, as the quiet tally
+// counts: the time since the epoch the first reading under the lock set.
+// The tally is open only once that is set.
+func (l *sendRate) sinceEpoch() time.Duration {
+	if l.clock == nil {
+		return time.Since(l.epoch)
+	}
+	return l.clock().Sub(l.epoch)
+}
+
+func earliest(a, b time.Time) time.Time {
+	if b.Before(a) {
+		return b
+	}
+	return a
 }
 
 // startOverLocked forgets what an idle limiter learnt.

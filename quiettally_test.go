@@ -1,0 +1,140 @@
+package jitterretry
+
+import (
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+)
+
+// movableClock is a clock safe for concurrent use that reads t0 plus what
+// it was moved by.
+type movableClock struct{ offset atomic.Int64 }
+
+func (c *movableClock) now() time.Time         { return t0.Add(time.Duration(c.offset.Load())) }
+func (c *movableClock) moveTo(d time.Duration) { c.offset.Store(int64(d)) }
+
+// windowOf returns l's current window with what its quiet tally counted
+// and the lock has not yet taken in.
+func windowOf(l *sendRate) answers {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	w := l.win
+	w.sent += float64(l.quiet.sent.Load())
+	w.ok += int(l.quiet.ok.Load())
+	return w
+}
+
+// TestQuietTallyCountsEverySendAndAnswer: goroutines sending and answered
+// at once through an unthrottled limiter, within one window, are counted
+// in it once each, without the lock or with it.
+func TestQuietTallyCountsEverySendAndAnswer(t *testing.T) {
+	var clock movableClock
+	l := newSendRate(SendRateOptions{}, clock.now)
+	observeAt(l, t0, false, time.Millisecond) // the first reading opens the tally
+	require.True(t, l.quiet.sendsOpen() && l.quiet.oksOpen(), "expect an unthrottled limiter to count sends and answers without its lock")
+	const goroutines, each = 4, 5_000
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for range each {
+				_, wait, _, _ := l.reserve(nil, false)
+				if wait != 0 {
+					t.Errorf("expect an unlimited limiter to send at once, got a wait of %v", wait)
+					return
+				}
+				l.observe(false, time.Millisecond)
+			}
+		}()
+	}
+	wg.Wait()
+	clock.moveTo(sendWindow / 2)
+	require.False(t, l.holdsBack()) // a reading under the lock takes the counts in
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, float64(goroutines*each), l.win.sent, "sends in the window")
+	assert.Equal(t, goroutines*each+1, l.win.ok, "answers in the window")
+}
+
+// TestQuietTallyLeavesToTheLockWhatTheControlActsOn: a send or a success
+// that the control would act on, or that comes when it would act on the
+// clock, goes through the lock; each case fails if the tally counted it.
+func TestQuietTallyLeavesToTheLockWhatTheControlActsOn(t *testing.T) {
+	newLimiter := func(o SendRateOptions) (*sendRate, *movableClock) {
+		clock := &movableClock{}
+		l := newSendRate(o, clock.now)
+		observeAt(l, t0, false, time.Millisecond)
+		return l, clock
+	}
+	t.Run("a success in an episode of throttles", func(t *testing.T) {
+		l, _ := newLimiter(SendRateOptions{})
+		for range 3 {
+			l.observe(true, time.Millisecond)
+		}
+		require.Positive(t, l.cusum, "expect throttles to start an episode")
+		before := l.cusum
+		l.observe(false, time.Millisecond)
+		assert.Less(t, l.cusum, before, "expect the success to count against the episode")
+	})
+	t.Run("a success while a cut is under test", func(t *testing.T) {
+		l, clock := newLimiter(SendRateOptions{})
+		for i := 0; !l.test.active(); i++ {
+			require.Less(t, i, 1_000, "expect throttles alone to cut")
+			l.observe(true, time.Millisecond)
+		}
+		clock.moveTo(l.test.countFrom.Sub(t0)) // where the test starts counting
+		ok := l.test.after.ok
+		l.observe(false, time.Millisecond)
+		require.True(t, l.test.active())
+		assert.Equal(t, ok+1, l.test.after.ok, "expect the cut's test to count the success")
+	})
+	t.Run("a send at a rate", func(t *testing.T) {
+		l, _ := newLimiter(SendRateOptions{InitialRate: 10})
+		var waits []time.Duration
+		for range 3 {
+			_, wait, _, _ := l.reserve(nil, false)
+			waits = append(waits, wait)
+		}
+		assert.Positive(t, waits[2], "expect the third send in an instant at 10 a second to wait, got %v", waits)
+	})
+	t.Run("an expected retry", func(t *testing.T) {
+		l, _ := newLimiter(SendRateOptions{})
+		done := make(chan struct{})
+		l.expectRetry(done, 0, failedAttempt{})
+		p, _, _, _ := l.reserve(done, false)
+		assert.True(t, p.retry, "expect the retry's place in the retries' line")
+		assert.Empty(t, l.expected.ops, "expect the retry's expectation claimed")
+	})
+	t.Run("a send past the window's end", func(t *testing.T) {
+		l, clock := newLimiter(SendRateOptions{})
+		for range 5 {
+			l.reserve(nil, false)
+		}
+		clock.moveTo(sendWindow + time.Millisecond)
+		l.reserve(nil, false)
+		l.mu.Lock()
+		defer l.mu.Unlock()
+		assert.Equal(t, 5.0, l.prev.sent, "expect the window closed by the send after its end, with the sends before it")
+		assert.Equal(t, 1.0, l.win.sent+float64(l.quiet.sent.Load()), "expect the send after the end in the next window")
+	})
+	t.Run("a clock stepped back", func(t *testing.T) {
+		l, clock := newLimiter(SendRateOptions{})
+		clock.moveTo(sendWindow / 2)
+		l.holdsBack() // a reading under the lock: the tally counts from it on
+		clock.moveTo(sendWindow / 4)
+		assert.False(t, l.quiet.countSend(l.sinceEpoch()), "expect a reading before the last one under the lock left to the lock")
+	})
+	t.Run("an answer after an idle minute", func(t *testing.T) {
+		l, clock := newLimiter(SendRateOptions{})
+		clock.moveTo(idleReset - sendWindow/2)
+		l.inUse() // a reading under the lock, no send nor answer: a window opens
+		clock.moveTo(idleReset + time.Millisecond)
+		l.observe(false, time.Millisecond)
+		assert.Equal(t, t0.Add(idleReset+time.Millisecond), l.lastSeen, "expect the answer that ends an idle minute to start the limiter over, under the lock")
+	})
+}
