@@ -511,10 +511,11 @@ func TestALaneTellsItsLimiterHowLongThrottlesTake(t *testing.T) {
 
 // TestServiceLanesAreBounded: with the send-rate limiter, each SDK
 // service's attempts in a partition have a limiter of their own, over the
-// partition's bucket (the first service's the partition's own); a caller that makes up service IDs by the thousand
-// gets the partition's own lane for those past the bound
-// (maxSharedServices in the shared partition, maxPartitionServices in
-// another), not a lane each.
+// partition's bucket (the first service's the partition's own); a caller
+// that makes up service IDs by the thousand gets, for those past the
+// bound (maxSharedServices in the shared partition, maxPartitionServices
+// in another), one lane with no limiter over the partition's bucket, not
+// a lane each, nor the first service's limiter.
 func TestServiceLanesAreBounded(t *testing.T) {
 	r := serviceLanesRetryer(t)
 	inService := func(ctx context.Context, s string) context.Context {
@@ -551,7 +552,10 @@ func TestServiceLanesAreBounded(t *testing.T) {
 		r.lanes.get(inService(shared, fmt.Sprint("made-up-", i)))
 	}
 	assert.Len(t, r.lanes.main.serviceLanes(), maxSharedServices, "expect the bound on the services past the first")
-	assert.Same(t, r.lanes.main, r.lanes.get(inService(shared, "made-up-999")), "expect the shared lane past the bound")
+	past := r.lanes.get(inService(shared, "made-up-999"))
+	assert.Same(t, past, r.lanes.get(inService(shared, "made-up-998")), "expect one lane for the services past the bound")
+	assert.True(t, past.sender == nil, "expect the services past the bound unpaced, not behind the first service's limiter")
+	assert.Same(t, r.lanes.main.bucket, past.bucket, "expect the partition's bucket past the bound")
 	assert.Same(t, ddb, r.lanes.get(inService(shared, "DynamoDB")), "expect the lanes made before kept")
 
 	// A partition: its services' lanes share its bucket and carry its name.
@@ -571,7 +575,10 @@ func TestServiceLanesAreBounded(t *testing.T) {
 		r.lanes.get(inService(orders, fmt.Sprint("made-up-", i)))
 	}
 	assert.Len(t, part.serviceLanes(), maxPartitionServices)
-	assert.Same(t, part, r.lanes.get(inService(orders, "made-up-99")), "expect the partition's own lane past the bound")
+	past = r.lanes.get(inService(orders, "made-up-99"))
+	assert.True(t, past.sender == nil, "expect the services past the bound unpaced")
+	assert.Same(t, part.bucket, past.bucket, "expect the partition's bucket past the bound")
+	assert.Equal(t, "orders", past.key, "expect the partition's name")
 }
 
 // serviceLanesRetryer returns a Retryer with the send-rate limiter whose

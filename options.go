@@ -274,11 +274,11 @@ type Options struct {
 	// context: DynamoDB, STS), a partition's over its one retry bucket, so
 	// that a credential refresh through an STS client the retryer also
 	// serves, made in the partition of the operation that needed it, does
-	// not wait in a throttled table's queue while STS is among the
-	// partition's first 5 services (65 in ""): the partition's first
+	// not wait in a throttled table's queue: the partition's first
 	// service has the partition's own limiter, which paces its attempts
-	// outside an SDK operation too, and the services past 4 more (64 in
-	// "") share it. MaxRate caps each apart. For a client that
+	// outside an SDK operation too, 4 more services (64 in "") one each,
+	// and the services past those go unpaced, over the partition's
+	// bucket. MaxRate caps each limiter apart. For a client that
 	// serves several tables, partition by table, or a hot table's
 	// throttles set the rate every table's calls wait for. While a
 	// partition's limiter holds its callers back (at a finite rate, one had
