@@ -313,7 +313,10 @@ type Options struct {
 	// nil means time.Now. Sleeps use real timers. The retryer calls it
 	// while holding its own locks (the limiter's, the bucket's, the
 	// partition table's), so that readings arrive in order: it must be
-	// fast, must not block and must not call the retryer. It is called
+	// fast, must not block and must not call the retryer. The send-rate
+	// limiter also reads it outside its lock to count an unthrottled
+	// attempt, and compares that reading only with its last one under
+	// the lock: one before it is counted under the lock. It is called
 	// only from the goroutines that call the retryer, never from one of
 	// the retryer's own (the hand-off table's sweep reads no clock), so a
 	// test's fake clock needs no more synchronisation than its calls. A clock without

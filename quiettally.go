@@ -16,7 +16,7 @@ import (
 // limiter's sends and answers only add to a count: two goroutines sharing
 // one client took 422 ns an attempt, 308 ns for one, above issue 15's
 // tenth of the SDK's failed-attempt decision in parallel (3,212 ns);
-// counted here, 240 and 154 (BenchmarkAttempt, 2 cores, 2026-12-07).
+// counted here, 163 and 164 (BenchmarkAttempt, 2 cores, 2026-12-07).
 //
 // The limiter opens the tally under its lock, as it unlocks (see
 // sendRate.openQuietLocked): until the earliest time its control would
@@ -38,8 +38,15 @@ type quietTally struct {
 	// in nanoseconds since its epoch: a send, or a successful answer, read
 	// from from until its end is counted here; an end of 0 counts none.
 	from, sendsUntil, oksUntil atomic.Int64
-
-	sent, ok atomic.Int64 // counted since the limiter last took them
+	// The counts, written by every attempt, on a cache line of their own:
+	// sharing the line of the bounds, which every attempt reads, each
+	// write made the other cores' next reading of them a miss.
+	_ [64]byte
+	// sent and ok are counted since the limiter last took them; lastAt
+	// is the reading of the last count and rtt the round trip the last
+	// success reported (see sendRate.observe), which a success under
+	// the lock would have set.
+	sent, ok, lastAt, rtt atomic.Int64
 }
 
 // sendsOpen reports whether a send may be counted here, at some time: the
@@ -56,9 +63,14 @@ func (t *quietTally) countSend(r time.Duration) bool {
 	return t.count(r, &t.sendsUntil, &t.sent)
 }
 
-// countOK counts a successful answer, as countSend a send.
-func (t *quietTally) countOK(r time.Duration) bool {
-	return t.count(r, &t.oksUntil, &t.ok)
+// countOK counts a successful answer read at r, reporting a round trip of
+// rtt, as countSend a send.
+func (t *quietTally) countOK(r, rtt time.Duration) bool {
+	if !t.count(r, &t.oksUntil, &t.ok) {
+		return false
+	}
+	t.rtt.Store(int64(rtt))
+	return true
 }
 
 func (t *quietTally) count(r time.Duration, until, n *atomic.Int64) bool {
@@ -66,6 +78,8 @@ func (t *quietTally) count(r time.Duration, until, n *atomic.Int64) bool {
 		return false
 	}
 	n.Add(1)
+	// Racing counts store readings microseconds apart: any is the last.
+	t.lastAt.Store(int64(r))
 	return true
 }
 
@@ -85,10 +99,16 @@ func (t *quietTally) close() {
 }
 
 // take returns the sends and successful answers counted since the last
-// take, and starts the counts over.
-func (t *quietTally) take() (sent, ok int64) {
+// take, and starts the counts over; with them, the reading of the last
+// count and the round trip the last success reported (0 when none came).
+func (t *quietTally) take() (sent, ok int64, lastAt, rtt time.Duration) {
 	if t.sent.Load() == 0 && t.ok.Load() == 0 {
-		return 0, 0 // no write: the counts' line stays shared
+		return 0, 0, 0, 0 // no write: the counts' line stays shared
 	}
-	return t.sent.Swap(0), t.ok.Swap(0)
+	sent, ok = t.sent.Swap(0), t.ok.Swap(0)
+	lastAt = time.Duration(t.lastAt.Load())
+	if ok > 0 {
+		rtt = time.Duration(t.rtt.Load())
+	}
+	return sent, ok, lastAt, rtt
 }

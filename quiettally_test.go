@@ -1,6 +1,7 @@
 package jitterretry
 
 import (
+	"math"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -59,6 +60,29 @@ func TestQuietTallyCountsEverySendAndAnswer(t *testing.T) {
 	defer l.mu.Unlock()
 	assert.Equal(t, float64(goroutines*each), l.win.sent, "sends in the window")
 	assert.Equal(t, goroutines*each+1, l.win.ok, "answers in the window")
+}
+
+// TestQuietTallyKeepsWhatASuccessUnderTheLockSets: a success the tally
+// counts sets, once taken in, what one under the lock sets: the time last
+// seen, from which an idle minute starts the limiter over (taken for the
+// time the tally opened, up to a window early: helper-225), and the round
+// trip, which sizes and times a jump's probe (left at the last locked
+// answer's, a jump counted its probe from an answer sent before it).
+func TestQuietTallyKeepsWhatASuccessUnderTheLockSets(t *testing.T) {
+	var clock movableClock
+	l := newSendRate(SendRateOptions{}, clock.now)
+	observeAt(l, t0, false, time.Millisecond)
+	clock.moveTo(sendWindow / 2)
+	l.observe(false, 2*time.Millisecond)
+	clock.moveTo(sendWindow * 9 / 10)
+	l.observe(false, 300*time.Millisecond)
+	require.Equal(t, int64(2), l.quiet.ok.Load(), "expect both successes counted by the tally")
+	clock.moveTo(sendWindow * 95 / 100)
+	l.holdsBack() // a reading under the lock takes them in
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, t0.Add(sendWindow*9/10), l.lastSeen, "expect the last success's time")
+	assert.Equal(t, 300*time.Millisecond, l.rtt, "expect the last success's round trip")
 }
 
 // TestQuietTallyLeavesToTheLockWhatTheControlActsOn: a send or a success
@@ -128,6 +152,18 @@ func TestQuietTallyLeavesToTheLockWhatTheControlActsOn(t *testing.T) {
 		l.holdsBack() // a reading under the lock: the tally counts from it on
 		clock.moveTo(sendWindow / 4)
 		assert.False(t, l.quiet.countSend(l.sinceEpoch()), "expect a reading before the last one under the lock left to the lock")
+	})
+	t.Run("an answer after a minute in which the rate went unused", func(t *testing.T) {
+		l, clock := newLimiter(SendRateOptions{})
+		l.mu.Lock()
+		l.setRateLocked(100) // cut, below InitialRate (unlimited)
+		l.lastUsed = t0
+		l.unlock()
+		clock.moveTo(idleReset - sendWindow/2)
+		l.observe(false, time.Millisecond) // under the lock: a window opens, and the tally until the rate's minute is up
+		clock.moveTo(idleReset + time.Millisecond)
+		l.observe(false, time.Millisecond)
+		assert.Equal(t, math.Inf(1), l.q.rate, "expect the answer after the minute to start the limiter over at InitialRate, under the lock")
 	})
 	t.Run("an answer after an idle minute", func(t *testing.T) {
 		l, clock := newLimiter(SendRateOptions{})

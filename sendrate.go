@@ -413,18 +413,18 @@ type sendRate struct {
 	mu       sync.Mutex
 	q        sendQueue
 	expected expectedRetries
-	// clock is read under mu; nil is the monotonic clock, read as
-	// epoch plus the time since, half the cost of time.Now, which also
-	// reads the wall clock: the limiter reads it twice per attempt, under
-	// its lock, and only ever compares its own readings.
+	// clock is read under mu, and by the quiet tally outside it (see
+	// sinceEpoch); nil is the monotonic clock, read as epoch plus the
+	// time since, half the cost of time.Now, which also reads the wall
+	// clock: the limiter reads it twice per attempt, and only ever
+	// compares its own readings. Set once, at construction.
 	clock func() time.Time
 	epoch time.Time
-	// quiet counts what only adds to the window's counts without the
-	// lock (see quietTally), opened at each unlock; syncedAt is the time
-	// the lock's holder last read, openedAt when the tally was last opened
-	// from it: what it counted since came after.
-	quiet              quietTally
-	syncedAt, openedAt time.Time
+	// quiet counts, without the lock, what would only add to the
+	// window's counts (see quietTally), opened at each unlock from
+	// syncedAt, the time the lock's holder last read.
+	quiet    quietTally
+	syncedAt time.Time
 
 	minRate, maxRate float64
 	initialRate      float64 // +Inf when unlimited
@@ -838,7 +838,7 @@ func (l *sendRate) cancel(p sendPlace) {
 // expected round trip of a request: answers within it of a change of rate
 // belong to requests sent before it.
 func (l *sendRate) observe(throttled bool, rtt time.Duration) {
-	if !throttled && l.quiet.oksOpen() && l.quiet.countOK(l.sinceEpoch()) {
+	if !throttled && l.quiet.oksOpen() && l.quiet.countOK(l.sinceEpoch(), rtt) {
 		return
 	}
 	l.mu.Lock()
@@ -1502,11 +1502,17 @@ func (l *sendRate) syncLocked() time.Time {
 	if l.origin.IsZero() {
 		l.origin = now
 	}
-	if sent, ok := l.quiet.take(); sent > 0 || ok > 0 {
+	if sent, ok, lastAt, rtt := l.quiet.take(); sent > 0 || ok > 0 {
 		l.win.sent += float64(sent)
 		l.win.ok += int(ok)
-		if l.openedAt.After(l.lastSeen) {
-			l.lastSeen = l.openedAt // they came after it, by up to a window
+		// The last count's reading, in steady time (see openQuietLocked):
+		// taken for the openedAt it came after, an idle limiter started
+		// over up to a window early (helper-225).
+		if seen := earliest(l.epoch.Add(lastAt).Add(l.steady.skew), now); seen.After(l.lastSeen) {
+			l.lastSeen = seen
+		}
+		if rtt > 0 {
+			l.rtt = max(rtt, minRTT)
 		}
 	}
 	l.win.sent += l.q.advance(now)
@@ -1536,8 +1542,10 @@ func (l *sendRate) unlock() {
 // rate's start over (syncLocked). Sends are counted there while the
 // limiter is unlimited and expects no retry (a send would take no place
 // and claim nothing; see reserve), successful answers while no jump or
-// cut is under test, none are blind, and the detection stands at zero (a
-// success would leave it there; see detectLocked).
+// cut is under test and the detection stands at zero (a success would
+// leave it there, its step always below zero; see detectLocked and
+// excessLLR): an answer then only adds to the window, and sets the time
+// last seen and the round trip, which the tally keeps too.
 func (l *sendRate) openQuietLocked() {
 	now := l.syncedAt
 	if now.IsZero() || l.epoch.IsZero() || l.win.start.IsZero() {
@@ -1557,10 +1565,9 @@ func (l *sendRate) openQuietLocked() {
 	if math.IsInf(l.q.rate, 1) && len(l.expected.ops) == 0 {
 		sends = until
 	}
-	if !l.jump.active() && !l.test.active() && !now.Before(l.blindUntil) && l.cusum == 0 && l.llrOK <= 0 {
+	if !l.jump.active() && !l.test.active() && l.cusum == 0 {
 		oks = until
 	}
-	l.openedAt = now
 	// The tally reads the clock as it is: the time here is the steady
 	// time, the clock's readings plus the steps back taken for good.
 	reading := func(t time.Time) time.Duration {
