@@ -43,9 +43,11 @@ type quietTally struct {
 	// write made the other cores' next reading of them a miss.
 	_ [64]byte
 	// sent and ok are counted since the limiter last took them; lastAt
-	// is the reading of the last count and rtt the round trip the last
-	// success reported (see sendRate.observe), which a success under
-	// the lock would have set.
+	// is the reading of the last count (racing counts store readings
+	// microseconds apart: any will do) and rtt the round trip the last
+	// success reported, at least minRTT, which a success under the lock
+	// would have set (see sendRate.observe). Each count stores them
+	// before it adds itself: a take that sees the count sees them.
 	sent, ok, lastAt, rtt atomic.Int64
 }
 
@@ -60,27 +62,30 @@ func (t *quietTally) oksOpen() bool { return t.oksUntil.Load() != 0 }
 // epoch), and reports whether it could: if not, the limiter takes it under
 // its lock.
 func (t *quietTally) countSend(r time.Duration) bool {
-	return t.count(r, &t.sendsUntil, &t.sent)
+	if !t.within(r, &t.sendsUntil) {
+		return false
+	}
+	t.lastAt.Store(int64(r)) // before the count: a take that sees it sees this
+	t.sent.Add(1)
+	return true
 }
 
 // countOK counts a successful answer read at r, reporting a round trip of
 // rtt, as countSend a send.
 func (t *quietTally) countOK(r, rtt time.Duration) bool {
-	if !t.count(r, &t.oksUntil, &t.ok) {
+	if !t.within(r, &t.oksUntil) {
 		return false
 	}
-	t.rtt.Store(int64(rtt))
+	t.lastAt.Store(int64(r))
+	t.rtt.Store(int64(max(rtt, minRTT))) // as observe sets it
+	t.ok.Add(1)
 	return true
 }
 
-func (t *quietTally) count(r time.Duration, until, n *atomic.Int64) bool {
-	if r >= time.Duration(until.Load()) || r < time.Duration(t.from.Load()) {
-		return false
-	}
-	n.Add(1)
-	// Racing counts store readings microseconds apart: any is the last.
-	t.lastAt.Store(int64(r))
-	return true
+// within reports whether reading r falls in the tally's range ending at
+// until.
+func (t *quietTally) within(r time.Duration, until *atomic.Int64) bool {
+	return r < time.Duration(until.Load()) && r >= time.Duration(t.from.Load())
 }
 
 // open lets sends be counted from from until sends, successful answers

@@ -83,6 +83,34 @@ func TestQuietTallyKeepsWhatASuccessUnderTheLockSets(t *testing.T) {
 	defer l.mu.Unlock()
 	assert.Equal(t, t0.Add(sendWindow*9/10), l.lastSeen, "expect the last success's time")
 	assert.Equal(t, 300*time.Millisecond, l.rtt, "expect the last success's round trip")
+	l.mu.Unlock()
+
+	// A success that reports no round trip yet (no attempt timed) sets
+	// the least, as under the lock (helper-226).
+	l.observe(false, 0)
+	clock.moveTo(sendWindow * 96 / 100)
+	l.holdsBack()
+	l.mu.Lock()
+	assert.Equal(t, minRTT, l.rtt, "expect the least round trip for a success that reported none")
+}
+
+// TestQuietTallyPutsNoTimeLastSeenAheadOfTheLimiters: a count read ahead
+// of the limiter's next reading under the lock (a clock that jitters
+// back) is seen at that reading, not in the limiter's future, where it
+// would put off an idle start-over by as much (helper-226).
+func TestQuietTallyPutsNoTimeLastSeenAheadOfTheLimiters(t *testing.T) {
+	var clock movableClock
+	l := newSendRate(SendRateOptions{}, clock.now)
+	clock.moveTo(sendWindow)
+	observeAt(l, t0.Add(sendWindow), false, time.Millisecond) // the tally opens until 2 windows
+	clock.moveTo(sendWindow * 3 / 2)
+	l.observe(false, time.Millisecond)
+	require.Equal(t, int64(1), l.quiet.ok.Load(), "expect the success counted by the tally")
+	clock.moveTo(sendWindow * 6 / 5) // back, within the hold: the lock reads its own time on
+	l.holdsBack()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.False(t, l.lastSeen.After(l.syncedAt), "expect no time last seen after the limiter's own, got %v after %v", l.lastSeen.Sub(t0), l.syncedAt.Sub(t0))
 }
 
 // TestQuietTallyLeavesToTheLockWhatTheControlActsOn: a send or a success

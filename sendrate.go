@@ -1511,8 +1511,8 @@ func (l *sendRate) syncLocked() time.Time {
 		if seen := earliest(l.epoch.Add(lastAt).Add(l.steady.skew), now); seen.After(l.lastSeen) {
 			l.lastSeen = seen
 		}
-		if rtt > 0 {
-			l.rtt = max(rtt, minRTT)
+		if ok > 0 {
+			l.rtt = rtt
 		}
 	}
 	l.win.sent += l.q.advance(now)
