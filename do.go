@@ -441,8 +441,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 }
 
 // callLane returns the lane fn's last call is judged in: the lane of the
-// SDK service whose limiter paced it (see loopMark.lane), when that lane
-// shares the loop's bucket, or the loop's own (a Do called under an SDK
+// SDK service whose limiter paced it, or of the services past its
+// partition's bound, with none (see loopMark.lane), when that lane shares
+// the loop's bucket, or the loop's own (a Do called under an SDK
 // operation's context has that service's lane: fn's calls of another
 // service are judged by theirs). With a limiter per service, the loop's
 // own lane has its partition's first service's limiter, or one that paced

@@ -135,3 +135,33 @@ func TestADoLoopJudgesItsCallByTheLimiterOfTheAttemptThatFailed(t *testing.T) {
 		}
 	}
 }
+
+// TestADoLoopJudgesACallPastThePartitionsServicesByTheirLane: fn's call of
+// a service past its partition's bound, which goes unpaced, is judged by
+// that lane, with no limiter: not by the loop's own, whose limiter is the
+// partition's first service's, which neither paced nor counted the call
+// (helper-227: a throttle there backed off as a near miss while that
+// limiter paced).
+func TestADoLoopJudgesACallPastThePartitionsServicesByTheirLane(t *testing.T) {
+	inConflict := &smithy.GenericAPIError{Code: "ConditionalCheckFailedException"}
+	r := serviceLanesRetryer(t)
+	ctx := WithPartition(context.Background(), "orders")
+	for _, service := range []string{"DynamoDB", "S3", "SQS", "SNS", "Kinesis"} {
+		r.lanes.get(awsmiddle.SetServiceID(ctx, service))
+	}
+	unpaced := r.lanes.get(awsmiddle.SetServiceID(ctx, "Glue"))
+	require.True(t, unpaced.sender == nil, "expect the sixth service unpaced")
+	var judged *lane
+	calls := 0
+	require.NoError(t, Do(ctx, r, func(ctx context.Context) error {
+		if calls++; calls == 1 {
+			release, err := r.GetAttemptToken(awsmiddle.SetServiceID(ctx, "Glue"))
+			require.NoError(t, err)
+			_ = release(inConflict)
+			judged = loopMarkOf(ctx).lane.Load()
+			return Conflict(inConflict, 1, 1)
+		}
+		return nil
+	}))
+	assert.True(t, judged == unpaced, "expect the call judged by its own lane, got the partition's own: %v", judged == r.lanes.get(ctx))
+}

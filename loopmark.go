@@ -62,8 +62,9 @@ type loopMark struct {
 	// there gets none: its attempt never waited its turn (helper-158).
 	retryNext atomic.Bool
 	// lane is the lane (with its limiter, one per partition and SDK
-	// service: see lanes.getFor) the current call of fn's attempts
-	// through the owner waited at: the first attempt's answered with a
+	// service, or none past a partition's bound: see lanes.getFor) the
+	// current call of fn's attempts through the owner went through: the
+	// first attempt's answered with a
 	// throttle its limiter counted, else the latest failed attempt's (the
 	// error fn returns is mostly its), else the first attempt's. A
 	// credential refresh (STS) runs inside the attempt of the SDK call that

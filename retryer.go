@@ -268,9 +268,10 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	release = l.attempts.measure(ctx, release, r.hooks.loops.Load() > 0)
 	if r.hooks.loops.Load() > 0 {
 		markClient(ctx, &r.hooks, &l.attempts)
-		if l.sender != nil {
-			markLane(ctx, &r.hooks, l)
-		}
+		// Every lane, paced or not: a call past its partition's services
+		// (see lane.serviceLane) was judged by the loop's own lane, whose
+		// limiter never saw it (helper-227).
+		markLane(ctx, &r.hooks, l)
 	}
 	if r.hooks.loops.Load() > 0 {
 		// IsErrorRetryable, which follows the release, reports a refusal
