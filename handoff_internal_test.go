@@ -350,7 +350,7 @@ func TestHandoffOfASharedValueBesideCollidingOnesDrains(t *testing.T) {
 	require.NoError(t, err)
 	_, status, _ := r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "expect what was left stale, and the next operation paired")
-	s := &r.handoff.slots[keyHash(shared)%handoffSlots]
+	s := &r.handoff.table()[keyHash(shared)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	assert.Zero(t, s.pending, "expect nothing left pending after the take")
@@ -947,8 +947,8 @@ func TestARetryDelayAfterTheSweepIsReportedUnchecked(t *testing.T) {
 // pendingHandoffs counts the entries waiting in r's hand-off table.
 func pendingHandoffs(r *Retryer) int {
 	n := 0
-	for i := range r.handoff.slots {
-		s := &r.handoff.slots[i]
+	for i := range r.handoff.table() {
+		s := &r.handoff.table()[i]
 		s.mu.Lock()
 		n += s.pending
 		s.mu.Unlock()
@@ -1009,4 +1009,35 @@ func TestTheSweepDropsEverythingStale(t *testing.T) {
 	r.sweepHandoff() // drops
 	assert.Zero(t, pendingHandoffs(r), "expect every hand-off the sweep found before dropped")
 	assert.Equal(t, before, reads.Load(), "expect no sweep to read the Clock")
+}
+
+// TestTheHandOffTableIsMadeByTheFirstRetry: New allocated the hand-off
+// table's 256 slots (some 164 KB of its 225 KB) for a retryer that may
+// never retry; the first GetRetryToken makes it.
+func TestTheHandOffTableIsMadeByTheFirstRetry(t *testing.T) {
+	var before, after runtime.MemStats
+	const news = 20 // what other goroutines allocate meanwhile is shared out
+	kept := make([]*Retryer, news)
+	runtime.ReadMemStats(&before)
+	for i := range kept {
+		kept[i] = New()
+	}
+	runtime.ReadMemStats(&after)
+	r := kept[0]
+	require.NoError(t, r.Err())
+	assert.Less(t, (after.TotalAlloc-before.TotalAlloc)/news, uint64(100<<10), "expect New to allocate under 100 KB")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	release, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	failure := errors.New("first failure")
+	_, err = r.RetryDelay(1, failure) // a take with nothing put finds nothing
+	require.NoError(t, err)
+	assert.Nil(t, r.handoff.slots.Load(), "expect no table before a retry token is taken")
+	_, err = r.GetRetryToken(ctx, failure)
+	require.NoError(t, err)
+	assert.NotNil(t, r.handoff.slots.Load(), "expect the table made by the first retry")
+	_, err = r.RetryDelay(1, failure)
+	require.NoError(t, err)
 }
