@@ -278,7 +278,11 @@ type Options struct {
 	// service has the partition's own limiter, which paces its attempts
 	// outside an SDK operation too, 4 more services (64 in "") one each,
 	// and the services past those go unpaced, over the partition's
-	// bucket. MaxRate caps each limiter apart. For a client that
+	// bucket. Not one per region: clients of a service in two regions on
+	// one retryer share its limiter in a partition, and one region's
+	// throttles pace the other's attempts; put the region in the
+	// partition key, or give each region a retryer of its own. MaxRate
+	// caps each limiter apart. For a client that
 	// serves several tables, partition by table, or a hot table's
 	// throttles set the rate every table's calls wait for. While a
 	// partition's limiter holds its callers back (at a finite rate, one had
