@@ -618,8 +618,8 @@ func (t *lanes) serviceOf(ctx context.Context) string {
 // paceOf returns the key of service s's limiter for ctx's operation: s in
 // the operation's region (none outside an SDK operation).
 func (t *lanes) paceOf(ctx context.Context, s string) paceKey {
-	if s == "" {
-		return paceKey{}
+	if s == "" || t.cfg.sendRate == nil {
+		return paceKey{} // no lookup for the gauges' service alone
 	}
 	return paceKey{s, awsmiddle.GetRegion(ctx)}
 }
@@ -629,8 +629,8 @@ func (t *lanes) paceOf(ctx context.Context, s string) paceKey {
 // in it; the partition's own for no service (outside an SDK operation),
 // which is its first service's. With the limiter, each SDK service's attempts in a partition
 // have a lane of their own (see lane.serviceLane), sharing the partition's
-// bucket: one limiter per partition and service, one retry budget per
-// partition. A service's throttles say nothing of another's capacity: in
+// bucket: one limiter per partition, service and region, one retry
+// budget per partition. A service's throttles say nothing of another's capacity: in
 // one lane, an assume-role credential refresh (STS, through the retryer
 // that config.WithRetryer gives every client, under the context, and so in
 // the partition, of the operation that needed it) waited in a throttled
@@ -659,8 +659,8 @@ func (t *lanes) getFor(ctx context.Context, s paceKey) *lane {
 // serviceLane returns the lane of SDK service s in l's partition (see
 // lanes.getFor): l itself for the first service its operations
 // were of, whose limiter l's is, and for each other a lane made on its
-// first call, from cfg. So a partition of one service, the usual one, keeps
-// one limiter (with two for each, PartitionByOperation's 1024 keys held 8
+// first call, from cfg. So a partition of one service in one region, the
+// usual one, keeps one limiter (with two for each, PartitionByOperation's 1024 keys held 8
 // MiB, not 4: helper-221). A process calls a handful of services, and a
 // partition's operations mostly one (and the credential refresh they need,
 // another): their lanes are forgotten with the partition's, never alone,

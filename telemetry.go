@@ -129,7 +129,7 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter,
 					o.Observe(ctx, r, limiterAttrs(ln.key, k))
 				}
 			})
-		}, unit("{request}/s", "Send rate the limiter allows, by service and partition; absent while unlimited.")))
+		}, unit("{request}/s", "Send rate the limiter allows, by service, region and partition; absent while unlimited.")))
 	}
 	made.Store(&gaugeSource{lanes: l, reclaim: reclaim})
 	return m, gauges, nil
