@@ -56,11 +56,11 @@ type lane struct {
 	// one of its SDK services but the first (see lanes.getFor);
 	// nil for a lane with its own.
 	bucketOf *lane
-	// paced is the SDK service whose attempts the lane's send-rate limiter
-	// paces (see lanes.getFor): a service lane's own, or the first
+	// paced is the SDK service and region whose attempts the lane's
+	// send-rate limiter paces (see lanes.getFor and paceKey): a service lane's own, or the first
 	// service a partition's operations were of; nil before one came. Set
 	// once, under the owning partition's servicesMu.
-	paced atomic.Pointer[string]
+	paced atomic.Pointer[paceKey]
 	// services holds the lanes of the SDK services of the partition (see
 	// lanes.getFor), replaced whole under servicesMu when one is
 	// added.
@@ -390,12 +390,20 @@ func (l *lane) serviceName() string {
 // attempts is reported once an attempt (outside an SDK operation) took a
 // place in its queue: reported from the start, a retryer with InitialRate
 // showed a series for a limiter that paced nothing (helper-219).
-func limiterSeries(ln *lane) (service string, report bool) {
+func limiterSeries(ln *lane) (k paceKey, report bool) {
 	if p := ln.paced.Load(); p != nil {
 		return *p, true
 	}
-	return "", ln.queued.Load()
+	return paceKey{}, ln.queued.Load()
 }
+
+// paceKey is what a send-rate limiter paces in its partition: an SDK
+// service's attempts in one region. Clients of one service in two
+// regions, one retryer's, shared a limiter: with us-east-1 throttling
+// every other request, eu-west-1 made 27-29 successes a second and
+// 175-177 deadline refusals in 4 s, against 11,408 and none apart
+// (helper-228).
+type paceKey struct{ service, region string }
 
 // idle reports whether forgetting the lane now loses nothing: its bucket is
 // full, no skip is pending and its limiters, its services' too, have
@@ -595,7 +603,7 @@ func newLanes(cfg laneConfig) *lanes {
 // or, with the send-rate limiter, that of ctx's SDK service in it (see
 // getFor).
 func (t *lanes) get(ctx context.Context) *lane {
-	return t.getFor(ctx, t.serviceOf(ctx))
+	return t.getFor(ctx, t.paceOf(ctx, t.serviceOf(ctx)))
 }
 
 // serviceOf returns the SDK service of ctx's operation when the lanes need
@@ -607,20 +615,29 @@ func (t *lanes) serviceOf(ctx context.Context) string {
 	return awsmiddle.GetServiceID(ctx)
 }
 
+// paceOf returns the key of service s's limiter for ctx's operation: s in
+// the operation's region (none outside an SDK operation).
+func (t *lanes) paceOf(ctx context.Context, s string) paceKey {
+	if s == "" || t.cfg.sendRate == nil {
+		return paceKey{} // no lookup for the gauges' service alone
+	}
+	return paceKey{s, awsmiddle.GetRegion(ctx)}
+}
+
 // getFor returns the lane of ctx's partition key (the shared lane for ""),
-// or, with the send-rate limiter, that of SDK service s in it; the
-// partition's own for s "" (outside an SDK operation), which is its first
-// service's. With the limiter, each SDK service's attempts in a partition
+// or, with the send-rate limiter, that of s (an SDK service in a region)
+// in it; the partition's own for no service (outside an SDK operation),
+// which is its first service's. With the limiter, each SDK service's attempts in a partition
 // have a lane of their own (see lane.serviceLane), sharing the partition's
-// bucket: one limiter per partition and service, one retry budget per
-// partition. A service's throttles say nothing of another's capacity: in
+// bucket: one limiter per partition, service and region, one retry
+// budget per partition. A service's throttles say nothing of another's capacity: in
 // one lane, an assume-role credential refresh (STS, through the retryer
 // that config.WithRetryer gives every client, under the context, and so in
 // the partition, of the operation that needed it) waited in a throttled
 // table's queue, while every caller waited on it (a scratch test of
 // 2026-12-07: 178 failures in 8 s against 10 with the STS client on a
 // retryer of its own).
-func (t *lanes) getFor(ctx context.Context, s string) *lane {
+func (t *lanes) getFor(ctx context.Context, s paceKey) *lane {
 	l := t.main
 	if t.cfg.partition != nil {
 		if key := t.cfg.partition(ctx); key != "" {
@@ -628,7 +645,7 @@ func (t *lanes) getFor(ctx context.Context, s string) *lane {
 		}
 	}
 	if t.cfg.sendRate != nil {
-		if s != "" {
+		if s.service != "" {
 			most := maxPartitionServices
 			if l == t.main {
 				most = maxSharedServices
@@ -642,8 +659,8 @@ func (t *lanes) getFor(ctx context.Context, s string) *lane {
 // serviceLane returns the lane of SDK service s in l's partition (see
 // lanes.getFor): l itself for the first service its operations
 // were of, whose limiter l's is, and for each other a lane made on its
-// first call, from cfg. So a partition of one service, the usual one, keeps
-// one limiter (with two for each, PartitionByOperation's 1024 keys held 8
+// first call, from cfg. So a partition of one service in one region, the
+// usual one, keeps one limiter (with two for each, PartitionByOperation's 1024 keys held 8
 // MiB, not 4: helper-221). A process calls a handful of services, and a
 // partition's operations mostly one (and the credential refresh they need,
 // another): their lanes are forgotten with the partition's, never alone,
@@ -655,7 +672,7 @@ func (t *lanes) getFor(ctx context.Context, s string) *lane {
 // last) waited in its table's throttled queue, 167 failures in 8 s
 // against 5-9 (helper-223); and those services' throttles would cut the
 // first's rate.
-func (l *lane) serviceLane(s string, most int, cfg *laneConfig) *lane {
+func (l *lane) serviceLane(s paceKey, most int, cfg *laneConfig) *lane {
 	if sl := l.pacing(s); sl != nil {
 		return sl
 	}
@@ -665,7 +682,7 @@ func (l *lane) serviceLane(s string, most int, cfg *laneConfig) *lane {
 	l.servicesMu.Lock()
 	defer l.servicesMu.Unlock()
 	if l.paced.Load() == nil {
-		first := strings.Clone(s)
+		first := s.clone()
 		l.paced.Store(&first)
 		return l
 	}
@@ -685,7 +702,7 @@ func (l *lane) serviceLane(s string, most int, cfg *laneConfig) *lane {
 	}
 	// Named as the partition: only its limiter is the service's own.
 	sl := newLane(l.key, cfg, l)
-	name := strings.Clone(s)
+	name := s.clone()
 	sl.paced.Store(&name)
 	ls = append(slices.Clip(ls), sl)
 	l.services.Store(&ls)
@@ -694,7 +711,7 @@ func (l *lane) serviceLane(s string, most int, cfg *laneConfig) *lane {
 
 // pacing returns the lane of l's partition whose limiter paces service s,
 // if there is one yet.
-func (l *lane) pacing(s string) *lane {
+func (l *lane) pacing(s paceKey) *lane {
 	if p := l.paced.Load(); p != nil && *p == s {
 		return l
 	}
@@ -704,6 +721,12 @@ func (l *lane) pacing(s string) *lane {
 		}
 	}
 	return nil
+}
+
+// clone returns k with strings of its own: the lanes outlive the call
+// whose context k was read from.
+func (k paceKey) clone() paceKey {
+	return paceKey{strings.Clone(k.service), strings.Clone(k.region)}
 }
 
 // partition returns the lane of partition key key, not "", made on its

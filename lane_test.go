@@ -529,6 +529,10 @@ func TestServiceLanesAreBounded(t *testing.T) {
 	assert.Same(t, r.lanes.main.bucket, ddb.bucket, "expect one bucket")
 	assert.Same(t, r.lanes.main.bucket, sts.bucket, "expect one bucket")
 	assert.Same(t, ddb, r.lanes.get(inService(shared, "DynamoDB")), "expect the service's lane kept")
+	west := r.lanes.get(awsmiddle.SetRegion(inService(shared, "DynamoDB"), "eu-west-1"))
+	assert.NotSame(t, ddb.sender, west.sender, "expect a limiter for each region of a service")
+	assert.Same(t, r.lanes.main.bucket, west.bucket, "expect one bucket")
+	assert.Same(t, west, r.lanes.get(awsmiddle.SetRegion(inService(shared, "DynamoDB"), "eu-west-1")), "expect the region's lane kept")
 	assert.Same(t, r.lanes.main, r.lanes.get(shared), "expect the shared lane outside an SDK operation")
 
 	// Callers racing to a new service find one lane.

@@ -271,18 +271,18 @@ type Options struct {
 	// by the loop: the first attempt through this Retryer of fn's later
 	// calls, when the failed call's waited its turn), one limiter per
 	// partition and SDK service (the service ID of the operation's
-	// context: DynamoDB, STS), a partition's over its one retry bucket, so
+	// context: DynamoDB, STS) and region, a partition's over its one
+	// retry bucket, so
 	// that a credential refresh through an STS client the retryer also
 	// serves, made in the partition of the operation that needed it, does
 	// not wait in a throttled table's queue: the partition's first
 	// service has the partition's own limiter, which paces its attempts
 	// outside an SDK operation too, 4 more services (64 in "") one each,
 	// and the services past those go unpaced, over the partition's
-	// bucket. Not one per region: clients of a service in two regions on
-	// one retryer share its limiter in a partition, and one region's
-	// throttles pace the other's attempts; put the region in the
-	// partition key, or give each region a retryer of its own. MaxRate
-	// caps each limiter apart. For a client that
+	// bucket. The key is the service and the operation's region: a
+	// service's clients in two regions on one retryer are paced apart
+	// (each pair counts towards the bound). MaxRate caps each limiter
+	// apart. For a client that
 	// serves several tables, partition by table, or a hot table's
 	// throttles set the rate every table's calls wait for. While a
 	// partition's limiter holds its callers back (at a finite rate, one had

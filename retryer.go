@@ -254,7 +254,7 @@ func (r *Retryer) GetAttemptToken(ctx context.Context) (func(error) error, error
 	if r.lanes.cfg.sendRate != nil || r.hooks.meter != nil {
 		service = awsmiddle.GetServiceID(ctx)
 	}
-	l := r.lanes.getFor(ctx, service)
+	l := r.lanes.getFor(ctx, r.lanes.paceOf(ctx, service))
 	if r.hooks.meter != nil {
 		l.noteService(service)
 	}

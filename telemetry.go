@@ -36,6 +36,7 @@ const (
 	// the counters and histograms every key they ever saw (the README
 	// shows a view that drops the attribute).
 	attrService   = "rpc.service"
+	attrRegion    = "cloud.region"
 	attrMethod    = "rpc.method"
 	attrPartition = "jitterretry.partition"
 	attrClass     = "jitterretry.class"
@@ -123,12 +124,12 @@ func newMeter(p metrics.MeterProvider, l *lanes, reclaim func() bool) (m *meter,
 	if l.cfg.sendRate != nil {
 		keep(mt.Float64AsyncGauge(instSendRate, func(ctx context.Context, o metrics.Float64Observer) {
 			made.Load().each(false, func(ln *lane) {
-				service, report := limiterSeries(ln)
+				k, report := limiterSeries(ln)
 				if r := ln.sender.currentRate(); report && !math.IsInf(r, 1) {
-					o.Observe(ctx, r, laneAttrs(ln.key, service))
+					o.Observe(ctx, r, limiterAttrs(ln.key, k))
 				}
 			})
-		}, unit("{request}/s", "Send rate the limiter allows, by service and partition; absent while unlimited.")))
+		}, unit("{request}/s", "Send rate the limiter allows, by service, region and partition; absent while unlimited.")))
 	}
 	made.Store(&gaugeSource{lanes: l, reclaim: reclaim})
 	return m, gauges, nil
@@ -173,6 +174,18 @@ func laneAttrs(partition, service string) metrics.RecordMetricOption {
 			o.Properties.Set(attrService, service)
 		}
 		o.Properties.Set(attrPartition, partition)
+	}
+}
+
+// limiterAttrs returns the attributes of a send-rate limiter's gauge:
+// its lane's, and the region of the service it paces, when it has one.
+func limiterAttrs(partition string, k paceKey) metrics.RecordMetricOption {
+	lane := laneAttrs(partition, k.service)
+	return func(o *metrics.RecordMetricOptions) {
+		lane(o)
+		if k.region != "" {
+			o.Properties.Set(attrRegion, k.region)
+		}
 	}
 }
 

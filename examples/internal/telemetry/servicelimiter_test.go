@@ -60,7 +60,7 @@ func TestACredentialRefreshWaitsAtNoThrottledTablesLimiter(t *testing.T) {
 			})
 			require.NoError(t, r.Err())
 			for _, s := range c.before {
-				release, err := r.GetAttemptToken(awsmiddle.SetServiceID(c.ctx, s))
+				release, err := r.GetAttemptToken(awsmiddle.SetRegion(awsmiddle.SetServiceID(c.ctx, s), "us-east-1")) // the clients' region
 				require.NoError(t, err)
 				require.NoError(t, release(nil))
 			}
@@ -229,4 +229,57 @@ func TestTheRateGaugeReportsEachServicesLimiter(t *testing.T) {
 	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100}, series(), "expect nothing of a retryer that paced nothing")
 	attemptOutsideAnOperation(direct)
 	assert.Equal(t, map[string]float64{"DynamoDB": 100, "STS": 100, "(none)": 100}, series())
+}
+
+// TestARegionsThrottlesPaceNoOtherRegion: one retryer with the send-rate
+// limiter serves a service's clients in two regions, as one cfg's clients
+// of a global table's replicas: the limiter is one per service and region.
+// Shared by the regions, us-east-1's throttles paced eu-west-1's attempts
+// (helper-228: eu-west-1 at 27-29 successes a second and 175-177 deadline
+// refusals in 4 s, against 11,408 and none apart).
+func TestARegionsThrottlesPaceNoOtherRegion(t *testing.T) {
+	m, err := telemetry.New(telemetry.Options{})
+	require.NoError(t, err)
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{}
+		o.MeterProvider = m.Provider
+	})
+	require.NoError(t, r.Err())
+	table := newThrottledTable(20, 2)
+	east := httptest.NewServer(table)
+	t.Cleanup(east.Close)
+	west := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, _ *http.Request) {
+		ddbwire.WriteJSON(w, http.StatusOK, []byte("{}"))
+	}))
+	t.Cleanup(west.Close)
+	inRegion := func(region string) func(*dynamodb.Options) {
+		return func(o *dynamodb.Options) { o.Region, o.Retryer = region, r }
+	}
+	eastClient, westClient := newClient(east.URL, inRegion("us-east-1")), newClient(west.URL, inRegion("eu-west-1"))
+
+	stop := time.Now().Add(2 * time.Second)
+	var wg sync.WaitGroup
+	for _, c := range []*dynamodb.Client{eastClient, westClient} {
+		for range 8 {
+			wg.Go(func() {
+				for time.Now().Before(stop) {
+					_ = putItem(context.Background(), c)
+				}
+			})
+		}
+	}
+	wg.Wait()
+	require.Positive(t, table.throttled.Load(), "expect us-east-1 to throttle")
+
+	rm, err := m.Collect(context.Background())
+	require.NoError(t, err)
+	var limits []telemetry.Row
+	for _, row := range telemetry.Rows(rm) {
+		if row.Instrument == telemetry.SendRateLimit {
+			limits = append(limits, row)
+		}
+	}
+	require.Len(t, limits, 1, "expect one limited rate, us-east-1's: %v", limits)
+	region, _ := limits[0].Attr("cloud.region")
+	assert.Equal(t, "us-east-1", region, "expect the throttled region's limiter alone limited")
 }

@@ -194,7 +194,7 @@ func TestInstrumentsMatchTheHooks(t *testing.T) {
 	// The gauges: the bucket as Remaining sees it, the pinned rate.
 	tokens := find(t, rows, telemetry.BucketTokens, map[string]string{"jitterretry.partition": "", "rpc.service": "DynamoDB"})
 	assert.Equal(t, float64(r.Remaining()), tokens.Value)
-	limit := find(t, rows, telemetry.SendRateLimit, map[string]string{"jitterretry.partition": "", "rpc.service": "DynamoDB"})
+	limit := find(t, rows, telemetry.SendRateLimit, map[string]string{"jitterretry.partition": "", "rpc.service": "DynamoDB", "cloud.region": "us-east-1"})
 	assert.Equal(t, float64(rate), limit.Value)
 
 	// The send-rate waits: no hook reports them, so check that the queued
