@@ -2274,7 +2274,11 @@ func TestSDKContract_SideBySide(t *testing.T) {
 // deadline. The SDK sleeps into the deadline and returns the cancelled sleep;
 // we refuse at once with a *GiveUpError that keeps the cause.
 func TestSDKContract_DeadlineBackoff(t *testing.T) {
-	const deadline = 200 * time.Millisecond
+	// A deadline a stalled goroutine cannot miss by itself: at 200 ms, one
+	// run of make test with two busy loops beside it (load average 5.3)
+	// returned our refusal past it (2026-12-07). The waits stay far past
+	// it, and the SDK's side sleeps into it.
+	const deadline = 2 * time.Second
 	differences := map[string]struct {
 		reason  string
 		answer  func() error
@@ -2283,10 +2287,10 @@ func TestSDKContract_DeadlineBackoff(t *testing.T) {
 	}{
 		"a backoff past the deadline": {
 			reason: "we give up at once with a *GiveUpError wrapping the cause, tokens refunded; the SDK sleeps until the deadline and returns only the context's error, as an *aws.RequestCanceledError",
-			answer: throttleErr, backoff: time.Second, wait: time.Second},
+			answer: throttleErr, backoff: 10 * time.Second, wait: 10 * time.Second},
 		"an x-amz-retry-after hint past the deadline": {
 			reason: "we give up at once with a *GiveUpError wrapping the cause, tokens refunded; the SDK sleeps until the deadline and returns only the context's error, as an *aws.RequestCanceledError",
-			answer: func() error { return retryAfter(3000) }, backoff: time.Millisecond, wait: 3 * time.Second},
+			answer: func() error { return retryAfter(4000) }, backoff: time.Millisecond, wait: 4 * time.Second},
 	}
 	for name, d := range differences {
 		t.Run("differences/"+name, func(t *testing.T) {
