@@ -782,9 +782,6 @@ func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Du
 // done retries after wait, following the failed attempt after: its next
 // attempt here waits in the retries' line, ahead of first attempts.
 func (l *sendRate) expectRetry(done <-chan struct{}, wait time.Duration, after failedAttempt) {
-	if done == nil {
-		return
-	}
 	l.mu.Lock()
 	defer l.unlock()
 	now := l.syncLocked()
@@ -1562,7 +1559,7 @@ func (l *sendRate) openQuietLocked() {
 		until = earliest(until, l.lastUsed.Add(idleReset))
 	}
 	var sends, oks time.Time
-	if math.IsInf(l.q.rate, 1) && len(l.expected.ops) == 0 {
+	if math.IsInf(l.q.rate, 1) && l.expected.count == 0 {
 		sends = until
 	}
 	if !l.jump.active() && !l.test.active() && l.cusum == 0 {
