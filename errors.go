@@ -125,7 +125,9 @@ type GiveUpError struct {
 	// other retry of the same context's Done channel had ended its backoff
 	// too (operations sharing a context share that channel, by which and
 	// by the backoff's end the limiter knows the retry; of two due at once,
-	// either may ask first); nil otherwise (a first attempt's wait, a Do
+	// either may ask first, and another operation's first attempt asking
+	// between the end of the backoff and the retry's own attempt takes the
+	// retry's place and cause); nil otherwise (a first attempt's wait, a Do
 	// loop's retry, a retry not known so).
 	Err error
 

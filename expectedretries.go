@@ -50,6 +50,7 @@ const (
 type expectedRetries struct {
 	ops     map[<-chan struct{}][]expectedRetry // by due, ascending
 	count   int                                 // entries in ops, at most maxExpected
+	latest  time.Time                           // the latest due in ops, or later: reset only once ops is empty
 	sweptAt time.Time                           // the last sweep of a full set for lapsed entries
 }
 
@@ -87,6 +88,25 @@ func (e *expectedRetries) expect(done <-chan struct{}, now, due time.Time, after
 	i := sort.Search(len(xs), func(i int) bool { return xs[i].due.After(due) })
 	e.ops[done] = slices.Insert(xs, i, expectedRetry{due: due, after: after})
 	e.count++
+	if due.After(e.latest) {
+		e.latest = due
+	}
+}
+
+// pending reports whether a retry is expected at now, and forgets them all
+// once every one has lapsed: the retry of an operation that ended during
+// its backoff never comes to claim its entry, and kept the limiter from
+// counting its sends without its lock (see sendRate.openQuietLocked).
+func (e *expectedRetries) pending(now time.Time) bool {
+	if e.count == 0 {
+		return false
+	}
+	if now.After(e.latest.Add(expectedGrace)) {
+		clear(e.ops)
+		e.count, e.latest = 0, time.Time{}
+		return false
+	}
+	return true
 }
 
 // claim reports whether an attempt of an operation of done, asking at now,
@@ -127,12 +147,17 @@ func (e *expectedRetries) drop(done <-chan struct{}, xs []expectedRetry, n int) 
 	if n == 0 {
 		return xs
 	}
-	e.count -= n
+	if e.count -= n; e.count == 0 {
+		e.latest = time.Time{}
+	}
 	if n == len(xs) {
 		delete(e.ops, done)
 		return nil
 	}
-	xs = slices.Delete(xs, 0, n)
+	// Off the front, without moving the rest (a shared context's retries
+	// are many, most of them due later), nor keeping the errors dropped.
+	clear(xs[:n])
+	xs = xs[n:]
 	e.ops[done] = xs
 	return xs
 }

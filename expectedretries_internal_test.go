@@ -37,6 +37,16 @@ func TestExpectedRetries(t *testing.T) {
 	assert.False(t, claimed(&e, a, t0.Add(expectedGrace+time.Nanosecond)), "expect a retry that did not come lapsed")
 	assert.Empty(t, e.ops)
 	assert.Zero(t, e.count)
+
+	// Retries whose operations ended in their backoffs never claim their
+	// entries: pending forgets them once the last has lapsed.
+	e.expect(a, t0, t0, failedAttempt{})
+	e.expect(b, t0, t0.Add(time.Second), failedAttempt{})
+	assert.True(t, e.pending(t0.Add(time.Second+expectedGrace)), "expect the later one still expected")
+	assert.Equal(t, 2, e.count)
+	assert.False(t, e.pending(t0.Add(time.Second+expectedGrace+time.Nanosecond)))
+	assert.Empty(t, e.ops)
+	assert.Zero(t, e.count)
 }
 
 func TestExpectedRetriesStayBounded(t *testing.T) {

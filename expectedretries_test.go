@@ -4,6 +4,7 @@ import (
 	"context"
 	"slices"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -122,25 +123,51 @@ func TestRetryWaitsAheadOfFirstAttempts(t *testing.T) {
 // callers on a shared context, a retried operation waited the queue twice
 // (a p99 of 250 to 280 ms, the median 126). The first attempts queue for
 // a second at 40 a second, the retry backs off 250 ms.
+//
+// The backoff's end is on the monotonic clock, as the middleware's sleep:
+// on a clock of the caller's stepped back 100 ms during the backoff, the
+// retry asked before its end by that clock, and was sent last (helper-231).
+// With an x-amz-retry-after hint it is the end of the wait the middleware
+// sleeps: a hint of 1.5 s on a backoff of 250 ms had the retry expected
+// until 1.25 s only, and sent last.
 func TestARetryWaitsAheadOfTheFirstAttemptsOfItsContext(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	for name, ctx := range map[string]context.Context{"a cancellable context": cancelled, "context.Background": context.Background()} {
+	type setup struct {
+		ctx         context.Context
+		steppedBack bool // Options.Clock steps back 100 ms as the backoff begins
+		answer      func() error
+		firsts      int // first attempts queued during the backoff, 40 a second
+	}
+	for name, tc := range map[string]setup{
+		"a cancellable context":     {ctx: cancelled, answer: throttleErr, firsts: 40},
+		"context.Background":        {ctx: context.Background(), answer: throttleErr, firsts: 40},
+		"a clock stepped back":      {ctx: cancelled, steppedBack: true, answer: throttleErr, firsts: 40},
+		"an x-amz-retry-after hint": {ctx: cancelled, answer: func() error { return retryAfter(1500) }, firsts: 80},
+	} {
 		t.Run(name, func(t *testing.T) {
+			ctx := tc.ctx
 			retrying := make(chan struct{})
+			var back atomic.Int64
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				o.Backoff = fixedBackoff(250 * time.Millisecond)
 				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 40, MaxRate: 40}
-				o.OnRetry = func(jitterretry.RetryEvent) { close(retrying) }
+				o.Clock = func() time.Time { return time.Now().Add(time.Duration(back.Load())) }
+				o.OnRetry = func(jitterretry.RetryEvent) {
+					if tc.steppedBack {
+						back.Store(int64(-100 * time.Millisecond))
+					}
+					close(retrying)
+				}
 			})
 			var order sendOrder
 			retried := make(chan error, 1)
 			go func() {
-				_, err := operation(ctx, r, script(throttleErr, func() error { order.send("retry"); return nil }))
+				_, err := operation(ctx, r, script(tc.answer, func() error { order.send("retry"); return nil }))
 				retried <- err
 			}()
 			<-retrying
-			const firsts = 40
+			firsts := tc.firsts
 			var wg sync.WaitGroup
 			for i := range firsts {
 				wg.Add(1)
