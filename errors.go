@@ -122,11 +122,13 @@ type GiveUpError struct {
 	// Err is the failed attempt's error. For a refusal of the send-rate
 	// limiter's wait, it is the error of the attempt the retry follows
 	// when RetryDelay scheduled the retry, its backoff had ended, and no
-	// other retry of the same context was expected at once (operations
-	// sharing a context share its Done channel, by which the limiter knows
-	// the retry, and another's attempt asking first may take the retry's
-	// place and cause); nil otherwise (a first attempt's wait, a Do loop's
-	// retry, a retry not known so).
+	// other retry of the same context's Done channel had ended its backoff
+	// too (operations sharing a context share that channel, by which and
+	// by the backoff's end the limiter knows the retry; of two due at once,
+	// either may ask first, and another operation's first attempt asking
+	// between the end of the backoff and the retry's own attempt takes the
+	// retry's place and cause); nil otherwise (a first attempt's wait, a Do
+	// loop's retry, a retry not known so).
 	Err error
 
 	remaining time.Duration // GiveUpDeadline: time left until the deadline

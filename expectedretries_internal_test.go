@@ -16,44 +16,62 @@ func TestExpectedRetries(t *testing.T) {
 	a, b := make(chan struct{}), make(chan struct{})
 	assert.False(t, claimed(&e, a, t0), "expect nothing expected in the zero value")
 
-	e.expect(nil, t0, t0, failedAttempt{})
-	assert.False(t, claimed(&e, nil, t0), "expect a context without a Done channel never told apart")
-
 	e.expect(a, t0, t0.Add(time.Second), failedAttempt{})
-	assert.False(t, claimed(&e, b, t0), "expect another operation's attempt not to be the retry")
+	assert.False(t, claimed(&e, b, t0.Add(time.Second)), "expect another operation's attempt not to be the retry")
+	assert.False(t, claimed(&e, a, t0.Add(time.Second-time.Nanosecond)), "expect an attempt asking during the backoff not to be the retry")
 	assert.True(t, claimed(&e, a, t0.Add(time.Second+expectedGrace)), "expect the retry still expected within the grace after its backoff")
-	assert.False(t, claimed(&e, a, t0), "expect one turn in the retries' line per retry")
+	assert.False(t, claimed(&e, a, t0.Add(time.Second)), "expect one turn in the retries' line per retry")
 
-	// Operations sharing a context share their entry, one claim per retry.
-	e.expect(a, t0, t0, failedAttempt{})
-	e.expect(a, t0, t0, failedAttempt{})
-	assert.True(t, claimed(&e, a, t0))
-	assert.True(t, claimed(&e, a, t0))
-	assert.False(t, claimed(&e, a, t0))
+	// Operations sharing a context share its channel, one claim per retry
+	// due; context.Background's retries are told apart the same way.
+	for _, done := range []chan struct{}{a, nil} {
+		e.expect(done, t0, t0.Add(2*time.Second), failedAttempt{})
+		e.expect(done, t0, t0.Add(time.Second), failedAttempt{})
+		assert.True(t, claimed(&e, done, t0.Add(time.Second)), "expect the earliest backoff's retry")
+		assert.False(t, claimed(&e, done, t0.Add(time.Second)), "expect the later one still in its backoff")
+		assert.True(t, claimed(&e, done, t0.Add(2*time.Second)))
+		assert.False(t, claimed(&e, done, t0.Add(2*time.Second)))
+	}
 
 	e.expect(a, t0, t0, failedAttempt{})
 	assert.False(t, claimed(&e, a, t0.Add(expectedGrace+time.Nanosecond)), "expect a retry that did not come lapsed")
 	assert.Empty(t, e.ops)
+	assert.Zero(t, e.count)
+
+	// Retries whose operations ended in their backoffs never claim their
+	// entries: pending forgets them once the last has lapsed.
+	e.expect(a, t0, t0, failedAttempt{})
+	e.expect(b, t0, t0.Add(time.Second), failedAttempt{})
+	assert.True(t, e.pending(t0.Add(time.Second+expectedGrace)), "expect the later one still expected")
+	assert.Equal(t, 2, e.count)
+	assert.False(t, e.pending(t0.Add(time.Second+expectedGrace+time.Nanosecond)))
+	assert.Empty(t, e.ops)
+	assert.Zero(t, e.count)
 }
 
 func TestExpectedRetriesStayBounded(t *testing.T) {
 	var e expectedRetries
-	for range 4 * maxExpected {
-		e.expect(make(chan struct{}), t0, t0, failedAttempt{})
+	for i := range 4 * maxExpected {
+		done := make(chan struct{})
+		if i%2 == 1 {
+			done = nil // a context without a Done channel: one entry each
+		}
+		e.expect(done, t0, t0, failedAttempt{})
 	}
-	assert.Len(t, e.ops, maxExpected, "expect at most maxExpected operations at once")
+	assert.Equal(t, maxExpected, e.count, "expect at most maxExpected retries at once")
+	assert.Len(t, e.ops[nil], maxExpected/2)
 	late := t0.Add(expectedGrace + time.Nanosecond)
 	fresh := make(chan struct{})
 	e.expect(fresh, late, late, failedAttempt{})
 	assert.Len(t, e.ops, 1, "expect the lapsed ones forgotten to make room")
+	assert.Equal(t, 1, e.count)
 	assert.True(t, claimed(&e, fresh, late))
 }
 
 // TestExpectedRetriesKnowTheFailedAttemptOfTheOneRetryDue: the attempt
 // that claims an expected retry's place once its backoff has ended gets the
-// failed attempt it follows; one that asks during the backoff (another
-// operation's first attempt, on a shared context) gets the place but no
-// cause, nor does either of two retries expected of one context at once.
+// failed attempt it follows, unless another retry of its context was due
+// at the same time: either may ask first.
 func TestExpectedRetriesKnowTheFailedAttemptOfTheOneRetryDue(t *testing.T) {
 	var e expectedRetries
 	a := make(chan struct{})
@@ -63,17 +81,22 @@ func TestExpectedRetriesKnowTheFailedAttemptOfTheOneRetryDue(t *testing.T) {
 	assert.True(t, ok)
 	assert.Equal(t, throttled, after, "expect the retry due to get its failed attempt")
 
-	e.expect(a, t0, t0.Add(time.Second), throttled)
-	ok, after = e.claim(a, t0.Add(time.Second-time.Nanosecond))
-	assert.True(t, ok, "expect an attempt during the backoff to take the retry's place")
-	assert.Zero(t, after, "expect it no cause: the retry is still in its backoff")
+	fiveXX := failedAttempt{err: errors.New("5xx"), number: 1}
+	e.expect(a, t0, t0.Add(2*time.Second), throttled)
+	e.expect(a, t0, t0.Add(time.Second), fiveXX)
+	ok, after = e.claim(a, t0.Add(time.Second))
+	assert.True(t, ok)
+	assert.Equal(t, fiveXX, after, "expect the one retry due its own cause, the other still backing off")
+	ok, after = e.claim(a, t0.Add(2*time.Second))
+	assert.True(t, ok)
+	assert.Equal(t, throttled, after)
 
 	e.expect(a, t0, t0, throttled)
-	e.expect(a, t0, t0, failedAttempt{err: errors.New("5xx"), number: 1})
+	e.expect(a, t0, t0, fiveXX)
 	for range 2 {
 		ok, after = e.claim(a, t0)
 		assert.True(t, ok)
-		assert.Zero(t, after, "expect no cause when two retries of the context are expected at once")
+		assert.Zero(t, after, "expect no cause when two retries of the context are due at once")
 	}
 }
 

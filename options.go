@@ -263,11 +263,12 @@ type Options struct {
 	// limiter: every attempt waits in GetAttemptToken for its turn to send,
 	// at a rate learnt from the service's throttles, retries ahead of first
 	// attempts (a retry is told by its context's Done channel, which the
-	// SDK hands on from the operation to every attempt, and RetryDelay
-	// records: under context.Background, or a context concurrent operations
-	// share, it waits with the first attempts, or takes another's turn, and
-	// under a wrapper that replaces RetryDelay (retry.AddWithMaxBackoffDelay)
-	// it waits with them; a Do loop's
+	// SDK hands on from the operation to every attempt, and by the end of
+	// the backoff RetryDelay records, before which the SDK does not ask for
+	// it: under context.Background, or a context concurrent operations
+	// share, an attempt asking while that context's retries back off is a
+	// first attempt; under a wrapper that replaces RetryDelay
+	// (retry.AddWithMaxBackoffDelay) a retry waits with the first attempts; a Do loop's
 	// by the loop: the first attempt through this Retryer of fn's later
 	// calls, when the failed call's waited its turn), one limiter per
 	// partition and SDK service (the service ID of the operation's

@@ -162,6 +162,19 @@ func TestQuietTallyLeavesToTheLockWhatTheControlActsOn(t *testing.T) {
 		assert.True(t, p.retry, "expect the retry's place in the retries' line")
 		assert.Empty(t, l.expected.ops, "expect the retry's expectation claimed")
 	})
+	t.Run("an expected retry that never came", func(t *testing.T) {
+		// Its operation ended during the backoff: once its entry lapsed,
+		// sends are counted here again. On the monotonic clock, as the
+		// entries are: a second of real time.
+		l := newSendRate(SendRateOptions{}, nil)
+		l.reserve(nil, false) // the first reading sets the epoch
+		l.expectRetry(make(chan struct{}), 0, failedAttempt{})
+		l.reserve(nil, false)
+		require.False(t, l.quiet.sendsOpen(), "expect sends through the lock while a retry is expected")
+		time.Sleep(expectedGrace + 50*time.Millisecond)
+		l.reserve(nil, false)
+		assert.True(t, l.quiet.sendsOpen(), "expect the tally open again once the retry's entry lapsed")
+	})
 	t.Run("a send past the window's end", func(t *testing.T) {
 		l, clock := newLimiter(SendRateOptions{})
 		for range 5 {

@@ -475,17 +475,18 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 		return 0, err
 	}
 	d = max(d-p.waited, 0) // GetRetryToken waited that long for tokens
-	_, gerr := r.schedule(&p, attempt, opErr, d, check)
+	wait, gerr := r.schedule(&p, attempt, opErr, d, check)
 	scheduled = true
 	if gerr != nil {
 		return 0, gerr
 	}
 	if p.lane != nil && p.lane.sender != nil && r.lanes.attemptsWait() {
 		// The retry's attempt, which waited its turn once already, goes
-		// ahead of first attempts (see expectedRetries). Not while
-		// attempts through GetInitialToken, which never wait, are made:
-		// nothing would claim the entries.
-		p.lane.sender.expectRetry(p.ctx.Done(), d, failedAttempt{opErr, attempt})
+		// ahead of first attempts (see expectedRetries), once the wait
+		// the middleware sleeps, with an x-amz-retry-after hint, ended.
+		// Not while attempts through GetInitialToken, which never wait,
+		// are made: nothing would claim the entries.
+		p.lane.sender.expectRetry(p.ctx.Done(), wait, failedAttempt{opErr, attempt})
 	}
 	return d, nil
 }

@@ -769,7 +769,7 @@ func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Du
 	defer l.unlock()
 	now := l.syncLocked()
 	l.lastSeen = now
-	expected, after := l.expected.claim(done, now) // even for a loop's retry: its entry is used
+	expected, after := l.expected.claim(done, l.realTime(now)) // even for a loop's retry: its entry is used
 	p, due := l.q.reserve(retry || expected)
 	if due {
 		l.win.sent++
@@ -782,13 +782,25 @@ func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Du
 // done retries after wait, following the failed attempt after: its next
 // attempt here waits in the retries' line, ahead of first attempts.
 func (l *sendRate) expectRetry(done <-chan struct{}, wait time.Duration, after failedAttempt) {
-	if done == nil {
-		return
-	}
 	l.mu.Lock()
 	defer l.unlock()
-	now := l.syncLocked()
+	now := l.realTime(l.syncLocked())
 	l.expected.expect(done, now, now.Add(min(wait, time.Hour)), after) // no overflow
+}
+
+// realTime returns the time on the monotonic clock, on which the expected
+// retries are kept whatever Options.Clock is: the SDK's middleware sleeps a
+// retry's backoff on a timer, and a clock of the caller's that stands
+// still, steps back or is coarse would have the retry ask before its
+// backoff ended by it, and wait with the first attempts (helper-231: sent
+// last of 41 under a clock stepped back 100 ms). now is the limiter's
+// reading, that time already when the limiter reads the monotonic clock
+// itself.
+func (l *sendRate) realTime(now time.Time) time.Time {
+	if l.clock == nil {
+		return now
+	}
+	return time.Now()
 }
 
 // delay returns how long, from now and at the current rate, p waits before
@@ -1562,7 +1574,7 @@ func (l *sendRate) openQuietLocked() {
 		until = earliest(until, l.lastUsed.Add(idleReset))
 	}
 	var sends, oks time.Time
-	if math.IsInf(l.q.rate, 1) && len(l.expected.ops) == 0 {
+	if math.IsInf(l.q.rate, 1) && (l.expected.count == 0 || !l.expected.pending(l.realTime(now))) {
 		sends = until
 	}
 	if !l.jump.active() && !l.test.active() && l.cusum == 0 {
