@@ -30,23 +30,24 @@ func (d fixedBackoff) BackoffDelay(int, error) (time.Duration, error) { return t
 // TestLearntMarginFromTheFirstWarmAttempt: a retryer that has made one
 // call (a Lambda function's first invocation, say) keeps the cause in the
 // next: the failed attempt before the retry decision is measured, so with
-// 20 ms attempts, a 100 ms deadline and a 75 ms backoff the retry is
+// 200 ms attempts, a 1 s deadline and a 750 ms backoff the retry is
 // refused with the throttle inside, instead of running into the deadline
-// and failing with the context's error alone. (The first call's attempt
+// and failing with the context's error alone. (At a tenth of those, a
+// stall of a busy machine ended the deadline first: helper-230.) (The first call's attempt
 // was cold, and keeps no margin: see TestAColdStartsLongCredentialFetch...
 // in internal/clienttest.)
 func TestLearntMarginFromTheFirstWarmAttempt(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
 	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Backoff = fixedBackoff(75 * time.Millisecond)
+		o.Backoff = fixedBackoff(750 * time.Millisecond)
 		o.BucketRefill = math.Inf(1)
 	})
-	require.NoError(t, stackOperation(context.Background(), r, nil, answerAfter(20*time.Millisecond, nil)), "the first, cold call")
-	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	require.NoError(t, stackOperation(context.Background(), r, nil, answerAfter(200*time.Millisecond, nil)), "the first, cold call")
+	ctx, cancel := context.WithTimeout(context.Background(), time.Second)
 	defer cancel()
 	err := stackOperation(ctx, r, nil, func(ctx context.Context, attempt int) error {
 		select {
-		case <-time.After(20 * time.Millisecond):
+		case <-time.After(200 * time.Millisecond):
 			return throttle
 		case <-ctx.Done():
 			return &smithy.CanceledError{Err: ctx.Err()}
@@ -80,9 +81,10 @@ func answerAfter(d time.Duration, err error) func(context.Context, int) error {
 }
 
 // TestLearntMarginIsPerOperation: one slow operation on a shared retryer (a
-// 300 ms Scan) does not make the retries of a quick one (a PutItem) look
-// too long for their deadline, with or without the send-rate limiter; the
-// Scan's own retries still keep its margin.
+// 1.5 s Scan) does not make the retries of a quick one (a PutItem) look
+// too long for their 2 s deadline, with or without the send-rate limiter;
+// the Scan's own retries still keep its margin. (At 300 ms and 400, a
+// stall of a busy machine ended the deadline: helper-230.)
 func TestLearntMarginIsPerOperation(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
 	for name, sendRate := range map[string]*jitterretry.SendRateOptions{"": nil, ", with the limiter": {InitialRate: 50}} {
@@ -91,10 +93,10 @@ func TestLearntMarginIsPerOperation(t *testing.T) {
 				o.Backoff = fixedBackoff(0)
 				o.SendRate = sendRate
 			})
-			require.NoError(t, stackOperation(context.Background(), r, inOperation("DynamoDB", "Scan"), answerAfter(300*time.Millisecond, nil)))
+			require.NoError(t, stackOperation(context.Background(), r, inOperation("DynamoDB", "Scan"), answerAfter(1500*time.Millisecond, nil)))
 			errs := make([]error, 5)
 			concurrently(len(errs), func(i int) {
-				ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+				ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 				defer cancel()
 				errs[i] = stackOperation(ctx, r, inOperation("DynamoDB", "PutItem"), func(ctx context.Context, attempt int) error {
 					if attempt == 1 {
@@ -111,10 +113,10 @@ func TestLearntMarginIsPerOperation(t *testing.T) {
 	t.Run("slow keeps its margin", func(t *testing.T) {
 		r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
 		scan := inOperation("DynamoDB", "Scan")
-		require.NoError(t, stackOperation(context.Background(), r, scan, answerAfter(300*time.Millisecond, nil)))
-		ctx, cancel := context.WithTimeout(context.Background(), 500*time.Millisecond)
+		require.NoError(t, stackOperation(context.Background(), r, scan, answerAfter(1500*time.Millisecond, nil)))
+		ctx, cancel := context.WithTimeout(context.Background(), 2500*time.Millisecond)
 		defer cancel()
-		err := stackOperation(ctx, r, scan, answerAfter(300*time.Millisecond, throttle))
+		err := stackOperation(ctx, r, scan, answerAfter(1500*time.Millisecond, throttle))
 		var giveUp *jitterretry.GiveUpError
 		if assert.ErrorAs(t, err, &giveUp) {
 			assert.Equal(t, jitterretry.GiveUpDeadline, giveUp.Reason)
@@ -128,14 +130,17 @@ func TestLearntMarginIsPerOperation(t *testing.T) {
 // needs: it does not make the next operation's retries look too long. (A
 // lower bound of the attempt's time, it is a new client's first: cold, it
 // keeps no margin, and the next operation's attempt, warm, replaces it.)
+// At 250 ms and 400, a stall of a busy machine ended the next deadline
+// (helper-230): a margin of twice the stall, 2.5 s, would refuse a retry
+// with 2 s left.
 func TestMarginLeavesOutAttemptsTheCallerEnded(t *testing.T) {
 	throttle := &smithy.GenericAPIError{Code: "ThrottlingException", Message: "slow down"}
 	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
 	get := inOperation("DynamoDB", "GetItem")
-	stalled, cancel := context.WithTimeout(context.Background(), 250*time.Millisecond)
+	stalled, cancel := context.WithTimeout(context.Background(), 1250*time.Millisecond)
 	defer cancel()
 	require.Error(t, stackOperation(stalled, r, get, func(ctx context.Context, _ int) error { return stall(ctx) }))
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	assert.NoError(t, stackOperation(ctx, r, get, func(ctx context.Context, attempt int) error {
 		if attempt == 1 {

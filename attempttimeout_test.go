@@ -116,18 +116,21 @@ func TestAttemptTimeoutIsNotTheMarginAfterACut(t *testing.T) {
 				}))
 			}
 		}
-		ctx, cancel := context.WithTimeout(context.Background(), 450*time.Millisecond)
+		// A margin of twice the cut, 2 s, would refuse the retry with 1.9 s
+		// left; the times are long enough that no stall of a busy machine
+		// takes that (300 ms in 450 did: helper-230).
+		ctx, cancel := context.WithTimeout(context.Background(), 2900*time.Millisecond)
 		attempts := 0
-		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(300 * time.Millisecond)},
+		err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Second)},
 			func(ctx context.Context, attempt int) error {
 				attempts = attempt
 				if attempt == 1 {
-					return stall(ctx) // cut at 300 ms, with some 150 ms left
+					return stall(ctx) // cut at 1 s, with some 1.9 s left
 				}
 				return nil
 			})
 		cancel()
-		assert.NoError(t, err, "expect the retry after the cut made with 150 ms left (learnt attempts first: %v)", warm)
+		assert.NoError(t, err, "expect the retry after the cut made with 1.9 s left (learnt attempts first: %v)", warm)
 		assert.Equal(t, 2, attempts)
 	}
 }
@@ -408,17 +411,19 @@ func TestAttemptTimeoutLeavesTheCallersDeadline(t *testing.T) {
 // function's, across invocations) refused every retry of the operation
 // after one such cut, for the next 27 of 40 invocations (an outside
 // review): the margin had become twice the first invocation's budget.
+// (At 300 ms and 400, a stall of a busy machine ended the second deadline:
+// helper-230.)
 func TestAttemptCutAtTheDeadlineTeachesNoMargin(t *testing.T) {
 	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = fixedBackoff(0) })
 	timeout := []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(10 * time.Second)}
 	for range 3 { // fast attempts: the learnt time is small
 		require.NoError(t, stackOperation(context.Background(), r, timeout, func(context.Context, int) error { return nil }))
 	}
-	poison, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	poison, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 	defer cancel()
 	_ = stackOperation(poison, r, timeout, func(ctx context.Context, attempt int) error { return stall(ctx) })
 
-	ctx, cancel := context.WithTimeout(context.Background(), 400*time.Millisecond)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
 	err := stackOperation(ctx, r, timeout, func(_ context.Context, attempt int) error {
 		if attempt == 1 {
@@ -426,7 +431,7 @@ func TestAttemptCutAtTheDeadlineTeachesNoMargin(t *testing.T) {
 		}
 		return nil
 	})
-	assert.NoError(t, err, "expect a fast 500 retried with 400 ms left: the cut at the last deadline is no attempt time")
+	assert.NoError(t, err, "expect a fast 500 retried with 2 s left: the cut at the last deadline is no attempt time")
 }
 
 // TestAnAttemptTheCallersContextEndedIsNoRefusal: an attempt that the

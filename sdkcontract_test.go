@@ -84,8 +84,9 @@ func sdkcQuick(o *jitterretry.Options) {
 }
 
 // sdkcSlack is how much later than asked a real sleep may end on a loaded
-// machine (-race, parallel tests).
-const sdkcSlack = 500 * time.Millisecond
+// machine (-race, parallel tests): 500 ms was passed once, 929 ms for 550,
+// with the test binary starved beside CPU hogs (helper-230).
+const sdkcSlack = 2 * time.Second
 
 // ---------------------------------------------------------------------------
 // Errors, as the SDK's retry tests build them, in our own types.

@@ -824,12 +824,15 @@ func TestALimitersRefusalOfARetryKeepsItsCause(t *testing.T) {
 	srv := newScriptServer(t, throttle)
 	for range 3 { // a new limiter each time: the next first attempt would wait, and be refused with no cause
 		r := jitterretry.New(func(o *jitterretry.Options) {
-			o.SendRate = &jitterretry.SendRateOptions{InitialRate: 2, MaxRate: 2}
+			o.SendRate = &jitterretry.SendRateOptions{InitialRate: 0.5, MinRate: 0.5, MaxRate: 0.5}
 			o.ThrottleBaseDelay = time.Millisecond
 		})
 		require.NoError(t, r.Err())
 		client := newClient(srv.URL, r)
-		ctx, cancel := context.WithTimeout(context.Background(), 300*time.Millisecond)
+		// The retry's turn 2 s after the first attempt's, past a deadline
+		// that no stall of a busy machine reaches before the decision (300
+		// ms, with the turn at 500, did: helper-230).
+		ctx, cancel := context.WithTimeout(context.Background(), 1500*time.Millisecond)
 		err := putItem(ctx, client)
 		cancel()
 		var gu *jitterretry.GiveUpError

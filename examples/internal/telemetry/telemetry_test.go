@@ -120,9 +120,9 @@ func TestInstrumentsMatchTheHooks(t *testing.T) {
 	require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
 	require.Zero(t, srv.pending(), "expect every scripted reply used")
 
-	log.phase("DeleteItem") // a throttle asking for 1 s, with 300 ms left
-	srv.script(reply{code: ddbwire.Throttling, retryAfter: "1000"})
-	dctx, cancel := context.WithTimeout(ctx, 300*time.Millisecond)
+	log.phase("DeleteItem") // a throttle asking for 5 s, with 2 s left (300 ms went by in a stall of a busy machine)
+	srv.script(reply{code: ddbwire.Throttling, retryAfter: "5000"})
+	dctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	err = deleteItem(dctx, client)
 	cancel()
 	var g *jitterretry.GiveUpError
