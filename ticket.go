@@ -181,6 +181,11 @@ type trackShard struct {
 	// marked full a retry tries these alone (see track).
 	freedSlot atomic.Uint32
 	table     *tracked
+	// The shards were 4 KB apart while their slots were arrays; made on
+	// first use, they would share cache lines, which the retries landing
+	// on different shards write (cursor, freedSlot): the sharding is there
+	// to keep them apart (helper-232).
+	_ [64]byte
 }
 
 // freed notes that slot i of the shard came free: while the table is
