@@ -1013,7 +1013,9 @@ func TestTheSweepDropsEverythingStale(t *testing.T) {
 
 // TestTheHandOffTableIsMadeByTheFirstRetry: New allocated the hand-off
 // table's 256 slots (some 164 KB of its 225 KB) for a retryer that may
-// never retry; the first GetRetryToken makes it.
+// never retry; the first GetRetryToken makes it. So with the slots that
+// track the retries whose context may end (8 shards of 4 KB), each made by
+// the first retry its shard tracks.
 func TestTheHandOffTableIsMadeByTheFirstRetry(t *testing.T) {
 	var before, after runtime.MemStats
 	const news = 20 // what other goroutines allocate meanwhile is shared out
@@ -1025,7 +1027,9 @@ func TestTheHandOffTableIsMadeByTheFirstRetry(t *testing.T) {
 	runtime.ReadMemStats(&after)
 	r := kept[0]
 	require.NoError(t, r.Err())
-	assert.Less(t, (after.TotalAlloc-before.TotalAlloc)/news, uint64(100<<10), "expect New to allocate under 100 KB")
+	// 12 KB since the tracked retries' slots are made by the first
+	// tracked retry too (53 KB before).
+	assert.Less(t, (after.TotalAlloc-before.TotalAlloc)/news, uint64(24<<10), "expect New to allocate under 24 KB")
 	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	release, err := r.GetAttemptToken(ctx)
@@ -1035,9 +1039,20 @@ func TestTheHandOffTableIsMadeByTheFirstRetry(t *testing.T) {
 	_, err = r.RetryDelay(1, failure) // a take with nothing put finds nothing
 	require.NoError(t, err)
 	assert.Nil(t, r.handoff.slots.Load(), "expect no table before a retry token is taken")
+	shardsMade := func() (n int) {
+		for i := range r.tracked.shards {
+			if r.tracked.shards[i].slots.Load() != nil {
+				n++
+			}
+		}
+		return n
+	}
+	_ = r.Remaining() // a sweep
+	assert.Zero(t, shardsMade(), "expect no tracked retry's slots made before a retry token is taken, by a sweep either")
 	_, err = r.GetRetryToken(ctx, failure)
 	require.NoError(t, err)
 	assert.NotNil(t, r.handoff.slots.Load(), "expect the table made by the first retry")
+	assert.Equal(t, 1, shardsMade(), "expect the slots of the shard that tracks the retry made (its context has a deadline)")
 	_, err = r.RetryDelay(1, failure)
 	require.NoError(t, err)
 }

@@ -170,14 +170,22 @@ type tracked struct {
 }
 
 type trackShard struct {
-	cursor  atomic.Uint32
-	slots   [trackSlots]atomic.Pointer[trackSlot]
+	cursor atomic.Uint32
+	// slots is made by the first retry the shard tracks (see slotTable):
+	// made by New, the eight shards' 4 KB each were most of a retryer's
+	// 53 KB, for retries a client may never make.
+	slots   atomic.Pointer[[trackSlots]atomic.Pointer[trackSlot]]
 	sweepMu sync.Mutex // one sweep of the shard at a time
 	// freedSlot is the index, plus one, of the shard's slot that last came
 	// free; 0 when none, or once a retry took the hint. While the table is
 	// marked full a retry tries these alone (see track).
 	freedSlot atomic.Uint32
 	table     *tracked
+	// The shards were 4 KB apart while their slots were arrays; made on
+	// first use, they would share cache lines, which the retries landing
+	// on different shards write (cursor, freedSlot): the sharding is there
+	// to keep them apart (helper-232).
+	_ [64]byte
 }
 
 // freed notes that slot i of the shard came free: while the table is
@@ -418,7 +426,7 @@ func (sh *trackShard) take() *trackSlot {
 // takeAt returns slot i of the shard in slotSetup when it is free, making
 // it when it was not made yet (or was retired), or nil when it is taken.
 func (sh *trackShard) takeAt(i int) *trackSlot {
-	p := &sh.slots[i]
+	p := &sh.slotTable()[i]
 	s := p.Load()
 	if s == nil {
 		s = newTrackSlot(sh, i)
@@ -432,6 +440,16 @@ func (sh *trackShard) takeAt(i int) *trackSlot {
 		return s
 	}
 	return nil
+}
+
+// slotTable returns the shard's slots, making them on first use (one CAS: a
+// sweep before finds none, as it would find them all empty).
+func (sh *trackShard) slotTable() *[trackSlots]atomic.Pointer[trackSlot] {
+	if t := sh.slots.Load(); t != nil {
+		return t
+	}
+	sh.slots.CompareAndSwap(nil, new([trackSlots]atomic.Pointer[trackSlot]))
+	return sh.slots.Load()
 }
 
 // backoffEnds records when the backoff of the retry ref ends.
@@ -457,8 +475,9 @@ func (tr *tracked) refund(ref trackRef) {
 // forget empties the place of the retired slot s; a new slot is made there
 // when one is next needed.
 func (sh *trackShard) forget(s *trackSlot) {
-	for i := range sh.slots {
-		if sh.slots[i].CompareAndSwap(s, nil) {
+	slots := sh.slots.Load() // made: s was taken from it
+	for i := range slots {
+		if slots[i].CompareAndSwap(s, nil) {
 			return
 		}
 	}
@@ -496,10 +515,14 @@ type sweptSlot struct {
 // those whose retry is due for a refund (see due); every slot is given
 // back to its retry before the lock is let go.
 func (sh *trackShard) sweepLocked(at time.Duration) (due []sweptSlot) {
+	slots := sh.slots.Load()
+	if slots == nil {
+		return nil // no retry tracked here yet
+	}
 	sh.sweepMu.Lock()
 	defer sh.sweepMu.Unlock()
-	for j := range sh.slots {
-		s := sh.slots[j].Load()
+	for j := range slots {
+		s := slots[j].Load()
 		if s == nil {
 			continue
 		}
@@ -550,7 +573,7 @@ func (sh *trackShard) retire(d sweptSlot, tr *tracked) bool {
 	}
 	defer func() {
 		s.word.Store(slotRetired)
-		sh.slots[d.index].CompareAndSwap(s, nil)
+		sh.slots.Load()[d.index].CompareAndSwap(s, nil) // made: the sweep found s in it
 		sh.freed(d.index)
 	}()
 	if s.ctx.Err() == nil {
