@@ -589,7 +589,7 @@ func TestDoOutcomes(t *testing.T) {
 				// backoffs long enough that the budget outlasts it.
 				return context.WithTimeout(context.Background(), 500*time.Millisecond)
 			},
-			opts: func(o *jitterretry.Options) { o.BaseDelay, o.MaxBackoff = 20*time.Millisecond, time.Second },
+			opts:   func(o *jitterretry.Options) { o.BaseDelay, o.MaxBackoff = 20*time.Millisecond, time.Second },
 			doOpts: func(o *jitterretry.DoOptions) { o.Classify, o.MaxAttempts = always, jitterretry.UnlimitedAttempts },
 			answer: fail(boom), calls: -1,
 			check: func(t *testing.T, err error) {
