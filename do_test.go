@@ -584,8 +584,12 @@ func TestDoOutcomes(t *testing.T) {
 		},
 		"unlimited attempts stop at the deadline": {
 			ctx: func() (context.Context, context.CancelFunc) {
-				return context.WithTimeout(context.Background(), 50*time.Millisecond)
+				// Long enough that fn is called before it, on a busy
+				// machine too (helper-230: 50 ms may pass first), the
+				// backoffs long enough that the budget outlasts it.
+				return context.WithTimeout(context.Background(), 500*time.Millisecond)
 			},
+			opts:   func(o *jitterretry.Options) { o.BaseDelay, o.MaxBackoff = 20*time.Millisecond, time.Second },
 			doOpts: func(o *jitterretry.DoOptions) { o.Classify, o.MaxAttempts = always, jitterretry.UnlimitedAttempts },
 			answer: fail(boom), calls: -1,
 			check: func(t *testing.T, err error) {
@@ -1287,12 +1291,14 @@ func TestDoConflictSpanCountsTheLimitersQueue(t *testing.T) {
 // refuses a retry of fn, Do waits that retry's backoff, which counts fn's
 // transient and throttling failures, as its retries' backoffs do. It was
 // drawn for fn's call number, conflicts included: after eight conflicts a
-// second 5xx waited 512 ms of a 1 ms base, not 2 ms (helper-127).
+// second 5xx waited 512 ms of a 1 ms base, not 2 ms (helper-127). Here
+// a 4 ms base: 8 ms against 2 s, told apart by 1 s, which no stall of a
+// busy machine reaches (200 ms could: helper-230).
 func TestDoEmptyBudgetWaitsTheBackoffOfItsFailures(t *testing.T) {
 	var waits []time.Duration
 	r := jitterretry.New(func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential
-		o.BaseDelay, o.MaxBackoff = time.Millisecond, time.Minute
+		o.BaseDelay, o.MaxBackoff = 4*time.Millisecond, time.Minute
 		o.BucketCapacity, o.RetryCost = 5, 5 // one retry, then empty
 	})
 	require.NoError(t, r.Err())
@@ -1310,7 +1316,7 @@ func TestDoEmptyBudgetWaitsTheBackoffOfItsFailures(t *testing.T) {
 	var gu *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &gu)
 	assert.Equal(t, 10, gu.Attempt, "expect the call that failed named: fn's tenth")
-	assert.Less(t, waits[0], 200*time.Millisecond, "expect the wait of the second failure's 2 ms backoff, not of call 10's (512 ms)")
+	assert.Less(t, waits[0], time.Second, "expect the wait of the second failure's 8 ms backoff, not of call 10's (2 s)")
 }
 
 // TestDoConflictOfAnEndedContextIsCanceled: a conflict fn returns after the

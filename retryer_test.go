@@ -1698,9 +1698,10 @@ func (waitingLimiter) AddTokens(uint) error { return nil }
 //
 // The deadlines are long enough that no stall of a busy machine before the
 // retry decision reaches them (that would be the second case): with 170 and
-// 190 ms, one run of the tests beside a CPU hog got GiveUpCanceled.
+// 190 ms, one run of the tests beside a CPU hog got GiveUpCanceled, and
+// with 850 and 950 ms one run with the test binary starved (helper-230).
 func TestTheReasonOfAnEmptyBudgetWaitTheDeadlineEnds(t *testing.T) {
-	const backoff, lag = time.Second, 150 * time.Millisecond
+	const backoff, lag = 3 * time.Second, 450 * time.Millisecond
 	for _, timeout := range []time.Duration{backoff - lag, backoff - lag/3} {
 		t.Run(fmt.Sprint(timeout), func(t *testing.T) {
 			r := emptyBucketRetryer(func(o *jitterretry.Options) {
