@@ -262,43 +262,48 @@ type Options struct {
 	// SendRate, when set, turns on the adaptive client-side send-rate
 	// limiter: every attempt waits in GetAttemptToken for its turn to send,
 	// at a rate learnt from the service's throttles, retries ahead of first
-	// attempts (a retry is told by its context's Done channel, which the
-	// SDK hands on from the operation to every attempt, and by the end of
-	// the backoff RetryDelay records, before which the SDK does not ask for
-	// it: under context.Background, or a context concurrent operations
-	// share, an attempt asking while that context's retries back off is a
-	// first attempt; under a wrapper that replaces RetryDelay
-	// (retry.AddWithMaxBackoffDelay) a retry waits with the first attempts; a Do loop's
-	// by the loop: the first attempt through this Retryer of fn's later
-	// calls, when the failed call's waited its turn), one limiter per
-	// partition and SDK service (the service ID of the operation's
-	// context: DynamoDB, STS) and region, a partition's over its one
-	// retry bucket, so
-	// that a credential refresh through an STS client the retryer also
-	// serves, made in the partition of the operation that needed it, does
-	// not wait in a throttled table's queue: the partition's first
-	// service has the partition's own limiter, which paces its attempts
-	// outside an SDK operation too, 4 more services (64 in "") one each,
-	// and the services past those go unpaced, over the partition's
-	// bucket. The key is the service and the operation's region: a
-	// service's clients in two regions on one retryer are paced apart
-	// (each pair counts towards the bound). MaxRate caps each limiter
-	// apart. For a client that
-	// serves several tables, partition by table, or a hot table's
-	// throttles set the rate every table's calls wait for. While a
-	// partition's limiter holds its callers back (at a finite rate, one had
-	// 1 ms or more to wait for its turn in the last second, in a queue that
-	// sent at half its rate or more: not a few callers arriving together
-	// at a rate far above what they send), a throttle's retry on an empty
-	// bucket takes no tokens and
-	// waits its turn instead of failing, unless FailFastOnEmptyBudget or
-	// RateLimiter is set: what is sent is the limiter's rate however many
-	// of those waiting are retries. Only retries whose next attempt waits
-	// its turn: GetRetryToken's, and Do's when fn's last call waited in
-	// this Retryer's queue; none within a minute after GetInitialToken
-	// was last called (a decorator of the older aws.Retryer interface,
-	// whose attempts never wait). With UnlimitedAttempts and no
-	// deadline, such an operation can retry as long as others wait.
+	// attempts.
+	//
+	// A retry is told by its context's Done channel, which the SDK hands on
+	// from the operation to every attempt, and by the end of the wait
+	// RetryDelay scheduled (the backoff, or an x-amz-retry-after hint's
+	// longer wait, as the middleware sleeps it), before which the SDK does
+	// not ask for it; that end is on the monotonic clock whatever Clock is.
+	// Under context.Background, or a context concurrent operations share,
+	// an attempt asking while that context's retries still wait is a first
+	// attempt; one asking between the end of a retry's wait and the
+	// retry's own attempt takes the retry's turn. A retry not asked for
+	// within a second of its wait's end, one past the 256 a limiter
+	// expects at once, and every retry under a wrapper that replaces
+	// RetryDelay (retry.AddWithMaxBackoffDelay) or shortens what it
+	// returned wait with the first attempts. A Do loop's retry is told by
+	// the loop: the first attempt through this Retryer of fn's later
+	// calls, when the failed call's waited its turn.
+	//
+	// There is one limiter per partition and SDK service (the service ID of the
+	// operation's context: DynamoDB, STS) and region, a partition's over its
+	// one retry bucket, so that a credential refresh through an STS client the
+	// retryer also serves, made in the partition of the operation that needed
+	// it, does not wait in a throttled table's queue: the partition's first
+	// service has the partition's own limiter, which paces its attempts outside
+	// an SDK operation too, 4 more services (64 in "") one each, and the
+	// services past those go unpaced, over the partition's bucket. The key is
+	// the service and the operation's region: a service's clients in two
+	// regions on one retryer are paced apart (each pair counts towards the
+	// bound). MaxRate caps each limiter apart. For a client that serves several
+	// tables, partition by table, or a hot table's throttles set the rate every
+	// table's calls wait for. While a partition's limiter holds its callers
+	// back (at a finite rate, one had 1 ms or more to wait for its turn in the
+	// last second, in a queue that sent at half its rate or more: not a few
+	// callers arriving together at a rate far above what they send), a
+	// throttle's retry on an empty bucket takes no tokens and waits its turn
+	// instead of failing, unless FailFastOnEmptyBudget or RateLimiter is set:
+	// what is sent is the limiter's rate however many of those waiting are
+	// retries. Only retries whose next attempt waits its turn: GetRetryToken's,
+	// and Do's when fn's last call waited in this Retryer's queue; none within
+	// a minute after GetInitialToken was last called (a decorator of the older
+	// aws.Retryer interface, whose attempts never wait). With UnlimitedAttempts
+	// and no deadline, such an operation can retry as long as others wait.
 	// Default nil (off), as the SDK's standard mode.
 	SendRate *SendRateOptions
 
@@ -343,7 +348,8 @@ type Options struct {
 	// on the service's throttles) one attempt takes the turn and every
 	// later one waits until its context ends, for ever under
 	// context.Background(); advance a test's clock, or leave SendRate
-	// off. Its panic passes
+	// off. (The retries a limiter expects are kept on the monotonic clock
+	// instead: the SDK sleeps their backoffs on timers.) Its panic passes
 	// through to the caller of whatever read it, New included (New reads
 	// it once), as a Backoff's does.
 	Clock func() time.Time

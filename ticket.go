@@ -106,8 +106,8 @@ const (
 	// 4096 retries are tracked at once (a retry whose backoff was cut
 	// stays tracked for reclaimGrace after a sweep first sees it, so this
 	// covers some 80,000 cuts a second); beyond that, as with the SDK, a
-	// cancelled backoff keeps its cost. Slots, about 100 bytes each, are
-	// made as they are first needed.
+	// cancelled backoff keeps its cost. Slots, about 150 bytes each with
+	// their release, are made as they are first needed.
 	trackSlots  = 512
 	trackShards = 8
 	// fullRecheck is how long a table found full is taken as full: the
