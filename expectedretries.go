@@ -122,11 +122,7 @@ func (e *expectedRetries) claim(done <-chan struct{}, now time.Time) (bool, fail
 	if !ok {
 		return false, failedAttempt{}
 	}
-	lapsed := 0
-	for lapsed < len(xs) && now.After(xs[lapsed].due.Add(expectedGrace)) {
-		lapsed++
-	}
-	xs = e.drop(done, xs, lapsed)
+	xs = e.drop(done, xs, lapsed(xs, now))
 	if len(xs) == 0 || now.Before(xs[0].due) {
 		return false, failedAttempt{}
 	}
@@ -164,10 +160,15 @@ func (e *expectedRetries) drop(done <-chan struct{}, xs []expectedRetry, n int) 
 
 func (e *expectedRetries) forgetLapsed(now time.Time) {
 	for done, xs := range e.ops {
-		lapsed := 0
-		for lapsed < len(xs) && now.After(xs[lapsed].due.Add(expectedGrace)) {
-			lapsed++
-		}
-		e.drop(done, xs, lapsed)
+		e.drop(done, xs, lapsed(xs, now))
 	}
+}
+
+// lapsed counts the retries of xs, by due, no longer expected at now.
+func lapsed(xs []expectedRetry, now time.Time) int {
+	n := 0
+	for n < len(xs) && now.After(xs[n].due.Add(expectedGrace)) {
+		n++
+	}
+	return n
 }

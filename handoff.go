@@ -325,15 +325,6 @@ const (
 // the eviction of its hand-off, or at another take of its ambiguous entry).
 type skippedCheck struct{ skipped, counted bool }
 
-// table returns the slots, made on the first call.
-func (h *handoff) table() *[handoffSlots]handoffSlot {
-	if t := h.slots.Load(); t != nil {
-		return t
-	}
-	h.slots.CompareAndSwap(nil, new([handoffSlots]handoffSlot))
-	return h.slots.Load()
-}
-
 // put hands e off under err, whose keyHash is hash, reading clock only when
 // e has no reading and the slot needs one (a pending entry of the same
 // value to date, another value's entries to age, evicted operations of the
@@ -342,7 +333,7 @@ func (h *handoff) table() *[handoffSlots]handoffSlot {
 // count holds yet, and their partition ("" when several operations had
 // handed the evicted error off at once).
 func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted int, partition string) {
-	s := &h.table()[hash%handoffSlots]
+	s := &tableOf(&h.slots)[hash%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.swept = false

@@ -351,7 +351,7 @@ func TestHandoffOfASharedValueBesideCollidingOnesDrains(t *testing.T) {
 	require.NoError(t, err)
 	_, status, _ := r.handoff.take(shared, r.now)
 	assert.Equal(t, handoffFound, status, "expect what was left stale, and the next operation paired")
-	s := &r.handoff.table()[keyHash(shared)%handoffSlots]
+	s := &tableOf(&r.handoff.slots)[keyHash(shared)%handoffSlots]
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	assert.Zero(t, s.pending, "expect nothing left pending after the take")
@@ -962,8 +962,8 @@ func TestARetryDelayAfterTheSweepIsReportedUnchecked(t *testing.T) {
 // pendingHandoffs counts the entries waiting in r's hand-off table.
 func pendingHandoffs(r *Retryer) int {
 	n := 0
-	for i := range r.handoff.table() {
-		s := &r.handoff.table()[i]
+	for i := range tableOf(&r.handoff.slots) {
+		s := &tableOf(&r.handoff.slots)[i]
 		s.mu.Lock()
 		n += s.pending
 		s.mu.Unlock()

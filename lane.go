@@ -57,8 +57,9 @@ type lane struct {
 	// nil for a lane with its own.
 	bucketOf *lane
 	// paced is the SDK service and region whose attempts the lane's
-	// send-rate limiter paces (see lanes.getFor and paceKey): a service lane's own, or the first
-	// service a partition's operations were of; nil before one came. Set
+	// send-rate limiter paces (see lanes.getFor and paceKey): a service
+	// lane's own, or the first service a partition's operations were of
+	// (in its region); nil before one came. Set
 	// once, under the owning partition's servicesMu.
 	paced atomic.Pointer[paceKey]
 	// services holds the lanes of the SDK services of the partition (see
@@ -627,10 +628,11 @@ func (t *lanes) paceOf(ctx context.Context, s string) paceKey {
 // getFor returns the lane of ctx's partition key (the shared lane for ""),
 // or, with the send-rate limiter, that of s (an SDK service in a region)
 // in it; the partition's own for no service (outside an SDK operation),
-// which is its first service's. With the limiter, each SDK service's attempts in a partition
-// have a lane of their own (see lane.serviceLane), sharing the partition's
-// bucket: one limiter per partition, service and region, one retry
-// budget per partition. A service's throttles say nothing of another's capacity: in
+// which is its first service's. With the limiter, each SDK service's
+// attempts in a partition have a lane of their own (see lane.serviceLane),
+// sharing the partition's bucket: one limiter per partition, service and
+// region, one retry budget per partition. A service's throttles say
+// nothing of another's capacity: in
 // one lane, an assume-role credential refresh (STS, through the retryer
 // that config.WithRetryer gives every client, under the context, and so in
 // the partition, of the operation that needed it) waited in a throttled
@@ -660,8 +662,8 @@ func (t *lanes) getFor(ctx context.Context, s paceKey) *lane {
 // lanes.getFor): l itself for the first service its operations
 // were of, whose limiter l's is, and for each other a lane made on its
 // first call, from cfg. So a partition of one service in one region, the
-// usual one, keeps one limiter (with two for each, PartitionByOperation's 1024 keys held 8
-// MiB, not 4: helper-221). A process calls a handful of services, and a
+// usual one, keeps one limiter (with two for each, PartitionByOperation's
+// 1024 keys held 8 MiB, not 4: helper-221). A process calls a handful of services, and a
 // partition's operations mostly one (and the credential refresh they need,
 // another): their lanes are forgotten with the partition's, never alone,
 // and are found without a lock. Past most services besides the first,

@@ -171,7 +171,7 @@ type tracked struct {
 
 type trackShard struct {
 	cursor atomic.Uint32
-	// slots is made by the first retry the shard tracks (see slotTable):
+	// slots is made by the first retry the shard tracks (see tableOf):
 	// made by New, the eight shards' 4 KB each were most of a retryer's
 	// 53 KB, for retries a client may never make.
 	slots   atomic.Pointer[[trackSlots]atomic.Pointer[trackSlot]]
@@ -426,7 +426,7 @@ func (sh *trackShard) take() *trackSlot {
 // takeAt returns slot i of the shard in slotSetup when it is free, making
 // it when it was not made yet (or was retired), or nil when it is taken.
 func (sh *trackShard) takeAt(i int) *trackSlot {
-	p := &sh.slotTable()[i]
+	p := &tableOf(&sh.slots)[i]
 	s := p.Load()
 	if s == nil {
 		s = newTrackSlot(sh, i)
@@ -440,16 +440,6 @@ func (sh *trackShard) takeAt(i int) *trackSlot {
 		return s
 	}
 	return nil
-}
-
-// slotTable returns the shard's slots, making them on first use (one CAS: a
-// sweep before finds none, as it would find them all empty).
-func (sh *trackShard) slotTable() *[trackSlots]atomic.Pointer[trackSlot] {
-	if t := sh.slots.Load(); t != nil {
-		return t
-	}
-	sh.slots.CompareAndSwap(nil, new([trackSlots]atomic.Pointer[trackSlot]))
-	return sh.slots.Load()
 }
 
 // backoffEnds records when the backoff of the retry ref ends.
