@@ -49,8 +49,10 @@ type Options struct {
 	BaseDelay time.Duration
 
 	// ThrottleBaseDelay is BaseDelay for throttling errors. Default 1 s;
-	// must be positive. With SendRate set and ThrottleBaseDelay left at its
-	// default, a throttle uses BaseDelay while the limiter paces its
+	// must be positive. With SendRate set and ThrottleBaseDelay at 1 s
+	// (left at its default, or set to it: the two are the same value; set
+	// 1 s + 1 ns to keep a second's throttle backoff always), a throttle
+	// uses BaseDelay while the limiter paces its
 	// partition and at most a tenth of the last 100-200 ms's answers were
 	// throttled: the limiter already slows the client down, and the
 	// throttle was a near miss; that is, a throttle the limiter counted

@@ -38,8 +38,10 @@ type SendRateOptions struct {
 
 	// MaxRate is the ceiling the rate never grows above, in requests per
 	// second, from the first request on: of each limiter (each partition's
-	// SDK service's; see Options.SendRate), not of their sum. Zero means none; a ceiling below MinRate is
-	// invalid.
+	// SDK service's; see Options.SendRate), not of their sum. Zero means
+	// none; a ceiling below MinRate is invalid, MinRate's default of 1
+	// included: a ceiling under 1 request per second needs a MinRate at
+	// or below it.
 	MaxRate float64
 }
 
