@@ -158,9 +158,31 @@ func (e *expectedRetries) drop(done <-chan struct{}, xs []expectedRetry, n int) 
 	return xs
 }
 
+// forgetLapsed forgets, in a full set, the retries no longer expected at
+// now, and those of operations whose context ended: their retries never
+// come, and 256 of them, cancelled during backoffs of seconds (an
+// errgroup's context), kept every retry from being expected until they
+// lapsed (helper-235). A context's end is seen only here, where the set
+// is full, and not by each claim: a channel's receive costs, and a set
+// with room loses nothing by such entries.
 func (e *expectedRetries) forgetLapsed(now time.Time) {
 	for done, xs := range e.ops {
-		e.drop(done, xs, lapsed(xs, now))
+		n := lapsed(xs, now)
+		if closed(done) {
+			n = len(xs)
+		}
+		e.drop(done, xs, n)
+	}
+}
+
+// closed reports whether done is closed; nil, the channel of a context
+// that never ends, never is.
+func closed(done <-chan struct{}) bool {
+	select {
+	case <-done:
+		return true
+	default:
+		return false
 	}
 }
 

@@ -130,6 +130,12 @@ func TestRetryWaitsAheadOfFirstAttempts(t *testing.T) {
 // With an x-amz-retry-after hint it is the end of the wait the middleware
 // sleeps: a hint of 1.5 s on a backoff of 250 ms had the retry expected
 // until 1.25 s only, and sent last.
+//
+// Retries whose operations ended during their backoffs (an errgroup's
+// context cancelled while its workers back off) no longer come: 256 of
+// them filled the limiter's set for as long as their backoffs, and no
+// retry was expected until they lapsed; a live retry was sent with the
+// first attempts (helper-235: 2 s behind 20 at 10 a second, 47 ms alone).
 func TestARetryWaitsAheadOfTheFirstAttemptsOfItsContext(t *testing.T) {
 	cancelled, cancel := context.WithCancel(context.Background())
 	defer cancel()
@@ -138,28 +144,47 @@ func TestARetryWaitsAheadOfTheFirstAttemptsOfItsContext(t *testing.T) {
 		steppedBack bool // Options.Clock steps back 100 ms as the backoff begins
 		answer      func() error
 		firsts      int // first attempts queued during the backoff, 40 a second
+		ended       int // operations whose retries were expected, ended before
 	}
 	for name, tc := range map[string]setup{
-		"a cancellable context":     {ctx: cancelled, answer: throttleErr, firsts: 40},
-		"context.Background":        {ctx: context.Background(), answer: throttleErr, firsts: 40},
-		"a clock stepped back":      {ctx: cancelled, steppedBack: true, answer: throttleErr, firsts: 40},
-		"an x-amz-retry-after hint": {ctx: cancelled, answer: func() error { return retryAfter(1500) }, firsts: 80},
+		"a cancellable context":                 {ctx: cancelled, answer: throttleErr, firsts: 40},
+		"context.Background":                    {ctx: context.Background(), answer: throttleErr, firsts: 40},
+		"a clock stepped back":                  {ctx: cancelled, steppedBack: true, answer: throttleErr, firsts: 40},
+		"an x-amz-retry-after hint":             {ctx: cancelled, answer: func() error { return retryAfter(1500) }, firsts: 80},
+		"a full set of retries that never came": {ctx: cancelled, answer: throttleErr, firsts: 40, ended: 256},
 	} {
 		t.Run(name, func(t *testing.T) {
 			ctx := tc.ctx
 			retrying := make(chan struct{})
 			var back atomic.Int64
+			var armed atomic.Bool // the operation under test retries
 			r := jitterretry.New(func(o *jitterretry.Options) {
 				o.Backoff = fixedBackoff(250 * time.Millisecond)
 				o.SendRate = &jitterretry.SendRateOptions{InitialRate: 40, MaxRate: 40}
+				o.BucketCapacity = 10_000 // the ended operations' retries too
 				o.Clock = func() time.Time { return time.Now().Add(time.Duration(back.Load())) }
 				o.OnRetry = func(jitterretry.RetryEvent) {
+					if !armed.Load() {
+						return
+					}
 					if tc.steppedBack {
 						back.Store(int64(-100 * time.Millisecond))
 					}
 					close(retrying)
 				}
 			})
+			for range tc.ended {
+				// As the SDK's middleware asks, the backoff (5.25 s with
+				// the hint) cut short by the context's end.
+				ctx, cancel := context.WithCancel(context.Background())
+				err := retryAfter(60_000)
+				_, gerr := r.GetRetryToken(ctx, err)
+				require.NoError(t, gerr)
+				_, derr := r.RetryDelay(1, err)
+				require.NoError(t, derr)
+				cancel()
+			}
+			armed.Store(true)
 			var order sendOrder
 			retried := make(chan error, 1)
 			go func() {

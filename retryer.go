@@ -478,17 +478,19 @@ func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	}
 	d = max(d-p.waited, 0) // GetRetryToken waited that long for tokens
 	wait, gerr := r.schedule(&p, attempt, opErr, d, check)
-	scheduled = true
-	if gerr != nil {
-		return 0, gerr
-	}
-	if p.lane != nil && p.lane.sender != nil && r.lanes.attemptsWait() {
+	if gerr == nil && p.lane != nil && p.lane.sender != nil && r.lanes.attemptsWait() {
 		// The retry's attempt, which waited its turn once already, goes
 		// ahead of first attempts (see expectedRetries), once the wait
 		// the middleware sleeps, with an x-amz-retry-after hint, ended.
 		// Not while attempts through GetInitialToken, which never wait,
-		// are made: nothing would claim the entries.
+		// are made: nothing would claim the entries. Before the retry
+		// counts as scheduled: the limiter reads the Clock, and a panic
+		// there kept the retry's tokens (helper-235).
 		p.lane.sender.expectRetry(p.ctx.Done(), wait, failedAttempt{opErr, attempt})
+	}
+	scheduled = true
+	if gerr != nil {
+		return 0, gerr
 	}
 	return d, nil
 }

@@ -2097,29 +2097,35 @@ func (l ctxLimiter) AddTokens(uint) error { return nil }
 // and after a panic in a Backoff of the caller's, which kept them too (a
 // later outside review: 5 panics, 70 tokens), or in its Clock, read once
 // the backoff is drawn when the context can be cancelled but has no
-// deadline (helper-163).
+// deadline (helper-163), or, with SendRate, as the limiter notes the retry
+// it expects, under any context (helper-235: 14 tokens kept a panic).
 func TestAPanickingHookGivesTheRetrysTokensBack(t *testing.T) {
 	withDeadline, cancel := context.WithTimeout(context.Background(), time.Hour)
 	defer cancel()
 	cancellable, cancelIt := context.WithCancel(context.Background())
 	defer cancelIt()
 	var clockPanics atomic.Bool // armed by the Backoff, once the tokens are paid
+	panickyClock := func(o *jitterretry.Options) {
+		o.Clock = func() time.Time {
+			if clockPanics.Swap(false) {
+				panic("a hook's bug")
+			}
+			return time.Now()
+		}
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
+			clockPanics.Store(true)
+			return time.Millisecond, nil
+		})
+	}
 	hooks := map[string]func(*jitterretry.Options){
 		"OnRetry": func(o *jitterretry.Options) { o.OnRetry = func(jitterretry.RetryEvent) { panic("a hook's bug") } },
 		"Backoff": func(o *jitterretry.Options) {
 			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { panic("a hook's bug") })
 		},
-		"Clock": func(o *jitterretry.Options) {
-			o.Clock = func() time.Time {
-				if clockPanics.Swap(false) {
-					panic("a hook's bug")
-				}
-				return time.Now()
-			}
-			o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) {
-				clockPanics.Store(true)
-				return time.Millisecond, nil
-			})
+		"Clock": panickyClock,
+		"Clock, with SendRate": func(o *jitterretry.Options) {
+			panickyClock(o)
+			o.SendRate = &jitterretry.SendRateOptions{}
 		},
 	}
 	contexts := map[string]context.Context{"no deadline": context.Background(), "a deadline": withDeadline, "a cancel": cancellable}

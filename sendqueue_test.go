@@ -63,15 +63,6 @@ func placeAt(l *sendRate, now time.Time) sendPlace {
 	return p
 }
 
-func closed(ch <-chan struct{}) bool {
-	select {
-	case <-ch:
-		return true
-	default:
-		return false
-	}
-}
-
 // The queue: first come, first served, places given back stepped over.
 
 func TestSendQueueCancelMovesTheQueueUp(t *testing.T) {
