@@ -880,6 +880,28 @@ func TestMalformedErrorChainsAreNotRetried(t *testing.T) {
 	}
 }
 
+// TestARetryableErrorPastTheWalksDepthIsNotFound: the classifier reads a
+// chain 64 wrappers deep, so that a decision's cost is bounded; a throttle
+// under more is not found, and not retried, where the SDK's errors.As
+// reads any depth and retries it (a difference the README lists; helper-236
+// measured 1,000 wrappers). Within the depth, it is found.
+func TestARetryableErrorPastTheWalksDepthIsNotFound(t *testing.T) {
+	wrapped := func(n int) error {
+		err := throttleErr()
+		for range n {
+			err = fmt.Errorf("layer: %w", err)
+		}
+		return err
+	}
+	r := jitterretry.New(fast)
+	shallow, deep := wrapped(60), wrapped(100)
+	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(shallow))
+	assert.True(t, r.IsErrorRetryable(shallow))
+	assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(deep))
+	assert.False(t, r.IsErrorRetryable(deep))
+	assert.True(t, retry.NewStandard().IsErrorRetryable(deep), "expect the SDK to find it at any depth")
+}
+
 // wideSelf is a join of many plain errors whose last entry is itself: the
 // walk reads its budget before it reaches the cycle.
 type wideSelf struct{ errs []error }

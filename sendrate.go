@@ -1568,29 +1568,24 @@ func (l *sendRate) openQuietLocked() {
 		l.quiet.close()
 		return
 	}
-	until := l.win.start.Add(sendWindow)
+	// The tally reads the clock as it is: the time here is the steady
+	// time, the clock's readings plus the steps back taken for good.
+	reading := func(t time.Time) time.Duration { return t.Sub(l.epoch) - l.steady.skew }
+	until := reading(l.win.start) + sendWindow
 	if !l.lastSeen.IsZero() {
-		until = earliest(until, l.lastSeen.Add(idleReset))
+		until = min(until, reading(l.lastSeen)+idleReset)
 	}
 	if !l.lastUsed.IsZero() && l.initialRate > l.q.rate {
-		until = earliest(until, l.lastUsed.Add(idleReset))
+		until = min(until, reading(l.lastUsed)+idleReset)
 	}
-	var sends, oks time.Time
+	var sends, oks time.Duration // 0: none
 	if math.IsInf(l.q.rate, 1) && (l.expected.count == 0 || !l.expected.pending(l.realTime(now))) {
 		sends = until
 	}
 	if !l.jump.active() && !l.test.active() && l.cusum == 0 {
 		oks = until
 	}
-	// The tally reads the clock as it is: the time here is the steady
-	// time, the clock's readings plus the steps back taken for good.
-	reading := func(t time.Time) time.Duration {
-		if t.IsZero() {
-			return 0
-		}
-		return t.Add(-l.steady.skew).Sub(l.epoch)
-	}
-	l.quiet.open(reading(now), reading(sends), reading(oks))
+	l.quiet.open(reading(now), sends, oks)
 }
 
 // sinceEpoch reads the clock, outside the lock, as the quiet tally
