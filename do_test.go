@@ -894,7 +894,7 @@ func TestARetryableErrorPastTheWalksDepthIsNotFound(t *testing.T) {
 		return err
 	}
 	r := jitterretry.New(fast)
-	shallow, deep := wrapped(60), wrapped(100)
+	shallow, deep := wrapped(63), wrapped(64) // throttleErr is a response error over the API error
 	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(shallow))
 	assert.True(t, r.IsErrorRetryable(shallow))
 	assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(deep))

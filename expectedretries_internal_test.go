@@ -68,6 +68,32 @@ func TestExpectedRetriesStayBounded(t *testing.T) {
 	assert.True(t, claimed(&e, fresh, late))
 }
 
+// TestAFullSetForgetsOnlyTheRetriesOfEndedOperations: the sweep of a full
+// set drops the entries of closed Done channels, whose retries never ask
+// (the SDK's middleware stops at the context's end), and keeps those of a
+// live channel and of nil (context.Background), however far their
+// backoffs' ends: a sweep that dropped them all made room as well
+// (helper-237).
+func TestAFullSetForgetsOnlyTheRetriesOfEndedOperations(t *testing.T) {
+	var e expectedRetries
+	due := t0.Add(time.Minute)
+	live := make(chan struct{})
+	e.expect(live, t0, due, failedAttempt{})
+	e.expect(nil, t0, due, failedAttempt{})
+	for range maxExpected - 2 {
+		ended := make(chan struct{})
+		close(ended)
+		e.expect(ended, t0, due, failedAttempt{})
+	}
+	require.Equal(t, maxExpected, e.count)
+	fresh := make(chan struct{})
+	e.expect(fresh, t0, due, failedAttempt{})
+	assert.Equal(t, 3, e.count, "expect the ended ones forgotten, the others kept")
+	for name, done := range map[string]<-chan struct{}{"live": live, "nil": nil, "fresh": fresh} {
+		assert.True(t, claimed(&e, done, due), "expect the %s channel's retry still expected", name)
+	}
+}
+
 // TestExpectedRetriesKnowTheFailedAttemptOfTheOneRetryDue: the attempt
 // that claims an expected retry's place once its backoff has ended gets the
 // failed attempt it follows, unless another retry of its context was due
