@@ -310,3 +310,30 @@ func BenchmarkNew(b *testing.B) {
 	})
 	_ = keep
 }
+
+// BenchmarkDeepErrorChain is IsErrorRetryable, what the SDK's middleware
+// asks of every failed attempt, on a throttle under depth fmt.Errorf %w
+// wrappers, beside the SDK's: past 64 wrappers ours reads the rest of the
+// chain for a cycle or a nil pointer (and does not find the throttle; see
+// TestARetryableErrorPastTheWalksDepthIsNotFound), the SDK's errors.As
+// reads it for the throttle.
+func BenchmarkDeepErrorChain(b *testing.B) {
+	for _, depth := range []int{16, 1000, 4000} {
+		err := throttleErr()
+		for range depth {
+			err = fmt.Errorf("layer: %w", err)
+		}
+		for _, r := range []namedRetryer{
+			{"sdk-standard", func() aws.RetryerV2 { return retry.NewStandard() }},
+			{"ours", func() aws.RetryerV2 { return jitterretry.New() }},
+		} {
+			b.Run(fmt.Sprintf("depth=%d/%s", depth, r.name), func(b *testing.B) {
+				rt := r.new()
+				b.ReportAllocs()
+				for b.Loop() {
+					_ = rt.IsErrorRetryable(err)
+				}
+			})
+		}
+	}
+}

@@ -538,13 +538,67 @@ const maxCycleNodes = 4096
 // itself); each of those is read once, so a graph that shares its errors
 // (a join holding the same error twice, level after level) is read in
 // linear time. It calls no method but Unwrap, and stops at a nil pointer.
+//
+// A chain of single wraps, the common deep chain (fmt.Errorf's %w, layer
+// after layer), is read without the maps: it cannot share an error, and a
+// cycle in it is found by comparing each error with one saved at every
+// power of two of the reads (Brent's method). Read with the maps, 1,000
+// wrappers cost 319 µs a decision and 217 KB of garbage (helper-236). The
+// maps read from the first join on.
 func scanWhole(err error) (endless, nilPointer bool) {
-	type id struct {
-		at  uintptr
-		len int
+	var saved errorID
+	for reads := 0; err != nil; reads++ {
+		if holdsNil(err) {
+			return false, true
+		}
+		if reads >= maxCycleNodes {
+			return true, false
+		}
+		at := errorIDOf(err)
+		if at != (errorID{}) {
+			if at == saved {
+				return true, false
+			}
+			if reads&(reads-1) == 0 { // a power of two, or 0
+				saved = at
+			}
+		}
+		u, ok := err.(interface{ Unwrap() error })
+		if !ok {
+			if _, joined := err.(interface{ Unwrap() []error }); joined {
+				return scanGraph(err, reads)
+			}
+			return false, false
+		}
+		err = u.Unwrap()
 	}
-	onPath, done := map[id]bool{}, map[id]bool{}
-	reads := 0
+	return false, false
+}
+
+// errorID tells errors apart by identity: a pointer's address, a slice's
+// and its length (a join type that is a slice can hold itself). The zero
+// value is an error of neither kind, which cannot be met twice on a path
+// but through one that is.
+type errorID struct {
+	at  uintptr
+	len int
+}
+
+func errorIDOf(e error) errorID {
+	switch rv := reflect.ValueOf(e); rv.Kind() {
+	case reflect.Pointer:
+		return errorID{at: rv.Pointer()}
+	case reflect.Slice:
+		return errorID{at: rv.Pointer(), len: rv.Len()}
+	}
+	return errorID{}
+}
+
+// scanGraph is scanWhole from a join on, reads already made: each error
+// with an identity is read once, so that a graph that shares its errors is
+// read in linear time, and one met again on the path is a cycle.
+func scanGraph(err error, reads int) (endless, nilPointer bool) {
+	onPath, done := map[errorID]bool{}, map[errorID]bool{}
 	var visit func(e error) bool
 	visit = func(e error) bool {
 		if e == nil {
@@ -557,12 +611,7 @@ func scanWhole(err error) (endless, nilPointer bool) {
 		if reads++; reads > maxCycleNodes {
 			return true
 		}
-		switch rv := reflect.ValueOf(e); rv.Kind() {
-		case reflect.Pointer, reflect.Slice:
-			key := id{rv.Pointer(), 0}
-			if rv.Kind() == reflect.Slice {
-				key.len = rv.Len()
-			}
+		if key := errorIDOf(e); key != (errorID{}) {
 			if onPath[key] {
 				return true
 			}

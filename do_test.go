@@ -849,18 +849,33 @@ func (e valueUnwrap) Unwrap() error { return e.err }
 
 // TestMalformedErrorChainsAreNotRetried: an error whose chain has a cycle,
 // or a nil pointer deeper than the classifier reads, next to a conflict's
-// mark or a throttle, is not retried by Do nor the Retryer (the SDK's checks
-// would loop for ever on the cycle, or panic on the nil), and nothing hangs
-// or panics.
+// mark or a throttle, or under a retryable mark, is not retried by Do nor
+// the Retryer (the SDK's checks would loop for ever on the cycle, or panic
+// on the nil), and nothing hangs or panics: past the walk's depth, in a
+// chain of single wraps, read without maps, and through a join, read with
+// them.
 func TestMalformedErrorChainsAreNotRetried(t *testing.T) {
 	var deepNil error = (*valueUnwrap)(nil)
 	for range 70 {
 		deepNil = fmt.Errorf("layer: %w", deepNil)
 	}
+	past := func(err error) error { // under more wrappers than the walk reads
+		for range 100 {
+			err = fmt.Errorf("layer: %w", err)
+		}
+		return err
+	}
+	three := &link{}
+	three.to = &link{to: &link{to: three}}
+	throughJoin := &link{}
+	throughJoin.to = errors.Join(errors.New("plain"), throughJoin)
 	for name, bad := range map[string]error{
-		"a cycle":       &selfCycle{},
-		"a nil, deep":   deepNil,
-		"a cycle, deep": fmt.Errorf("%w", &selfCycle{}),
+		"a cycle":                      &selfCycle{},
+		"a nil, deep":                  deepNil,
+		"a cycle, deep":                fmt.Errorf("%w", &selfCycle{}),
+		"a cycle of three, past":       past(three),
+		"a cycle through a join, past": past(throughJoin),
+		"a nil past a join, past":      past(errors.Join(errors.New("plain"), past((*valueUnwrap)(nil)))),
 	} {
 		t.Run(name, func(t *testing.T) {
 			err := errors.Join(bad, jitterretry.Conflict(errors.New("conditional check failed"), 1, 2))
@@ -874,6 +889,8 @@ func TestMalformedErrorChainsAreNotRetried(t *testing.T) {
 			assert.True(t, got == err, "expect fn's error back")
 			assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(err))
 			assert.False(t, r.IsErrorRetryable(errors.Join(bad, throttleErr())))
+			assert.False(t, r.IsErrorRetryable(&retryableMark{bad}), "expect the chain not retried under a retryable mark")
+			assert.False(t, r.IsErrorRetryable(fmt.Errorf("%w: %w", throttleErr(), bad)), "expect a throttle beside it not retried")
 			// (Not through the SDK's middleware: its clock-skew check, an
 			// errors.As before IsErrorRetryable, loops or panics itself.)
 		})
