@@ -94,6 +94,23 @@ func TestAFullSetForgetsOnlyTheRetriesOfEndedOperations(t *testing.T) {
 	}
 }
 
+// TestALoopsRetryClaimsNoExpectedRetry: a Do loop's retry is told by its
+// loop, and goes ahead without an entry of its own (Do records none); on a
+// context it shares with SDK operations (context.Background), it claimed
+// the entry of another operation's retry whose backoff had ended, which
+// then waited with the first attempts, and took that retry's cause.
+func TestALoopsRetryClaimsNoExpectedRetry(t *testing.T) {
+	l := newSendRate(SendRateOptions{}, nil)
+	cause := errors.New("throttled")
+	l.expectRetry(nil, 0, failedAttempt{err: cause, number: 1}) // its backoff over
+	loop, _, _, loopAfter := l.reserve(nil, true)
+	assert.True(t, loop.retry, "expect the loop's retry in the retries' line")
+	assert.Zero(t, loopAfter, "expect no other operation's cause")
+	sdk, _, _, after := l.reserve(nil, false)
+	assert.True(t, sdk.retry, "expect the SDK operation's retry still expected")
+	assert.Same(t, cause, after.err)
+}
+
 // TestExpectedRetriesKnowTheFailedAttemptOfTheOneRetryDue: the attempt
 // that claims an expected retry's place once its backoff has ended gets the
 // failed attempt it follows, unless another retry of its context was due

@@ -771,7 +771,12 @@ func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Du
 	defer l.unlock()
 	now := l.syncLocked()
 	l.lastSeen = now
-	expected, after := l.expected.claim(done, l.realTime(now)) // even for a loop's retry: its entry is used
+	// A loop's retry has no entry (Do records none): it claimed another
+	// operation's on a context they share, and that retry's cause.
+	expected, after := false, failedAttempt{}
+	if !retry {
+		expected, after = l.expected.claim(done, l.realTime(now))
+	}
 	p, due := l.q.reserve(retry || expected)
 	if due {
 		l.win.sent++
