@@ -311,7 +311,9 @@ type Options struct {
 	SendRate *SendRateOptions
 
 	// FailFastOnEmptyBudget returns the refusal at once when the retry token
-	// bucket is empty, as the SDK does. By default the retryer first waits
+	// bucket is empty, as the SDK does; the refusal is the same
+	// *GiveUpError (GiveUpBudget, matching ratelimit.QuotaExceededError)
+	// either way. By default the retryer first waits
 	// the retry's backoff, or, when that would pass the context's deadline
 	// less the deadline margin and 5 ms, until then (at once when less is
 	// left), so that
