@@ -93,6 +93,35 @@ func ExampleClassify() {
 	// Output: throttle conflict not_retryable
 }
 
+// Code that acts on a failure itself (logging, a loop of its own) switches
+// on its class: only a conflict calls for reading the item again, only a
+// throttle for slowing the callers down, and a not-retryable error for
+// fixing the request.
+func ExampleErrorClass() {
+	for _, err := range []error{
+		&smithy.GenericAPIError{Code: "ValidationException"},
+		&smithy.GenericAPIError{Code: "RequestTimeout"},
+		&smithy.GenericAPIError{Code: "ThrottlingException"},
+		&smithy.GenericAPIError{Code: "ConditionalCheckFailedException"},
+	} {
+		switch c := jitterretry.Classify(err); c {
+		case jitterretry.ClassTransient:
+			fmt.Println(c, "- retry as it is")
+		case jitterretry.ClassThrottle:
+			fmt.Println(c, "- retry, and send less")
+		case jitterretry.ClassConflict:
+			fmt.Println(c, "- read the item again, then retry (Do does)")
+		default:
+			fmt.Println(c, "- fix the request")
+		}
+	}
+	// Output:
+	// not_retryable - fix the request
+	// transient - retry as it is
+	// throttle - retry, and send less
+	// conflict - read the item again, then retry (Do does)
+}
+
 // A context deadline that the next backoff would pass ends the operation,
 // with the throttle that caused the retry still in the error. After a
 // throttle the refusal first holds its caller, as the SDK's sleep into the
@@ -110,6 +139,42 @@ func ExampleGiveUpError() {
 	var gu *jitterretry.GiveUpError
 	fmt.Println(errors.As(err, &gu), gu.Reason, errors.Is(err, context.DeadlineExceeded), errors.Is(err, throttle))
 	// Output: true deadline true true
+}
+
+// A caller that must act on why the retries stopped switches on the
+// Reason: out of time, the request fails; an empty budget means the service
+// struggles, so shed load; spent conflicts mean the item is too hot.
+func ExampleGiveUpReason() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Minute, time.Minute
+		o.BucketCapacity, o.FailFastOnEmptyBudget = 14, true // one retry after a timeout
+	})
+	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"} // 14 tokens a retry
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = r.GetRetryToken(ctx, timeout)                  // as the SDK's middleware asks
+	_, deadline := r.RetryDelay(1, timeout)               // a minute's backoff, 30 s left: refunded
+	_, _ = r.GetRetryToken(context.Background(), timeout) // spends the 14 tokens
+	_, budget := r.GetRetryToken(context.Background(), timeout)
+	conflicts := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		return jitterretry.Conflict(errors.New("version 8 is not 7"), 7, 8)
+	}, func(o *jitterretry.DoOptions) { o.MaxConflicts = 0 })
+	for _, err := range []error{deadline, budget, conflicts} {
+		var g *jitterretry.GiveUpError
+		errors.As(err, &g)
+		switch g.Reason {
+		case jitterretry.GiveUpDeadline, jitterretry.GiveUpCanceled:
+			fmt.Println(g.Reason, "- out of time: fail the request")
+		case jitterretry.GiveUpBudget:
+			fmt.Println(g.Reason, "- the service struggles: shed load")
+		case jitterretry.GiveUpConflicts:
+			fmt.Println(g.Reason, "- the item is too hot: report it")
+		}
+	}
+	// Output:
+	// deadline - out of time: fail the request
+	// budget - the service struggles: shed load
+	// conflicts - the item is too hot: report it
 }
 
 // timeoutThenInvalid runs a Do loop whose first call times out (retried as
