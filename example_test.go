@@ -203,6 +203,30 @@ func ExampleOptions_hooks() {
 	// give up: not_retryable
 }
 
+// A hook receives, for each retry, the attempt that failed and its error
+// (the service's own, still found with errors.As), its class, the backoff
+// the SDK will sleep and whose budget paid. Here GetRetryToken and
+// RetryDelay are called as the SDK's middleware calls them.
+func ExampleRetryEvent() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential
+		o.PartitionKey = jitterretry.PartitionFromContext
+		o.OnRetry = func(e jitterretry.RetryEvent) {
+			var api smithy.APIError
+			fmt.Println(e.Attempt, e.Class, e.Delay, e.Partition, errors.As(e.Err, &api), api.ErrorCode(), e.Unchecked)
+		}
+	})
+	ctx := jitterretry.WithPartition(context.Background(), "orders")
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	if _, err := r.GetRetryToken(ctx, throttle); err != nil {
+		panic(err)
+	}
+	if _, err := r.RetryDelay(2, throttle); err != nil { // the second attempt failed
+		panic(err)
+	}
+	// Output: 2 throttle 2s orders true ThrottlingException false
+}
+
 // printedMetrics is a smithy-go metrics.MeterProvider that prints what is
 // counted and recorded, to show the retryer's instruments. In production,
 // give the retryer the MeterProvider its clients have (an OpenTelemetry one
