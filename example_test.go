@@ -324,6 +324,52 @@ func ExamplePartitionByOperation() {
 	// <nil> 14
 }
 
+// PartitionFromContext lets each call choose its bucket: a key set with
+// WithPartition (a table, a tenant) wins; without one, the SDK operation the
+// context names is the key, as with PartitionByOperation; and WithPartition
+// with "" asks for the shared bucket.
+func ExamplePartitionFromContext() {
+	op := awsmiddle.SetOperationName(awsmiddle.SetServiceID(context.Background(), "DynamoDB"), "PutItem")
+	for _, ctx := range []context.Context{
+		op,
+		jitterretry.WithPartition(op, "orders"),
+		jitterretry.WithPartition(op, ""),
+		context.Background(), // outside an SDK operation, with no key
+	} {
+		fmt.Printf("%q\n", jitterretry.PartitionFromContext(ctx))
+	}
+	// Output:
+	// "DynamoDB.PutItem"
+	// "orders"
+	// ""
+	// ""
+}
+
+// PartitionKey takes any function of the context, not only the package's
+// two. Here each SDK service gets its own budget, so that one retryer given
+// to every client of a config (config.WithRetryer) cannot let DynamoDB's
+// throttles spend the retries S3 needs.
+func ExampleOptions_partitionKey() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.FailFastOnEmptyBudget = 14, true
+		o.PartitionKey = awsmiddle.GetServiceID // "" outside an SDK operation
+	})
+	dynamo := awsmiddle.SetServiceID(context.Background(), "DynamoDB")
+	s3 := awsmiddle.SetServiceID(context.Background(), "S3")
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"} // 5 tokens a retry
+	var err error
+	for err == nil {
+		_, err = r.GetRetryToken(dynamo, throttle)
+	}
+	var g *jitterretry.GiveUpError
+	fmt.Println(errors.As(err, &g), g.Reason, g.Partition)
+	_, err = r.GetRetryToken(s3, throttle)
+	fmt.Println(err)
+	// Output:
+	// true budget DynamoDB
+	// <nil>
+}
+
 // DoOptions bound one loop and say what it retries. Build Classify on the
 // default Do hands the option function: here an error of the caller's own
 // is a conflict too, and the loop gives up after two of them.
