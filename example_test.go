@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/metrics"
 	"github.com/aws/smithy-go/middleware"
@@ -616,6 +618,38 @@ func ExampleOptions_retryables() {
 		r.IsErrorRetryable(&smithy.GenericAPIError{Code: "ReplayRefused"}),
 		r.IsErrorRetryable(&smithy.GenericAPIError{Code: "ThrottlingException"}))
 	// Output: true false true
+}
+
+// Throttles says which errors are throttles, which back off from
+// ThrottleBaseDelay (1 s) rather than BaseDelay (50 ms) and cost
+// ThrottlingRetryCost (5 tokens) rather than RetryCost (14). Here a proxy's
+// 503 "TooBusy" is one. A throttle check only prices and paces: whether an
+// error is retried at all is for Retryables and the built-in rules (a 503
+// is retried either way).
+func ExampleOptions_throttles() {
+	tooBusy := &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 503}},
+		Err:      &smithy.GenericAPIError{Code: "TooBusy"},
+	}}
+	isTooBusy := retry.IsErrorThrottleFunc(func(err error) aws.Ternary {
+		var api smithy.APIError
+		if errors.As(err, &api) && api.ErrorCode() == "TooBusy" {
+			return aws.TrueTernary
+		}
+		return aws.UnknownTernary // left to the built-in rules
+	})
+	for _, throttles := range [][]retry.IsErrorThrottle{nil, {isTooBusy}} {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Jitter = delayers.StrategyExponential // a backoff of exactly the base
+			o.Throttles = throttles
+		})
+		_, _ = r.GetRetryToken(context.Background(), tooBusy) // as the SDK's middleware asks
+		delay, _ := r.RetryDelay(1, tooBusy)
+		fmt.Println(r.IsErrorRetryable(tooBusy), delay, 500-r.Remaining())
+	}
+	// Output:
+	// true 50ms 14
+	// true 1s 5
 }
 
 // A TokenBucket plugs into the SDK's own retryer as its RateLimiter, where
