@@ -517,6 +517,80 @@ func ExampleDynamoDB() {
 	// Output: 4 25ms
 }
 
+// Jitter picks the blog's strategy for every backoff of the retryer. A
+// seeded Source makes the draws repeatable, as tests need; the retryer
+// draws as package delayers does, so full and equal jitter give the delays
+// of that package's examples, which use the same seed.
+func ExampleOptions_jitter() {
+	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"}
+	for _, strategy := range delayers.Strategies() {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Jitter = strategy
+			o.Source = delayers.NewSource(2015)
+		})
+		fmt.Print(strategy, ":")
+		for attempt := 1; attempt <= 4; attempt++ {
+			delay, _ := r.RetryDelay(attempt, timeout) // as the SDK's middleware asks
+			fmt.Print(" ", delay.Round(time.Millisecond))
+		}
+		fmt.Println()
+	}
+	// Output:
+	// exponential: 50ms 100ms 200ms 400ms
+	// full: 45ms 50ms 159ms 192ms
+	// equal: 47ms 75ms 180ms 296ms
+	// decorrelated: 139ms 249ms 53ms 141ms
+}
+
+// BackoffGrowth slows the growth of the window from doubling: under
+// contention full jitter grown by 1.5 made fewer calls (BENCHMARKS.md,
+// section 2). The exponential strategy shows the windows themselves, up to
+// MaxBackoff. Decorrelated jitter grows from its previous delay and refuses
+// any other growth.
+func ExampleOptions_backoffGrowth() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BackoffGrowth = delayers.StrategyExponential, 1.5
+		o.BaseDelay, o.MaxBackoff = 100*time.Millisecond, time.Second
+	})
+	var delays []time.Duration
+	for attempt := 1; attempt <= 7; attempt++ {
+		delay, _ := r.RetryDelay(attempt, &smithy.GenericAPIError{Code: "RequestTimeout"})
+		delays = append(delays, delay)
+	}
+	fmt.Println(delays)
+	bad := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BackoffGrowth = delayers.StrategyDecorrelated, 1.5
+	})
+	var oe *jitterretry.OptionsError
+	fmt.Println(errors.As(bad.Err(), &oe), oe.Option)
+	// Output:
+	// [100ms 150ms 225ms 337.5ms 506.25ms 759.375ms 1s]
+	// true BackoffGrowth
+}
+
+// Backoff hands every delay to a retry.BackoffDelayer of one's own, such as
+// a delayer of package delayers with its own settings: here equal jitter
+// capped at 2 s, which replaces Jitter, the base delays, MaxBackoff and
+// BackoffGrowth, and tells a throttle by the error it is given.
+func ExampleOptions_backoff() {
+	equal, err := delayers.NewEqual(func(o *delayers.Options) {
+		o.Cap, o.Source = 2*time.Second, delayers.NewSource(2015)
+	})
+	if err != nil {
+		panic(err)
+	}
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = equal })
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	for attempt := 1; attempt <= 3; attempt++ {
+		delay, _ := r.RetryDelay(attempt, throttle) // windows of 1 s, 2 s, 2 s
+		fmt.Println(delay.Round(time.Millisecond))
+	}
+	// Output:
+	// 946ms
+	// 1.498s
+	// 1.796s
+}
+
 // UnlimitedAttempts lifts the attempt limit, so the retry budget and the
 // context end the retries instead; the SDK's middleware reads the limit
 // as 0, its own "no limit". Here every attempt times out: each retry costs
