@@ -738,3 +738,26 @@ func ExampleNewTokenBucket_standardRetryer() {
 	// <nil> 486
 	// <nil> 500
 }
+
+// One *TokenBucket given as RateLimiter to two retryers gives them one
+// budget: a retry of either spends it, a refund of either fills it, and
+// both report what is left. Each keeps its own backoff, costs and hooks.
+func ExampleTokenBucket() {
+	shared := jitterretry.NewTokenBucket(20, 0)
+	use := func(o *jitterretry.Options) { o.RateLimiter, o.FailFastOnEmptyBudget = shared, true }
+	orders, billing := jitterretry.New(use), jitterretry.New(use)
+	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"} // 14 tokens a retry
+	release, err := orders.GetRetryToken(context.Background(), timeout)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(orders.Remaining(), billing.Remaining())
+	_, err = billing.GetRetryToken(context.Background(), timeout)
+	fmt.Println(errors.Is(err, jitterretry.ErrRetryBudgetExhausted))
+	_ = release(nil) // orders' retry succeeded: its tokens come back
+	fmt.Println(billing.Remaining())
+	// Output:
+	// 6 6
+	// true
+	// 20
+}
