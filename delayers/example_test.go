@@ -222,6 +222,23 @@ func ExampleNew() {
 	// true
 }
 
+// A Delayer says what its settings came to after defaults, and Delay serves
+// a caller that has classified the error already (a queue's own "slow down"
+// answer, say), without walking the error chain.
+func ExampleDelayer() {
+	d, err := delayers.New(delayers.StrategyExponential, func(o *delayers.Options) {
+		o.Cap = 10 * time.Second
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(d.Base(), d.ThrottleBase(), d.Cap())
+	fmt.Println(d.Delay(1, false), d.Delay(1, true), d.Delay(5, true))
+	// Output:
+	// 50ms 1s 10s
+	// 50ms 1s 10s
+}
+
 // Invalid settings are reported, never silently replaced: a negative
 // duration, say. (A base above the cap is not invalid: the cap applies.)
 func ExampleOptionError() {
