@@ -507,6 +507,30 @@ func ExampleOptions_bucketRefill() {
 	// 10
 }
 
+// The bucket's prices are the SDK's unless set: a retry after a timeout or
+// a 5xx costs RetryCost, one after a throttle ThrottlingRetryCost, and an
+// operation whose first attempt succeeds earns NoRetryIncrement back. A
+// retry that succeeds gets its own cost back instead.
+func ExampleOptions_retryCost() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity = 100
+		o.RetryCost, o.ThrottlingRetryCost, o.NoRetryIncrement = 10, 2, 3
+	})
+	ctx := context.Background()
+	_, _ = r.GetRetryToken(ctx, &smithy.GenericAPIError{Code: "RequestTimeout"})
+	_, _ = r.GetRetryToken(ctx, &smithy.GenericAPIError{Code: "ThrottlingException"})
+	fmt.Println(r.Remaining())
+	release, err := r.GetAttemptToken(ctx) // another operation's first attempt
+	if err != nil {
+		panic(err)
+	}
+	_ = release(nil) // succeeded
+	fmt.Println(r.Remaining())
+	// Output:
+	// 88
+	// 91
+}
+
 // DynamoDB gives back the SDK's DynamoDB client defaults, which a client
 // built with a custom retryer otherwise loses.
 func ExampleDynamoDB() {
