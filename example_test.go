@@ -657,12 +657,21 @@ func ExampleOptions_rateLimiter() {
 	// Output: 0 0
 }
 
+// responseError is the error an SDK client returns for an HTTP answer with
+// status, err being the service's error in its body.
+func responseError(status int, err error) error {
+	return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+		Err:      err,
+	}}
+}
+
 // DisableDeadlineGiveUp leaves a retry that cannot finish before the
 // context's deadline to the SDK's sleep, which then ends in the deadline,
 // as retry.NewStandard() does; by default the retryer refuses it at once
 // with a *GiveUpError that keeps the attempt's error.
 func ExampleOptions_disableDeadlineGiveUp() {
-	unavailable := &smithy.GenericAPIError{Code: "ServiceUnavailable", Fault: smithy.FaultServer}
+	unavailable := responseError(503, errors.New("service unavailable")) // retried, as by the SDK
 	for _, off := range []bool{false, true} {
 		r := jitterretry.New(func(o *jitterretry.Options) {
 			o.Jitter = delayers.StrategyExponential // a backoff of exactly BaseDelay
@@ -725,10 +734,7 @@ func ExampleOptions_retryables() {
 // error is retried at all is for Retryables and the built-in rules (a 503
 // is retried either way).
 func ExampleOptions_throttles() {
-	tooBusy := &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
-		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: 503}},
-		Err:      &smithy.GenericAPIError{Code: "TooBusy"},
-	}}
+	tooBusy := responseError(503, &smithy.GenericAPIError{Code: "TooBusy"})
 	isTooBusy := retry.IsErrorThrottleFunc(func(err error) aws.Ternary {
 		var api smithy.APIError
 		if errors.As(err, &api) && api.ErrorCode() == "TooBusy" {
