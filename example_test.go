@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/http"
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
 	awsmiddle "github.com/aws/aws-sdk-go-v2/aws/middleware"
 	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
+	awshttp "github.com/aws/aws-sdk-go-v2/aws/transport/http"
 	"github.com/aws/smithy-go"
 	"github.com/aws/smithy-go/metrics"
 	"github.com/aws/smithy-go/middleware"
@@ -93,6 +95,35 @@ func ExampleClassify() {
 	// Output: throttle conflict not_retryable
 }
 
+// Code that acts on a failure itself (logging, a loop of its own) switches
+// on its class: only a conflict calls for reading the item again, only a
+// throttle for slowing the callers down, and a not-retryable error for
+// fixing the request.
+func ExampleErrorClass() {
+	for _, err := range []error{
+		&smithy.GenericAPIError{Code: "ValidationException"},
+		&smithy.GenericAPIError{Code: "RequestTimeout"},
+		&smithy.GenericAPIError{Code: "ThrottlingException"},
+		&smithy.GenericAPIError{Code: "ConditionalCheckFailedException"},
+	} {
+		switch c := jitterretry.Classify(err); c {
+		case jitterretry.ClassTransient:
+			fmt.Println(c, "- retry as it is")
+		case jitterretry.ClassThrottle:
+			fmt.Println(c, "- retry, and send less")
+		case jitterretry.ClassConflict:
+			fmt.Println(c, "- read the item again, then retry (Do does)")
+		default:
+			fmt.Println(c, "- fix the request")
+		}
+	}
+	// Output:
+	// not_retryable - fix the request
+	// transient - retry as it is
+	// throttle - retry, and send less
+	// conflict - read the item again, then retry (Do does)
+}
+
 // A context deadline that the next backoff would pass ends the operation,
 // with the throttle that caused the retry still in the error. After a
 // throttle the refusal first holds its caller, as the SDK's sleep into the
@@ -110,6 +141,42 @@ func ExampleGiveUpError() {
 	var gu *jitterretry.GiveUpError
 	fmt.Println(errors.As(err, &gu), gu.Reason, errors.Is(err, context.DeadlineExceeded), errors.Is(err, throttle))
 	// Output: true deadline true true
+}
+
+// A caller that must act on why the retries stopped switches on the
+// Reason: out of time, the request fails; an empty budget means the service
+// struggles, so shed load; spent conflicts mean the item is too hot.
+func ExampleGiveUpReason() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BaseDelay, o.MaxBackoff = delayers.StrategyExponential, time.Minute, time.Minute
+		o.BucketCapacity, o.FailFastOnEmptyBudget = 14, true // one retry after a timeout
+	})
+	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"} // 14 tokens a retry
+	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
+	defer cancel()
+	_, _ = r.GetRetryToken(ctx, timeout)                  // as the SDK's middleware asks
+	_, deadline := r.RetryDelay(1, timeout)               // a minute's backoff, 30 s left: refunded
+	_, _ = r.GetRetryToken(context.Background(), timeout) // spends the 14 tokens
+	_, budget := r.GetRetryToken(context.Background(), timeout)
+	conflicts := jitterretry.Do(context.Background(), r, func(context.Context) error {
+		return jitterretry.Conflict(errors.New("version 8 is not 7"), 7, 8)
+	}, func(o *jitterretry.DoOptions) { o.MaxConflicts = 0 })
+	for _, err := range []error{deadline, budget, conflicts} {
+		var g *jitterretry.GiveUpError
+		errors.As(err, &g)
+		switch g.Reason {
+		case jitterretry.GiveUpDeadline, jitterretry.GiveUpCanceled:
+			fmt.Println(g.Reason, "- out of time: fail the request")
+		case jitterretry.GiveUpBudget:
+			fmt.Println(g.Reason, "- the service struggles: shed load")
+		case jitterretry.GiveUpConflicts:
+			fmt.Println(g.Reason, "- the item is too hot: report it")
+		}
+	}
+	// Output:
+	// deadline - out of time: fail the request
+	// budget - the service struggles: shed load
+	// conflicts - the item is too hot: report it
 }
 
 // timeoutThenInvalid runs a Do loop whose first call times out (retried as
@@ -136,6 +203,30 @@ func ExampleOptions_hooks() {
 	// Output:
 	// retry 1 transient 10ms
 	// give up: not_retryable
+}
+
+// A hook receives, for each retry, the attempt that failed and its error
+// (the service's own, still found with errors.As), its class, the backoff
+// the SDK will sleep and whose budget paid. Here GetRetryToken and
+// RetryDelay are called as the SDK's middleware calls them.
+func ExampleRetryEvent() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter = delayers.StrategyExponential
+		o.PartitionKey = jitterretry.PartitionFromContext
+		o.OnRetry = func(e jitterretry.RetryEvent) {
+			var api smithy.APIError
+			fmt.Println(e.Attempt, e.Class, e.Delay, e.Partition, errors.As(e.Err, &api), api.ErrorCode(), e.Unchecked)
+		}
+	})
+	ctx := jitterretry.WithPartition(context.Background(), "orders")
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	if _, err := r.GetRetryToken(ctx, throttle); err != nil {
+		panic(err)
+	}
+	if _, err := r.RetryDelay(2, throttle); err != nil { // the second attempt failed
+		panic(err)
+	}
+	// Output: 2 throttle 2s orders true ThrottlingException false
 }
 
 // printedMetrics is a smithy-go metrics.MeterProvider that prints what is
@@ -233,6 +324,52 @@ func ExamplePartitionByOperation() {
 	// Output:
 	// true
 	// <nil> 14
+}
+
+// PartitionFromContext lets each call choose its bucket: a key set with
+// WithPartition (a table, a tenant) wins; without one, the SDK operation the
+// context names is the key, as with PartitionByOperation; and WithPartition
+// with "" asks for the shared bucket.
+func ExamplePartitionFromContext() {
+	op := awsmiddle.SetOperationName(awsmiddle.SetServiceID(context.Background(), "DynamoDB"), "PutItem")
+	for _, ctx := range []context.Context{
+		op,
+		jitterretry.WithPartition(op, "orders"),
+		jitterretry.WithPartition(op, ""),
+		context.Background(), // outside an SDK operation, with no key
+	} {
+		fmt.Printf("%q\n", jitterretry.PartitionFromContext(ctx))
+	}
+	// Output:
+	// "DynamoDB.PutItem"
+	// "orders"
+	// ""
+	// ""
+}
+
+// PartitionKey takes any function of the context, not only the package's
+// two. Here each SDK service gets its own budget, so that one retryer given
+// to every client of a config (config.WithRetryer) cannot let DynamoDB's
+// throttles spend the retries S3 needs.
+func ExampleOptions_partitionKey() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity, o.FailFastOnEmptyBudget = 14, true
+		o.PartitionKey = awsmiddle.GetServiceID // "" outside an SDK operation
+	})
+	dynamo := awsmiddle.SetServiceID(context.Background(), "DynamoDB")
+	s3 := awsmiddle.SetServiceID(context.Background(), "S3")
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"} // 5 tokens a retry
+	var err error
+	for err == nil {
+		_, err = r.GetRetryToken(dynamo, throttle)
+	}
+	var g *jitterretry.GiveUpError
+	fmt.Println(errors.As(err, &g), g.Reason, g.Partition)
+	_, err = r.GetRetryToken(s3, throttle)
+	fmt.Println(err)
+	// Output:
+	// true budget DynamoDB
+	// <nil>
 }
 
 // DoOptions bound one loop and say what it retries. Build Classify on the
@@ -370,6 +507,30 @@ func ExampleOptions_bucketRefill() {
 	// 10
 }
 
+// The bucket's prices are the SDK's unless set: a retry after a timeout or
+// a 5xx costs RetryCost, one after a throttle ThrottlingRetryCost, and an
+// operation whose first attempt succeeds earns NoRetryIncrement back. A
+// retry that succeeds gets its own cost back instead.
+func ExampleOptions_retryCost() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.BucketCapacity = 100
+		o.RetryCost, o.ThrottlingRetryCost, o.NoRetryIncrement = 10, 2, 3
+	})
+	ctx := context.Background()
+	_, _ = r.GetRetryToken(ctx, &smithy.GenericAPIError{Code: "RequestTimeout"})
+	_, _ = r.GetRetryToken(ctx, &smithy.GenericAPIError{Code: "ThrottlingException"})
+	fmt.Println(r.Remaining())
+	release, err := r.GetAttemptToken(ctx) // another operation's first attempt
+	if err != nil {
+		panic(err)
+	}
+	_ = release(nil) // succeeded
+	fmt.Println(r.Remaining())
+	// Output:
+	// 88
+	// 91
+}
+
 // DynamoDB gives back the SDK's DynamoDB client defaults, which a client
 // built with a custom retryer otherwise loses.
 func ExampleDynamoDB() {
@@ -378,6 +539,80 @@ func ExampleDynamoDB() {
 	jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) { seen = *o })
 	fmt.Println(r.MaxAttempts(), seen.BaseDelay)
 	// Output: 4 25ms
+}
+
+// Jitter picks the blog's strategy for every backoff of the retryer. A
+// seeded Source makes the draws repeatable, as tests need; the retryer
+// draws as package delayers does, so full and equal jitter give the delays
+// of that package's examples, which use the same seed.
+func ExampleOptions_jitter() {
+	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"}
+	for _, strategy := range delayers.Strategies() {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Jitter = strategy
+			o.Source = delayers.NewSource(2015)
+		})
+		fmt.Print(strategy, ":")
+		for attempt := 1; attempt <= 4; attempt++ {
+			delay, _ := r.RetryDelay(attempt, timeout) // as the SDK's middleware asks
+			fmt.Print(" ", delay.Round(time.Millisecond))
+		}
+		fmt.Println()
+	}
+	// Output:
+	// exponential: 50ms 100ms 200ms 400ms
+	// full: 45ms 50ms 159ms 192ms
+	// equal: 47ms 75ms 180ms 296ms
+	// decorrelated: 139ms 249ms 53ms 141ms
+}
+
+// BackoffGrowth slows the growth of the window from doubling: under
+// contention full jitter grown by 1.5 made fewer calls (BENCHMARKS.md,
+// section 2). The exponential strategy shows the windows themselves, up to
+// MaxBackoff. Decorrelated jitter grows from its previous delay and refuses
+// any other growth.
+func ExampleOptions_backoffGrowth() {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BackoffGrowth = delayers.StrategyExponential, 1.5
+		o.BaseDelay, o.MaxBackoff = 100*time.Millisecond, time.Second
+	})
+	var delays []time.Duration
+	for attempt := 1; attempt <= 7; attempt++ {
+		delay, _ := r.RetryDelay(attempt, &smithy.GenericAPIError{Code: "RequestTimeout"})
+		delays = append(delays, delay)
+	}
+	fmt.Println(delays)
+	bad := jitterretry.New(func(o *jitterretry.Options) {
+		o.Jitter, o.BackoffGrowth = delayers.StrategyDecorrelated, 1.5
+	})
+	var oe *jitterretry.OptionsError
+	fmt.Println(errors.As(bad.Err(), &oe), oe.Option)
+	// Output:
+	// [100ms 150ms 225ms 337.5ms 506.25ms 759.375ms 1s]
+	// true BackoffGrowth
+}
+
+// Backoff hands every delay to a retry.BackoffDelayer of one's own, such as
+// a delayer of package delayers with its own settings: here equal jitter
+// capped at 2 s, which replaces Jitter, the base delays, MaxBackoff and
+// BackoffGrowth, and tells a throttle by the error it is given.
+func ExampleOptions_backoff() {
+	equal, err := delayers.NewEqual(func(o *delayers.Options) {
+		o.Cap, o.Source = 2*time.Second, delayers.NewSource(2015)
+	})
+	if err != nil {
+		panic(err)
+	}
+	r := jitterretry.New(func(o *jitterretry.Options) { o.Backoff = equal })
+	throttle := &smithy.GenericAPIError{Code: "ThrottlingException"}
+	for attempt := 1; attempt <= 3; attempt++ {
+		delay, _ := r.RetryDelay(attempt, throttle) // windows of 1 s, 2 s, 2 s
+		fmt.Println(delay.Round(time.Millisecond))
+	}
+	// Output:
+	// 946ms
+	// 1.498s
+	// 1.796s
 }
 
 // UnlimitedAttempts lifts the attempt limit, so the retry budget and the
@@ -422,12 +657,21 @@ func ExampleOptions_rateLimiter() {
 	// Output: 0 0
 }
 
+// responseError is the error an SDK client returns for an HTTP answer with
+// status, err being the service's error in its body.
+func responseError(status int, err error) error {
+	return &awshttp.ResponseError{ResponseError: &smithyhttp.ResponseError{
+		Response: &smithyhttp.Response{Response: &http.Response{StatusCode: status}},
+		Err:      err,
+	}}
+}
+
 // DisableDeadlineGiveUp leaves a retry that cannot finish before the
 // context's deadline to the SDK's sleep, which then ends in the deadline,
 // as retry.NewStandard() does; by default the retryer refuses it at once
 // with a *GiveUpError that keeps the attempt's error.
 func ExampleOptions_disableDeadlineGiveUp() {
-	unavailable := &smithy.GenericAPIError{Code: "ServiceUnavailable", Fault: smithy.FaultServer}
+	unavailable := responseError(503, errors.New("service unavailable")) // retried, as by the SDK
 	for _, off := range []bool{false, true} {
 		r := jitterretry.New(func(o *jitterretry.Options) {
 			o.Jitter = delayers.StrategyExponential // a backoff of exactly BaseDelay
@@ -483,6 +727,35 @@ func ExampleOptions_retryables() {
 	// Output: true false true
 }
 
+// Throttles says which errors are throttles, which back off from
+// ThrottleBaseDelay (1 s) rather than BaseDelay (50 ms) and cost
+// ThrottlingRetryCost (5 tokens) rather than RetryCost (14). Here a proxy's
+// 503 "TooBusy" is one. A throttle check only prices and paces: whether an
+// error is retried at all is for Retryables and the built-in rules (a 503
+// is retried either way).
+func ExampleOptions_throttles() {
+	tooBusy := responseError(503, &smithy.GenericAPIError{Code: "TooBusy"})
+	isTooBusy := retry.IsErrorThrottleFunc(func(err error) aws.Ternary {
+		var api smithy.APIError
+		if errors.As(err, &api) && api.ErrorCode() == "TooBusy" {
+			return aws.TrueTernary
+		}
+		return aws.UnknownTernary // left to the built-in rules
+	})
+	for _, throttles := range [][]retry.IsErrorThrottle{nil, {isTooBusy}} {
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.Jitter = delayers.StrategyExponential // a backoff of exactly the base
+			o.Throttles = throttles
+		})
+		_, _ = r.GetRetryToken(context.Background(), tooBusy) // as the SDK's middleware asks
+		delay, _ := r.RetryDelay(1, tooBusy)
+		fmt.Println(r.IsErrorRetryable(tooBusy), delay, 500-r.Remaining())
+	}
+	// Output:
+	// true 50ms 14
+	// true 1s 5
+}
+
 // A TokenBucket plugs into the SDK's own retryer as its RateLimiter, where
 // it adds a refill over time: here 2 tokens a second into a bucket of 500.
 func ExampleNewTokenBucket_standardRetryer() {
@@ -494,4 +767,27 @@ func ExampleNewTokenBucket_standardRetryer() {
 	// Output:
 	// <nil> 486
 	// <nil> 500
+}
+
+// One *TokenBucket given as RateLimiter to two retryers gives them one
+// budget: a retry of either spends it, a refund of either fills it, and
+// both report what is left. Each keeps its own backoff, costs and hooks.
+func ExampleTokenBucket() {
+	shared := jitterretry.NewTokenBucket(20, 0)
+	use := func(o *jitterretry.Options) { o.RateLimiter, o.FailFastOnEmptyBudget = shared, true }
+	orders, billing := jitterretry.New(use), jitterretry.New(use)
+	timeout := &smithy.GenericAPIError{Code: "RequestTimeout"} // 14 tokens a retry
+	release, err := orders.GetRetryToken(context.Background(), timeout)
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(orders.Remaining(), billing.Remaining())
+	_, err = billing.GetRetryToken(context.Background(), timeout)
+	fmt.Println(errors.Is(err, jitterretry.ErrRetryBudgetExhausted))
+	_ = release(nil) // orders' retry succeeded: its tokens come back
+	fmt.Println(billing.Remaining())
+	// Output:
+	// 6 6
+	// true
+	// 20
 }

@@ -322,12 +322,15 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // release refunds the cost when the retry succeeds; if ctx ends during the
 // backoff, before the retry is sent, the cost is refunded too.
 //
-// It fails with a *GiveUpError when ctx is done (GiveUpCanceled), when even
-// the shortest backoff would end past ctx's deadline (GiveUpDeadline: after
-// a throttle, once the caller was held for as much of that wait, at most
-// 1 s, as ends before the deadline less the margin and 5 ms, as the SDK's
-// sleep into the deadline would hold it; GiveUpCanceled if ctx ends
-// during the hold), and
+// It fails with a *GiveUpError when ctx is done (GiveUpCanceled), when the
+// shortest wait the service allows (its x-amz-retry-after hint; none
+// without one) and the margin would end past ctx's deadline
+// (GiveUpDeadline: after a throttle, once the caller was held for as much
+// of that wait, at most 1 s, as ends before the deadline less the margin
+// and 5 ms, as the SDK's sleep into the deadline would hold it;
+// GiveUpCanceled if ctx ends during the hold; the backoff itself is drawn
+// later, and RetryDelay refuses one that would pass the deadline, giving
+// the cost back), and
 // when the bucket is empty (GiveUpBudget), after waiting the first retry's
 // backoff unless FailFastOnEmptyBudget is set (never past the deadline).
 // The wait ends at the deadline less the margin and 5 ms when the backoff

@@ -52,7 +52,9 @@ import (
 // firstWindow (28) times v.
 //
 // Without versions (Next with current <= seen) it is blind: full jitter
-// whose window starts at blindBase (4) round trips and grows by
+// whose window starts at blindBase (4) round trips, a round trip being
+// half of took (an attempt reads and writes: 4 round trips are twice
+// took), and grows by
 // blindGrowth (1.5) per conflict, the best blind strategy of the blog's experiment
 // (BENCHMARKS.md, section 2).
 //

@@ -183,6 +183,24 @@ func ExampleSequence_NextFor() {
 	// 500ms 1s 40ms
 }
 
+// Reset a loop's Sequence after a success, so that its next failure waits
+// a first retry's delay again rather than one grown from failures already
+// overcome.
+func ExampleSequence_Reset() {
+	d, err := delayers.NewExponential()
+	if err != nil {
+		panic(err)
+	}
+	loop := d.NewSequence()
+	timeout := errors.New("timeout")
+	fmt.Println(loop.Next(timeout), loop.Next(timeout), loop.Next(timeout))
+	loop.Reset() // the write went through
+	fmt.Println(loop.Attempt(), loop.Next(timeout))
+	// Output:
+	// 50ms 100ms 200ms
+	// 0 50ms
+}
+
 // New picks the strategy by name, as a command-line flag would give it.
 func ExampleNew() {
 	name := "equal" // e.g. from flag.String("backoff", "full", ...)
@@ -202,6 +220,23 @@ func ExampleNew() {
 	// Output:
 	// equal 189ms
 	// true
+}
+
+// A Delayer says what its settings came to after defaults, and Delay serves
+// a caller that has classified the error already (a queue's own "slow down"
+// answer, say), without walking the error chain.
+func ExampleDelayer() {
+	d, err := delayers.New(delayers.StrategyExponential, func(o *delayers.Options) {
+		o.Cap = 10 * time.Second
+	})
+	if err != nil {
+		panic(err)
+	}
+	fmt.Println(d.Base(), d.ThrottleBase(), d.Cap())
+	fmt.Println(d.Delay(1, false), d.Delay(1, true), d.Delay(5, true))
+	// Output:
+	// 50ms 1s 10s
+	// 50ms 1s 10s
 }
 
 // Invalid settings are reported, never silently replaced: a negative
@@ -287,6 +322,30 @@ func ExampleContention() {
 	// 1ms
 	// 342ms
 	// 1ms
+}
+
+// Reset a Contention when its loop moves on to another item: what it
+// learnt of one item's competitors says nothing of the next one's. Here the
+// versions are unknown, so the sleeps are drawn from blind windows: twice
+// the attempt's 10 ms, growing by 1.5 per conflict (20, 30 and 45 ms),
+// then, after Reset, from 20 ms again.
+func ExampleContention_Reset() {
+	c := delayers.Contention{Source: delayers.NewSource(2015)}
+	at := time.Unix(0, 0)
+	for item := range 2 {
+		fmt.Printf("item %d:", item)
+		for range 3 {
+			at = at.Add(10 * time.Millisecond) // the write's round trip
+			sleep := c.Next(at, 10*time.Millisecond, 0, 0)
+			fmt.Print(" ", sleep.Round(time.Millisecond))
+			at = at.Add(sleep)
+		}
+		fmt.Println()
+		c.Reset() // on to the next item
+	}
+	// Output:
+	// item 0: 18ms 15ms 36ms
+	// item 1: 10ms 11ms 0s
 }
 
 // ParseStrategy reads a strategy's name from configuration (a flag, an
