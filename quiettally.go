@@ -5,6 +5,7 @@ package jitterretry
 // nothing but the current window's counts.
 
 import (
+	"math"
 	"sync/atomic"
 	"time"
 )
@@ -17,12 +18,16 @@ import (
 // one client took 422 ns an attempt, 308 ns for one, above issue 15's
 // tenth of the SDK's failed-attempt decision in parallel (3,212 ns);
 // counted here, 163 and 164 (BenchmarkAttempt, 2 cores, 2026-12-07).
+// A paced limiter's sends took the lock still, where a caller that finds
+// nobody waiting and its turn due only moves the queue's clock on: the
+// tally takes such turns too, with one compare-and-swap on the time the
+// next one is due (see takeTurn).
 //
 // The limiter opens the tally under its lock, as it unlocks (see
 // sendRate.openQuietLocked): until the earliest time its control would
 // next act on the clock alone (the window's end, an idle start-over), and
-// only in a state where a send (unlimited, no retry expected) or a
-// successful answer (no cut or jump under test, no episode of throttles
+// only in a state where a send (unlimited, or paced with nobody waiting;
+// no retry expected) or a successful answer (no cut or jump under test, no episode of throttles
 // under way) would only be counted. A count that lands after the limiter
 // changed state (a throttle taken under the lock meanwhile) is one that
 // came before that change: the order of a send and an answer racing each
@@ -38,6 +43,9 @@ type quietTally struct {
 	// in nanoseconds since its epoch: a send, or a successful answer, read
 	// from from until its end is counted here; an end of 0 counts none.
 	from, sendsUntil, oksUntil atomic.Int64
+	// turn is the time between two turns, in nanoseconds, while sends
+	// counted here are paced (see takeTurn); 0 while they are not.
+	turn atomic.Int64
 	// The counts, written by every attempt, on a cache line of their own:
 	// sharing the line of the bounds, which every attempt reads, each
 	// write made the other cores' next reading of them a miss.
@@ -49,6 +57,10 @@ type quietTally struct {
 	// would have set (see sendRate.observe). Each count stores them
 	// before it adds itself: a take that sees the count sees them.
 	sent, ok, lastAt, rtt atomic.Int64
+	// next is the reading at which the next paced turn is due (see
+	// takeTurn), written by every paced send, as the counts are;
+	// math.MaxInt64 while none is taken here.
+	next atomic.Int64
 }
 
 // sendsOpen reports whether a send may be counted here, at some time: the
@@ -58,16 +70,51 @@ func (t *quietTally) sendsOpen() bool { return t.sendsUntil.Load() != 0 }
 // oksOpen is sendsOpen for successful answers.
 func (t *quietTally) oksOpen() bool { return t.oksUntil.Load() != 0 }
 
-// countSend counts a send read at r (nanoseconds since the limiter's
-// epoch), and reports whether it could: if not, the limiter takes it under
-// its lock.
-func (t *quietTally) countSend(r time.Duration) bool {
-	if !t.within(r, &t.sendsUntil) {
-		return false
+// countSend counts a send at the reading read returns (nanoseconds since
+// the limiter's epoch), and reports whether it could: if not, the limiter
+// takes it under its lock. A paced send takes its turn (see takeTurn).
+func (t *quietTally) countSend(read func() time.Duration) bool {
+	for {
+		// Before the reading: a turn another sender took since is one
+		// it read the clock for before this reading, and this one
+		// finds the next turn no later than its reading allows.
+		turn, next := t.turn.Load(), t.next.Load()
+		r := read()
+		if !t.within(r, &t.sendsUntil) {
+			return false
+		}
+		if turn > 0 {
+			switch taken, raced := t.takeTurn(r, next, turn); {
+			case raced:
+				continue
+			case !taken:
+				return false
+			}
+		}
+		t.lastAt.Store(int64(r)) // before the count: a take that sees it sees this
+		t.sent.Add(1)
+		return true
 	}
-	t.lastAt.Store(int64(r)) // before the count: a take that sees it sees this
-	t.sent.Add(1)
-	return true
+}
+
+// takeTurn takes the turn due at reading r, next being when the next turn
+// was due as read before r: one turn after the last one taken, or r if
+// that was longer ago, the queue's own rule for a caller who finds nobody
+// waiting (see sendQueue.clock), which keeps no rate unused, due a
+// nanosecond early as turnsDue is. It reports whether it took it, and, if
+// not, whether another sender took a turn meanwhile, so that the caller
+// reads the clock again: readings taken before that turn's would find it
+// not due (two goroutines sharing a client at a rate far above theirs
+// went to the lock for every other send). A turn not due, or none taken
+// here (next is math.MaxInt64), waits in the queue, under the lock.
+func (t *quietTally) takeTurn(r time.Duration, next, turn int64) (taken, raced bool) {
+	if int64(r) < next-1 {
+		return false, false
+	}
+	if !t.next.CompareAndSwap(next, max(next, int64(r))+turn) {
+		return false, true
+	}
+	return true, false
 }
 
 // countOK counts a successful answer read at r, reporting a round trip of
@@ -90,9 +137,15 @@ func (t *quietTally) within(r time.Duration, until *atomic.Int64) bool {
 
 // open lets sends be counted from from until sends, successful answers
 // until oks (0 or less: none), each the time since the limiter's epoch.
-// The caller holds the limiter's lock.
-func (t *quietTally) open(from, sends, oks time.Duration) {
+// A turn above 0 paces the sends, the first due at next (see takeTurn);
+// the lock's holder takes the pace back with takeTurns. The caller holds
+// the limiter's lock.
+func (t *quietTally) open(from, sends, oks, next, turn time.Duration) {
 	t.from.Store(int64(from))
+	t.turn.Store(int64(max(turn, 0)))
+	if turn > 0 {
+		t.next.Store(int64(next))
+	}
 	t.sendsUntil.Store(int64(max(sends, 0)))
 	t.oksUntil.Store(int64(max(oks, 0)))
 }
@@ -101,6 +154,13 @@ func (t *quietTally) open(from, sends, oks time.Duration) {
 func (t *quietTally) close() {
 	t.sendsUntil.Store(0)
 	t.oksUntil.Store(0)
+}
+
+// takeTurns stops the paced sends (see takeTurn) and returns the reading
+// at which the next turn was due; a send that took its turn just before
+// may be counted after, and is taken in with the next take.
+func (t *quietTally) takeTurns() time.Duration {
+	return time.Duration(t.next.Swap(math.MaxInt64))
 }
 
 // take returns the sends and successful answers counted since the last

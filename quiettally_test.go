@@ -2,6 +2,7 @@ package jitterretry
 
 import (
 	"math"
+	"math/rand/v2"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -192,7 +193,7 @@ func TestQuietTallyLeavesToTheLockWhatTheControlActsOn(t *testing.T) {
 		clock.moveTo(sendWindow / 2)
 		l.holdsBack() // a reading under the lock: the tally counts from it on
 		clock.moveTo(sendWindow / 4)
-		assert.False(t, l.quiet.countSend(l.sinceEpoch()), "expect a reading before the last one under the lock left to the lock")
+		assert.False(t, l.quiet.countSend(l.sinceEpoch), "expect a reading before the last one under the lock left to the lock")
 	})
 	t.Run("an answer after a minute in which the rate went unused", func(t *testing.T) {
 		l, clock := newLimiter(SendRateOptions{})
@@ -214,4 +215,105 @@ func TestQuietTallyLeavesToTheLockWhatTheControlActsOn(t *testing.T) {
 		l.observe(false, time.Millisecond)
 		assert.Equal(t, t0.Add(idleReset+time.Millisecond), l.lastSeen, "expect the answer that ends an idle minute to start the limiter over, under the lock")
 	})
+}
+
+// TestQuietTallyPacesSendsAsTheQueueDoes: a caller of a paced limiter
+// whom nobody waits ahead of is sent when the queue would send it: at once
+// when the last send is a turn or more ago, else a turn after it, whether
+// the tally or the lock takes the turn; and every send is one turn of the
+// queue.
+func TestQuietTallyPacesSendsAsTheQueueDoes(t *testing.T) {
+	const turn = 10 * time.Millisecond
+	var clock movableClock
+	l := newSendRate(SendRateOptions{InitialRate: 100, MaxRate: 100}, clock.now)
+	observeAt(l, t0, false, time.Millisecond) // the first reading opens the tally
+	rng := rand.New(rand.NewPCG(1, 2))
+	at, lastSent, counted := time.Duration(0), -turn, 0
+	const sends = 400
+	for i := range sends {
+		at += time.Duration(rng.Int64N(int64(5 * turn / 2)))
+		clock.moveTo(at)
+		p, wait, _, _ := l.reserve(nil, false)
+		if p.counted {
+			counted++
+		}
+		if wait > 0 {
+			at += wait // the caller sleeps, and asks again
+			clock.moveTo(at)
+			wait, _ = l.delay(p)
+			require.Zero(t, wait, "send %d: expect a place due once its wait is over", i)
+		}
+		want := max(lastSent+turn, at-wait)
+		require.InDelta(t, want, at, float64(time.Microsecond), "send %d: expect it sent at once, or a turn after the last", i)
+		lastSent = at
+	}
+	assert.Greater(t, counted, sends/4, "expect most sends due at once counted by the tally")
+	assert.Less(t, counted, sends, "expect the sends that waited to wait in the queue")
+	l.holdsBack() // a reading under the lock takes the tally's turns in
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, uint64(sends), l.q.turns, "expect each send one turn of the queue")
+}
+
+// TestQuietTallyTakesAPacedTurnWithoutTheLock: a caller whose turn is due
+// with nobody waiting is sent without waiting for the limiter's lock
+// (every attempt took it: two goroutines sharing a paced client spent
+// some 0.1-0.15 of the SDK's failed-attempt decision on an attempt, above
+// issue 15's tenth); one whose turn is not due waits for it, in the queue.
+func TestQuietTallyTakesAPacedTurnWithoutTheLock(t *testing.T) {
+	var clock movableClock
+	l := newSendRate(SendRateOptions{InitialRate: 100}, clock.now)
+	observeAt(l, t0, false, time.Millisecond)
+	reserved := make(chan time.Duration)
+	reserve := func() {
+		_, wait, _, _ := l.reserve(nil, false)
+		reserved <- wait
+	}
+	l.mu.Lock() // another caller's, for as long as this test needs
+	go reserve()
+	select {
+	case wait := <-reserved:
+		assert.Zero(t, wait, "expect the first send at once")
+	case <-time.After(10 * time.Second):
+		l.mu.Unlock()
+		<-reserved
+		t.Fatal("expect a send due at once not to wait for the lock")
+	}
+	clock.moveTo(4 * time.Millisecond) // within the turn of 10 ms
+	go reserve()
+	l.mu.Unlock()
+	assert.Equal(t, 6*time.Millisecond, <-reserved, "expect the next send to wait for its turn")
+}
+
+// TestQuietTallyPacesConcurrentSendersAtTheRate: goroutines racing
+// through a paced limiter on the real clock send no faster than its rate,
+// however their sends split between the tally and the lock, and each send
+// is one turn of the queue.
+func TestQuietTallyPacesConcurrentSendersAtTheRate(t *testing.T) {
+	const rate, goroutines = 2_000.0, 8
+	l := newSendRate(SendRateOptions{InitialRate: rate, MaxRate: rate}, nil)
+	var sent atomic.Int64
+	start := time.Now()
+	var wg sync.WaitGroup
+	for range goroutines {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for time.Since(start) < 300*time.Millisecond {
+				p, wait, _, _ := l.reserve(nil, false)
+				for wait > 0 {
+					time.Sleep(wait)
+					wait, _ = l.delay(p)
+				}
+				sent.Add(1)
+			}
+		}()
+	}
+	wg.Wait()
+	elapsed := time.Since(start)
+	assert.LessOrEqual(t, float64(sent.Load()), 1+rate*elapsed.Seconds(), "expect no more sends than the rate allows over %v", elapsed)
+	l.holdsBack()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, uint64(sent.Load()), l.q.turns, "expect each send one turn of the queue")
 }

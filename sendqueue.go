@@ -124,6 +124,21 @@ func (q *sendQueue) hand(n float64) {
 	q.turns += given + q.firsts.serve(left-given)
 }
 
+// tookTurns records n turns taken without the lock by places due at once
+// (see quietTally.takeTurn), the turn after them due at next, and brings
+// the queue up to now as those places left it; it returns how far the
+// clock moved, as advance does. Nobody waited meanwhile: the clock stands
+// as many turns behind its last turn as the time to next holds. A clock
+// that would go back (a count that landed after its turn was taken back)
+// stays: the next take moves it on.
+func (q *sendQueue) tookTurns(n uint64, next, now time.Time) float64 {
+	q.turns += n
+	from := q.clock
+	q.clock = max(q.clock, float64(q.turns)-q.rate*max(next.Sub(now), 0).Seconds())
+	q.servedAt = now
+	return q.clock - from
+}
+
 // release makes up to n more of the waiting places due at once, ahead of
 // their turn at the rate, which does not change, and returns how many it
 // made due; the callers waiting are woken to ask again. It serves a short

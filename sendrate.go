@@ -427,6 +427,10 @@ type sendRate struct {
 	// syncedAt, the time the lock's holder last read.
 	quiet    quietTally
 	syncedAt time.Time
+	// quietTurns is set while the quiet tally paces sends (see
+	// openQuietLocked) and the lock has not taken them back: a holder
+	// that does not read the clock leaves the tally as it is.
+	quietTurns bool
 
 	minRate, maxRate float64
 	initialRate      float64 // +Inf when unlimited
@@ -764,7 +768,7 @@ func (l *sendRate) forgettable() bool {
 // the failed attempt it follows, when known (see expectedRetries.claim).
 // The caller gives the place back with cancel if it does not send.
 func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Duration, <-chan struct{}, failedAttempt) {
-	if l.quiet.sendsOpen() && l.quiet.countSend(l.sinceEpoch()) {
+	if l.quiet.sendsOpen() && l.quiet.countSend(l.sinceEpoch) {
 		return sendPlace{counted: true}, 0, nil, failedAttempt{}
 	}
 	l.mu.Lock()
@@ -1521,8 +1525,19 @@ func (l *sendRate) syncLocked() time.Time {
 	if l.origin.IsZero() {
 		l.origin = now
 	}
+	paced, next := l.quietTurns, time.Duration(0)
+	if paced {
+		next, l.quietTurns = l.quiet.takeTurns(), false
+	}
 	if sent, ok, lastAt, rtt := l.quiet.take(); sent > 0 || ok > 0 {
-		l.win.sent += float64(sent)
+		switch {
+		case !paced:
+			l.win.sent += float64(sent)
+		case next == math.MaxInt64: // a straggler of a pace taken back: its turn came
+			l.win.sent += l.q.tookTurns(uint64(sent), now, now)
+		default:
+			l.win.sent += l.q.tookTurns(uint64(sent), l.epoch.Add(next).Add(l.steady.skew), now)
+		}
 		l.win.ok += int(ok)
 		// The last count's reading, in steady time (see openQuietLocked):
 		// taken for the openedAt it came after, an idle limiter started
@@ -1559,14 +1574,20 @@ func (l *sendRate) unlock() {
 // last read under the lock until the earliest time the control would act
 // on the clock alone: the window's end (rollLocked), or an idle or unused
 // rate's start over (syncLocked). Sends are counted there while the
-// limiter is unlimited and expects no retry (a send would take no place
-// and claim nothing; see reserve), successful answers while no jump or
+// limiter expects no retry and is unlimited (a send would take no place
+// and claim nothing; see reserve) or paced with nobody waiting (a send
+// due at once would take a place the queue passes at once; its turn is
+// taken in the tally, and the queue's clock moved on for it when the lock
+// next reads the clock: see sendQueue.tookTurns), successful answers while no jump or
 // cut is under test and the detection stands at zero (a success would
 // leave it there, its step always below zero; see detectLocked and
 // excessLLR): an answer then only adds to the window, and sets the time
 // last seen and the round trip, which the tally keeps too.
 func (l *sendRate) openQuietLocked() {
 	now := l.syncedAt
+	if l.quietTurns {
+		return // the tally paces sends, and this holder did not take them in
+	}
 	if now.IsZero() || l.epoch.IsZero() || l.win.start.IsZero() {
 		// Not yet read, or on a clock at the zero time: the epoch may
 		// still be written, and the tally reads it without the lock.
@@ -1583,14 +1604,24 @@ func (l *sendRate) openQuietLocked() {
 	if !l.lastUsed.IsZero() && l.initialRate > l.q.rate {
 		until = min(until, reading(l.lastUsed)+idleReset)
 	}
-	var sends, oks time.Duration // 0: none
-	if math.IsInf(l.q.rate, 1) && (l.expected.count == 0 || !l.expected.pending(l.realTime(now))) {
-		sends = until
+	var sends, oks, next, turn time.Duration // 0: none
+	if l.expected.count == 0 || !l.expected.pending(l.realTime(now)) {
+		switch r := l.q.rate; {
+		case math.IsInf(r, 1):
+			sends = until
+		case !l.q.waiting() && r >= 1/idleReset.Seconds():
+			// Nobody waits: a send due at once takes its turn and
+			// only moves the queue's clock on (see quietTally.takeTurn).
+			// (A turn longer than idleReset, the lock's; no overflow.)
+			sends, turn = until, time.Duration(math.Ceil(float64(time.Second)/r)) // never above the rate
+			next = reading(l.q.servedAt) + secondsToDuration(max(float64(l.q.turns)-l.q.clock, 0)/r)
+			l.quietTurns = true
+		}
 	}
 	if !l.jump.active() && !l.test.active() && l.cusum == 0 {
 		oks = until
 	}
-	l.quiet.open(reading(now), sends, oks)
+	l.quiet.open(reading(now), sends, oks, next, turn)
 }
 
 // sinceEpoch reads the clock, outside the lock, as the quiet tally
