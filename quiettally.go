@@ -6,6 +6,7 @@ package jitterretry
 
 import (
 	"math"
+	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -39,10 +40,16 @@ import (
 // back (see steadyTime) falls before it, and its counts go through the
 // lock. The zero value is closed.
 type quietTally struct {
-	// from, sendsUntil and oksUntil are readings of the limiter's clock,
-	// in nanoseconds since its epoch: a send, or a successful answer, read
-	// from from until its end is counted here; an end of 0 counts none.
-	from, sendsUntil, oksUntil atomic.Int64
+	// from, sendsUntil, turnsUntil and oksUntil are readings of the
+	// limiter's clock, in nanoseconds since its epoch: a send unpaced, a
+	// send paced, or a successful answer, read from from until its end is
+	// counted here; an end of 0 counts none. A bound of each mode of
+	// sends: a sender that read the mode as unpaced as the tally went
+	// from paced to closed found the paced sends' bound open, and was sent
+	// without a turn (up to seven callers of one instant at once, in each
+	// of ten runs of 40 of TestQuietTallyPacesRacingSendersATurnApart on 2
+	// cores).
+	from, sendsUntil, turnsUntil, oksUntil atomic.Int64
 	// turn is the time between two turns, in nanoseconds, while sends
 	// counted here are paced (see takeTurn); 0 while they are not.
 	turn atomic.Int64
@@ -59,13 +66,17 @@ type quietTally struct {
 	sent, ok, lastAt, rtt atomic.Int64
 	// next is the reading at which the next paced turn is due (see
 	// takeTurn), written by every paced send, as the counts are;
-	// math.MaxInt64 while none is taken here.
-	next atomic.Int64
+	// math.MaxInt64 (see closeTurns) or unset while none is taken here.
+	// pacing counts the paced senders between their first look at next
+	// and their count: the lock's holder waits for them (see takeTurns).
+	next, pacing atomic.Int64
 }
 
 // sendsOpen reports whether a send may be counted here, at some time: the
 // limiter reads its clock only then.
-func (t *quietTally) sendsOpen() bool { return t.sendsUntil.Load() != 0 }
+func (t *quietTally) sendsOpen() bool {
+	return t.sendsUntil.Load() != 0 || t.turnsUntil.Load() != 0
+}
 
 // oksOpen is sendsOpen for successful answers.
 func (t *quietTally) oksOpen() bool { return t.oksUntil.Load() != 0 }
@@ -74,27 +85,53 @@ func (t *quietTally) oksOpen() bool { return t.oksUntil.Load() != 0 }
 // the limiter's epoch), and reports whether it could: if not, the limiter
 // takes it under its lock. A paced send takes its turn (see takeTurn).
 func (t *quietTally) countSend(read func() time.Duration) bool {
+	if t.turn.Load() > 0 {
+		return t.countPacedSend(read)
+	}
+	r := read()
+	if !t.within(r, &t.sendsUntil) {
+		return false
+	}
+	t.count(r)
+	return true
+}
+
+// countPacedSend is countSend for a paced send. It counts itself among the
+// senders pacing from its first look at next until its count, so that the
+// lock's holder, which closes the pace and then waits for them (see
+// takeTurns), finds every turn taken counted: a turn whose count came
+// after, taken for one not taken, was given back when the tally opened
+// again, and sent a second caller at the same instant (helper-240: 8
+// goroutines racing for one turn, two sent at once in 3 of 10 runs of 200).
+func (t *quietTally) countPacedSend(read func() time.Duration) bool {
+	t.pacing.Add(1)
+	defer t.pacing.Add(-1)
 	for {
-		// Before the reading: a turn another sender took since is one
-		// it read the clock for before this reading, and this one
-		// finds the next turn no later than its reading allows.
-		turn, next := t.turn.Load(), t.next.Load()
+		// next before turn, which open stores first: a next of the
+		// open's goes with its turn. And both before the reading: a
+		// turn another sender took since is one it read the clock for
+		// before this reading, and this one finds the next turn no
+		// later than its reading allows.
+		next, turn := t.next.Load(), t.turn.Load()
 		r := read()
-		if !t.within(r, &t.sendsUntil) {
+		if turn <= 0 || !t.within(r, &t.turnsUntil) {
 			return false
 		}
-		if turn > 0 {
-			switch taken, raced := t.takeTurn(r, next, turn); {
-			case raced:
-				continue
-			case !taken:
-				return false
-			}
+		switch taken, raced := t.takeTurn(r, next, turn); {
+		case raced:
+			continue
+		case !taken:
+			return false
 		}
-		t.lastAt.Store(int64(r)) // before the count: a take that sees it sees this
-		t.sent.Add(1)
+		t.count(r)
 		return true
 	}
+}
+
+// count counts a send read at r.
+func (t *quietTally) count(r time.Duration) {
+	t.lastAt.Store(int64(r)) // before the count: a take that sees it sees this
+	t.sent.Add(1)
 }
 
 // takeTurn takes the turn due at reading r, next being when the next turn
@@ -106,7 +143,8 @@ func (t *quietTally) countSend(read func() time.Duration) bool {
 // reads the clock again: readings taken before that turn's would find it
 // not due (two goroutines sharing a client at a rate far above theirs
 // went to the lock for every other send). A turn not due, or none taken
-// here (next is math.MaxInt64), waits in the queue, under the lock.
+// here (next is math.MaxInt64: see takeTurns), waits in the queue, under
+// the lock.
 func (t *quietTally) takeTurn(r time.Duration, next, turn int64) (taken, raced bool) {
 	if int64(r) < next-1 {
 		return false, false
@@ -138,29 +176,42 @@ func (t *quietTally) within(r time.Duration, until *atomic.Int64) bool {
 // open lets sends be counted from from until sends, successful answers
 // until oks (0 or less: none), each the time since the limiter's epoch.
 // A turn above 0 paces the sends, the first due at next (see takeTurn);
-// the lock's holder takes the pace back with takeTurns. The caller holds
-// the limiter's lock.
+// the lock's holder takes the pace back with takeTurns, before it opens
+// the tally again. The caller holds the limiter's lock.
 func (t *quietTally) open(from, sends, oks, next, turn time.Duration) {
+	sends = max(sends, 0)
 	t.from.Store(int64(from))
-	t.turn.Store(int64(max(turn, 0)))
 	if turn > 0 {
-		t.next.Store(int64(next))
+		t.sendsUntil.Store(0) // first: a sender that read the mode unpaced counts no more
+		t.turn.Store(int64(turn))
+		t.next.Store(int64(next)) // after turn: see countPacedSend
+		t.turnsUntil.Store(int64(sends))
+	} else {
+		t.turnsUntil.Store(0)
+		t.turn.Store(0)
+		t.sendsUntil.Store(int64(sends))
 	}
-	t.sendsUntil.Store(int64(max(sends, 0)))
 	t.oksUntil.Store(int64(max(oks, 0)))
 }
 
 // close stops the counting.
 func (t *quietTally) close() {
 	t.sendsUntil.Store(0)
+	t.turnsUntil.Store(0)
 	t.oksUntil.Store(0)
 }
 
-// takeTurns stops the paced sends (see takeTurn) and returns the reading
-// at which the next turn was due; a send that took its turn just before
-// may be counted after, and is taken in with the next take.
+// takeTurns stops the paced sends (see takeTurn), waits for the senders
+// still pacing (each a few instructions from its count, or from finding
+// no turn), and returns the reading at which the next turn was due: every
+// turn taken here is then counted. The caller holds the limiter's lock, and
+// reads the clock after: every turn taken was read at or before it.
 func (t *quietTally) takeTurns() time.Duration {
-	return time.Duration(t.next.Swap(math.MaxInt64))
+	next := t.next.Swap(math.MaxInt64)
+	for t.pacing.Load() != 0 {
+		runtime.Gosched()
+	}
+	return time.Duration(next)
 }
 
 // take returns the sends and successful answers counted since the last

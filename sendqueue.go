@@ -128,9 +128,10 @@ func (q *sendQueue) hand(n float64) {
 // (see quietTally.takeTurn), the turn after them due at next, and brings
 // the queue up to now as those places left it; it returns how far the
 // clock moved, as advance does. Nobody waited meanwhile: the clock stands
-// as many turns behind its last turn as the time to next holds. A clock
-// that would go back (a count that landed after its turn was taken back)
-// stays: the next take moves it on.
+// as many turns behind its last turn as the time to next holds. Every
+// turn was counted, on a reading at or before now (see
+// quietTally.takeTurns); the clock never goes back all the same (a clock
+// stepped back since, which the limiter's steady time absorbs).
 func (q *sendQueue) tookTurns(n uint64, next, now time.Time) float64 {
 	q.turns += n
 	from := q.clock

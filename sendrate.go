@@ -1504,6 +1504,13 @@ func (l *sendRate) setRateLocked(r float64) {
 // clock stepped back.
 func (l *sendRate) syncLocked() time.Time {
 	l.initLocked()
+	// The paced turns before the clock: each was taken on a reading at or
+	// before this one (one taken after the reading, on a later one, was
+	// given back when the tally opened again from this reading).
+	paced, next := l.quietTurns, time.Duration(0)
+	if paced {
+		next, l.quietTurns = l.quiet.takeTurns(), false
+	}
 	var now time.Time
 	switch {
 	case l.clock != nil:
@@ -1525,18 +1532,11 @@ func (l *sendRate) syncLocked() time.Time {
 	if l.origin.IsZero() {
 		l.origin = now
 	}
-	paced, next := l.quietTurns, time.Duration(0)
-	if paced {
-		next, l.quietTurns = l.quiet.takeTurns(), false
-	}
 	if sent, ok, lastAt, rtt := l.quiet.take(); sent > 0 || ok > 0 {
-		switch {
-		case !paced:
-			l.win.sent += float64(sent)
-		case next == math.MaxInt64: // a straggler of a pace taken back: its turn came
-			l.win.sent += l.q.tookTurns(uint64(sent), now, now)
-		default:
+		if paced {
 			l.win.sent += l.q.tookTurns(uint64(sent), l.epoch.Add(next).Add(l.steady.skew), now)
+		} else {
+			l.win.sent += float64(sent)
 		}
 		l.win.ok += int(ok)
 		// The last count's reading, in steady time (see openQuietLocked):
