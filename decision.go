@@ -127,7 +127,7 @@ func (r *Retryer) schedule(p *pendingRetry, attempt int, opErr error, backoff ti
 		}
 		if remaining := p.deadline.Sub(now); p.hasDeadline && exceeds(wait, p.margin, remaining) {
 			p.refund(r.tracked)
-			return 0, r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff})
+			return 0, r.refuseForDeadline(p, &GiveUpError{Reason: GiveUpDeadline, Attempt: attempt, Partition: partition, Delay: wait, margin: p.margin, cutMargin: p.cutMargin, remaining: remaining, Err: opErr, drawn: true, backoff: backoff, fits: p.fits && wait == backoff})
 		}
 		r.tracked.backoffEnds(p.ticket, now.Add(wait))
 	}
@@ -323,7 +323,7 @@ func heldBefore(d, margin, remaining time.Duration) (held time.Duration, shorten
 // DeadlineMargin sent 4,396 requests a second to a service answering 500s,
 // where retry.NewStandard() sent 978 (helper-206).
 func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpError {
-	if p.class == ClassThrottle || p.floored || p.contention || exceeds(0, r.sendMargin(p.ctx, p.lane), g.remaining) {
+	if p.class == ClassThrottle || p.floored || exceeds(0, r.sendMargin(p.ctx, p.lane), g.remaining) {
 		wait := g.Delay
 		if !g.drawn {
 			wait = maxRefusalHold
@@ -332,7 +332,7 @@ func (r *Retryer) refuseForDeadline(p *pendingRetry, g *GiveUpError) *GiveUpErro
 		if err != nil {
 			return r.hooks.giveUp(p.ctx, canceledGiveUp(g.Attempt, g.Partition, g.Err, err, g.joined))
 		}
-		g.waited, g.floored, g.contention = held, p.floored, p.contention
+		g.waited, g.floored = held, p.floored
 	}
 	return r.hooks.giveUp(p.ctx, g)
 }

@@ -93,18 +93,15 @@ const defaultMaxConflicts = 100
 // call several; of the partition before fn called through the Retryer) or
 // of fn's own last duration (the
 // SDK's backoff sleeps inside it included), whichever is larger, and at
-// least 5 ms when learnt, ends the loop: at once, or, after a throttle or
-// a conflict, once it was held as GetRetryToken holds a throttle's caller,
-// for as much of the backoff, at most 1 s, as ends before the deadline less
-// the margin and 5 ms. A conflict's backoff is not shortened to the time
-// left: it spaces the loop's attempts among its competitors, and drawn again
-// within the time left (as until 2026-12-07), the loops of a hot item with
-// short deadlines, called again on a give-up, sent three times the
-// requests (helper-239: 100 writers, one item, 200 ms deadlines, 14.9-24.8
-// requests an increment against 9.4-11.0 since, and 5.1-5.4 for a loop
-// sleeping the SDK's exponential backoff into the deadline). With
-// Options.DisableDeadlineGiveUp nothing is checked: the backoff is slept
-// into the deadline.
+// least 5 ms when learnt, ends the loop: at once, or, after a throttle,
+// once it was held as GetRetryToken holds a throttle's caller; but a
+// conflict's contention backoff, which only spaces the
+// loop's attempts, is drawn again uniformly within the time left before the
+// margin when that is shorter, so the loop gives up on conflicts only when
+// less than the margin is left, or the throttle floor above (not shortened)
+// or the service's x-amz-retry-after asks for longer. (Loops that share one
+// deadline so crowd their last attempts toward its end; with
+// Options.DisableDeadlineGiveUp nothing is fitted, as nothing is checked.)
 //
 // Do returns nil on success; fn's own error when it is not to be retried;
 // otherwise a *GiveUpError wrapping fn's last error, with reason
@@ -343,6 +340,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		}
 		if p.hasDeadline {
 			p.at = r.now()
+			if left := p.deadline.Sub(p.at); left > p.margin { // no overflow below
+				backoff = d.fitConflict(backoff, left-p.margin)
+			}
 		}
 		// A throttle since the previous call says that the table's
 		// capacity, not the item, is the limit, which the conflicts
@@ -356,7 +356,9 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 		// Not the default partition's, the whole client: there one
 		// goroutine throttled on another table every 100 ms made 32 loops
 		// on an item 50 times slower (an outside review).
-		p.contention = true
+		// A throttle's floor is not shortened; a conflict's backoff is,
+		// so with no time left before the margin, the margin refuses it.
+		p.fits = true
 		if !d.throttled {
 			d.capped = 0
 		} else {
@@ -365,7 +367,7 @@ func (d *doLoop) next(ctx context.Context, attempt int, err error, class ErrorCl
 			// error: it is asked with one, not with the conflict: fn's
 			// own from the call before, when it was one.
 			if floor, ferr := d.throttleDelay(d.capped, d.lastThrottle); ferr == nil && floor >= backoff {
-				backoff, p.contention, p.floored = floor, false, true
+				backoff, p.fits, p.floored = floor, false, true
 			}
 		}
 	case ClassTransient, ClassThrottle:
@@ -528,10 +530,12 @@ func (d *doLoop) margin() time.Duration {
 }
 
 // fitConflict returns the conflict backoff, or, when it is room or more, a
-// wait drawn uniformly in [0, room): the first conflict's, sized from a
-// call that held the client's one-time costs, is drawn within one round
-// trip. (A backoff that would pass the deadline is not fitted into the time
-// left: the deadline check refuses it, holding the loop's caller first.)
+// wait drawn uniformly in [0, room). With room the time left before the
+// deadline's margin: the backoff only spaces the loop's
+// attempts among its competitors, and one drawn longer than the time left
+// (a window sized for 64 writers, say) gave up calls with most of their
+// deadline unused, where an attempt sooner may still win. With no room the
+// backoff is left as drawn, and the deadline check refuses it.
 func (d *doLoop) fitConflict(backoff, room time.Duration) time.Duration {
 	if room <= 0 || backoff < room {
 		return backoff

@@ -1097,36 +1097,35 @@ func clockBeforeDeadline(t *testing.T, before time.Duration, optFns ...func(*jit
 	return r, ctx, elapsed
 }
 
-// TestDoHoldsAConflictBackoffThatWouldPassTheDeadline: a conflict backoff
-// that would end past the deadline less the margin is not shortened: the
-// loop holds its caller for as much of it as ends before the margin, as a
-// throttle's refusal does, and gives up. Drawn again within the time left
-// (from 2026-12-02), the loop's attempts came faster than its competitors'
-// spacing, and a caller calling again at once on a give-up came back sooner:
-// 100 writers on one item with 200 ms deadlines, each give-up called again,
-// sent 14.9-24.8 requests per increment, where a loop sleeping the SDK's
-// exponential backoff into the deadline sent 5.1-5.4 (helper-239). Here each
-// call of fn takes 4 ms of the retryer's clock (its sleeps take none), the
-// deadline is 30 ms of it away, and the blind window grows from 8 ms by half
-// each conflict: the third call's draw, 17 ms, would end past the 18 ms left
-// less the 3 ms margin, and the caller is held 10 ms first, what ends before
-// the deadline less the margin and 5 ms (see refusalHold).
-func TestDoHoldsAConflictBackoffThatWouldPassTheDeadline(t *testing.T) {
+// TestDoFitsAConflictBackoffIntoTheTimeLeft: a conflict backoff only spaces
+// the loop's attempts among its competitors, so one drawn longer than the
+// time left before the deadline (less the margin) is drawn again within it,
+// and the loop gives up only when no attempt fits: an outside trial of 64
+// writers on one item with 1 s deadlines gave up 28-60 of 1,280 increments
+// with, at the median, half the deadline left ("backoff 1.084s would end
+// past the context deadline (736ms left)"). Here each call of fn takes 4 ms
+// of the retryer's clock (its sleeps take none), the deadline is 30 ms of it
+// away, and the blind window grows from 8 ms by half each conflict: the
+// draws outgrow the time left by the third call, and the loop still calls
+// fn until less than the 3 ms margin is left, the seventh call.
+func TestDoFitsAConflictBackoffIntoTheTimeLeft(t *testing.T) {
 	r, ctx, elapsed := clockBeforeDeadline(t, 30*time.Millisecond)
 	calls := 0
-	start := time.Now()
 	err := jitterretry.Do(ctx, r, func(context.Context) error {
 		calls++
 		elapsed.Add(int64(4 * time.Millisecond))
 		return conflictErr() // a bare conflict: blind full jitter, 4 round trips growing by half
 	})
-	held := time.Since(start)
 	var g *jitterretry.GiveUpError
 	require.ErrorAs(t, err, &g)
 	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
-	assert.Equal(t, 3, calls, "expect the loop to end at the first backoff that does not fit: %v", err)
-	assert.Contains(t, err.Error(), "backoff 17ms, and 3ms kept for the attempt after it, would end past the context deadline (18ms left; held 10ms of it before refusing)")
-	assert.GreaterOrEqual(t, held, 10*time.Millisecond, "expect the caller held before the refusal")
+	assert.Equal(t, 7, calls, "expect fn called until less than the margin was left (28 ms of 30 gone): %v", err)
+	assert.Contains(t, err.Error(), "2ms left", "expect the give-up with 2 ms left")
+	// The margin refused it, whatever the backoff drawn: with none, the
+	// backoff would have been fitted into the 2 ms (an outside review
+	// read "backoff 20s would end past the context deadline (6.13ms
+	// left)", blaming a backoff Do would have shortened).
+	assert.Contains(t, err.Error(), "and 3ms kept for the attempt after it, would end past the context deadline (2ms left)")
 }
 
 // TestDoKeepsAReserveBeforeTheDeadline: a loop whose fn is quick learns a
@@ -1135,8 +1134,7 @@ func TestDoHoldsAConflictBackoffThatWouldPassTheDeadline(t *testing.T) {
 // a sleep, woken a little late, ended past it (an outside review: every call
 // of such a loop with a 50 ms deadline returned up to 1.1 ms after it, a
 // third as GiveUpCanceled). The learnt margin is at least 5 ms now: with 3
-// ms left the first conflict is refused; with 8 ms, the backoffs slept end
-// within 3 ms, and the first drawn longer is refused.
+// ms left the first conflict is refused; with 8 ms, backoffs fit into 3.
 // The retryer's clock stands still, so fn takes no time, and each
 // conflict's blind window grows by half, outgrowing the time left.
 func TestDoKeepsAReserveBeforeTheDeadline(t *testing.T) {
@@ -1163,9 +1161,10 @@ func TestDoKeepsAReserveBeforeTheDeadline(t *testing.T) {
 		_, delays, err := run(t, 8*time.Millisecond)
 		var g *jitterretry.GiveUpError
 		require.ErrorAs(t, err, &g)
-		assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason, "%v", err)
+		assert.Equal(t, jitterretry.GiveUpConflicts, g.Reason, "%v", err)
 		require.NotEmpty(t, delays)
 		assert.LessOrEqual(t, slices.Max(delays), 3*time.Millisecond, "expect every backoff to end 5 ms before the deadline: %v", delays)
+		assert.Greater(t, slices.Max(delays), time.Millisecond, "expect backoffs fitted into the 3 ms: %v", delays)
 	})
 }
 
@@ -1175,21 +1174,16 @@ func TestDoKeepsAReserveBeforeTheDeadline(t *testing.T) {
 // backoff, not the margin (an outside review of the message that names the
 // margin when it decided).
 func TestDoThrottleFloorRefusalDoesNotBlameTheMargin(t *testing.T) {
-	var elapsed *atomic.Int64
 	r, ctx, elapsed := clockBeforeDeadline(t, 100*time.Millisecond, func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential // no jitter: the throttle's floor is its 20 ms base
 		o.ThrottleBaseDelay = 20 * time.Millisecond
-		// 10 ms left after the throttle's retry: the 20 ms floor cannot
-		// fit. Moved outside fn, whose call then takes no time, so that
-		// the conflict's own backoff (blind, from the call's time) is
-		// below the floor.
-		o.OnRetry = func(jitterretry.RetryEvent) { elapsed.Store(int64(90 * time.Millisecond)) }
 	})
 	calls := 0
 	err := jitterretry.Do(ctx, r, func(context.Context) error {
 		if calls++; calls == 1 {
 			return throttleErr()
 		}
+		elapsed.Store(int64(90 * time.Millisecond)) // 10 ms left: the 20 ms floor cannot fit
 		return conflictErr()
 	})
 	var g *jitterretry.GiveUpError
@@ -1208,15 +1202,9 @@ func TestDoThrottleFloorRefusalDoesNotBlameTheMargin(t *testing.T) {
 // less 5 ms, 2.5 ms of the 10 left, longer than what ends before the
 // deadline less the 3 ms margin and 5 ms (2 ms; see refusalHold).
 func TestDoThrottleFloorRefusalHoldsItsCaller(t *testing.T) {
-	var elapsed *atomic.Int64
 	r, ctx, elapsed := clockBeforeDeadline(t, 100*time.Millisecond, func(o *jitterretry.Options) {
 		o.Jitter = delayers.StrategyExponential // no jitter: the throttle's floor is its 20 ms base
 		o.ThrottleBaseDelay = 20 * time.Millisecond
-		// 10 ms left after the throttle's retry: the 20 ms floor cannot
-		// fit. Moved outside fn, whose call then takes no time, so that
-		// the conflict's own backoff (blind, from the call's time) is
-		// below the floor.
-		o.OnRetry = func(jitterretry.RetryEvent) { elapsed.Store(int64(90 * time.Millisecond)) }
 	})
 	calls := 0
 	start := time.Now()
@@ -1225,6 +1213,7 @@ func TestDoThrottleFloorRefusalHoldsItsCaller(t *testing.T) {
 			return throttleErr()
 		}
 		start = time.Now()
+		elapsed.Store(int64(90 * time.Millisecond)) // 10 ms left: the 20 ms floor cannot fit
 		return conflictErr()
 	})
 	held := time.Since(start)

@@ -138,9 +138,12 @@ type GiveUpError struct {
 	// GiveUpDeadline of a retry: drawn, the backoff was drawn (RetryDelay),
 	// and backoff is what it was before the service's x-amz-retry-after;
 	// not drawn (GetRetryToken), Delay is the shortest wait the hint allows.
-	drawn                bool
-	backoff              time.Duration
-	contention           bool          // GiveUpDeadline of a Do loop's conflict whose wait was its contention backoff: held for as much of it as ended before the margin
+	drawn   bool
+	backoff time.Duration
+	// GiveUpDeadline of a Do loop's conflict: the backoff would have been
+	// drawn again within the time left before the margin, had there been
+	// any, so the margin, not the backoff, refused it.
+	fits                 bool
 	floored              bool          // GiveUpDeadline of a Do loop's conflict whose wait was the throttle floor: held as after a throttle
 	waited               time.Duration // GiveUpBudget: the backoff waited before refusing; a limiter's GiveUpDeadline: the time held in its queue; a throttle's GiveUpDeadline: the hold before the refusal
 	available, requested uint          // GiveUpBudget
@@ -200,8 +203,6 @@ func (e *GiveUpError) Error() string {
 		case e.waited > 0 && e.floored:
 			// The SDK retries no conflict: the hold is the throttle's.
 			left += fmt.Sprintf("; held %v before refusing, as after a throttle", readable(e.waited))
-		case e.waited > 0 && e.contention:
-			left += fmt.Sprintf("; held %v of it before refusing", readable(e.waited))
 		case e.waited > 0:
 			left += fmt.Sprintf("; held %v before refusing, as the SDK's sleep would", readable(e.waited))
 		}
@@ -314,8 +315,11 @@ func joinedText(err error, budget *int) (text string) {
 // deadlineWhat says what a GiveUpDeadline refused: the wait (the send-rate
 // limiter's, the backoff, after the service's x-amz-retry-after when that
 // changed it; before a backoff was drawn, only the hint's shortest wait),
-// and the margin kept for the attempt after it when the wait alone fits;
-// "" when there was neither.
+// and the margin kept for the attempt after it when the wait alone fits or
+// is a conflict backoff Do fits into the time left (an outside review
+// read "backoff 20s would end past the context deadline (6ms left)" for a
+// conflict that a margin of 0 would have retried); "" when there was
+// neither.
 func (e *GiveUpError) deadlineWhat() string {
 	var what string
 	switch {
@@ -332,8 +336,9 @@ func (e *GiveUpError) deadlineWhat() string {
 	default:
 		return "" // no wait and no margin: the deadline is here
 	}
-	if e.margin > 0 && e.Delay < e.remaining {
-		// The wait alone would fit: say what does not.
+	if e.margin > 0 && (e.Delay < e.remaining || e.fits && e.remaining > 0) {
+		// The wait alone would fit, or would have been fitted into the
+		// time left: say what does not.
 		what = strings.TrimSuffix(what, ",") + fmt.Sprintf(", and %v kept for the attempt after it%s,", readable(e.margin), e.marginSource())
 	}
 	return what

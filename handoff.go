@@ -271,7 +271,7 @@ type pendingRetry struct {
 	hasDeadline bool
 	margin      time.Duration // what the attempt after the backoff needs
 	cutMargin   bool          // margin is the time an attempt ran before AttemptTimeout cut it at the deadline
-	contention  bool          // a conflict's contention backoff: a deadline refusal holds its caller for as much of it as ends before the margin (see refuseForDeadline)
+	fits        bool          // a conflict backoff, fitted into the time left before the margin when there is any: a refusal is the margin's
 	floored     bool          // a conflict's wait is the throttle floor (see Do): a deadline refusal holds its caller as a throttle's
 	uncounted   bool          // a Do loop's throttle that the send-rate limiter did not count: no near miss (see Retryer.throttleBackoff)
 	paced       bool          // the retry's attempt will wait its turn at the send-rate limiter: GetRetryToken's (the SDK's middleware sends it through GetAttemptToken), or Do's whose fn's last call waited there; never within a minute of a call of GetInitialToken

@@ -1043,11 +1043,6 @@ func TestDoMarginIsNotTheSDKsSleeps(t *testing.T) {
 			o.Backoff = constBackoff(sdkSleep)
 			o.DeadlineMargin = margin
 			o.Clock = clk.Now
-			// The conflict's own backoff is drawn from a window of four
-			// round trips of the attempt's time, which holds the 300 ms
-			// here: a seeded draw that fits (340 ms), since one above the
-			// 490 ms left is refused, not shortened (about one in five).
-			o.Source = delayers.NewSource(1)
 		})
 		// The SDK retries the throttle inside fn's first call after 300 ms,
 		// and that call ends in a conflict; Do waits the Retryer's throttle
