@@ -327,7 +327,9 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // without one) and the margin would end past ctx's deadline
 // (GiveUpDeadline: after a throttle, once the caller was held for as much
 // of that wait, at most 1 s, as ends before the deadline less the margin
-// and 5 ms, as the SDK's sleep into the deadline would hold it;
+// and 5 ms, but for at least half the time left less 5 ms (a margin as long
+// as the deadline refused at once, and closed loops spun), as the SDK's
+// sleep into the deadline would hold it;
 // GiveUpCanceled if ctx ends during the hold; the backoff itself is drawn
 // later, and RetryDelay refuses one that would pass the deadline, giving
 // the cost back), and
