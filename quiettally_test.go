@@ -429,3 +429,43 @@ func TestQuietTallyKeepsItsTurnsThroughALookUnderTheLock(t *testing.T) {
 		assert.Equal(t, 10*time.Millisecond, wait, "%s: expect the second send at the same instant a turn later", name)
 	}
 }
+
+// panicClock is a movableClock whose next reading panics once armed.
+type panicClock struct {
+	movableClock
+	armed atomic.Bool
+}
+
+func (c *panicClock) now() time.Time {
+	if c.armed.CompareAndSwap(true, false) {
+		panic("clock failed")
+	}
+	return c.movableClock.now()
+}
+
+// TestQuietTallyKeepsItsTurnsThroughAClockThatPanics: a clock that panics
+// under the lock, after the holder took the pace back and before the queue
+// had the turns taken without the lock, leaves them taken: opened again
+// from the queue without them, the tally gave the turn back, and a second
+// send at the same instant went at once (helper-242). A sender whose own
+// reading panics takes no turn, and holds nobody up.
+func TestQuietTallyKeepsItsTurnsThroughAClockThatPanics(t *testing.T) {
+	var clock panicClock
+	l := newSendRate(SendRateOptions{InitialRate: 100, MaxRate: 100}, clock.now)
+	l.observe(false, time.Millisecond)
+	clock.moveTo(time.Second)
+	l.inUse()
+	p, wait, _, _ := l.reserve(nil, false)
+	require.True(t, p.counted && wait == 0, "expect the first send at once, by the tally")
+	clock.armed.Store(true)
+	require.Panics(t, func() { l.inUse() }, "expect the holder's reading to panic")
+	_, wait, _, _ = l.reserve(nil, false)
+	assert.Equal(t, 10*time.Millisecond, wait, "expect a second send at the same instant to wait a turn")
+	clock.armed.Store(true)
+	require.Panics(t, func() { l.reserve(nil, false) }, "expect a sender's reading to panic")
+	clock.moveTo(time.Second + 20*time.Millisecond)
+	l.inUse()
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	assert.Equal(t, uint64(2), l.q.turns, "expect each send one turn, the panicking one none")
+}

@@ -325,11 +325,11 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // It fails with a *GiveUpError when ctx is done (GiveUpCanceled), when the
 // shortest wait the service allows (its x-amz-retry-after hint; none
 // without one) and the margin would end past ctx's deadline
-// (GiveUpDeadline: after a throttle, once the caller was held for as much
-// of that wait, at most 1 s, as ends before the deadline less the margin
-// and 5 ms, but for at least half the time left less 5 ms (a margin as long
-// as the deadline refused at once, and closed loops spun), as the SDK's
-// sleep into the deadline would hold it;
+// (GiveUpDeadline: after a throttle, once the caller was held, as the
+// SDK's sleep into the deadline would hold it, for 1 s at most: until the
+// deadline less the margin and 5 ms, or, when that comes sooner, until half
+// the time left less 5 ms has passed (a margin as long as the deadline
+// refused at once, and closed loops spun);
 // GiveUpCanceled if ctx ends during the hold; the backoff itself is drawn
 // later, and RetryDelay refuses one that would pass the deadline, giving
 // the cost back), and

@@ -429,8 +429,14 @@ type sendRate struct {
 	syncedAt time.Time
 	// quietTurns is set while the quiet tally paces sends (see
 	// openQuietLocked) and the lock has not taken them back: a holder
-	// that does not read the clock leaves the tally as it is.
-	quietTurns bool
+	// that does not read the clock leaves the tally as it is. turnsTaken
+	// is set from the take until the queue has the turns (see
+	// syncLocked), takenNext their next turn's reading: a clock that
+	// panics between the two leaves the tally closed, where opened again
+	// from the queue without them, it gave back the turns taken
+	// (helper-242: a second send at the same instant at once).
+	quietTurns, turnsTaken bool
+	takenNext              time.Duration
 
 	minRate, maxRate float64
 	initialRate      float64 // +Inf when unlimited
@@ -1507,9 +1513,8 @@ func (l *sendRate) syncLocked() time.Time {
 	// The paced turns before the clock: each was taken on a reading at or
 	// before this one (one taken after the reading, on a later one, was
 	// given back when the tally opened again from this reading).
-	paced, next := l.quietTurns, time.Duration(0)
-	if paced {
-		next, l.quietTurns = l.quiet.takeTurns(), false
+	if l.quietTurns {
+		l.takenNext, l.turnsTaken, l.quietTurns = l.quiet.takeTurns(), true, false
 	}
 	var now time.Time
 	switch {
@@ -1532,12 +1537,15 @@ func (l *sendRate) syncLocked() time.Time {
 	if l.origin.IsZero() {
 		l.origin = now
 	}
-	if sent, ok, lastAt, rtt := l.quiet.take(); sent > 0 || ok > 0 {
-		if paced {
-			l.win.sent += l.q.tookTurns(uint64(sent), l.epoch.Add(next).Add(l.steady.skew), now)
-		} else {
-			l.win.sent += float64(sent)
-		}
+	sent, ok, lastAt, rtt := l.quiet.take()
+	switch {
+	case l.turnsTaken && sent > 0:
+		l.win.sent += l.q.tookTurns(uint64(sent), l.epoch.Add(l.takenNext).Add(l.steady.skew), now)
+	case !l.turnsTaken:
+		l.win.sent += float64(sent)
+	}
+	l.turnsTaken = false
+	if sent > 0 || ok > 0 {
 		l.win.ok += int(ok)
 		// The last count's reading, in steady time (see openQuietLocked):
 		// taken for the openedAt it came after, an idle limiter started
@@ -1585,7 +1593,7 @@ func (l *sendRate) unlock() {
 // last seen and the round trip, which the tally keeps too.
 func (l *sendRate) openQuietLocked() {
 	now := l.syncedAt
-	if l.quietTurns {
+	if l.quietTurns || l.turnsTaken {
 		return // the tally paces sends, and this holder did not take them in
 	}
 	if now.IsZero() || l.epoch.IsZero() || l.win.start.IsZero() {
