@@ -286,9 +286,15 @@ func TestQuietTallyTakesAPacedTurnWithoutTheLock(t *testing.T) {
 	assert.Equal(t, 6*time.Millisecond, <-reserved, "expect the next send to wait for its turn")
 }
 
+// testClock is a movableClock, or one that embeds it and reads otherwise.
+type testClock interface {
+	now() time.Time
+	moveTo(time.Duration)
+}
+
 // pacedAt returns a limiter at 100 a second whose tally paces sends, last
 // read under its lock at at on clock.
-func pacedAt(t *testing.T, clock *movableClock, at time.Duration) *sendRate {
+func pacedAt(t *testing.T, clock testClock, at time.Duration) *sendRate {
 	t.Helper()
 	l := newSendRate(SendRateOptions{InitialRate: 100, MaxRate: 100}, clock.now)
 	l.observe(false, time.Millisecond) // the first reading, at 0
@@ -362,11 +368,7 @@ func TestQuietTallyCountsAPacedTurnBeforeTheLockGoesOn(t *testing.T) {
 // back as the tally opened again from the holder's reading (helper-240).
 func TestQuietTallyTakesNoTurnWhileTheLockReads(t *testing.T) {
 	var clock hookClock
-	l := newSendRate(SendRateOptions{InitialRate: 100, MaxRate: 100}, clock.now)
-	l.observe(false, time.Millisecond)
-	clock.moveTo(time.Second)
-	l.inUse()
-	require.True(t, l.quietTurns)
+	l := pacedAt(t, &clock, time.Second)
 	counted := true
 	clock.hook = func() { // inside the lock holder's reading of 1 s
 		counted = l.quiet.countSend(func() time.Duration { return time.Second + 5*time.Millisecond })
@@ -451,10 +453,7 @@ func (c *panicClock) now() time.Time {
 // reading panics takes no turn, and holds nobody up.
 func TestQuietTallyKeepsItsTurnsThroughAClockThatPanics(t *testing.T) {
 	var clock panicClock
-	l := newSendRate(SendRateOptions{InitialRate: 100, MaxRate: 100}, clock.now)
-	l.observe(false, time.Millisecond)
-	clock.moveTo(time.Second)
-	l.inUse()
+	l := pacedAt(t, &clock, time.Second)
 	p, wait, _, _ := l.reserve(nil, false)
 	require.True(t, p.counted && wait == 0, "expect the first send at once, by the tally")
 	clock.armed.Store(true)
