@@ -1538,11 +1538,12 @@ func (l *sendRate) syncLocked() time.Time {
 		l.origin = now
 	}
 	sent, ok, lastAt, rtt := l.quiet.take()
-	switch {
-	case l.turnsTaken && sent > 0:
-		l.win.sent += l.q.tookTurns(uint64(sent), l.epoch.Add(l.takenNext).Add(l.steady.skew), now)
-	case !l.turnsTaken:
-		l.win.sent += float64(sent)
+	if sent > 0 {
+		if l.turnsTaken {
+			l.win.sent += l.q.tookTurns(uint64(sent), l.epoch.Add(l.takenNext).Add(l.steady.skew), now)
+		} else {
+			l.win.sent += float64(sent)
+		}
 	}
 	l.turnsTaken = false
 	if sent > 0 || ok > 0 {
