@@ -82,7 +82,7 @@ type quietTally struct {
 // opening of the pace moves the count on by one, so that no swap of a
 // sender that read an earlier pace can succeed (its turn length may be a
 // rate's since cut), and a pace takes fewer turns than the count holds
-// (see openPace).
+// (see canPace).
 const (
 	paceCountBits = 27
 	paceNextBits  = 36
@@ -216,7 +216,11 @@ func (t *quietTally) open(from, sends, oks, next, turn time.Duration) (paced boo
 	}
 	t.from.Store(int64(from))
 	if turn > 0 {
-		t.sendsUntil.Store(0) // first: a sender that read the mode unpaced counts no more
+		// The bounds first: a sender that read the mode unpaced counts
+		// no more, and one that reads this pace's word reads its bound
+		// (or none), not the last opening's.
+		t.sendsUntil.Store(0)
+		t.turnsUntil.Store(0)
 		t.turn.Store(int64(turn))
 		// A count no earlier pace's word holds; a next no earlier than
 		// from, which changes no turn (each is due at its reading or

@@ -431,10 +431,11 @@ type sendRate struct {
 	// openQuietLocked) and the lock has not taken them back: a holder
 	// that does not read the clock leaves the tally as it is. turnsTaken
 	// is set from the take until the queue has the turns (see
-	// syncLocked), takenNext their next turn's reading: a clock that
-	// panics between the two leaves the tally closed, where opened again
-	// from the queue without them, it gave back the turns taken
-	// (helper-242: a second send at the same instant at once).
+	// syncLocked), takenNext their next turn's reading and takenTurns
+	// how many: a clock that panics between the two leaves the tally
+	// closed, where opened again from the queue without them, it gave
+	// back the turns taken (helper-242: a second send at the same instant
+	// at once).
 	quietTurns, turnsTaken bool
 	takenNext              time.Duration
 	takenTurns             uint64
@@ -1546,6 +1547,9 @@ func (l *sendRate) syncLocked() time.Time {
 		l.seenLocked(next.Add(-time.Duration(l.quiet.turn.Load())), now)
 	}
 	l.turnsTaken = false
+	// Sends counted unpaced add to the window only: one that read the
+	// tally unlimited as it turned paced came before the change, as it
+	// would under the lock.
 	sent, ok, lastAt, rtt := l.quiet.take()
 	l.win.sent += float64(sent)
 	if sent > 0 || ok > 0 {
