@@ -576,10 +576,13 @@ func scanWhole(err error) (endless, nilPointer bool) {
 }
 
 // errorID tells errors apart by identity: a pointer's address, a slice's
-// and its length (a join type that is a slice can hold itself). The zero
-// value is an error of neither kind, which cannot be met twice on a path
-// but through one that is.
+// and its length (a join type that is a slice can hold itself), with the
+// type: Go gives values of zero size one address, and two such errors of
+// different types, one wrapping the other, were taken for a cycle. The
+// zero value is an error of neither kind, which cannot be met twice on a
+// path but through one that is.
 type errorID struct {
+	typ reflect.Type
 	at  uintptr
 	len int
 }
@@ -587,9 +590,9 @@ type errorID struct {
 func errorIDOf(e error) errorID {
 	switch rv := reflect.ValueOf(e); rv.Kind() {
 	case reflect.Pointer:
-		return errorID{at: rv.Pointer()}
+		return errorID{typ: rv.Type(), at: rv.Pointer()}
 	case reflect.Slice:
-		return errorID{at: rv.Pointer(), len: rv.Len()}
+		return errorID{typ: rv.Type(), at: rv.Pointer(), len: rv.Len()}
 	}
 	return errorID{}
 }

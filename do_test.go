@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"reflect"
 	"slices"
 	"strings"
 	"sync"
@@ -954,6 +955,47 @@ func TestAWideCycleIsFoundBeyondWhatTheWalkReads(t *testing.T) {
 		wide.errs = append(wide.errs, shared)
 	}
 	assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(wide))
+}
+
+// zeroOuter and zeroInner are errors of zero size, the first wrapping the
+// second: Go gives every zero-size allocation the same address.
+type zeroOuter struct{}
+
+func (*zeroOuter) Error() string { return "outer" }
+func (*zeroOuter) Unwrap() error { return &zeroInner{} }
+
+type zeroInner struct{}
+
+func (*zeroInner) Error() string { return "inner" }
+
+// TestZeroSizeErrorsMakeNoCycle: two zero-size errors of different types,
+// one wrapping the other, share an address, and were taken for one error
+// met twice, a cycle, past the walk's bounds: a throttle read at the top of
+// the chain was not retried. Told apart by their types, they are no cycle,
+// in a chain of single wraps (the zero-size pair at the 128th read, where
+// a chain's reading saves one to compare) and in a join.
+func TestZeroSizeErrorsMakeNoCycle(t *testing.T) {
+	outer := error(&zeroOuter{})
+	require.Equal(t, reflect.ValueOf(outer).Pointer(), reflect.ValueOf(errors.Unwrap(outer)).Pointer(),
+		"expect the two zero-size errors at one address")
+	deep := outer
+	for range 127 {
+		deep = fmt.Errorf("layer: %w", deep)
+	}
+	wide := &wideSelf{errs: []error{throttleErr()}}
+	for range 300 {
+		wide.errs = append(wide.errs, errors.New("plain"))
+	}
+	wide.errs = append(wide.errs, outer)
+	for name, err := range map[string]error{
+		"a chain": &sdkcCoded{code: "ThrottlingException", err: deep},
+		"a join":  wide,
+	} {
+		t.Run(name, func(t *testing.T) {
+			assert.Equal(t, jitterretry.ClassThrottle, jitterretry.Classify(err))
+			assert.True(t, jitterretry.New(fast).IsErrorRetryable(err))
+		})
+	}
 }
 
 // link is an error whose Unwrap returns the join it is in, once set.
