@@ -5,8 +5,6 @@ package jitterretry
 // nothing but the current window's counts.
 
 import (
-	"math"
-	"runtime"
 	"sync/atomic"
 	"time"
 )
@@ -21,8 +19,9 @@ import (
 // counted here, 163 and 164 (BenchmarkAttempt, 2 cores, 2026-12-07).
 // A paced limiter's sends took the lock still, where a caller that finds
 // nobody waiting and its turn due only moves the queue's clock on: the
-// tally takes such turns too, with one compare-and-swap on the time the
-// next one is due (see takeTurn).
+// tally takes such turns too, and counts them, with one compare-and-swap
+// on a word that holds the time the next one is due and the count (see
+// takeTurn).
 //
 // The limiter opens the tally under its lock, as it unlocks (see
 // sendRate.openQuietLocked): until the earliest time its control would
@@ -64,12 +63,50 @@ type quietTally struct {
 	// would have set (see sendRate.observe). Each count stores them
 	// before it adds itself: a take that sees the count sees them.
 	sent, ok, lastAt, rtt atomic.Int64
-	// next is the reading at which the next paced turn is due (see
-	// takeTurn), written by every paced send, as the counts are;
-	// math.MaxInt64 (see takeTurns) or unset while none is taken here.
-	// pacing counts the paced senders between their first look at next
-	// and their count: the lock's holder waits for them (see takeTurns).
-	next, pacing atomic.Int64
+	// pace is the paced sends' word (see packPace): the reading at which
+	// the next turn is due and the turns taken, written by every paced
+	// send, as the counts are. One word, so that the swap that takes a
+	// turn counts it: with the count apart, the lock's holder had to wait
+	// for the senders between the two, or give back a turn taken and not
+	// yet counted (helper-240: two sends of one instant at once).
+	pace atomic.Uint64
+	// opened is the count of turns pace held when the holder opened it,
+	// written and read under the limiter's lock only.
+	opened uint64
+}
+
+// A pace word holds, from the top: paceClosed, set while no turn may be
+// taken (see takeTurns); the low paceNextBits bits of the reading at which
+// the next turn is due, which tell it within paceSpan of any reading (see
+// paceNext); the count of turns taken, modulo 2^paceCountBits. Each
+// opening of the pace moves the count on by one, so that no swap of a
+// sender that read an earlier pace can succeed (its turn length may be a
+// rate's since cut), and a pace takes fewer turns than the count holds
+// (see canPace).
+const (
+	paceCountBits = 27
+	paceNextBits  = 36
+	paceCountMask = 1<<paceCountBits - 1
+	paceNextMask  = 1<<paceNextBits - 1
+	paceClosed    = 1 << 63
+	// paceSpan is half the range of the next turn's bits: about 34 s.
+	paceSpan = 1 << (paceNextBits - 1)
+)
+
+// packPace returns the open pace word of the next turn due at reading
+// next (nanoseconds since the limiter's epoch), count turns taken.
+func packPace(next int64, count uint64) uint64 {
+	return uint64(next)&paceNextMask<<paceCountBits | count&paceCountMask
+}
+
+// paceNext returns the reading at which w's next turn is due: the one
+// whose low bits w holds within paceSpan of reading r.
+func paceNext(w uint64, r int64) int64 {
+	d := (int64(w>>paceCountBits) - r) & paceNextMask
+	if d >= paceSpan {
+		d -= 1 << paceNextBits
+	}
+	return r + d
 }
 
 // sendsOpen reports whether a send may be counted here, at some time: the
@@ -96,34 +133,26 @@ func (t *quietTally) countSend(read func() time.Duration) bool {
 	return true
 }
 
-// countPacedSend is countSend for a paced send. It counts itself among the
-// senders pacing from its first look at next until its count, so that the
-// lock's holder, which closes the pace and then waits for them (see
-// takeTurns), finds every turn taken counted: a turn whose count came
-// after, taken for one not taken, was given back when the tally opened
-// again, and sent a second caller at the same instant (helper-240: 8
-// goroutines racing for one turn, two sent at once in 3 of 10 runs of 200).
+// countPacedSend is countSend for a paced send: it takes and counts its
+// turn (see takeTurn).
 func (t *quietTally) countPacedSend(read func() time.Duration) bool {
-	t.pacing.Add(1)
-	defer t.pacing.Add(-1)
 	for {
-		// next before turn, which open stores first: a next of the
+		// The pace before turn, which open stores first: a pace of the
 		// open's goes with its turn. And both before the reading: a
 		// turn another sender took since is one it read the clock for
 		// before this reading, and this one finds the next turn no
 		// later than its reading allows.
-		next, turn := t.next.Load(), t.turn.Load()
+		w, turn := t.pace.Load(), t.turn.Load()
 		r := read()
-		if turn <= 0 || !t.within(r, &t.turnsUntil) {
+		if w&paceClosed != 0 || turn <= 0 || !t.within(r, &t.turnsUntil) {
 			return false
 		}
-		switch taken, raced := t.takeTurn(r, next, turn); {
+		switch taken, raced := t.takeTurn(w, int64(r), turn); {
 		case raced:
 			continue
 		case !taken:
 			return false
 		}
-		t.count(r)
 		return true
 	}
 }
@@ -134,22 +163,22 @@ func (t *quietTally) count(r time.Duration) {
 	t.sent.Add(1)
 }
 
-// takeTurn takes the turn due at reading r, next being when the next turn
-// was due as read before r: one turn after the last one taken, or r if
-// that was longer ago, the queue's own rule for a caller who finds nobody
-// waiting (see sendQueue.clock), which keeps no rate unused, due a
-// nanosecond early as turnsDue is. It reports whether it took it, and, if
-// not, whether another sender took a turn meanwhile, so that the caller
-// reads the clock again: readings taken before that turn's would find it
-// not due (two goroutines sharing a client at a rate far above theirs
-// went to the lock for every other send). A turn not due, or none taken
-// here (next is math.MaxInt64: see takeTurns), waits in the queue, under
-// the lock.
-func (t *quietTally) takeTurn(r time.Duration, next, turn int64) (taken, raced bool) {
-	if int64(r) < next-1 {
+// takeTurn takes and counts the turn due at reading r, w being the open
+// pace as read before r: the next turn is due one turn after the last one
+// taken, or at r if that was longer ago, the queue's own rule for a caller
+// who finds nobody waiting (see sendQueue.clock), which keeps no rate
+// unused, due a nanosecond early as turnsDue is. It reports whether it
+// took it, and, if not, whether another sender took a turn meanwhile (or
+// the pace was closed), so that the caller reads the clock again: readings
+// taken before that turn's would find it not due (two goroutines sharing a
+// client at a rate far above theirs went to the lock for every other
+// send). A turn not due waits in the queue, under the lock.
+func (t *quietTally) takeTurn(w uint64, r, turn int64) (taken, raced bool) {
+	next := paceNext(w, r)
+	if r < next-1 {
 		return false, false
 	}
-	if !t.next.CompareAndSwap(next, max(next, int64(r))+turn) {
+	if !t.pace.CompareAndSwap(w, packPace(max(next, r)+turn, w+1)) {
 		return false, true
 	}
 	return true, false
@@ -175,23 +204,48 @@ func (t *quietTally) within(r time.Duration, until *atomic.Int64) bool {
 
 // open lets sends be counted from from until sends, successful answers
 // until oks (0 or less: none), each the time since the limiter's epoch.
-// A turn above 0 paces the sends, the first due at next (see takeTurn);
-// the lock's holder takes the pace back with takeTurns, before it opens
-// the tally again. The caller holds the limiter's lock.
-func (t *quietTally) open(from, sends, oks, next, turn time.Duration) {
+// A turn above 0 paces the sends, the first due at next (see takeTurn),
+// when the pace word can hold it (see canPace); it reports whether it
+// does: the lock's holder then takes the pace back with takeTurns, before
+// it opens the tally again. Sends it cannot pace are left to the lock.
+// The caller holds the limiter's lock.
+func (t *quietTally) open(from, sends, oks, next, turn time.Duration) (paced bool) {
 	sends = max(sends, 0)
+	if turn > 0 && !canPace(from, sends, next, turn) {
+		sends, turn = 0, 0
+	}
 	t.from.Store(int64(from))
 	if turn > 0 {
-		t.sendsUntil.Store(0) // first: a sender that read the mode unpaced counts no more
+		// The bounds first: a sender that read the mode unpaced counts
+		// no more, and one that reads this pace's word reads its bound
+		// (or none), not the last opening's.
+		t.sendsUntil.Store(0)
+		t.turnsUntil.Store(0)
 		t.turn.Store(int64(turn))
-		t.next.Store(int64(next)) // after turn: see countPacedSend
+		// A count no earlier pace's word holds; a next no earlier than
+		// from, which changes no turn (each is due at its reading or
+		// later), and keeps it within paceSpan of every reading here.
+		t.opened = (t.pace.Load() + 1) & paceCountMask
+		t.pace.Store(packPace(int64(max(next, from)), t.opened)) // after turn: see countPacedSend
 		t.turnsUntil.Store(int64(sends))
+		paced = true
 	} else {
 		t.turnsUntil.Store(0)
 		t.turn.Store(0)
 		t.sendsUntil.Store(int64(sends))
 	}
 	t.oksUntil.Store(int64(max(oks, 0)))
+	return paced
+}
+
+// canPace reports whether the pace word can hold the turns of length turn
+// between readings from and until, the first due at next: every next turn
+// (no later than a turn after next or until) within paceSpan of every
+// reading, and fewer turns than the count holds (one a turn at most; a
+// nanosecond at the rate's highest).
+func canPace(from, until, next, turn time.Duration) bool {
+	span := max(until, next) - from
+	return span < paceSpan/2 && turn < paceSpan/2 && int64(span/turn) < paceCountMask/2
 }
 
 // close stops the counting.
@@ -201,33 +255,15 @@ func (t *quietTally) close() {
 	t.oksUntil.Store(0)
 }
 
-// takeTurns stops the paced sends (see takeTurn), waits for the senders
-// still pacing (each a clock reading and a few instructions from its
-// count, or from finding no turn), and returns the reading at which the
-// next turn was due: every turn taken here is then counted. The caller
-// holds the limiter's lock, and reads the clock after: every turn taken
-// was read at or before it. It yields while it waits, then sleeps: a
-// slow Options.Clock in a sender's reading kept a core busy for as long
-// (helper-242: 151 ms of CPU in 204 ms behind a reading of 200 ms).
-func (t *quietTally) takeTurns() time.Duration {
-	next := t.next.Swap(math.MaxInt64)
-	for i := 0; t.pacing.Load() != 0; i++ {
-		if i < pacingSpins {
-			runtime.Gosched()
-		} else {
-			time.Sleep(pacingNap)
-		}
-	}
-	return time.Duration(next)
+// takeTurns closes the pace opened last (see takeTurn) and returns the
+// reading at which the next turn was due, and how many turns were taken:
+// each is counted by the swap that took it. The caller holds the
+// limiter's lock, and reads the clock after: every turn taken was read at
+// or before it.
+func (t *quietTally) takeTurns() (next time.Duration, taken uint64) {
+	w := t.pace.Or(paceClosed)
+	return time.Duration(paceNext(w, t.from.Load())), (w - t.opened) & paceCountMask
 }
-
-// pacingSpins and pacingNap shape takeTurns' wait: a sender is due within
-// a clock reading (tens of nanoseconds on the monotonic clock), so a few
-// yields end nearly every wait, and naps end the rest without a core.
-const (
-	pacingSpins = 64
-	pacingNap   = 20 * time.Microsecond
-)
 
 // take returns the sends and successful answers counted since the last
 // take, and starts the counts over; with them, the reading of the last

@@ -341,25 +341,19 @@ func TestQuietTallyPacesRacingSendersATurnApart(t *testing.T) {
 	}
 }
 
-// TestQuietTallyCountsAPacedTurnBeforeTheLockGoesOn: a sender that took its
-// turn in the tally and has not yet counted it holds the lock's holder
-// until it has: a caller at the same instant, under the lock, waits a turn
-// after it (helper-240: it was sent at once, the straggler's turn given
-// back). The sender is this test, stopped between its turn and its count.
-func TestQuietTallyCountsAPacedTurnBeforeTheLockGoesOn(t *testing.T) {
+// TestQuietTallyCountsAPacedTurnAsItTakesIt: a turn taken in the tally is
+// counted by the same swap, so a caller at the same instant, under the
+// lock, waits a turn after it. Counted apart, a turn taken and not yet
+// counted was given back as the lock opened the tally again, and the
+// caller sent at once (helper-240); the lock's holder then had to wait
+// for such senders.
+func TestQuietTallyCountsAPacedTurnAsItTakesIt(t *testing.T) {
 	var clock movableClock
 	l := pacedAt(t, &clock, time.Second)
-	l.quiet.pacing.Add(1) // as countPacedSend, until its count
-	taken, raced := l.quiet.takeTurn(l.sinceEpoch(), l.quiet.next.Load(), l.quiet.turn.Load())
+	taken, raced := l.quiet.takeTurn(l.quiet.pace.Load(), int64(l.sinceEpoch()), l.quiet.turn.Load())
 	require.True(t, taken && !raced, "expect the sender's turn due at once")
-	reserved := make(chan time.Duration)
-	go func() {
-		_, wait, _, _ := l.reserve(nil, false) // not due in the tally: to the lock
-		reserved <- wait
-	}()
-	l.quiet.count(l.sinceEpoch())
-	l.quiet.pacing.Add(-1)
-	assert.Equal(t, 10*time.Millisecond, <-reserved, "expect the caller a turn after the sender's")
+	_, wait, _, _ := l.reserve(nil, false) // not due in the tally: to the lock
+	assert.Equal(t, 10*time.Millisecond, wait, "expect the caller a turn after the sender's")
 }
 
 // TestQuietTallyTakesNoTurnWhileTheLockReads: a send read while the lock's
@@ -467,4 +461,46 @@ func TestQuietTallyKeepsItsTurnsThroughAClockThatPanics(t *testing.T) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	assert.Equal(t, uint64(2), l.q.turns, "expect each send one turn, the panicking one none")
+}
+
+// TestQuietTallyPaceWordWraps: the pace word holds the next turn's reading
+// modulo 2^36 ns (about 69 s) and the count of turns modulo 2^27; turns
+// taken across both wraps, each read 3 ns after it was due, are told and
+// counted as any others.
+func TestQuietTallyPaceWordWraps(t *testing.T) {
+	const turn, late = 10, 3
+	for _, from := range []time.Duration{0, 1<<paceNextBits - 15, 3 * time.Hour, -25} {
+		var q quietTally
+		q.pace.Store(packPace(0, paceCountMask-1)) // the next opening's count is the last before the wrap
+		require.True(t, q.open(from, from+time.Microsecond, 0, from-time.Second, turn), "from %v: expect the tally to pace", from)
+		for i := range time.Duration(3) {
+			r := from + i*(turn+late)
+			require.True(t, q.countSend(func() time.Duration { return r }), "from %v: expect the turn at %v due", from, r)
+			require.False(t, q.countSend(func() time.Duration { return r + 1 }), "from %v: expect no second turn at %v", from, r+1)
+		}
+		next, taken := q.takeTurns()
+		assert.Equal(t, from+2*(turn+late)+turn, next, "from %v: expect the next turn a turn after the third", from)
+		assert.Equal(t, uint64(3), taken, "from %v: expect three turns counted", from)
+		assert.False(t, q.countSend(func() time.Duration { return from + 3*turn }), "from %v: expect no turn once taken back", from)
+	}
+}
+
+// TestQuietTallyPacesHoursOn: a limiter pacing hours after its first
+// reading, and just before its readings' low bits wrap, paces as in its
+// first second: a turn at once, the next a turn later, each in the tally,
+// and a send before the third waits for it under the lock.
+func TestQuietTallyPacesHoursOn(t *testing.T) {
+	for _, at := range []time.Duration{time.Second, 1<<paceNextBits - 15*time.Millisecond, 3 * time.Hour} {
+		var clock movableClock
+		l := pacedAt(t, &clock, at)
+		for i := range time.Duration(2) {
+			clock.moveTo(at + i*10*time.Millisecond)
+			p, wait, _, _ := l.reserve(nil, false)
+			require.True(t, p.counted && wait == 0, "at %v: expect send %d at once, by the tally", at, i)
+		}
+		clock.moveTo(at + 15*time.Millisecond)
+		p, wait, _, _ := l.reserve(nil, false)
+		assert.False(t, p.counted, "at %v: expect the third send to the lock", at)
+		assert.Equal(t, 5*time.Millisecond, wait, "at %v: expect the third send due at its turn", at)
+	}
 }

@@ -431,12 +431,14 @@ type sendRate struct {
 	// openQuietLocked) and the lock has not taken them back: a holder
 	// that does not read the clock leaves the tally as it is. turnsTaken
 	// is set from the take until the queue has the turns (see
-	// syncLocked), takenNext their next turn's reading: a clock that
-	// panics between the two leaves the tally closed, where opened again
-	// from the queue without them, it gave back the turns taken
-	// (helper-242: a second send at the same instant at once).
+	// syncLocked), takenNext their next turn's reading and takenTurns
+	// how many: a clock that panics between the two leaves the tally
+	// closed, where opened again from the queue without them, it gave
+	// back the turns taken (helper-242: a second send at the same instant
+	// at once).
 	quietTurns, turnsTaken bool
 	takenNext              time.Duration
+	takenTurns             uint64
 
 	minRate, maxRate float64
 	initialRate      float64 // +Inf when unlimited
@@ -1514,7 +1516,8 @@ func (l *sendRate) syncLocked() time.Time {
 	// before this one (one taken after the reading, on a later one, was
 	// given back when the tally opened again from this reading).
 	if l.quietTurns {
-		l.takenNext, l.turnsTaken, l.quietTurns = l.quiet.takeTurns(), true, false
+		l.takenNext, l.takenTurns = l.quiet.takeTurns()
+		l.turnsTaken, l.quietTurns = true, false
 	}
 	var now time.Time
 	switch {
@@ -1537,23 +1540,21 @@ func (l *sendRate) syncLocked() time.Time {
 	if l.origin.IsZero() {
 		l.origin = now
 	}
-	sent, ok, lastAt, rtt := l.quiet.take()
-	if sent > 0 {
-		if l.turnsTaken {
-			l.win.sent += l.q.tookTurns(uint64(sent), l.epoch.Add(l.takenNext).Add(l.steady.skew), now)
-		} else {
-			l.win.sent += float64(sent)
-		}
+	if l.turnsTaken && l.takenTurns > 0 {
+		next := l.steadyReading(l.takenNext)
+		l.win.sent += l.q.tookTurns(l.takenTurns, next, now)
+		// The last turn was taken a turn before the next was due.
+		l.seenLocked(next.Add(-time.Duration(l.quiet.turn.Load())), now)
 	}
 	l.turnsTaken = false
+	// Sends counted unpaced add to the window only: one that read the
+	// tally unlimited as it turned paced came before the change, as it
+	// would under the lock.
+	sent, ok, lastAt, rtt := l.quiet.take()
+	l.win.sent += float64(sent)
 	if sent > 0 || ok > 0 {
 		l.win.ok += int(ok)
-		// The last count's reading, in steady time (see openQuietLocked):
-		// taken for the openedAt it came after, an idle limiter started
-		// over up to a window early (helper-225).
-		if seen := earliest(l.epoch.Add(lastAt).Add(l.steady.skew), now); seen.After(l.lastSeen) {
-			l.lastSeen = seen
-		}
+		l.seenLocked(l.steadyReading(lastAt), now)
 		if ok > 0 {
 			l.rtt = rtt
 		}
@@ -1570,6 +1571,23 @@ func (l *sendRate) syncLocked() time.Time {
 	}
 	l.rollLocked(now)
 	return now
+}
+
+// steadyReading returns the quiet tally's reading r in steady time (see
+// openQuietLocked).
+func (l *sendRate) steadyReading(r time.Duration) time.Time {
+	return l.epoch.Add(r).Add(l.steady.skew)
+}
+
+// seenLocked makes at, the reading (in steady time) of a count the quiet
+// tally took in, the time last seen, if later: the count's own reading,
+// not the opening it came after (an idle limiter started over up to a
+// window early: helper-225), and no later than now, the reading of the
+// lock that took it in.
+func (l *sendRate) seenLocked(at, now time.Time) {
+	if seen := earliest(at, now); seen.After(l.lastSeen) {
+		l.lastSeen = seen
+	}
 }
 
 // unlock opens the quiet tally for the state the lock's holder leaves,
@@ -1624,13 +1642,12 @@ func (l *sendRate) openQuietLocked() {
 			// (A turn longer than idleReset, the lock's; no overflow.)
 			sends, turn = until, time.Duration(math.Ceil(float64(time.Second)/r)) // never above the rate
 			next = reading(l.q.servedAt) + secondsToDuration(max(float64(l.q.turns)-l.q.clock, 0)/r)
-			l.quietTurns = true
 		}
 	}
 	if !l.jump.active() && !l.test.active() && l.cusum == 0 {
 		oks = until
 	}
-	l.quiet.open(reading(now), sends, oks, next, turn)
+	l.quietTurns = l.quiet.open(reading(now), sends, oks, next, turn)
 }
 
 // sinceEpoch reads the clock, outside the lock, as the quiet tally

@@ -137,7 +137,10 @@ func (b *TokenBucket) give(n uint) uint {
 		return 0
 	}
 	added := func(t uint64) uint64 { return min(uint64(n), uint64(b.capacity)-t) }
-	t, _ := b.update(func(t uint64) (uint64, bool) { return t + added(t), true })
+	// Nothing to add to a full bucket, the common case (a first attempt's
+	// success): no swap, whose write, though it changes nothing, took the
+	// line from every other core's reading of the bucket.
+	t, _ := b.update(func(t uint64) (uint64, bool) { return t + added(t), added(t) > 0 })
 	return uint(added(t))
 }
 
