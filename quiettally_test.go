@@ -504,3 +504,19 @@ func TestQuietTallyPacesHoursOn(t *testing.T) {
 		assert.Equal(t, 5*time.Millisecond, wait, "at %v: expect the third send due at its turn", at)
 	}
 }
+
+// TestQuietTallyCountedPlaceStaysDue: a place the tally sent at once is due
+// whenever it is asked again, as a place due under the lock is. Asked, it
+// read the queue as a place of the first attempts' line and was told to
+// wait a turn (FuzzSendRatePacing, at 15/s: counted as still waiting, it
+// came due beside the next caller's place).
+func TestQuietTallyCountedPlaceStaysDue(t *testing.T) {
+	var clock movableClock
+	l := pacedAt(t, &clock, time.Second)
+	p, wait, _, _ := l.reserve(nil, false)
+	require.True(t, p.counted && wait == 0, "expect the send at once, by the tally")
+	wait, _ = l.delay(p)
+	assert.Zero(t, wait, "expect the place sent still due")
+	_, wait, _, _ = l.reserve(nil, false)
+	assert.Equal(t, 10*time.Millisecond, wait, "expect the next send a turn later")
+}

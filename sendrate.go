@@ -825,8 +825,12 @@ func (l *sendRate) realTime(now time.Time) time.Time {
 // delay returns how long, from now and at the current rate, p waits before
 // it may be sent, and a channel closed when that may change (see
 // sendQueue.delay); a waiter sleeps until the first of the delay, a window
-// and the channel, and asks again.
+// and the channel, and asks again. A place the quiet tally sent at once
+// is due, as one due under the lock stays.
 func (l *sendRate) delay(p sendPlace) (time.Duration, <-chan struct{}) {
+	if p.counted {
+		return 0, nil // never in a line: read there, it waited a turn
+	}
 	l.mu.Lock()
 	defer l.unlock()
 	return l.delayLocked(p, l.syncLocked())
