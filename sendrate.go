@@ -429,16 +429,16 @@ type sendRate struct {
 	syncedAt time.Time
 	// quietTurns is set while the quiet tally paces sends (see
 	// openQuietLocked) and the lock has not taken them back: a holder
-	// that does not read the clock leaves the tally as it is. turnsTaken
-	// is set from the take until the queue has the turns (see
-	// syncLocked), takenNext their next turn's reading and takenTurns
-	// how many: a clock that panics between the two leaves the tally
-	// closed, where opened again from the queue without them, it gave
-	// back the turns taken (helper-242: a second send at the same instant
-	// at once).
-	quietTurns, turnsTaken bool
-	takenNext              time.Duration
-	takenTurns             uint64
+	// that does not read the clock leaves the tally as it is. takenTurns
+	// counts the turns taken back from it until the queue has them (see
+	// syncLocked), takenNext their next turn's reading: a clock that
+	// panics between the two leaves the tally closed, where opened again
+	// from the queue without them, it gave back the turns taken
+	// (helper-242: a second send at the same instant at once). With none
+	// taken, the queue's state is the tally's.
+	quietTurns bool
+	takenNext  time.Duration
+	takenTurns uint64
 
 	minRate, maxRate float64
 	initialRate      float64 // +Inf when unlimited
@@ -1521,7 +1521,7 @@ func (l *sendRate) syncLocked() time.Time {
 	// given back when the tally opened again from this reading).
 	if l.quietTurns {
 		l.takenNext, l.takenTurns = l.quiet.takeTurns()
-		l.turnsTaken, l.quietTurns = true, false
+		l.quietTurns = false
 	}
 	var now time.Time
 	switch {
@@ -1544,13 +1544,13 @@ func (l *sendRate) syncLocked() time.Time {
 	if l.origin.IsZero() {
 		l.origin = now
 	}
-	if l.turnsTaken && l.takenTurns > 0 {
+	if l.takenTurns > 0 {
 		next := l.steadyReading(l.takenNext)
 		l.win.sent += l.q.tookTurns(l.takenTurns, next, now)
 		// The last turn was taken a turn before the next was due.
 		l.seenLocked(next.Add(-time.Duration(l.quiet.turn.Load())), now)
+		l.takenTurns = 0
 	}
-	l.turnsTaken = false
 	// Sends counted unpaced add to the window only: one that read the
 	// tally unlimited as it turned paced came before the change, as it
 	// would under the lock.
@@ -1616,7 +1616,7 @@ func (l *sendRate) unlock() {
 // last seen and the round trip, which the tally keeps too.
 func (l *sendRate) openQuietLocked() {
 	now := l.syncedAt
-	if l.quietTurns || l.turnsTaken {
+	if l.quietTurns || l.takenTurns > 0 {
 		return // the tally paces sends, and this holder did not take them in
 	}
 	if now.IsZero() || l.epoch.IsZero() || l.win.start.IsZero() {
