@@ -22,13 +22,6 @@ import (
 // context itself allocates). A count of zero does not move with the Go
 // version, as the benchmarks' other counts do. The race detector makes
 // some allocations of its own, so it runs without.
-//
-// A retry held under a deadline takes a slot of the retryer's table of
-// held retries, made the first time a retry's turn comes to it (one error
-// value's retries cycle through the 512 of one shard, 4,096 in all): 2
-// allocations a decision for the first 512 decisions here, then none,
-// which a benchmark's loop averages away. The decisions are measured
-// after as many warm ones as make every slot.
 func TestTheHotPathsAllocateNothing(t *testing.T) {
 	if raceEnabled {
 		t.Skip("the race detector allocates; the counts are read without it")
@@ -73,9 +66,6 @@ func TestTheHotPathsAllocateNothing(t *testing.T) {
 	for _, s := range delayers.Strategies() {
 		r := jitterretry.New(func(o *jitterretry.Options) { o.Jitter = s })
 		throttle := throttleErr()
-		for range 4096 {
-			retryDecision(shared, r, throttle)
-		}
 		decision := func(ctx context.Context) float64 {
 			return testing.AllocsPerRun(500, func() { retryDecision(ctx, r, throttle) })
 		}
