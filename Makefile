@@ -32,14 +32,17 @@ FUZZTIME ?= 30s
 # goroutine drives a simulated service and clients, so the race detector
 # finds nothing there and made them five times as slow (2m39s of CPU
 # against 27 s, a quarter of make test's). They run in a pass of their own,
-# without -race; a limiter test with goroutines is named otherwise.
+# without -race; a limiter test with goroutines is named otherwise. The
+# allocation counts (allocs_test.go) run in that pass too: the race
+# detector allocates, and under it they skip.
 VIRTUAL_TIME_TESTS := ^(TestSendRate|TestLimiterSim)
+NO_RACE_TESTS := $(VIRTUAL_TIME_TESTS)|^TestTheHotPathsAllocateNothing$$
 
 ## test: install and start dynalite, run go test -race over every module
 ## against it (the fault matrix in its short form), then the limiter's
-## virtual-time tests without -race, printing each package's result as it
-## finishes, stop it (also when a test fails), and exit with the tests'
-## status. -count=1: a second run in the same checkout runs the tests again
+## virtual-time tests and the allocation counts without -race, printing
+## each package's result as it finishes, stop it (also when a test fails),
+## and exit with the tests' status. -count=1: a second run in the same checkout runs the tests again
 ## rather than print cached results.
 test:
 	@endpoint="$$($(DYNALITE) start $(DYNALITE_STATE))"; \
@@ -47,9 +50,9 @@ test:
 	trap 'exit 130' INT TERM; \
 	echo "dynalite listening at $$endpoint"; \
 	env $(LOCAL_AWS_ENV) AWS_ENDPOINT_URL_DYNAMODB="$$endpoint" \
-		$(GOTESTSUM) -race -count=1 -skip '$(VIRTUAL_TIME_TESTS)' $(GO_PACKAGES); \
-	echo "the send-rate limiter's tests in virtual time, without -race:"; \
-	$(GOTESTSUM) -count=1 -run '$(VIRTUAL_TIME_TESTS)' .
+		$(GOTESTSUM) -race -count=1 -skip '$(NO_RACE_TESTS)' $(GO_PACKAGES); \
+	echo "the send-rate limiter's tests in virtual time and the allocation counts, without -race:"; \
+	$(GOTESTSUM) -count=1 -run '$(NO_RACE_TESTS)' .
 
 ## reliability: the fault matrix (toxiproxy faults on minidyn and dynalite),
 ## the end-to-end deadline tests and the Lambda example's tests, verbose, so

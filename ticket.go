@@ -171,6 +171,10 @@ type tracked struct {
 
 type trackShard struct {
 	cursor atomic.Uint32
+	// made counts the places of slots that were made: slots[made:] were
+	// never needed (see take). A retired slot's place stays counted; the
+	// next retry that comes to it makes a new slot there.
+	made atomic.Uint32
 	// slots is made by the first retry the shard tracks (see tableOf):
 	// made by New, the eight shards' 4 KB each were most of a retryer's
 	// 53 KB, for retries a client may never make.
@@ -412,13 +416,27 @@ func (tr *tracked) reclaimEvery(every time.Duration, now time.Time) {
 	_ = tr.sweep(now)
 }
 
-// take returns a free slot of the shard in slotSetup, making one where none
-// was made yet, or nil when every slot is taken.
+// take returns a free slot of the shard in slotSetup, or nil when every
+// slot is taken. It looks among the slots made so far, and makes the next
+// only when they are all taken: the shard holds as many slots as retries
+// were held in it at once. (Made wherever the cursor came next, one retry
+// at a time made all 512 over 512 retries.)
 func (sh *trackShard) take() *trackSlot {
-	for range trackSlots {
-		if s := sh.takeAt(int(sh.cursor.Add(1) % trackSlots)); s != nil {
+	made := sh.made.Load()
+	for range made {
+		if s := sh.takeAt(int(sh.cursor.Add(1) % made)); s != nil {
 			return s
 		}
+	}
+	// Each turn makes a slot, or finds another retry made one: at most
+	// trackSlots turns.
+	for made < trackSlots {
+		if sh.made.CompareAndSwap(made, made+1) {
+			if s := sh.takeAt(int(made)); s != nil {
+				return s
+			}
+		}
+		made = sh.made.Load()
 	}
 	return nil
 }

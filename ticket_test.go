@@ -456,6 +456,55 @@ func TestASweepWithNothingDueAllocatesNothing(t *testing.T) {
 	assert.Zero(t, testing.AllocsPerRun(100, func() { tr.reclaim() }))
 }
 
+// TestSlotsAreMadeForTheRetriesHeldAtOnce: a slot of the table of held
+// retries is made when more retries are held at once than its shard has
+// free, as the README says, not when a shard's cursor first comes to it:
+// one retry at a time, released before the next, made every slot of a
+// shard its error values landed on (0.8 MB a retryer once 64 error values
+// had spread over the eight shards, where the SDK's retryer keeps none).
+func TestSlotsAreMadeForTheRetriesHeldAtOnce(t *testing.T) {
+	tr := newTracked(time.Now)
+	tk := ticket{lane: &lane{}, cost: 1, foreign: func() error { return nil }, release: func(error) error { return nil }}
+	ctx, cancel := context.WithTimeout(context.Background(), time.Hour)
+	defer cancel()
+	made := func() (n int) {
+		for i := range tr.shards {
+			if slots := tr.shards[i].slots.Load(); slots != nil {
+				for j := range slots {
+					if slots[j].Load() != nil {
+						n++
+					}
+				}
+			}
+		}
+		return n
+	}
+	for i := range 10_000 {
+		ref, release := tr.track(ctx, tk, time.Time{}, uintptr(i))
+		require.NotNil(t, ref.slot, "expect a retry tracked")
+		_ = release(nil)
+	}
+	assert.LessOrEqual(t, made(), trackShards, "expect one slot a shard for retries held one at a time")
+
+	const atOnce = 300
+	releases := make([]func(error) error, 0, atOnce)
+	for i := range atOnce {
+		ref, release := tr.track(ctx, tk, time.Time{}, uintptr(i*7))
+		require.NotNil(t, ref.slot, "expect every retry tracked")
+		releases = append(releases, release)
+	}
+	assert.GreaterOrEqual(t, made(), atOnce)
+	assert.LessOrEqual(t, made(), atOnce+trackShards, "expect slots made for the retries held at once, and those made before")
+	for _, release := range releases {
+		_ = release(nil)
+	}
+	for i := range 10_000 {
+		_, release := tr.track(ctx, tk, time.Time{}, uintptr(i))
+		_ = release(nil)
+	}
+	assert.LessOrEqual(t, made(), atOnce+trackShards, "expect the slots made reused")
+}
+
 // TestStressEveryTrackedRetryIsClaimedOnce: owners that cancel, refund and
 // release while two sweepers run, some refunds slow and some panicking:
 // every retry's tokens are claimed once, by its release or by one refund
