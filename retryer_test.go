@@ -1960,6 +1960,22 @@ func TestLongPollingRefusalBacksOffAsTheSDK(t *testing.T) {
 		}
 		assert.Zero(t, d)
 	})
+	t.Run("a throttle with an x-amz-retry-after hint", func(t *testing.T) {
+		// The README's long-polling row: the middleware clamps the hint to
+		// [RetryDelay's answer, that + 5 s] and sleeps it. Ours answers the
+		// rest of the backoff it held, nothing here, so the hint's 500 ms
+		// come on top of the 40 ms held, where the SDK, answering the whole
+		// backoff, sleeps the longer of the two.
+		r, hinted := retryer(40*time.Millisecond), retryAfter(500)
+		start := time.Now()
+		_, err := r.GetRetryToken(context.Background(), hinted)
+		held := time.Since(start)
+		require.ErrorIs(t, err, jitterretry.ErrRetryBudgetExhausted)
+		assert.GreaterOrEqual(t, held, 40*time.Millisecond, "expect the throttle's backoff held, not the hint")
+		d, err := r.RetryDelay(1, hinted)
+		require.NoError(t, err)
+		assert.Zero(t, d, "expect nothing of attempt 1's backoff left: the middleware then sleeps the hint on top")
+	})
 }
 
 // TestRetryAnsweredByAConflictGetsItsTokensBack: on a hot item the SDK's

@@ -1008,6 +1008,43 @@ func TestSDKContract_DifferenceIncrementOutsideTheMiddleware(t *testing.T) {
 	assert.Equal(t, uint(486), ours.Remaining(), "expect nothing for the attempt after a successful retry")
 }
 
+// TestSDKContract_DifferenceIncrementUnderAWrapperThatRetriesFree: the
+// same difference under the middleware, reached as the SDK's
+// TestStandard_GetAttemptToken_retryAttemptNoIncrement reaches it (an
+// attempt numbered 2 with no retry token released before it): a wrapper
+// whose GetRetryToken hands the middleware a release of its own, without
+// asking the retryer, retries for free. The SDK reads the attempt's number
+// from its middleware's context, which only its package can, and adds
+// nothing for the retry's success; ours never saw the retry, takes its
+// success for a first attempt's, and adds NoRetryIncrement (helper-247).
+func TestSDKContract_DifferenceIncrementUnderAWrapperThatRetriesFree(t *testing.T) {
+	sdkBucket := ratelimit.NewTokenRateLimit(500)
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) {
+		o.RateLimiter = sdkBucket
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return 0, nil })
+	})
+	ourBucket := jitterretry.NewTokenBucket(500, 0)
+	ours := jitterretry.New(sdkcQuick, func(o *jitterretry.Options) { o.RateLimiter = ourBucket })
+	for _, take := range []func(context.Context, uint) (func() error, error){sdkBucket.GetToken, ourBucket.GetToken} {
+		_, err := take(context.Background(), 10) // below the cap, so that an increment shows
+		require.NoError(t, err)
+	}
+	for _, r := range []aws.RetryerV2{sdk, ours} {
+		attempts, err := operation(context.Background(), freeRetries{r}, script(serverErr, ok))
+		requireAttempts(t, 2, attempts, err)
+		require.NoError(t, err)
+	}
+	assert.Equal(t, uint(490), sdkBucket.Remaining(), "the SDK: expect nothing added for the retry's success")
+	assert.Equal(t, uint(491), ourBucket.Remaining(), "expect the retry's success taken for a first attempt's")
+}
+
+// freeRetries retries without asking the retryer it wraps for a token.
+type freeRetries struct{ aws.RetryerV2 }
+
+func (freeRetries) GetRetryToken(context.Context, error) (func(error) error, error) {
+	return func(error) error { return nil }, nil
+}
+
 // TestSDKContract_DifferenceCanceledAnywhere: an error whose chain holds a
 // context.Canceled is not retried, whatever else it holds; the SDK retries
 // it when a 5xx or a send error is in it too.
