@@ -477,7 +477,8 @@ func TestCancelledBackoffGivesTokensBack(t *testing.T) {
 	err := putItem(ctx, newClient(srv.URL, r))
 	var canceled *aws.RequestCanceledError
 	require.ErrorAs(t, err, &canceled, "expect the middleware's cancelled sleep")
-	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, time.Second, time.Millisecond,
+	// Returns as soon as they are; the 10 s are for a busy machine.
+	assert.Eventually(t, func() bool { return r.Remaining() == 500 }, 10*time.Second, time.Millisecond,
 		"expect the abandoned retry's 5 tokens back, got %d", r.Remaining())
 }
 
@@ -588,12 +589,18 @@ func TestReleasedRetryIsNotRefundedTwice(t *testing.T) {
 func TestSentRetryKeepsItsCostWhenTheContextEnds(t *testing.T) {
 	hang := make(chan struct{})
 	var calls atomic.Int32
+	// The caller's context ends once the retry is on the wire: a deadline
+	// of 200 ms, which the retry's arrival raced, ended the first attempt
+	// instead on a busy machine (helper-246), and no retry was sent.
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		if calls.Add(1) == 1 {
 			ddbwire.WriteError(w, 500, ddbwire.InternalServerError, "boom")
 			return
 		}
-		select { // the retry hangs until the caller gives up
+		cancel() // the retry hangs until the caller gives up
+		select {
 		case <-hang:
 		case <-req.Context().Done():
 		}
@@ -601,8 +608,6 @@ func TestSentRetryKeepsItsCostWhenTheContextEnds(t *testing.T) {
 	defer srv.Close()
 	defer close(hang) // before Close, which waits for the hanging handler
 	r := jitterretry.New(fast)
-	ctx, cancel := context.WithTimeout(context.Background(), 200*time.Millisecond)
-	defer cancel()
 	require.Error(t, putItem(ctx, newClient(srv.URL, r)))
 	<-ctx.Done()
 	time.Sleep(20 * time.Millisecond) // let a wrongly armed refund run
@@ -860,16 +865,21 @@ func TestAClosedLoopWithNoTimeForAnAttemptIsHeldAfterA5xx(t *testing.T) {
 	r := jitterretry.New(func(o *jitterretry.Options) { o.DeadlineMargin = 4 * deadline })
 	require.NoError(t, r.Err())
 	client := newClient(srv.URL, r)
-	ops := 0
+	ops, stalled := 0, 0
 	for end := time.Now().Add(run); time.Now().Before(end); ops++ {
 		ctx, cancel := context.WithTimeout(context.Background(), deadline)
 		err := putItem(ctx, client)
 		cancel()
 		var gu *jitterretry.GiveUpError
+		if !errors.As(err, &gu) && errors.Is(err, context.DeadlineExceeded) {
+			stalled++ // the first attempt outlasted the 50 ms: the machine, not a refusal
+			continue
+		}
 		require.ErrorAs(t, err, &gu)
 		require.Equal(t, jitterretry.GiveUpDeadline, gu.Reason, "%v", err)
 	}
-	t.Logf("%d operations, %d requests in %v", ops, srv.Calls(), run)
+	t.Logf("%d operations (%d whose first attempt outlasted the deadline), %d requests in %v", ops, stalled, srv.Calls(), run)
+	assert.Less(t, stalled, ops/2, "expect most operations judged")
 	assert.LessOrEqual(t, ops, int(run/(10*time.Millisecond)), "expect each refusal to hold its caller, not to send again at once")
 }
 
