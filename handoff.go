@@ -98,10 +98,13 @@ const handoffStale = time.Second
 const handoffSweepEvery = 2 * handoffStale
 
 type handoff struct {
-	// slots is the table, made by the first put: 256 slots of some 640
-	// bytes were three quarters of what New allocated (225 KB against the
-	// SDK's 0.7 KB), for a retryer that may never retry.
-	slots atomic.Pointer[[handoffSlots]handoffSlot]
+	// slots is the table, made by the first put, and each slot by the
+	// first put that lands on it: 256 slots of some 640 bytes were three
+	// quarters of what New allocated (225 KB against the SDK's 0.7 KB),
+	// for a retryer that may never retry, and made whole by the first
+	// retry, 170 KB for a retryer that retried once (one per tenant, a
+	// service with many paid it per tenant).
+	slots atomic.Pointer[[handoffSlots]atomic.Pointer[handoffSlot]]
 
 	// onSweep is the retryer's sweep (Retryer.sweepHandoff, through a
 	// weak pointer to the Retryer), which the timer runs; sweepArmed is
@@ -158,7 +161,10 @@ func (h *handoff) sweep() (swept []sweptChecks, left bool) {
 		return nil, false
 	}
 	for i := range slots {
-		s := &slots[i]
+		s := slots[i].Load()
+		if s == nil {
+			continue // nothing was ever put there
+		}
 		s.mu.Lock()
 		n, partition, l := s.sweep()
 		s.mu.Unlock()
@@ -333,7 +339,7 @@ type skippedCheck struct{ skipped, counted bool }
 // count holds yet, and their partition ("" when several operations had
 // handed the evicted error off at once).
 func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() time.Time) (evicted int, partition string) {
-	s := &tableOf(&h.slots)[hash%handoffSlots]
+	s := tableOf(&tableOf(&h.slots)[hash%handoffSlots])
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.swept = false
@@ -583,7 +589,10 @@ func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, statu
 	if slots == nil {
 		return pendingRetry{}, handoffMissing, skippedCheck{} // nothing was ever put
 	}
-	s := &slots[keyHash(err)%handoffSlots]
+	s := slots[keyHash(err)%handoffSlots].Load()
+	if s == nil {
+		return pendingRetry{}, handoffMissing, skippedCheck{} // nothing was ever put there
+	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.pending > 0 && sameKey(s.key, err) {

@@ -19,8 +19,9 @@ package jitterretry_test
 // retry metadata through the Amz-Sdk-Request header and retry.AttemptResults,
 // and clock skew through the SDK's RecordResponseTiming middleware.
 //
-// Not ported: TestMetricsHeaderMiddleware (the deprecated MetricsHeader
-// middleware, with no retryer in it), TestTokenBucket's Resize steps (our
+// Not ported: two of TestMetricsHeaderMiddleware's three cases (the
+// deprecated MetricsHeader middleware alone; its third, the header's ttl,
+// is ported through the attempt middleware), TestTokenBucket's Resize steps (our
 // bucket has a fixed capacity), the adaptive-mode files, and the limiter
 // updates of TestAttemptMiddleware_adaptiveMode (its quota part is ported).
 
@@ -1456,6 +1457,49 @@ func TestSDKContract_AttemptMiddleware(t *testing.T) {
 				_, nested := retry.GetAttemptResults(res.ResponseMetadata)
 				assert.False(t, nested, "expect no attempt results inside attempt %d's metadata, got some", i)
 			}
+		})
+	}
+}
+
+// TestSDKContract_MetricsHeaderMiddleware: the Amz-Sdk-Request header the
+// attempt middleware sets (in v1.48.0 itself, where the SDK's test drives
+// the deprecated MetricsHeader middleware with its package's own attempt
+// metadata): the attempt's number, the retryer's MaxAttempts, and, with a
+// deadline and a clock skew, the deadline on the server's clock. The
+// SDK's other two cases (attempt 0, a request of an unknown transport)
+// test that middleware alone and never reach a retryer.
+func TestSDKContract_MetricsHeaderMiddleware(t *testing.T) {
+	deadline := time.Now().Add(time.Hour).Truncate(time.Second)
+	cases := map[string]struct {
+		skew     time.Duration
+		deadline bool
+		want     string
+	}{
+		"no deadline":           {skew: time.Second, want: "attempt=1; max=5"},
+		"a deadline, no skew":   {deadline: true, want: "attempt=1; max=5"},
+		"a deadline and a skew": {skew: time.Second, deadline: true, want: "attempt=1; max=5; ttl=" + deadline.Add(time.Second).UTC().Format("20060102T150405Z")},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) { o.MaxAttempts = 5 })
+			ctx := context.Background()
+			if c.deadline {
+				var cancel context.CancelFunc
+				ctx, cancel = context.WithDeadline(ctx, deadline)
+				defer cancel()
+			}
+			skew := &atomic.Int64{}
+			skew.Store(int64(c.skew))
+			m := retry.NewAttemptMiddleware(r, func(in any) any { return in }, func(a *retry.Attempt) { a.ClientSkew = skew })
+			var header string
+			next := smithymw.FinalizeHandlerFunc(func(_ context.Context, in smithymw.FinalizeInput) (smithymw.FinalizeOutput, smithymw.Metadata, error) {
+				header = in.Request.(*smithyhttp.Request).Header.Get("Amz-Sdk-Request")
+				return smithymw.FinalizeOutput{}, smithymw.Metadata{}, nil
+			})
+			in := smithymw.FinalizeInput{Request: &smithyhttp.Request{Request: &http.Request{Header: http.Header{}}}}
+			_, _, err := m.HandleFinalize(ctx, in, next)
+			require.NoError(t, err)
+			assert.Equal(t, c.want, header)
 		})
 	}
 }
