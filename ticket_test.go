@@ -505,6 +505,41 @@ func TestSlotsAreMadeForTheRetriesHeldAtOnce(t *testing.T) {
 	assert.LessOrEqual(t, made(), atOnce+trackShards, "expect the slots made reused")
 }
 
+// TestATakeLooksAtFewSlots: with retries held in a shard that stay (long
+// backoffs), a retry made and released one at a time beside them finds a
+// free slot in a few looks, whatever the number held: the cursor, just
+// past the slot freed last, went round every slot made (helper-248: 128
+// looks a decision with 1,000 held, 502 with 4,000, the decision six
+// times as long). Looks are the cursors' moves, which a slow machine does
+// not change.
+func TestATakeLooksAtFewSlots(t *testing.T) {
+	for _, held := range []int{1000, 4000, 4090} {
+		tr := newTracked(time.Now)
+		tk := ticket{lane: &lane{}, cost: 1, foreign: func() error { return nil }, release: func(error) error { return nil }}
+		ctx, cancel := context.WithCancel(context.Background())
+		for i := range held {
+			ref, _ := tr.track(ctx, tk, time.Time{}, uintptr(i))
+			require.NotNil(t, ref.slot, "expect retry %d of %d tracked", i, held)
+		}
+		moved := func() (n uint32) {
+			for i := range tr.shards {
+				n += tr.shards[i].cursor.Load()
+			}
+			return n
+		}
+		before := moved()
+		const decisions = 2000
+		for range decisions {
+			ref, release := tr.track(ctx, tk, time.Time{}, 12345)
+			require.NotNil(t, ref.slot)
+			_ = release(nil)
+		}
+		looks := float64(moved()-before) / decisions
+		assert.LessOrEqual(t, looks, 2.0, "expect a free slot found in few looks with %d retries held, got %.1f a decision", held, looks)
+		cancel()
+	}
+}
+
 // TestStressEveryTrackedRetryIsClaimedOnce: owners that cancel, refund and
 // release while two sweepers run, some refunds slow and some panicking:
 // every retry's tokens are claimed once, by its release or by one refund
