@@ -505,8 +505,7 @@ type forgottenOps struct {
 	// their evicted checks lost their partition). Held, while the late
 	// operation may still ask, its error cannot be another's; the sweeps
 	// let go of them as of the entries (see handoffSlot.sweep).
-	keys   [1 + 4]error
-	oldest int // the place the next value past the last takes
+	keys [1 + 4]error // oldest first, the nil places last
 }
 
 // noteKey adds key to the values forgotten.
@@ -520,8 +519,27 @@ func (f *forgottenOps) noteKey(key error) {
 			return
 		}
 	}
-	f.keys[f.oldest] = key
-	f.oldest = (f.oldest + 1) % len(f.keys)
+	f.letGo(0)
+	f.keys[len(f.keys)-1] = key
+}
+
+// askedBy lets go of key's value, kept for its forgotten operation, when
+// a take of it finds nothing: that operation has asked, and a later put of
+// the value is a new operation's alone (kept, the value's own operation,
+// called again, found its next entry ambiguous).
+func (f *forgottenOps) askedBy(key error) {
+	for i, k := range f.keys {
+		if k != nil && sameKey(k, key) {
+			f.letGo(i)
+			return
+		}
+	}
+}
+
+// letGo removes the value in place i, keeping the others in order.
+func (f *forgottenOps) letGo(i int) {
+	copy(f.keys[i:], f.keys[i+1:])
+	f.keys[len(f.keys)-1] = nil
 }
 
 // holdsKeys reports whether f holds errors a sweep is to let go of.
@@ -530,7 +548,7 @@ func (f *forgottenOps) holdsKeys() bool { return f.keys[0] != nil }
 // dropKeys lets go of the errors forgotten; a put of their values then
 // makes an entry as any other. Their operations, if they still ask, find
 // nothing and are told as before (forgottenAsked).
-func (f *forgottenOps) dropKeys() { f.keys, f.oldest = [len(f.keys)]error{}, 0 }
+func (f *forgottenOps) dropKeys() { f.keys = [len(f.keys)]error{} }
 
 // forgetUndated counts, among the operations that may still ask, those of
 // key that a sweep drops, with a deadline check due if deadline.
@@ -667,6 +685,7 @@ func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, statu
 	if found, deadline := s.absentAsked(err); found {
 		return pendingRetry{}, handoffLost, skippedCheck{skipped: deadline, counted: true}
 	}
+	s.forgotten.askedBy(err)
 	if found, deadline := s.forgottenAsked(clock); found {
 		return pendingRetry{}, handoffLost, skippedCheck{skipped: deadline, counted: true}
 	}

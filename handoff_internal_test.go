@@ -1048,6 +1048,43 @@ func TestALateRetryDelayTakesNoEntryPutAfterTheSweep(t *testing.T) {
 	}
 }
 
+// TestALateRetryDelayLetsGoOfItsKeptValue: the operation whose hand-off
+// the sweep dropped asks late, and is told its check was not made; its
+// value, kept so that a later operation's entry is not taken for its own,
+// is then let go of: the next entry of the value (the operation called
+// again) is its own, and its deadline is checked. Kept, that entry was
+// ambiguous, and every retry of a value used by one goroutine alone was
+// reported Unchecked after a sweep had passed its RetryDelay (helper-249's
+// stress, 2,384 times in a run).
+func TestALateRetryDelayLetsGoOfItsKeptValue(t *testing.T) {
+	var events []RetryEvent
+	r := New(func(o *Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+	})
+	mine := errors.New("mine")
+	long, cancelLong := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelLong()
+	_, err := r.GetRetryToken(long, mine)
+	require.NoError(t, err)
+	r.sweepHandoff()
+	r.sweepHandoff()               // drops the hand-off
+	_, err = r.RetryDelay(1, mine) // late
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	assert.True(t, events[0].Unchecked, "expect the late retry told its check was not made")
+
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	_, err = r.GetRetryToken(short, mine) // called again
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, mine)
+	var gu *GiveUpError
+	if assert.ErrorAs(t, err, &gu, "expect the entry its own: a 1 s backoff refused with 300 ms left") {
+		assert.Equal(t, GiveUpDeadline, gu.Reason)
+	}
+}
+
 // TestTheSweepDropsEverythingStale: the second sweep that finds a
 // hand-off drops it, every one of them though counting their checks panics
 // (a MeterProvider's bug: after the first, 49 of 50 were left, for good on
