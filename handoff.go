@@ -391,18 +391,26 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		for range min(lost, len(s.puts.at)) {
 			s.puts.push(at)
 		}
+	} else if forgotten, deadline := s.forgottenOf(err, reading); forgotten {
+		// An operation of this value that the slot forgot may still ask:
+		// its RetryDelay would take this entry as its own, and judge its
+		// operation by this one's deadline (helper-249: an hour-long
+		// operation refused for a 300 ms one's). Which is whose is lost.
+		s.ambiguous, s.deadlines, s.entry = true, s.deadlines || deadline, pendingRetry{}
 	}
 	return evicted, partition
 }
 
 // sweep drops the slot's pending entries and absent records when the sweep
 // before found them and no put came since, leaving an undated record of
-// forgotten operations when one had a deadline check due, and otherwise
-// marks them for the next sweep. It returns the dropped entries' checks
-// that no count held, their partition, and whether anything is left for
-// the next sweep.
+// the operations forgotten (with their errors, which the sweep after lets
+// go of, and whether one had a deadline check due), and otherwise marks
+// them for the next sweep. It returns the dropped entries' checks that no
+// count held, their partition, and whether anything is left for the next
+// sweep.
 func (s *handoffSlot) sweep() (evicted int, partition string, left bool) {
-	held := s.pending > 0 || slices.ContainsFunc(s.absent[:], func(a absentOps) bool { return a.key != nil })
+	held := s.pending > 0 || slices.ContainsFunc(s.absent[:], func(a absentOps) bool { return a.key != nil }) ||
+		s.forgotten.holdsKeys()
 	switch {
 	case !held:
 		s.swept = false
@@ -411,23 +419,20 @@ func (s *handoffSlot) sweep() (evicted int, partition string, left bool) {
 		s.swept = true
 		return 0, "", true
 	}
+	s.forgotten.dropKeys() // those of the sweep before
 	if s.pending > 0 {
 		evicted, partition = s.evictedChecks()
-		if s.deadlines {
-			s.forgetUndated()
-		}
+		s.forgetUndated(s.key, s.deadlines)
 		s.clear()
 	}
 	for i := range s.absent {
 		if a := &s.absent[i]; a.key != nil {
-			if a.deadline {
-				s.forgetUndated()
-			}
+			s.forgetUndated(a.key, a.deadline)
 			*a = absentOps{}
 		}
 	}
 	s.swept = false
-	return evicted, partition, false
+	return evicted, partition, s.forgotten.holdsKeys()
 }
 
 // clear empties the slot of its pending entries.
@@ -483,7 +488,7 @@ func (s *handoffSlot) addAbsent(key error, n int, deadline bool, now time.Time) 
 }
 
 // forgottenOps are operations a slot forgot, at the last forgetting (zero:
-// none), of which one had a deadline to check if deadline; both start over
+// none), of which one had a deadline to check if deadline; all start over
 // once at is handoffStale old.
 type forgottenOps struct {
 	at       time.Time
@@ -491,13 +496,66 @@ type forgottenOps struct {
 	// undated: left by a sweep, which reads no clock; the first take or
 	// put that finds it dates it.
 	undated bool
+	// keys are the values forgotten (nil: none), so that a put of one of
+	// them makes an entry its forgotten operations cannot take as their
+	// own; with more values than places, the oldest is let go (counting
+	// them all made every put of a busy slot ambiguous). The errors
+	// themselves, not their hashes: a hash is an address, and a freed
+	// error's is soon another's (a hash made fresh errors ambiguous, and
+	// their evicted checks lost their partition). Held, while the late
+	// operation may still ask, its error cannot be another's; the sweeps
+	// let go of them as of the entries (see handoffSlot.sweep).
+	keys [1 + 4]error // oldest first, the nil places last
 }
 
+// noteKey adds key to the values forgotten.
+func (f *forgottenOps) noteKey(key error) {
+	for i := range f.keys {
+		switch {
+		case f.keys[i] == nil:
+			f.keys[i] = key
+			return
+		case sameKey(f.keys[i], key):
+			return
+		}
+	}
+	f.letGo(0)
+	f.keys[len(f.keys)-1] = key
+}
+
+// askedBy lets go of key's value, kept for its forgotten operation, when
+// a take of it finds nothing: that operation has asked, and a later put of
+// the value is a new operation's alone (kept, the value's own operation,
+// called again, found its next entry ambiguous).
+func (f *forgottenOps) askedBy(key error) {
+	for i, k := range f.keys {
+		if k != nil && sameKey(k, key) {
+			f.letGo(i)
+			return
+		}
+	}
+}
+
+// letGo removes the value in place i, keeping the others in order.
+func (f *forgottenOps) letGo(i int) {
+	copy(f.keys[i:], f.keys[i+1:])
+	f.keys[len(f.keys)-1] = nil
+}
+
+// holdsKeys reports whether f holds errors a sweep is to let go of.
+func (f *forgottenOps) holdsKeys() bool { return f.keys[0] != nil }
+
+// dropKeys lets go of the errors forgotten; a put of their values then
+// makes an entry as any other. Their operations, if they still ask, find
+// nothing and are told as before (forgottenAsked).
+func (f *forgottenOps) dropKeys() { f.keys = [len(f.keys)]error{} }
+
 // forgetUndated counts, among the operations that may still ask, those of
-// what a sweep drops, one of which had a deadline check due.
-func (s *handoffSlot) forgetUndated() {
+// key that a sweep drops, with a deadline check due if deadline.
+func (s *handoffSlot) forgetUndated(key error, deadline bool) {
 	f := &s.forgotten
-	f.deadline, f.undated = true, true
+	f.deadline, f.undated = f.deadline || deadline, true
+	f.noteKey(key)
 }
 
 // forget counts the operations of record a, whose key the slot forgets at
@@ -511,6 +569,20 @@ func (s *handoffSlot) forget(a absentOps, now time.Time) {
 		*f = forgottenOps{}
 	}
 	f.deadline, f.at = f.deadline || a.deadline, now
+	if a.key != nil {
+		f.noteKey(a.key)
+	}
+}
+
+// forgottenOf reports whether operations of key's value that the slot
+// forgot may still ask (within handoffStale of the last forgetting), and
+// whether one of the forgotten had a deadline to check.
+func (s *handoffSlot) forgottenOf(key error, now func() time.Time) (found, deadline bool) {
+	f := &s.forgotten
+	if !slices.ContainsFunc(f.keys[:], func(k error) bool { return k != nil && sameKey(k, key) }) {
+		return false, false
+	}
+	return s.forgottenAsked(now)
 }
 
 // forgottenAsked reports whether a take that found nothing of its value
@@ -613,6 +685,7 @@ func (h *handoff) take(err error, clock func() time.Time) (e pendingRetry, statu
 	if found, deadline := s.absentAsked(err); found {
 		return pendingRetry{}, handoffLost, skippedCheck{skipped: deadline, counted: true}
 	}
+	s.forgotten.askedBy(err)
 	if found, deadline := s.forgottenAsked(clock); found {
 		return pendingRetry{}, handoffLost, skippedCheck{skipped: deadline, counted: true}
 	}

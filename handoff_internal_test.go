@@ -989,6 +989,102 @@ func (panickingCounter) Add(context.Context, int64, ...metrics.RecordMetricOptio
 	panic("a meter's bug")
 }
 
+// TestALateRetryDelayTakesNoEntryPutAfterTheSweep: an operation's
+// hand-off dropped by the sweep (its goroutine descheduled for seconds),
+// then another operation's of the same error value: the late RetryDelay
+// took the new entry as its own, and the hour-long operation was refused
+// for the 300 ms one's deadline, while the 300 ms one found nothing
+// (helper-249; operations sharing an error value must never swap
+// deadlines). The keys were dropped with the entries, so a put that finds
+// the record of forgotten operations live cannot tell whose its value is:
+// its entry is ambiguous, and both operations are reported Unchecked.
+func TestALateRetryDelayTakesNoEntryPutAfterTheSweep(t *testing.T) {
+	cases := map[string]struct {
+		timeout   time.Duration // the late operation's; 0: no deadline
+		unchecked int           // the two retries reported Unchecked
+	}{
+		// Both checks skipped: the late one's own, and the 300 ms one's,
+		// whose entry the late one took.
+		"an hour-long deadline": {timeout: time.Hour, unchecked: 2},
+		// One check skipped, the 300 ms one's, counted where it was
+		// taken: the pairing is lost, the total is not.
+		"no deadline": {unchecked: 1},
+	}
+	for name, c := range cases {
+		t.Run(name, func(t *testing.T) {
+			var events []RetryEvent
+			r := New(func(o *Options) {
+				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+				o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+			})
+			shared := errors.New("shared")
+			late := context.Background()
+			if c.timeout > 0 {
+				var cancel context.CancelFunc
+				late, cancel = context.WithTimeout(late, c.timeout)
+				defer cancel()
+			}
+			_, err := r.GetRetryToken(late, shared)
+			require.NoError(t, err)
+			r.sweepHandoff() // finds the late operation's hand-off
+			r.sweepHandoff() // drops it
+			short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+			defer cancelShort()
+			_, err = r.GetRetryToken(short, shared)
+			require.NoError(t, err)
+			_, errLate := r.RetryDelay(1, shared) // the late operation's
+			assert.NoError(t, errLate, "expect the late operation not refused for the 300 ms one's deadline")
+			_, err = r.RetryDelay(1, shared) // the 300 ms one's
+			assert.NoError(t, err)
+			require.Len(t, events, 2)
+			unchecked := 0
+			for _, e := range events {
+				if e.Unchecked {
+					unchecked++
+				}
+			}
+			assert.Equal(t, c.unchecked, unchecked, "expect the checks skipped reported: which hand-off is whose is lost")
+		})
+	}
+}
+
+// TestALateRetryDelayLetsGoOfItsKeptValue: the operation whose hand-off
+// the sweep dropped asks late, and is told its check was not made; its
+// value, kept so that a later operation's entry is not taken for its own,
+// is then let go of: the next entry of the value (the operation called
+// again) is its own, and its deadline is checked. Kept, that entry was
+// ambiguous, and every retry of a value used by one goroutine alone was
+// reported Unchecked after a sweep had passed its RetryDelay (helper-249's
+// stress, 2,384 times in a run).
+func TestALateRetryDelayLetsGoOfItsKeptValue(t *testing.T) {
+	var events []RetryEvent
+	r := New(func(o *Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+	})
+	mine := errors.New("mine")
+	long, cancelLong := context.WithTimeout(context.Background(), time.Hour)
+	defer cancelLong()
+	_, err := r.GetRetryToken(long, mine)
+	require.NoError(t, err)
+	r.sweepHandoff()
+	r.sweepHandoff()               // drops the hand-off
+	_, err = r.RetryDelay(1, mine) // late
+	require.NoError(t, err)
+	require.Len(t, events, 1)
+	assert.True(t, events[0].Unchecked, "expect the late retry told its check was not made")
+
+	short, cancelShort := context.WithTimeout(context.Background(), 300*time.Millisecond)
+	defer cancelShort()
+	_, err = r.GetRetryToken(short, mine) // called again
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, mine)
+	var gu *GiveUpError
+	if assert.ErrorAs(t, err, &gu, "expect the entry its own: a 1 s backoff refused with 300 ms left") {
+		assert.Equal(t, GiveUpDeadline, gu.Reason)
+	}
+}
+
 // TestTheSweepDropsEverythingStale: the second sweep that finds a
 // hand-off drops it, every one of them though counting their checks panics
 // (a MeterProvider's bug: after the first, 49 of 50 were left, for good on

@@ -141,10 +141,11 @@ func New(optFns ...func(*Options)) *Retryer {
 		},
 	})
 	// The sweep's timer holds the Retryer weakly: a retryer made per
-	// operation and dropped after one retry must not live on (some 200 KB
-	// of tables) until its timer fires, nor for good under a Clock that
-	// creeps so that its hand-offs never go stale. A Retryer from New is
-	// on the heap, where weak.Make is safe on every Go this module takes.
+	// operation and dropped after one retry must not live on (some 20 KB
+	// of tables, 200 KB once they are made whole) until its timer fires,
+	// nor for good under a Clock that creeps so that its hand-offs never
+	// go stale. A Retryer from New is on the heap, where weak.Make is safe
+	// on every Go this module takes.
 	self := weak.Make(r)
 	r.handoff.onSweep = func() {
 		if r := self.Value(); r != nil {
