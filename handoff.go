@@ -510,17 +510,18 @@ type forgottenOps struct {
 
 // noteKey adds key to the values forgotten.
 func (f *forgottenOps) noteKey(key error) {
-	for i := range f.keys {
-		switch {
-		case f.keys[i] == nil:
-			f.keys[i] = key
-			return
-		case sameKey(f.keys[i], key):
-			return
-		}
+	if f.indexOf(key) >= 0 {
+		return
 	}
-	f.letGo(0)
-	f.keys[len(f.keys)-1] = key
+	if f.keys[len(f.keys)-1] != nil {
+		f.letGo(0)
+	}
+	f.keys[slices.Index(f.keys[:], nil)] = key
+}
+
+// indexOf returns the place of key's value among those kept, or -1.
+func (f *forgottenOps) indexOf(key error) int {
+	return slices.IndexFunc(f.keys[:], func(k error) bool { return k != nil && sameKey(k, key) })
 }
 
 // askedBy lets go of key's value, kept for its forgotten operation, when
@@ -528,11 +529,8 @@ func (f *forgottenOps) noteKey(key error) {
 // the value is a new operation's alone (kept, the value's own operation,
 // called again, found its next entry ambiguous).
 func (f *forgottenOps) askedBy(key error) {
-	for i, k := range f.keys {
-		if k != nil && sameKey(k, key) {
-			f.letGo(i)
-			return
-		}
+	if i := f.indexOf(key); i >= 0 {
+		f.letGo(i)
 	}
 }
 
@@ -578,8 +576,7 @@ func (s *handoffSlot) forget(a absentOps, now time.Time) {
 // forgot may still ask (within handoffStale of the last forgetting), and
 // whether one of the forgotten had a deadline to check.
 func (s *handoffSlot) forgottenOf(key error, now func() time.Time) (found, deadline bool) {
-	f := &s.forgotten
-	if !slices.ContainsFunc(f.keys[:], func(k error) bool { return k != nil && sameKey(k, key) }) {
+	if s.forgotten.indexOf(key) < 0 {
 		return false, false
 	}
 	return s.forgottenAsked(now)

@@ -1085,6 +1085,32 @@ func TestALateRetryDelayLetsGoOfItsKeptValue(t *testing.T) {
 	}
 }
 
+// TestForgottenValuesKeepTheNewest: past its five places, the record of
+// forgotten operations lets go of the oldest value; a value noted again
+// keeps its place, and one asked for leaves a place free.
+func TestForgottenValuesKeepTheNewest(t *testing.T) {
+	var f forgottenOps
+	errs := make([]error, 7)
+	for i := range errs {
+		errs[i] = fmt.Errorf("e%d", i)
+	}
+	for _, e := range errs[:6] {
+		f.noteKey(e)
+	}
+	f.noteKey(errs[3]) // again: no new place
+	assert.Equal(t, -1, f.indexOf(errs[0]), "expect the oldest let go")
+	for i, e := range errs[1:6] {
+		assert.Equal(t, i, f.indexOf(e), "expect %v kept in order", e)
+	}
+	f.askedBy(errs[2])
+	assert.Equal(t, -1, f.indexOf(errs[2]))
+	f.noteKey(errs[6]) // the place asked for, no value let go
+	assert.Equal(t, 0, f.indexOf(errs[1]))
+	assert.Equal(t, 4, f.indexOf(errs[6]))
+	f.dropKeys()
+	assert.False(t, f.holdsKeys())
+}
+
 // TestTheSweepDropsEverythingStale: the second sweep that finds a
 // hand-off drops it, every one of them though counting their checks panics
 // (a MeterProvider's bug: after the first, 49 of 50 were left, for good on
