@@ -675,10 +675,10 @@ func ExampleOptions_disableDeadlineGiveUp() {
 	for _, off := range []bool{false, true} {
 		r := jitterretry.New(func(o *jitterretry.Options) {
 			o.Jitter = delayers.StrategyExponential // a backoff of exactly BaseDelay
-			o.BaseDelay = time.Second
+			o.BaseDelay = 15 * time.Second
 			o.DisableDeadlineGiveUp = off
 		})
-		ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+		ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		_, err := r.GetRetryToken(ctx, unavailable) // as the SDK's middleware asks
 		var delay time.Duration
 		if err == nil {
@@ -694,7 +694,7 @@ func ExampleOptions_disableDeadlineGiveUp() {
 	}
 	// Output:
 	// deadline true
-	// 1s <nil>
+	// 15s <nil>
 }
 
 // Retryables and Throttles are consulted before the built-in rules, which

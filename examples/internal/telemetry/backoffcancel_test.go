@@ -26,7 +26,9 @@ import (
 // jitterretry.backoff.duration through a real DynamoDB client, each way the
 // README names: a PutItem throttle retried by the SDK's middleware, and a
 // transaction cancelled for throttles only, which the middleware leaves to
-// Do. The caller cancels 200 ms into a 2 s backoff. Either way the retry
+// Do. The caller cancels 50 ms into a 2 s backoff, timed from the retry's
+// OnRetry (a timer from the call's start could fire before the first
+// answer on a busy machine, before any backoff began). Either way the retry
 // was counted when its backoff was decided. Under the middleware the SDK
 // sleeps and returns the context's error without asking the retryer: no
 // refusal is counted. Do returns a GiveUpError with GiveUpCanceled, which
@@ -67,8 +69,18 @@ func TestACallerThatGivesUpDuringTheBackoff(t *testing.T) {
 			otel := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 			t.Cleanup(func() { _ = otel.Shutdown(context.Background()) })
 			provider := smithyotelmetrics.Adapt(otel)
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			backoffBegan := make(chan time.Time, 1)
 			r := jitterretry.New(jitterretry.DynamoDB, func(o *jitterretry.Options) {
 				o.MeterProvider = provider
+				o.OnRetry = func(jitterretry.RetryEvent) {
+					select { // a second retry, had the cancel not cut the backoff, must not block
+					case backoffBegan <- time.Now():
+					default:
+					}
+					time.AfterFunc(50*time.Millisecond, cancel)
+				}
 				o.Jitter = delayers.StrategyExponential // the first backoff is the base, whole
 				o.ThrottleBaseDelay, o.MaxBackoff = backoff, backoff
 			})
@@ -78,13 +90,10 @@ func TestACallerThatGivesUpDuringTheBackoff(t *testing.T) {
 				o.MeterProvider = provider
 			})
 
-			ctx, cancel := context.WithCancel(context.Background())
-			defer cancel()
-			time.AfterFunc(200*time.Millisecond, cancel)
-			start := time.Now()
 			err := tc.call(ctx, r, client)
 			require.ErrorIs(t, err, context.Canceled)
-			require.Less(t, time.Since(start), backoff, "expect the cancel to cut the backoff")
+			require.Len(t, backoffBegan, 1, "expect one retry")
+			require.Less(t, time.Since(<-backoffBegan), backoff, "expect the cancel to cut the backoff")
 
 			var rm metricdata.ResourceMetrics
 			require.NoError(t, reader.Collect(context.Background(), &rm))
