@@ -236,6 +236,35 @@ func TestGiveUpIsNotRetryableAsTheSDKSays(t *testing.T) {
 	}
 }
 
+// TestARefusalForTheContextIsATimeoutWhereTheSDKsIs: GetRetryToken's
+// refusal of a context that has ended is a timeout, by its Timeout method,
+// when the SDK's is: for a deadline passed, not for a cancel. The SDK's
+// refusal wraps the context's error, which net/http's callers ask with
+// errors.As and Timeout(); ours matched it only with errors.Is
+// (helper-250).
+func TestARefusalForTheContextIsATimeoutWhereTheSDKsIs(t *testing.T) {
+	passed, cancelPassed := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelPassed()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, ctx := range map[string]context.Context{"a deadline passed": passed, "a cancel": cancelled} {
+		t.Run(name, func(t *testing.T) {
+			timeoutOf := func(err error) bool {
+				var timeout net.Error
+				return errors.As(err, &timeout) && timeout.Timeout()
+			}
+			_, sdkErr := retry.NewStandard().GetRetryToken(ctx, serverErr())
+			require.Error(t, sdkErr)
+			_, err := jitterretry.New().GetRetryToken(ctx, serverErr())
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu)
+			assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+			assert.Equal(t, timeoutOf(sdkErr), timeoutOf(err), "expect a timeout where the SDK's refusal is one: %v against %v", err, sdkErr)
+			assert.Equal(t, ctx.Err() == context.DeadlineExceeded, timeoutOf(err))
+		})
+	}
+}
+
 // TestDeadlineCountsRetryAfterAndMargin: the wait the deadline check sees is
 // the one the middleware sleeps, x-amz-retry-after included.
 func TestDeadlineCountsRetryAfterAndMargin(t *testing.T) {
