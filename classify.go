@@ -750,7 +750,9 @@ func (f *errorFacts) visit(err error) {
 			f.cut = e.timeout
 		}
 		f.stalled = f.stalled || !e.byDeadline
-		f.retryableErr = seenBool{true, true}
+		if !f.retryableErr.seen { // a mark above the cut is the SDK's first (helper-250)
+			f.retryableErr = seenBool{true, true}
+		}
 		return
 	}
 	switch err {
