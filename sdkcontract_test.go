@@ -1120,11 +1120,14 @@ func TestSDKContract_ConflictCodesOnA5xxAreRetried(t *testing.T) {
 // TestSDKContract_DifferenceResetBehindAQuietWrapper: a connection reset
 // whose wrapper's message does not quote it is retried; the SDK searches
 // the message only (helper-149). A reset is a reset whatever wraps it; the
-// SDK's own send errors quote it, and both retry those.
+// SDK's own send errors quote it, and both retry those. So is a refused
+// connection under a *url.Error (helper-250), where nothing was sent.
 func TestSDKContract_DifferenceResetBehindAQuietWrapper(t *testing.T) {
 	for name, err := range map[string]error{
 		"ECONNRESET":    &sdkcQuiet{os.NewSyscallError("read", syscall.ECONNRESET)},
 		"net.ErrClosed": &sdkcQuiet{net.ErrClosed},
+		"ECONNREFUSED under a *url.Error": &url.Error{Op: "Post", URL: "https://dynamodb.us-east-1.amazonaws.com/",
+			Err: &sdkcQuiet{os.NewSyscallError("connect", syscall.ECONNREFUSED)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.False(t, retry.NewStandard().IsErrorRetryable(err), "the SDK: expect no retry")
