@@ -341,6 +341,45 @@ func TestAttemptTimeoutIsRetriedBySDKStandard(t *testing.T) {
 	assert.Equal(t, 3, attempts)
 }
 
+// notRetryable marks its error not to be retried, as a middleware of the
+// caller's may mark an attempt's.
+type notRetryable struct{ error }
+
+func (e notRetryable) Unwrap() error        { return e.error }
+func (e notRetryable) RetryableError() bool { return false }
+
+// TestANotRetryableMarkOverACutAttemptIsObeyed: a middleware between the
+// SDK's retry middleware and AttemptTimeout that marks a cut attempt's
+// error not retryable is obeyed, as retry.NewStandard() obeys it, finding
+// that mark first; the cut's own mark beneath it won (helper-250).
+func TestANotRetryableMarkOverACutAttemptIsObeyed(t *testing.T) {
+	markNotRetryable := func(stack *smithymiddle.Stack) error {
+		return stack.Finalize.Insert(smithymiddle.FinalizeMiddlewareFunc("markNotRetryable",
+			func(ctx context.Context, in smithymiddle.FinalizeInput, next smithymiddle.FinalizeHandler) (smithymiddle.FinalizeOutput, smithymiddle.Metadata, error) {
+				out, md, err := next.HandleFinalize(ctx, in)
+				if err != nil {
+					err = notRetryable{err}
+				}
+				return out, md, err
+			}), "Retry", smithymiddle.After)
+	}
+	fixed := retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Millisecond, nil })
+	for name, r := range map[string]aws.Retryer{
+		"retry.NewStandard": retry.NewStandard(func(o *retry.StandardOptions) { o.Backoff = fixed }),
+		"New":               jitterretry.New(fast),
+	} {
+		var attempts int
+		err := stackOperation(context.Background(), r,
+			[]func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(20 * time.Millisecond), markNotRetryable},
+			func(ctx context.Context, attempt int) error {
+				attempts = attempt
+				return stall(ctx)
+			})
+		require.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, name)
+		assert.Equal(t, 1, attempts, "%s: expect the mark obeyed, one attempt", name)
+	}
+}
+
 // lateDeadline is a context whose deadline, as Deadline reports it, is
 // some way off, but which ends with context.DeadlineExceeded when end is
 // closed: what a context whose deadline timer runs before the attempt's

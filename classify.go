@@ -132,7 +132,7 @@ func (c *classifier) facts(err error) errorFacts {
 	var f errorFacts
 	var w chainWalk
 	w.visit(err, 0, f.sees)
-	f.typedNil = w.typedNil
+	f.typedNil, f.partial = w.typedNil, w.partial
 	if w.partial {
 		// An error larger than the walk reads (a batch's errors joined):
 		// what it read decides, unless a cycle or a nil pointer lies past
@@ -360,7 +360,7 @@ func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 		return f.retryableErr.value
 	}
 	if f.network {
-		if v := connectionRetryable(err); v != aws.UnknownTernary {
+		if v := connectionRetryable(err, maxErrorDepth, !f.partial); v != aws.UnknownTernary {
 			return v.Bool()
 		}
 	}
@@ -379,7 +379,7 @@ func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 	// included, for "connection reset"; only an error that is no API or
 	// HTTP error has its text searched here, and only now that the cheap
 	// checks have failed.
-	if !f.statusSeen && !f.code.seen {
+	if !f.statusSeen && !f.code.seen && !f.partial {
 		return brokenConnectionText(errorText(err))
 	}
 	return false
@@ -428,6 +428,7 @@ type errorFacts struct {
 	outOfAttempts   int          // a *retry.MaxAttemptsError is in the chain: its Attempt, at least 1; 0 if none
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
 	truncated       bool         // the chain has a cycle, or more than maxCycleNodes reads (see scanWhole)
+	partial         bool         // the walk stopped at a bound before the chain's end: its text is not read
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
 	refusedAhead    bool         // the canceled flag is a GiveUpDeadline's: the context had not ended
@@ -750,7 +751,9 @@ func (f *errorFacts) visit(err error) {
 			f.cut = e.timeout
 		}
 		f.stalled = f.stalled || !e.byDeadline
-		f.retryableErr = seenBool{true, true}
+		if !f.retryableErr.seen { // a mark above the cut is the SDK's first (helper-250)
+			f.retryableErr = seenBool{true, true}
+		}
 		return
 	}
 	switch err {
@@ -830,9 +833,13 @@ func isNetworkNode(err error) bool {
 // errors.Is on the syscall and net errors first, where the SDK searches the
 // formatted message for "connection reset", "use of closed network
 // connection" and "connection refused"; the text is searched only when they
-// fail.
-func connectionRetryable(err error) aws.Ternary {
-	if err == nil {
+// fail, and only when readText. It goes into the url and net errors it
+// meets, as the SDK does, at most levels deep: the SDK's, unbounded, formats
+// the rest of the chain at each, and a chain of 1,600 nested ones cost it
+// seconds (helper-250). readText is false for a chain larger than the
+// walk reads, whose text grows as the square of its depth.
+func connectionRetryable(err error, levels int, readText bool) aws.Ternary {
+	if err == nil || levels <= 0 {
 		return aws.UnknownTernary
 	}
 	var dnsErr *net.DNSError
@@ -854,18 +861,18 @@ func connectionRetryable(err error) aws.Ternary {
 	switch {
 	case errors.As(err, &connErr) && connErr.ConnectionError():
 		return aws.TrueTernary
-	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), brokenConnectionText(errorText(err)):
+	case errors.Is(err, net.ErrClosed), errors.Is(err, syscall.ECONNRESET), readText && brokenConnectionText(errorText(err)):
 		return aws.TrueTernary
 	case errors.As(err, &urlErr):
-		if errors.Is(urlErr, syscall.ECONNREFUSED) || strings.Contains(errorText(urlErr), "connection refused") {
+		if errors.Is(urlErr, syscall.ECONNREFUSED) || readText && strings.Contains(errorText(urlErr), "connection refused") {
 			return aws.TrueTernary
 		}
-		return connectionRetryable(urlErr.Unwrap())
+		return connectionRetryable(urlErr.Unwrap(), levels-1, readText)
 	case errors.As(err, &opErr):
 		if strings.EqualFold(opErr.Op, "dial") || opErr.Temporary() {
 			return aws.TrueTernary
 		}
-		return connectionRetryable(opErr.Unwrap())
+		return connectionRetryable(opErr.Unwrap(), levels-1, readText)
 	case errors.As(err, &tempErr) && tempErr.Temporary():
 		return aws.TrueTernary
 	case errors.As(err, &timeoutErr) && timeoutErr.Timeout():

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"net"
+	"net/url"
 	"reflect"
 	"slices"
 	"strings"
@@ -918,6 +919,52 @@ func TestARetryableErrorPastTheWalksDepthIsNotFound(t *testing.T) {
 	assert.Equal(t, jitterretry.ClassNotRetryable, jitterretry.Classify(deep))
 	assert.False(t, r.IsErrorRetryable(deep))
 	assert.True(t, retry.NewStandard().IsErrorRetryable(deep), "expect the SDK to find it at any depth")
+}
+
+// countedWrap wraps err and counts the calls of its methods.
+type countedWrap struct {
+	err            error
+	unwraps, texts *atomic.Int64
+}
+
+func (w countedWrap) Error() string { w.texts.Add(1); return "proxy: " + w.err.Error() }
+func (w countedWrap) Unwrap() error { w.unwraps.Add(1); return w.err }
+
+// TestADeepChainOfConnectionErrorsCostsInProportionToItsDepth: a chain of
+// nested url and net errors (a tunnelling dialer's, say) far deeper than
+// the walk reads is judged on work in proportion to its depth, and its text,
+// which grows as the square of the depth, is not read. The connection
+// check went into every nested url or net error, formatting the rest of
+// the chain at each, as the SDK's does: a chain of 1,600 cost seconds a
+// decision (helper-250), where the README says the walk's bounds keep a
+// decision's cost bounded. Counted in method calls, not time.
+func TestADeepChainOfConnectionErrorsCostsInProportionToItsDepth(t *testing.T) {
+	var unwraps, texts atomic.Int64
+	chain := func(n int) error {
+		var err error = errors.New("proxy said no")
+		for i := range n {
+			switch i % 3 {
+			case 0:
+				err = &net.OpError{Op: "read", Net: "tcp", Err: err}
+			case 1:
+				err = &url.Error{Op: "Post", URL: "https://dynamodb.us-east-1.amazonaws.com/", Err: err}
+			default:
+				err = countedWrap{err, &unwraps, &texts}
+			}
+		}
+		return err
+	}
+	r := jitterretry.New()
+	calls := map[int]int64{}
+	for _, n := range []int{900, 1800} {
+		err := chain(n)
+		unwraps.Store(0)
+		assert.False(t, r.IsErrorRetryable(err), "n=%d: expect the proxy's refusal not retried, as by the SDK", n)
+		calls[n] = unwraps.Load()
+		assert.Zero(t, texts.Load(), "n=%d: expect no text read of a chain larger than the walk reads", n)
+	}
+	t.Logf("Unwrap calls of the wrappers: %v", calls)
+	assert.Less(t, float64(calls[1800]), 2.5*float64(calls[900]), "expect work in proportion to the depth")
 }
 
 // wideSelf is a join of many plain errors whose last entry is itself: the

@@ -86,8 +86,9 @@ func (r GiveUpReason) String() string {
 //     a custom Options.RateLimiter refused, errors.Is and errors.As also
 //     reach its error (after the failed attempt's; Unwrap returns only
 //     the latter);
-//   - GiveUpDeadline: errors.Is(err, context.DeadlineExceeded), so code that
-//     handles timeouts keeps working;
+//   - GiveUpDeadline: errors.Is(err, context.DeadlineExceeded), and errors.As
+//     to a net.Error (or any interface context.DeadlineExceeded has) whose
+//     Timeout() is true, so code that handles timeouts keeps working;
 //   - GiveUpCanceled: errors.Is with the context's own error (and, as every
 //     reason, with what the failed attempt's error matches: after an
 //     attempt AttemptTimeout cut, context.DeadlineExceeded too, whatever
@@ -395,10 +396,13 @@ func (e *GiveUpError) attempts() int {
 // of the SDK's cancellation types (**aws.RequestCanceledError, or the
 // interface with CanceledError() bool), wrapping the context's error, or
 // context.DeadlineExceeded for a deadline the retryer saw coming (the SDK
-// sleeps into it and returns that type), so code written for the SDK's
-// retry.Standard keeps working. A nil *GiveUpError fills nothing; nor does
-// a target errors.As refuses itself (not a non-nil pointer to an interface
-// or to an error type), and As then returns false.
+// sleeps into it and returns that type), and then any target that
+// context error fills (a net.Error, whose Timeout() is true for a
+// deadline), ahead of the failed attempt's error, as in the SDK's error,
+// so code written for the SDK's retry.Standard keeps working. A nil
+// *GiveUpError fills nothing; nor does a target errors.As refuses itself
+// (not a non-nil pointer to an interface or to an error type), and As then
+// returns false.
 func (e *GiveUpError) As(target any) bool {
 	if e == nil {
 		return false
@@ -429,6 +433,13 @@ func (e *GiveUpError) As(target any) bool {
 			*t = &retry.MaxAttemptsError{Attempt: e.attempts(), Err: e.Err}
 			return true
 		}
+	}
+	// A refusal for the context stands for the SDK's cancellation, whose
+	// chain holds the context's error: code that tells a timeout by its
+	// Timeout method (a net.Error target) finds context.DeadlineExceeded,
+	// as in the SDK's error, before the failed attempt's (helper-250).
+	if c := e.requestCanceled(); c != nil && validTarget(target) && errors.As(c.Err, target) {
+		return true
 	}
 	// A custom RateLimiter's refusal: its own types too, after the failed
 	// attempt's, which errors.As would reach next through Unwrap.

@@ -376,7 +376,8 @@ type Options struct {
 	// recorded and nothing allocated. A provider that panics when New asks
 	// it for the meter or an instrument (smithyotelmetrics.Adapt(nil), an
 	// adapter of a provider never set, is not nil) is invalid: Err reports
-	// it. With a PartitionKey, the counters and
+	// it. The gauges are stopped when the Retryer is garbage-collected; a
+	// panic of their Stop is recovered there. With a PartitionKey, the counters and
 	// histograms have a series for every key they ever saw: for keys that
 	// come and go (tenants), drop the jitterretry.partition attribute with
 	// a view, as the README shows.

@@ -236,6 +236,35 @@ func TestGiveUpIsNotRetryableAsTheSDKSays(t *testing.T) {
 	}
 }
 
+// TestARefusalForTheContextIsATimeoutWhereTheSDKsIs: GetRetryToken's
+// refusal of a context that has ended is a timeout, by its Timeout method,
+// when the SDK's is: for a deadline passed, not for a cancel. The SDK's
+// refusal wraps the context's error, which net/http's callers ask with
+// errors.As and Timeout(); ours matched it only with errors.Is
+// (helper-250).
+func TestARefusalForTheContextIsATimeoutWhereTheSDKsIs(t *testing.T) {
+	passed, cancelPassed := context.WithDeadline(context.Background(), time.Now().Add(-time.Second))
+	defer cancelPassed()
+	cancelled, cancel := context.WithCancel(context.Background())
+	cancel()
+	for name, ctx := range map[string]context.Context{"a deadline passed": passed, "a cancel": cancelled} {
+		t.Run(name, func(t *testing.T) {
+			timeoutOf := func(err error) bool {
+				var timeout net.Error
+				return errors.As(err, &timeout) && timeout.Timeout()
+			}
+			_, sdkErr := retry.NewStandard().GetRetryToken(ctx, serverErr())
+			require.Error(t, sdkErr)
+			_, err := jitterretry.New().GetRetryToken(ctx, serverErr())
+			var gu *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &gu)
+			assert.Equal(t, jitterretry.GiveUpCanceled, gu.Reason)
+			assert.Equal(t, timeoutOf(sdkErr), timeoutOf(err), "expect a timeout where the SDK's refusal is one: %v against %v", err, sdkErr)
+			assert.Equal(t, ctx.Err() == context.DeadlineExceeded, timeoutOf(err))
+		})
+	}
+}
+
 // TestDeadlineCountsRetryAfterAndMargin: the wait the deadline check sees is
 // the one the middleware sleeps, x-amz-retry-after included.
 func TestDeadlineCountsRetryAfterAndMargin(t *testing.T) {
@@ -2404,6 +2433,159 @@ func TestALimiterTurnFoundAfterTheContextEndedIsNotTaken(t *testing.T) {
 	assert.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
 	assert.ErrorIs(t, err, context.Canceled)
 	require.NoError(t, <-next, "expect the turn taken by the next, the clock standing at 100 ms")
+}
+
+// getAttemptRecovering is waitInQueue's caller that recovers a panic of
+// GetAttemptToken (a hook's, or Options.Clock's) and sends it on panicked.
+func getAttemptRecovering(t *testing.T, r *jitterretry.Retryer, c *standingClock, ctx context.Context) (got <-chan error, panicked <-chan any) {
+	t.Helper()
+	errs, panics := make(chan error, 1), make(chan any, 1)
+	reads := c.reads.Load()
+	go func() {
+		defer func() {
+			if v := recover(); v != nil {
+				panics <- v
+			}
+		}()
+		release, err := r.GetAttemptToken(ctx)
+		if err == nil {
+			err = release(nil)
+		}
+		errs <- err
+	}()
+	require.Eventually(t, func() bool { return c.reads.Load() >= reads+2 }, 5*time.Second, time.Millisecond)
+	return errs, panics
+}
+
+// waitPanicMeter's histogram of the send-rate limiter's waits panics at
+// its first Record.
+type waitPanicMeter struct {
+	metrics.Meter
+	armed *atomic.Bool
+}
+
+func (m waitPanicMeter) Float64Histogram(name string, o ...metrics.InstrumentOption) (metrics.Float64Histogram, error) {
+	if name == "jitterretry.send_rate.wait_duration" {
+		return panicOnceHistogram(m), nil
+	}
+	return m.Meter.Float64Histogram(name, o...)
+}
+
+type panicOnceHistogram struct {
+	metrics.Meter
+	armed *atomic.Bool
+}
+
+func (h panicOnceHistogram) Record(context.Context, float64, ...metrics.RecordMetricOption) {
+	if h.armed.CompareAndSwap(true, false) {
+		panic("the wait histogram failed")
+	}
+}
+
+type waitPanicProvider struct{ waitPanicMeter }
+
+func (p waitPanicProvider) Meter(string, ...metrics.MeterOption) metrics.Meter {
+	return p.waitPanicMeter
+}
+
+// TestALimiterTurnWhoseHookPanickedGoesToTheNext: a caller whose turn came
+// and whose MeterProvider panicked recording its wait sends nothing; its
+// turn goes to the next caller, as a caller's that left does. The place
+// was taken for sent before the wait was recorded, and the queue sent
+// below its rate once (helper-251).
+func TestALimiterTurnWhoseHookPanickedGoesToTheNext(t *testing.T) {
+	var c standingClock
+	c.base = time.Now()
+	armed := &atomic.Bool{}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}
+		o.Clock = c.now
+		o.MeterProvider = waitPanicProvider{waitPanicMeter{metrics.NopMeterProvider{}.Meter(""), armed}}
+	})
+	require.NoError(t, r.Err())
+	release, err := r.GetAttemptToken(context.Background()) // the turn at 0
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	armed.Store(true)
+	_, panicked := getAttemptRecovering(t, r, &c, context.Background()) // the turn at 100 ms
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	next := waitInQueue(t, r, &c, ctx) // the turn at 200 ms
+	c.offset.Store(int64(100 * time.Millisecond))
+	require.Equal(t, "the wait histogram failed", <-panicked)
+	require.NoError(t, <-next, "expect the turn of the caller whose hook panicked taken, the clock standing at 100 ms")
+}
+
+// TestALimiterTurnGivenBackBeforeAClockPanicIsGivenBackOnce: a caller held
+// for a refusal whose turn comes too late gives it back, the next caller
+// takes it, and the held caller's clock then panics: its place was given
+// back a second time, a turn nobody gave back handed to the caller after
+// (helper-251: four sends in 500 ms at 4 a second). The clock panics at
+// its second reading by lateTurn, the first after the give-back, the one
+// the hold's end reads; found by the caller's name, so that a renamed
+// lateTurn fails the test rather than pass it.
+func TestALimiterTurnGivenBackBeforeAClockPanicIsGivenBackOnce(t *testing.T) {
+	var c standingClock
+	c.base = time.Now()
+	var lateReads atomic.Int32
+	clock := func() time.Time {
+		pc := make([]uintptr, 1)
+		if runtime.Callers(2, pc) == 1 {
+			if f, _ := runtime.CallersFrames(pc).Next(); strings.HasSuffix(f.Function, ".lateTurn") && lateReads.Add(1) == 2 {
+				panic("the clock failed")
+			}
+		}
+		return c.now()
+	}
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}
+		o.Clock = clock
+		o.DeadlineMargin = 2950 * time.Millisecond
+	})
+	require.NoError(t, r.Err())
+	release, err := r.GetAttemptToken(context.Background()) // the turn at 0
+	require.NoError(t, err)
+	require.NoError(t, release(nil))
+	// Its turn at 100 ms with the margin would end past the deadline: held
+	// until about 1.5 s, the clock's, and refused then.
+	held, cancel := context.WithDeadline(context.Background(), c.base.Add(3*time.Second))
+	defer cancel()
+	_, panicked := getAttemptRecovering(t, r, &c, held)
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	next := waitInQueue(t, r, &c, ctx)  // the turn at 200 ms, at 100 ms once the held caller gives it back
+	after := waitInQueue(t, r, &c, ctx) // the turn at 300 ms, then 200 ms
+	c.offset.Store(int64(100 * time.Millisecond))
+	require.NoError(t, <-next, "expect the held caller's turn given to the next")
+	require.Equal(t, "the clock failed", <-panicked)
+	select {
+	case err := <-after:
+		t.Fatalf("expect no turn at 100 ms for the caller after, the clock standing there; sent (%v)", err)
+	case <-time.After(time.Second):
+	}
+	c.offset.Store(int64(200 * time.Millisecond))
+	require.NoError(t, <-after, "expect it sent at its turn at 200 ms")
+}
+
+// TestALimiterTurnIsNotTakenByAnEndedContext: a caller whose context has
+// ended as it asks takes no turn, even one due at once: the attempt would
+// fail at once on a turn the next caller could use (helper-251).
+func TestALimiterTurnIsNotTakenByAnEndedContext(t *testing.T) {
+	var c standingClock
+	r := limitedOn(t, &c)
+	c.offset.Store(int64(100 * time.Millisecond)) // the turn at 100 ms is due
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	_, err := r.GetAttemptToken(ended)
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect no attempt on an ended context")
+	assert.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
+	assert.ErrorIs(t, err, context.Canceled)
+	ctx, stop := context.WithTimeout(context.Background(), 5*time.Second)
+	defer stop()
+	release, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err, "expect the turn at 100 ms taken, the clock standing there")
+	require.NoError(t, release(nil))
 }
 
 // TestALimiterWaitOfAColdClientKeepsNoMargin: a new client's first

@@ -1120,11 +1120,14 @@ func TestSDKContract_ConflictCodesOnA5xxAreRetried(t *testing.T) {
 // TestSDKContract_DifferenceResetBehindAQuietWrapper: a connection reset
 // whose wrapper's message does not quote it is retried; the SDK searches
 // the message only (helper-149). A reset is a reset whatever wraps it; the
-// SDK's own send errors quote it, and both retry those.
+// SDK's own send errors quote it, and both retry those. So is a refused
+// connection under a *url.Error (helper-250), where nothing was sent.
 func TestSDKContract_DifferenceResetBehindAQuietWrapper(t *testing.T) {
 	for name, err := range map[string]error{
 		"ECONNRESET":    &sdkcQuiet{os.NewSyscallError("read", syscall.ECONNRESET)},
 		"net.ErrClosed": &sdkcQuiet{net.ErrClosed},
+		"ECONNREFUSED under a *url.Error": &url.Error{Op: "Post", URL: "https://dynamodb.us-east-1.amazonaws.com/",
+			Err: &sdkcQuiet{os.NewSyscallError("connect", syscall.ECONNREFUSED)}},
 	} {
 		t.Run(name, func(t *testing.T) {
 			assert.False(t, retry.NewStandard().IsErrorRetryable(err), "the SDK: expect no retry")
@@ -2397,6 +2400,8 @@ func TestSDKContract_DeadlineBackoff(t *testing.T) {
 			var cancelled *aws.RequestCanceledError
 			assert.ErrorAs(t, sdkErr, &cancelled, "the SDK: expect the cancelled sleep, got %v", sdkErr)
 			assert.Error(t, sdkCtx.Err(), "the SDK: expect it to sleep into the deadline")
+			var sdkTimeout net.Error
+			assert.True(t, errors.As(sdkErr, &sdkTimeout) && sdkTimeout.Timeout(), "the SDK: expect a timeout to code that asks for a net.Error")
 
 			ctx, cancel := context.WithTimeout(context.Background(), deadline)
 			defer cancel()
@@ -2414,6 +2419,12 @@ func TestSDKContract_DeadlineBackoff(t *testing.T) {
 			if assert.ErrorAs(t, err, &ours, "expect it to match the SDK's *aws.RequestCanceledError") {
 				assert.ErrorIs(t, ours, context.DeadlineExceeded)
 			}
+			// And code that tells a timeout by its Timeout method, as
+			// net/http's callers do (helper-250: errors.As found none).
+			var timeout net.Error
+			assert.True(t, errors.As(err, &timeout) && timeout.Timeout(), "expect a timeout to code that asks for a net.Error, as the SDK's error is")
+			var timeoutOnly interface{ Timeout() bool }
+			assert.True(t, errors.As(err, &timeoutOnly) && timeoutOnly.Timeout(), "expect a timeout to code that asks for Timeout() alone")
 			assert.ErrorIs(t, err, cause, "expect the cause kept, got %v", err)
 			assert.Equal(t, uint(500), r.Remaining(), "expect the refused retry's tokens back, got %d", r.Remaining())
 		})

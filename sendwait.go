@@ -28,10 +28,23 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		l.queued.Store(true)
 	}
 	loopRetry := r.hooks.loops.Load() > 0 && markSend(ctx, &r.hooks)
-	place, wait, changed, after := l.sender.reserve(ctx.Done(), loopRetry)
-	due := false
+	done := ctx.Done()
+	if closed(done) {
+		// A context that ended as its caller asked takes no place: one
+		// due at once would be spent on an attempt that fails at once,
+		// and a due place given back to an idle queue is not kept for
+		// the next caller (helper-251). The SDK's middleware checks the
+		// context just before; a cancel in between meets this.
+		return r.hooks.giveUp(ctx, canceledGiveUp(0, l.key, nil, ctx.Err(), false))
+	}
+	place, wait, changed, after := l.sender.reserve(done, loopRetry)
+	// settled: the place was taken for sending or given back; until then
+	// an error, or a panic of a hook or of Options.Clock, gives it back,
+	// once (helper-251: set before a hook ran, a turn was lost; after a
+	// give-back's clock reading, given back twice).
+	settled := false
 	defer func() {
-		if !due { // an error, or a panicking hook
+		if !settled {
 			l.sender.cancel(place)
 		}
 	}()
@@ -51,18 +64,17 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 	}
 	for {
 		if wait <= 0 && holding {
-			if refusal := r.lateTurn(ctx, l, place, refuseAt, &waited, after); refusal != nil {
-				due = true // given back by lateTurn
+			if refusal := r.lateTurn(ctx, l, place, refuseAt, &waited, after, &settled); refusal != nil {
 				ended(refusal.Reason.String())
 				return r.hooks.giveUp(ctx, refusal)
 			}
 		}
 		if wait <= 0 {
-			due = true
 			ended("queued")
 			if waited > 0 {
 				markQueued(ctx, &r.hooks, since, since.Add(waited)) // for the Do loop whose fn made this call, if any
 			}
+			settled = true
 			return nil
 		}
 		// Read after the limiter's own reading, which wait counts from,
@@ -137,7 +149,8 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 // 20-29 successes in 5 s and 74-83 sends that ended past their deadline,
 // against 101 and 1-2 before the hold's floor (helper-206). waited grows
 // by the hold; the refusal follows the failed attempt after, if known.
-func (r *Retryer) lateTurn(ctx context.Context, l *lane, place sendPlace, refuseAt time.Time, waited *time.Duration, after failedAttempt) *GiveUpError {
+// *given is set as the place is given back.
+func (r *Retryer) lateTurn(ctx context.Context, l *lane, place sendPlace, refuseAt time.Time, waited *time.Duration, after failedAttempt, given *bool) *GiveUpError {
 	deadline, ok := r.deadline(ctx)
 	if !ok {
 		return nil
@@ -148,6 +161,7 @@ func (r *Retryer) lateTurn(ctx context.Context, l *lane, place sendPlace, refuse
 		return nil
 	}
 	l.sender.cancel(place)
+	*given = true
 	err := sleep(ctx, refuseAt.Sub(now))
 	*waited += r.now().Sub(now)
 	if err != nil && ctx.Err() != context.DeadlineExceeded {

@@ -154,10 +154,16 @@ func (g *gaugeSource) each(reclaimFirst bool, fn func(*lane)) {
 	g.lanes.each(fn)
 }
 
-// stopGauges unregisters the gauges of a Retryer that is gone.
+// stopGauges unregisters the gauges of a Retryer that is gone. It runs as
+// a cleanup on the runtime's goroutine, where a panic of the provider's
+// Stop would end the process (helper-250): each is recovered, and the
+// other gauges are still stopped.
 func stopGauges(gauges []metrics.AsyncInstrument) {
 	for _, g := range gauges {
-		g.Stop()
+		func() {
+			defer func() { _ = recover() }()
+			g.Stop()
+		}()
 	}
 }
 

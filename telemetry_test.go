@@ -3,6 +3,7 @@ package jitterretry_test
 import (
 	"context"
 	"errors"
+	"runtime"
 	"sync"
 	"testing"
 	"time"
@@ -182,6 +183,48 @@ func (p halfwayProvider) Meter(string, ...metrics.MeterOption) metrics.Meter { r
 type countingObserver struct{ n int }
 
 func (o *countingObserver) Observe(context.Context, int64, ...metrics.RecordMetricOption) { o.n++ }
+
+// stopPanickyMeter makes gauges whose Stop panics, and nothing else of note.
+type stopPanickyMeter struct{ metrics.Meter }
+
+func (stopPanickyMeter) Int64AsyncGauge(string, metrics.Int64Callback, ...metrics.InstrumentOption) (metrics.AsyncInstrument, error) {
+	return panickyStop{}, nil
+}
+
+type stopPanickyProvider struct{}
+
+func (stopPanickyProvider) Meter(string, ...metrics.MeterOption) metrics.Meter {
+	return stopPanickyMeter{metrics.NopMeterProvider{}.Meter("")}
+}
+
+// TestAGaugeWhoseStopPanicsLeavesTheProcessRunning: the gauges of a
+// Retryer that is gone are stopped by a cleanup on the runtime's own
+// goroutine, where a panic of the provider's Stop ended the process
+// (helper-250): New had taken the provider. Run in a child process, so
+// that the panic is reported rather than ending the test binary.
+func TestAGaugeWhoseStopPanicsLeavesTheProcessRunning(t *testing.T) {
+	if !runInChild(t) {
+		return
+	}
+	stopped := make(chan struct{})
+	func() {
+		r := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = stopPanickyProvider{} })
+		require.NoError(t, r.Err())
+		runtime.AddCleanup(r, func(c chan struct{}) { close(c) }, stopped)
+	}()
+	// Each collection may run the cleanups of what it found unreachable.
+	for i := 0; ; i++ {
+		runtime.GC()
+		select {
+		case <-stopped:
+			runtime.GC()
+			time.Sleep(100 * time.Millisecond) // the stopping cleanup's turn, had it panicked
+			return
+		case <-time.After(10 * time.Millisecond):
+		}
+		require.Less(t, i, 1000, "expect the Retryer collected")
+	}
+}
 
 // TestAProviderThatPanicsHalfwayLeavesNoGaugeReading: a provider that
 // panics after it registered a gauge is an invalid option (New never
