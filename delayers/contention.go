@@ -46,7 +46,8 @@ import (
 //     other, it sleeps as drawn from m.
 //
 // When rho is close to 1 the item is saturated and G says little, so the
-// estimate of m grows by saturatedGrowth (5) instead; an estimate is kept
+// estimate of m grows by saturatedGrowth (5) instead, up to the estimate
+// whose mean sleep is twice Cap (past it every sleep is Cap); an estimate is kept
 // until a measurement counts at least one win. While W <= 0 the sleep is drawn in
 // [0, v]. The first retry, before any estimate, waits uniformly up to
 // firstWindow (28) times v.
@@ -195,8 +196,14 @@ func (c *Contention) Next(at time.Time, took time.Duration, seen, current int64)
 		c.sized = false
 		return between(0, durationUpTo(rtt/2, capD), x)
 	}
+	// Past the estimate whose mean sleep is twice the cap, every sleep is
+	// the cap: a larger one changes nothing, and, grown fivefold a
+	// saturated conflict with no ceiling, it reached +Inf, from which no
+	// quiet conflict brought it back (helper-253). The cycle planned is
+	// the sleep the cap lets be drawn, not the mean beyond it.
+	c.competitors = min(c.competitors, (2*float64(capD)+2*hold)*load/hold)
 	mean := c.competitors*hold/load - 2*hold
-	c.lastMean = max(mean, 0)
+	c.lastMean = min(max(mean, 0), float64(capD))
 	if noNews && mean > 0 {
 		c.lastMean += float64(took) // the quick retry that follows
 	}

@@ -1,6 +1,7 @@
 package delayers
 
 import (
+	"math"
 	"slices"
 	"testing"
 	"time"
@@ -119,5 +120,46 @@ func TestANilContentionAnswersAsAFreshOne(t *testing.T) {
 		blind := c.Next(at, took, 0, 0)
 		assert.LessOrEqual(t, blind, blindBase*took/2, "expect the blind first window of a fresh Contention")
 		at = at.Add(took)
+	}
+}
+
+// TestContentionComesBackFromALongSaturation: a re-reading loop whose item
+// stays saturated for a thousand conflicts (Do with UnlimitedAttempts, say),
+// then goes quiet, comes back down from the cap. On a saturated item the
+// estimate of the competitors grew fivefold a conflict with no ceiling,
+// and the uncapped mean sleep it planned fed its own cycle: after some 880
+// conflicts it was +Inf, and every sleep after was the cap until Reset,
+// however quiet the item (helper-253: 200 of 200; a minute of saturation
+// under a 100 ms cap).
+func TestContentionComesBackFromALongSaturation(t *testing.T) {
+	for _, capD := range []time.Duration{0, 100 * time.Millisecond} {
+		c := Contention{Cap: capD, Source: NewSource(1)}
+		limit := capD
+		if limit <= 0 {
+			limit = DefaultCap
+		}
+		at := time.Unix(0, 0)
+		const took = 10 * time.Millisecond
+		version := int64(0)
+		for range 1000 { // a thousand wins between conflicts: saturated
+			at = at.Add(took)
+			seen := version
+			version += 1000
+			at = at.Add(c.Next(at, took, seen, version))
+		}
+		assert.False(t, math.IsInf(c.competitors, 0), "cap %v: expect a finite estimate, got %g", capD, c.competitors)
+		atCap := 0
+		for range 200 { // quiet: one win during each sleep, one during each attempt
+			version++
+			seen := version
+			at = at.Add(took)
+			version++
+			d := c.Next(at, took, seen, version)
+			at = at.Add(d)
+			if d == limit {
+				atCap++
+			}
+		}
+		assert.Less(t, atCap, 10, "cap %v: expect the quiet item's sleeps back below the cap, %d of 200 at it; competitors %g", capD, atCap, c.competitors)
 	}
 }

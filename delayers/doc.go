@@ -8,7 +8,8 @@
 //
 //	w = min(cap, base * 2^(attempt-1))
 //
-// so the first retry waits at most base, and the strategies return
+// so a windowed strategy's first retry waits at most base (decorrelated
+// jitter's waits in [base, 3*base), at most cap), and the strategies return
 //
 //	Exponential:  w                                   (no jitter)
 //	Full:         uniform[0, w)

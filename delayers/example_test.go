@@ -304,8 +304,8 @@ func Example_standardRetryer() {
 // write returned (ALL_OLD), and every time five other writers have won
 // since: it sleeps as long as its estimate of the competitors asks, then
 // retries at once with the version that sleep's conflict returned, which is
-// fresh, and so on, with a growing estimate. Do uses it for conflicts; a
-// loop of one's own keeps one Contention per item.
+// fresh, and so on, the estimate measured again at each conflict. Do uses
+// it for conflicts; a loop of one's own keeps one Contention per item.
 func ExampleContention() {
 	c := delayers.Contention{Source: delayers.NewSource(2015)}
 	at, version := time.Unix(0, 0), int64(10)

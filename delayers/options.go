@@ -415,7 +415,8 @@ func (d *Full) Base() time.Duration { return use(d).base }
 // Base is Exponential.Base.
 func (d *Equal) Base() time.Duration { return use(d).base }
 
-// Base is Exponential.Base.
+// Base is Exponential.Base, but not a window: the floor of every delay,
+// the first drawn in [base, 3*base) and capped at Cap.
 func (d *Decorrelated) Base() time.Duration { return use(d).base }
 
 // ThrottleBase returns the window of the first retry after a throttling
@@ -430,7 +431,8 @@ func (d *Full) ThrottleBase() time.Duration { return use(d).throttleBase }
 // ThrottleBase is Exponential.ThrottleBase.
 func (d *Equal) ThrottleBase() time.Duration { return use(d).throttleBase }
 
-// ThrottleBase is Exponential.ThrottleBase.
+// ThrottleBase is Exponential.ThrottleBase, a floor as Decorrelated.Base
+// is.
 func (d *Decorrelated) ThrottleBase() time.Duration { return use(d).throttleBase }
 
 // Cap returns the largest delay any call returns: Options.Cap, or DefaultCap

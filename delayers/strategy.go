@@ -68,11 +68,12 @@ type Delayer interface {
 	NewSequence() *Sequence
 
 	// Base returns the first retry's window for errors that are not
-	// throttles, after defaults: in (0, Cap()].
+	// throttles, after defaults: in (0, Cap()]. For Decorrelated it is the
+	// floor of every delay, whose first is drawn in [base, 3*base).
 	Base() time.Duration
 
 	// ThrottleBase returns the first retry's window for throttling errors,
-	// after defaults: in (0, Cap()].
+	// after defaults: in (0, Cap()]; Decorrelated's floor, as Base.
 	ThrottleBase() time.Duration
 
 	// Cap returns the largest delay any call returns, after defaults:
