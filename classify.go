@@ -360,7 +360,7 @@ func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 		return f.retryableErr.value
 	}
 	if f.network {
-		if v := connectionRetryable(err, maxErrorDepth, !f.partial); v != aws.UnknownTernary {
+		if v := connectionRetryable(err, maxErrorDepth, true, !f.partial); v != aws.UnknownTernary {
 			return v.Bool()
 		}
 	}
@@ -379,7 +379,7 @@ func (c *classifier) builtinRetryable(err error, f *errorFacts) bool {
 	// included, for "connection reset"; only an error that is no API or
 	// HTTP error has its text searched here, and only now that the cheap
 	// checks have failed.
-	if !f.statusSeen && !f.code.seen && !f.partial {
+	if !f.statusSeen && !f.code.seen {
 		return brokenConnectionText(errorText(err))
 	}
 	return false
@@ -428,7 +428,7 @@ type errorFacts struct {
 	outOfAttempts   int          // a *retry.MaxAttemptsError is in the chain: its Attempt, at least 1; 0 if none
 	typedNil        bool         // a nil pointer is in the chain: its methods may panic, so none is called
 	truncated       bool         // the chain has a cycle, or more than maxCycleNodes reads (see scanWhole)
-	partial         bool         // the walk stopped at a bound before the chain's end: its text is not read
+	partial         bool         // the walk stopped at a bound before the chain's end: its text is read once, at the top
 	contextCanceled bool         // context.Canceled is in the chain
 	deadlinePassed  bool         // context.DeadlineExceeded is in the chain
 	refusedAhead    bool         // the canceled flag is a GiveUpDeadline's: the context had not ended
@@ -834,11 +834,13 @@ func isNetworkNode(err error) bool {
 // formatted message for "connection reset", "use of closed network
 // connection" and "connection refused"; the text is searched only when they
 // fail, and only when readText. It goes into the url and net errors it
-// meets, as the SDK does, at most levels deep: the SDK's, unbounded, formats
-// the rest of the chain at each, and a chain of 1,600 nested ones cost it
-// seconds (helper-250). readText is false for a chain larger than the
-// walk reads, whose text grows as the square of its depth.
-func connectionRetryable(err error, levels int, readText bool) aws.Ternary {
+// meets, as the SDK does, at most levels deep, reading their text too when
+// textBelow: the SDK's, unbounded, formats the rest of the chain at each,
+// and a chain of 1,600 nested ones cost it seconds (helper-250). textBelow
+// is false for a chain larger than the walk reads: its text is read at the
+// top only, once for the whole (a wide join's, or a deep fmt.Errorf
+// chain's, says a connection broke as the SDK reads it: helper-254).
+func connectionRetryable(err error, levels int, readText, textBelow bool) aws.Ternary {
 	if err == nil || levels <= 0 {
 		return aws.UnknownTernary
 	}
@@ -867,12 +869,12 @@ func connectionRetryable(err error, levels int, readText bool) aws.Ternary {
 		if errors.Is(urlErr, syscall.ECONNREFUSED) || readText && strings.Contains(errorText(urlErr), "connection refused") {
 			return aws.TrueTernary
 		}
-		return connectionRetryable(urlErr.Unwrap(), levels-1, readText)
+		return connectionRetryable(urlErr.Unwrap(), levels-1, textBelow, textBelow)
 	case errors.As(err, &opErr):
 		if strings.EqualFold(opErr.Op, "dial") || opErr.Temporary() {
 			return aws.TrueTernary
 		}
-		return connectionRetryable(opErr.Unwrap(), levels-1, readText)
+		return connectionRetryable(opErr.Unwrap(), levels-1, textBelow, textBelow)
 	case errors.As(err, &tempErr) && tempErr.Temporary():
 		return aws.TrueTernary
 	case errors.As(err, &timeoutErr) && timeoutErr.Timeout():

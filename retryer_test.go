@@ -2588,6 +2588,38 @@ func TestALimiterTurnIsNotTakenByAnEndedContext(t *testing.T) {
 	require.NoError(t, release(nil))
 }
 
+// TestALimiterRefusalOfAnEndedRetryKeepsItsCause: a retry whose context
+// ends as its attempt asks for its turn takes no place, and its refusal
+// keeps the failed attempt's error and number, as the limiter's other
+// refusals of a retry do: returned before the limiter claimed the retry it
+// expected, it kept neither (helper-254), and the SDK's middleware, which
+// returns only this refusal, had no record of the 5xx that caused it. The
+// calls are the middleware's, in its order.
+func TestALimiterRefusalOfAnEndedRetryKeepsItsCause(t *testing.T) {
+	var c standingClock
+	r := limitedOn(t, &c)
+	c.offset.Store(int64(100 * time.Millisecond)) // the turn at 100 ms is due
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	release, err := r.GetAttemptToken(ctx)
+	require.NoError(t, err)
+	failed := serverErr()
+	require.NoError(t, release(failed))
+	_, err = r.GetRetryToken(ctx, failed)
+	require.NoError(t, err)
+	backoff, err := r.RetryDelay(1, failed)
+	require.NoError(t, err)
+	time.Sleep(backoff) // the middleware's sleep, on the machine's timers
+	cancel()            // as the backoff ends and the retry asks
+	_, err = r.GetAttemptToken(ctx)
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g)
+	assert.Equal(t, jitterretry.GiveUpCanceled, g.Reason)
+	assert.ErrorIs(t, err, context.Canceled)
+	assert.Equal(t, 1, g.Attempt, "expect the failed attempt's number kept: %v", err)
+	assert.ErrorIs(t, err, failed, "expect the failed attempt's error kept")
+}
+
 // TestALimiterWaitOfAColdClientKeepsNoMargin: a new client's first
 // attempt takes 2.5 s (a credential fetch, say) and is the only one timed,
 // cold. A caller with 2.4 s left then waits its turn at a send rate of 10

@@ -35,12 +35,12 @@ type sendQueue struct {
 	servedAt time.Time
 	retries  sendLine
 	firsts   sendLine // first attempts
-	// near wakes the callers whose turn may come within a window or a
+	// near wakes the callers whose turn may come within nearReach or a
 	// turn, far the others, who ask again within a window anyway: woken
 	// with the rest at every give-back, thousands of waiters queued to
 	// run, and held the refusals among them past their deadlines.
 	near, far sendWake
-	wokenAt   time.Time // when a give-back last woke the near callers
+	wokenAt   time.Time // when a give-back last woke the near callers (see giveBackWake)
 }
 
 // sendWake wakes the callers waiting on it.
@@ -186,11 +186,9 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 	// At least a nanosecond: a place is due only once handed its turn.
 	wait := max(secondsToDuration((float64(q.turns+ahead)-q.clock)/q.rate), 1)
 	w := &q.far
-	if wait <= sendWindow || wait-sendWindow <= secondsToDuration(1/q.rate) {
-		// One place given back ahead may make it due before it would
-		// ask again. (A burst of them may move a far one's turn up to
-		// a window early, which it finds when it asks again: give-backs
-		// wake at most once a window anyway.)
+	if wait <= nearReach || wait-nearReach <= secondsToDuration(1/q.rate) {
+		// Places given back ahead may make it due before it would ask
+		// again (see nearReach).
 		w = &q.near
 	}
 	w.watched = true
@@ -202,11 +200,12 @@ func (q *sendQueue) delay(p sendPlace) (time.Duration, <-chan struct{}) {
 // place the queue made due gives its turn to the next place waiting, if
 // any: its caller's context ended as its turn came, and kept, the turn was
 // lost, the queue sending below its rate once for each such caller
-// (helper-164). The first give-back in a window with callers behind wakes
-// those whose turn one place given back may bring before they ask again,
-// so that a burst of give-ups wakes them once; a caller whose turn the
-// burst brought sooner, or who was handed a turn after that, finds it
-// when it next asks, within a window. Each place must be given back at
+// (helper-164). The first give-back in giveBackWake with callers behind
+// wakes those whose turn one place given back may bring before they ask
+// again, so that a burst of give-ups wakes them once; a caller whose turn
+// the burst brought sooner, or who was handed a turn after that, finds it
+// when a give-back giveBackWake after that wakes it, or when it next asks,
+// within a window. Each place must be given back at
 // most once, and never after it was sent: given back twice once the line
 // passed it, a place would give a turn it no longer has. (waitToSend gives
 // back only the place it did not send, once.)
@@ -225,11 +224,31 @@ func (q *sendQueue) cancel(p sendPlace, now time.Time) {
 	case p.place+1 == l.issued && !(p.retry && q.firsts.waiting() > 0):
 		return // nobody behind
 	}
-	if q.wokenAt.IsZero() || now.Sub(q.wokenAt) >= sendWindow {
+	if q.wokenAt.IsZero() || now.Sub(q.wokenAt) >= giveBackWake {
 		q.wokenAt = now
 		q.near.wake()
 	}
 }
+
+// A caller whose turn give-backs brought forward finds it when woken, or
+// when it next asks, within a window; found late, it is sent beside the
+// callers behind it, who took theirs on time, and a moment's sends exceed
+// the rate. So give-backs wake the callers whose turn is within nearReach
+// (or a turn past it), at most once in giveBackWake: a stream of them can
+// bring a turn two windows away due within the window before its caller
+// asks. With one window and one wake a window, 96 of 128 callers leaving
+// at every instant bunched sends to 36-39 in 50 ms at 500 a second, where
+// the rate allows 26 and callers that do not leave sent 26-27; with these,
+// 28-29 (helper-251's stress, three runs each, 2026-12-07). Waking every
+// caller, far ones too, every giveBackWake: 28, but a crowd of 5,000 on
+// 1000 a second, deadlines of 200-1000 ms, then made 3,375-8,952 of some
+// 39,500 refusals late, the worst by 20-50 ms, on 4.9-7.0 s of CPU in 5
+// s, against 57-114, the worst by 2-6 ms, on 1.3-1.6 s (seven runs); with
+// these, 47-143, the worst by 1.5-14 ms, on 1.5-1.8 s (five runs).
+const (
+	nearReach    = 2 * sendWindow
+	giveBackWake = 10 * time.Millisecond
+)
 
 // waiting reports whether places are waiting to come due. (Counting a place
 // as waiting until the clock passed it kept an idle limiter from starting

@@ -797,6 +797,17 @@ func (l *sendRate) reserve(done <-chan struct{}, retry bool) (sendPlace, time.Du
 	return p, wait, changed, after
 }
 
+// claimExpected claims the retry the limiter expects of the operation whose
+// context's Done channel is done, as reserve does, without taking a place,
+// and returns the failed attempt it follows, when known: for a caller whose
+// context ended as it asked, whose refusal keeps its cause (helper-254).
+func (l *sendRate) claimExpected(done <-chan struct{}) failedAttempt {
+	l.mu.Lock()
+	defer l.unlock()
+	_, after := l.expected.claim(done, l.realTime(l.syncLocked()))
+	return after
+}
+
 // expectRetry records that the operation whose context's Done channel is
 // done retries after wait, following the failed attempt after: its next
 // attempt here waits in the retries' line, ahead of first attempts.

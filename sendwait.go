@@ -34,8 +34,13 @@ func (r *Retryer) waitToSend(ctx context.Context, l *lane) error {
 		// due at once would be spent on an attempt that fails at once,
 		// and a due place given back to an idle queue is not kept for
 		// the next caller (helper-251). The SDK's middleware checks the
-		// context just before; a cancel in between meets this.
-		return r.hooks.giveUp(ctx, canceledGiveUp(0, l.key, nil, ctx.Err(), false))
+		// context just before; a cancel in between meets this. A retry's
+		// refusal still keeps its failed attempt (helper-254).
+		var after failedAttempt
+		if !loopRetry {
+			after = l.sender.claimExpected(done)
+		}
+		return r.hooks.giveUp(ctx, canceledGiveUp(after.number, l.key, after.err, ctx.Err(), false))
 	}
 	place, wait, changed, after := l.sender.reserve(done, loopRetry)
 	// settled: the place was taken for sending or given back; until then

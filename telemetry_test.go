@@ -184,17 +184,29 @@ type countingObserver struct{ n int }
 
 func (o *countingObserver) Observe(context.Context, int64, ...metrics.RecordMetricOption) { o.n++ }
 
-// stopPanickyMeter makes gauges whose Stop panics, and nothing else of note.
-type stopPanickyMeter struct{ metrics.Meter }
-
-func (stopPanickyMeter) Int64AsyncGauge(string, metrics.Int64Callback, ...metrics.InstrumentOption) (metrics.AsyncInstrument, error) {
-	return panickyStop{}, nil
+// stopPanickyMeter makes gauges whose Stop closes stopping, once, and
+// panics.
+type stopPanickyMeter struct {
+	metrics.Meter
+	stopping chan struct{}
+	once     *sync.Once
 }
 
-type stopPanickyProvider struct{}
+func (m stopPanickyMeter) Int64AsyncGauge(string, metrics.Int64Callback, ...metrics.InstrumentOption) (metrics.AsyncInstrument, error) {
+	return signallingStop(m), nil
+}
 
-func (stopPanickyProvider) Meter(string, ...metrics.MeterOption) metrics.Meter {
-	return stopPanickyMeter{metrics.NopMeterProvider{}.Meter("")}
+type signallingStop stopPanickyMeter
+
+func (s signallingStop) Stop() {
+	s.once.Do(func() { close(s.stopping) })
+	panic("cannot stop")
+}
+
+type stopPanickyProvider struct{ stopPanickyMeter }
+
+func (p stopPanickyProvider) Meter(string, ...metrics.MeterOption) metrics.Meter {
+	return p.stopPanickyMeter
 }
 
 // TestAGaugeWhoseStopPanicsLeavesTheProcessRunning: the gauges of a
@@ -206,23 +218,25 @@ func TestAGaugeWhoseStopPanicsLeavesTheProcessRunning(t *testing.T) {
 	if !runInChild(t) {
 		return
 	}
-	stopped := make(chan struct{})
+	stopping := make(chan struct{})
 	func() {
-		r := jitterretry.New(func(o *jitterretry.Options) { o.MeterProvider = stopPanickyProvider{} })
+		r := jitterretry.New(func(o *jitterretry.Options) {
+			o.MeterProvider = stopPanickyProvider{stopPanickyMeter{metrics.NopMeterProvider{}.Meter(""), stopping, new(sync.Once)}}
+		})
 		require.NoError(t, r.Err())
-		runtime.AddCleanup(r, func(c chan struct{}) { close(c) }, stopped)
 	}()
 	// Each collection may run the cleanups of what it found unreachable.
 	for i := 0; ; i++ {
 		runtime.GC()
 		select {
-		case <-stopped:
-			runtime.GC()
-			time.Sleep(100 * time.Millisecond) // the stopping cleanup's turn, had it panicked
+		case <-stopping:
+			// The panic, unrecovered, ends the process at once; the
+			// runtime's cleanups run one after another, on one goroutine.
+			time.Sleep(100 * time.Millisecond)
 			return
 		case <-time.After(10 * time.Millisecond):
 		}
-		require.Less(t, i, 1000, "expect the Retryer collected")
+		require.Less(t, i, 1000, "expect the Retryer collected and its gauges stopped")
 	}
 }
 
