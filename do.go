@@ -151,7 +151,8 @@ func Do(ctx context.Context, r *Retryer, fn func(ctx context.Context) error, opt
 	case o.MaxConflicts < UnlimitedAttempts:
 		return &OptionsError{Option: "DoOptions.MaxConflicts", Reason: "must be 0 or more, or UnlimitedAttempts (-1)"}
 	}
-	home := r.lanes.get(ctx)
+	home, held := r.lanes.holdForLoop(ctx)
+	defer held.letGo()
 	loop := doLoop{r: r, o: o, home: home, lane: home}
 	loop.partitionNews()
 	if r.delayer != nil {

@@ -83,6 +83,9 @@ type lane struct {
 	isConflict func(error) bool
 	// used is the table's clock when the lane was last used (see lanes).
 	used atomic.Uint64
+	// loops counts the Do loops under way whose partition this lane is
+	// (see lanes.holdForLoop): the table does not forget it meanwhile.
+	loops atomic.Int32
 	// attempts estimates how long the lane's attempts take, for the
 	// deadline margin.
 	attempts attemptTimes
@@ -410,7 +413,7 @@ type paceKey struct{ service, region string }
 // full, no skip is pending and its limiters, its services' too, have
 // nothing to remember.
 func (l *lane) idle() bool {
-	if l.pendingSkips().Load() != 0 {
+	if l.pendingSkips().Load() != 0 || l.loops.Load() != 0 {
 		return false
 	}
 	if l.bucket != nil && l.bucket.Remaining() < l.bucket.capacity {
@@ -774,6 +777,30 @@ func (t *lanes) partition(key string) *lane {
 	return l
 }
 
+// holdForLoop returns the lane of ctx's partition, as get does, for a Do
+// loop, and the lane it holds, whose letGo the loop calls when it ends:
+// until then the table does not forget the partition's lane. A loop sleeps in its backoffs and waits on
+// its fn's calls without looking its lane up; forgotten meanwhile by a
+// churn of new keys, it went on paying from a bucket the partition's new
+// calls no longer saw, which then spent twice the capacity, and heard none
+// of the partition's throttles (helper-255). The hold is counted, then the
+// lane found in the table still: a sweep between the lookup and the count
+// had forgotten it, and the lookup is made again.
+func (t *lanes) holdForLoop(ctx context.Context) (l, held *lane) {
+	for {
+		l = t.get(ctx)
+		held = l.bucketOwner()
+		held.loops.Add(1)
+		if kept, ok := t.lookup(held.key); ok && kept == held {
+			return l, held
+		}
+		held.letGo()
+	}
+}
+
+// letGo ends a Do loop's hold of l (see lanes.holdForLoop).
+func (l *lane) letGo() { l.loops.Add(-1) }
+
 // lookup returns the lane of key, if it exists.
 func (t *lanes) lookup(key string) (*lane, bool) {
 	if key == "" {
@@ -838,6 +865,7 @@ func (t *lanes) add(key string) *lane {
 // sweepLocked forgets the lanes with nothing to remember that were unused
 // since the sweep before it, and, if the table is still full, the
 // evictBatch least recently used lanes whatever they hold, but for those
+// that Do loops under way hold (see holdForLoop) and those
 // whose send-rate limiter has callers waiting: forgotten, the callers in
 // its queue kept to its pace while the key's new callers got a new
 // limiter at InitialRate, two limiters for one key (helper-200: a MaxRate
@@ -862,7 +890,7 @@ func (t *lanes) sweepLocked(now time.Time) {
 	}
 	uses := make([]use, 0, len(t.m))
 	for k, l := range t.m {
-		if !l.limiterInUse() {
+		if !l.limiterInUse() && l.loops.Load() == 0 {
 			uses = append(uses, use{k, l.used.Load()})
 		}
 	}

@@ -1405,3 +1405,54 @@ func pacedLoopRetryer(t *testing.T, delays *[]time.Duration, opts ...func(*jitte
 	require.NoError(t, r.Err())
 	return r
 }
+
+// TestADoLoopUnderWayKeepsItsPartition: a Do loop retrying in partition
+// "hot", its retry's 14 tokens paid from hot's bucket of 28, is in use
+// while its fn's call waits, however many other keys come and go. A churn
+// of 1,100 new keys forgot hot's lane as least recently used: the SDK's
+// calls in hot then got a new, full bucket while the loop paid from the
+// forgotten one, and the partition spent twice its capacity (helper-255:
+// two retries of 14 granted beside the loop's, where its bucket held one).
+func TestADoLoopUnderWayKeepsItsPartition(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.PartitionKey = jitterretry.PartitionFromContext
+		o.BucketCapacity = 28 // two retries of RetryCost 14
+		o.FailFastOnEmptyBudget = true
+		o.BaseDelay, o.MaxBackoff = time.Millisecond, time.Millisecond
+	})
+	require.NoError(t, r.Err())
+	failing := newScriptServer(t, serverErr)
+	plain := newClient(failing.URL, aws.NopRetryer{}) // fn's calls: one attempt each
+	hot := jitterretry.WithPartition(context.Background(), "hot")
+
+	inRetry, letGo := make(chan struct{}), make(chan struct{})
+	done := make(chan error, 1)
+	go func() {
+		calls := 0
+		done <- jitterretry.Do(hot, r, func(ctx context.Context) error {
+			if calls++; calls == 2 {
+				close(inRetry)
+				<-letGo
+				return nil
+			}
+			return putItem(ctx, plain) // a 500: Do pays 14 from hot's bucket
+		})
+	}()
+	<-inRetry
+	for i := range 1100 { // other tenants come and go
+		release, err := r.GetAttemptToken(jitterretry.WithPartition(context.Background(), fmt.Sprint("tenant-", i)))
+		require.NoError(t, err)
+		require.NoError(t, release(nil))
+	}
+	failed := putItem(context.Background(), plain)
+	granted := 0
+	for range 4 {
+		if _, err := r.GetRetryToken(hot, failed); err != nil {
+			break
+		}
+		granted++
+	}
+	close(letGo)
+	require.NoError(t, <-done)
+	assert.Equal(t, 1, granted, "expect one retry of 14 granted from hot's bucket, the loop holding the other 14")
+}
