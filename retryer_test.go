@@ -2329,14 +2329,15 @@ func (c *standingClock) now() time.Time {
 }
 
 // limitedOn makes a retryer whose limiter sends 10 a second on clock c,
-// and takes the turn at 0.
-func limitedOn(t *testing.T, c *standingClock) *jitterretry.Retryer {
+// with more options after those, and takes the turn at 0.
+func limitedOn(t *testing.T, c *standingClock, more ...func(*jitterretry.Options)) *jitterretry.Retryer {
 	t.Helper()
 	c.base = time.Now()
-	r := jitterretry.New(func(o *jitterretry.Options) {
+	r := jitterretry.New(append([]func(*jitterretry.Options){func(o *jitterretry.Options) {
 		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}
 		o.Clock = c.now
-	})
+	}}, more...)...)
+	require.NoError(t, r.Err())
 	release, err := r.GetAttemptToken(context.Background())
 	require.NoError(t, err)
 	require.NoError(t, release(nil))
@@ -2495,17 +2496,10 @@ func (p waitPanicProvider) Meter(string, ...metrics.MeterOption) metrics.Meter {
 // below its rate once (helper-251).
 func TestALimiterTurnWhoseHookPanickedGoesToTheNext(t *testing.T) {
 	var c standingClock
-	c.base = time.Now()
 	armed := &atomic.Bool{}
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}
-		o.Clock = c.now
+	r := limitedOn(t, &c, func(o *jitterretry.Options) {
 		o.MeterProvider = waitPanicProvider{waitPanicMeter{metrics.NopMeterProvider{}.Meter(""), armed}}
 	})
-	require.NoError(t, r.Err())
-	release, err := r.GetAttemptToken(context.Background()) // the turn at 0
-	require.NoError(t, err)
-	require.NoError(t, release(nil))
 	armed.Store(true)
 	_, panicked := getAttemptRecovering(t, r, &c, context.Background()) // the turn at 100 ms
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
@@ -2526,7 +2520,6 @@ func TestALimiterTurnWhoseHookPanickedGoesToTheNext(t *testing.T) {
 // lateTurn fails the test rather than pass it.
 func TestALimiterTurnGivenBackBeforeAClockPanicIsGivenBackOnce(t *testing.T) {
 	var c standingClock
-	c.base = time.Now()
 	var lateReads atomic.Int32
 	clock := func() time.Time {
 		pc := make([]uintptr, 1)
@@ -2537,15 +2530,10 @@ func TestALimiterTurnGivenBackBeforeAClockPanicIsGivenBackOnce(t *testing.T) {
 		}
 		return c.now()
 	}
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.SendRate = &jitterretry.SendRateOptions{InitialRate: 10, MinRate: 10, MaxRate: 10}
+	r := limitedOn(t, &c, func(o *jitterretry.Options) {
 		o.Clock = clock
 		o.DeadlineMargin = 2950 * time.Millisecond
 	})
-	require.NoError(t, r.Err())
-	release, err := r.GetAttemptToken(context.Background()) // the turn at 0
-	require.NoError(t, err)
-	require.NoError(t, release(nil))
 	// Its turn at 100 ms with the margin would end past the deadline: held
 	// until about 1.5 s, the clock's, and refused then.
 	held, cancel := context.WithDeadline(context.Background(), c.base.Add(3*time.Second))
