@@ -2522,11 +2522,8 @@ func TestALimiterTurnGivenBackBeforeAClockPanicIsGivenBackOnce(t *testing.T) {
 	var c standingClock
 	var lateReads atomic.Int32
 	clock := func() time.Time {
-		pc := make([]uintptr, 1)
-		if runtime.Callers(2, pc) == 1 {
-			if f, _ := runtime.CallersFrames(pc).Next(); strings.HasSuffix(f.Function, ".lateTurn") && lateReads.Add(1) == 2 {
-				panic("the clock failed")
-			}
+		if readBy(".lateTurn", 1) && lateReads.Add(1) == 2 {
+			panic("the clock failed")
 		}
 		return c.now()
 	}
@@ -2549,6 +2546,76 @@ func TestALimiterTurnGivenBackBeforeAClockPanicIsGivenBackOnce(t *testing.T) {
 	select {
 	case err := <-after:
 		t.Fatalf("expect no turn at 100 ms for the caller after, the clock standing there; sent (%v)", err)
+	case <-time.After(time.Second):
+	}
+	c.offset.Store(int64(200 * time.Millisecond))
+	require.NoError(t, <-after, "expect it sent at its turn at 200 ms")
+}
+
+// readBy reports whether a function whose name ends in name is among the
+// depth callers of the clock that calls readBy: tests fail a clock read by
+// one step of the limiter, found by name, so that a renamed step fails the
+// test rather than pass it.
+func readBy(name string, depth int) bool {
+	pc := make([]uintptr, depth)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(3, pc)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, name) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
+}
+
+// TestALimiterTurnGivenBackAsTheClockPanicsIsNotLost: a held caller whose
+// turn came too late gives it back, and its clock panics as the limiter
+// reads it to give the place back, and again as the place is given back
+// once more on the way out: the turn was lost, the next caller sent only
+// at its own turn (helper-254). The place goes back at the limiter's last
+// reading, once, before the panic goes on.
+func TestALimiterTurnGivenBackAsTheClockPanicsIsNotLost(t *testing.T) {
+	var c standingClock
+	var armed atomic.Bool
+	clock := func() time.Time {
+		if armed.Load() && readBy(".(*sendRate).cancel", 3) {
+			panic("the clock failed")
+		}
+		return c.now()
+	}
+	r := limitedOn(t, &c, func(o *jitterretry.Options) {
+		o.Clock = clock
+		o.DeadlineMargin = 2950 * time.Millisecond
+	})
+	// Its turn at 100 ms with the margin would end past the deadline: held,
+	// and the turn given back when it comes.
+	held, cancel := context.WithDeadline(context.Background(), c.base.Add(3*time.Second))
+	defer cancel()
+	_, panicked := getAttemptRecovering(t, r, &c, held)
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	defer stop()
+	next := waitInQueue(t, r, &c, ctx)  // the turn at 200 ms, at 100 ms once the held caller gives it back
+	after := waitInQueue(t, r, &c, ctx) // the turn at 300 ms, then 200 ms
+	armed.Store(true)
+	defer armed.Store(false) // before the callers' contexts end, on a failure: they give their places back
+	c.offset.Store(int64(100 * time.Millisecond))
+	select {
+	case v := <-panicked:
+		require.Equal(t, "the clock failed", v)
+	case <-time.After(5 * time.Second):
+		t.Fatal("expect the held caller's clock to panic as its turn is given back")
+	}
+	select {
+	case err := <-next:
+		require.NoError(t, err, "expect the held caller's turn given to the next")
+	case <-time.After(5 * time.Second):
+		t.Fatal("expect the held caller's turn given to the next at 100 ms, the clock standing there; lost")
+	}
+	select {
+	case err := <-after:
+		t.Fatalf("expect no turn at 100 ms for the caller after, the place given back once; sent (%v)", err)
 	case <-time.After(time.Second):
 	}
 	c.offset.Store(int64(200 * time.Millisecond))

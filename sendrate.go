@@ -868,14 +868,19 @@ func (l *sendRate) fullLocked(now time.Time, wait time.Duration) bool {
 }
 
 // cancel gives back a place that will not be sent, at most once (see
-// sendQueue.cancel).
+// sendQueue.cancel). A clock that panics as it is read here still has the
+// place given back, at the last reading, before the panic goes on: its
+// caller counts the place given back once it asked (see lateTurn), and a
+// place given back nowhere is a turn lost (helper-254).
 func (l *sendRate) cancel(p sendPlace) {
 	if p.counted {
 		return // sent at once, never in the queue
 	}
 	l.mu.Lock()
 	defer l.unlock()
-	l.q.cancel(p, l.syncLocked())
+	now := l.syncedAt
+	defer func() { l.q.cancel(p, now) }()
+	now = l.syncLocked()
 }
 
 // observe records an answer seen now: throttled, or not (a success, or an

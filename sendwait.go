@@ -165,8 +165,8 @@ func (r *Retryer) lateTurn(ctx context.Context, l *lane, place sendPlace, refuse
 	if !exceeds(0, margin, remaining) {
 		return nil
 	}
+	*given = true // before: a clock that panics as the place is given back still has it given back (see sendRate.cancel)
 	l.sender.cancel(place)
-	*given = true
 	err := sleep(ctx, refuseAt.Sub(now))
 	*waited += r.now().Sub(now)
 	if err != nil && ctx.Err() != context.DeadlineExceeded {
