@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/aws/aws-sdk-go-v2/aws"
+	"github.com/aws/aws-sdk-go-v2/aws/ratelimit"
 	"github.com/aws/aws-sdk-go-v2/aws/retry"
 	"github.com/aws/smithy-go"
 	smithymiddle "github.com/aws/smithy-go/middleware"
@@ -866,4 +867,62 @@ func TestAttemptTimeoutEndsAnAttemptWhoseBodyClosesAsItReturns(t *testing.T) {
 		closed.Wait()
 		require.True(t, ended(attemptCtx), "operation %d: expect the attempt's context ended once its body closed", i)
 	}
+}
+
+// heldTokens is a retry.RateLimiter over the SDK's token bucket that counts
+// the tokens taken and not given back.
+type heldTokens struct {
+	retry.RateLimiter
+	held atomic.Int64
+}
+
+func (h *heldTokens) GetToken(ctx context.Context, cost uint) (func() error, error) {
+	release, err := h.RateLimiter.GetToken(ctx, cost)
+	if err != nil {
+		return nil, err
+	}
+	h.held.Add(int64(cost))
+	return func() error { h.held.Add(-int64(cost)); return release() }, nil
+}
+
+// TestACutAtTheDeadlineCostsOtherRetryersNoTokens: an attempt cut at the
+// operation's deadline less the reserve was retryable to every retryer:
+// retry.NewStandard() took a retry's tokens, slept its backoff into the
+// deadline, and its middleware never gave them back, where the same stall
+// uncut ends as a cancellation it does not retry (helper-257: 490 of 500
+// tokens held after 40 slow calls, and then calls failed on a 500 for the
+// budget). No retry fits in the reserve: such a cut is marked not
+// retryable, which the SDK's rules obey; this module's retryer still
+// refuses it for the deadline, with the cut as its cause. A cut at d stays
+// retryable.
+func TestACutAtTheDeadlineCostsOtherRetryersNoTokens(t *testing.T) {
+	bucket := &heldTokens{RateLimiter: ratelimit.NewTokenRateLimit(500)}
+	sdk := retry.NewStandard(func(o *retry.StandardOptions) { o.RateLimiter = bucket })
+	for i := range 5 {
+		ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+		attempts := 0
+		err := stackOperation(ctx, sdk, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+			func(ctx context.Context, attempt int) error {
+				attempts = attempt
+				return stall(ctx)
+			})
+		cancel()
+		require.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "call %d", i)
+		assert.ErrorIs(t, err, context.DeadlineExceeded, "call %d", i)
+		assert.Equal(t, 1, attempts, "call %d: expect no retry of a cut at the deadline", i)
+	}
+	assert.Zero(t, bucket.held.Load(), "expect no retry tokens held after the calls")
+
+	// A cut at d is still retried.
+	attempts := 0
+	err := stackOperation(context.Background(), sdk, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(20 * time.Millisecond)},
+		func(ctx context.Context, attempt int) error {
+			attempts = attempt
+			if attempt < 2 {
+				return stall(ctx)
+			}
+			return nil
+		})
+	require.NoError(t, err)
+	assert.Equal(t, 2, attempts)
 }

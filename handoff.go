@@ -32,7 +32,11 @@ import (
 // retry's, which only a long-polling operation asks for; one under a
 // wrapper that replaces RetryDelay): a put of the same value after that
 // replaces it rather than make the two ambiguous, so that one refusal does
-// not leave every later operation with its error value unchecked. The age
+// not leave every later operation with its error value unchecked. Unless
+// a replaced entry had a deadline check due: its operation, descheduled
+// over handoffStale, may still ask, and would take the new entry as its
+// own, so the new entry is ambiguous, as beside a forgotten operation's
+// (below; helper-256). The age
 // of the pending entries is kept (the last four, and the newest of those
 // dropped) from the clock reading each put made (an operation with a
 // deadline, a refusal), or, for a put into a slot holding its value, one it
@@ -57,7 +61,8 @@ import (
 // descheduled between its two calls while four others of its slot were
 // evicted may still take a later entry of its value, and a take that finds
 // nothing within handoffStale of the slot's last forgetting is taken for
-// one of them and reported Unchecked if any of them had a deadline. (Until
+// one of them and reported Unchecked if any of them had a deadline, or an
+// entry a put made ambiguous beside them had one (helper-256). (Until
 // helper-122's review such a take was reported checked, its backoff let
 // past its deadline unchecked; a RetryDelay with no GetRetryToken before
 // it, or of an operation with no deadline, in that slot and window, is now
@@ -355,9 +360,19 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		// is known: a put that made none reads the clock here, on this
 		// rare path.
 		if s.puts.allStale(reading()) {
-			// Their RetryDelay will not come: their checks are skipped.
+			// Their RetryDelay will not come, unless an operation was
+			// descheduled between its calls: their checks are skipped.
 			evicted, partition = s.evictedChecks()
 			s.replace(err, e, at)
+			if evicted > 0 {
+				// One that still asks would take this entry as its own,
+				// and judge its operation by this one's deadline
+				// (helper-256: an hour-long operation refused for a
+				// 100 ms one's), as a forgotten operation would: which
+				// is whose is lost.
+				s.forget(absentOps{key: err, deadline: true}, reading())
+				s.ambiguous, s.deadlines, s.entry = true, true, pendingRetry{}
+			}
 			return evicted, partition
 		}
 		s.puts.push(at)
@@ -395,8 +410,13 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		// An operation of this value that the slot forgot may still ask:
 		// its RetryDelay would take this entry as its own, and judge its
 		// operation by this one's deadline (helper-249: an hour-long
-		// operation refused for a 300 ms one's). Which is whose is lost.
+		// operation refused for a 300 ms one's). Which is whose is lost:
+		// the one that asks second finds nothing, and is told a check
+		// was skipped if this entry had one due, whoever it is
+		// (helper-256: the newer one's, taken by a forgotten operation
+		// with no deadline, was reported checked).
 		s.ambiguous, s.deadlines, s.entry = true, s.deadlines || deadline, pendingRetry{}
+		s.forgotten.deadline = s.forgotten.deadline || e.checksDeadline()
 	}
 	return evicted, partition
 }

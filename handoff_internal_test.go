@@ -1007,8 +1007,10 @@ func TestALateRetryDelayTakesNoEntryPutAfterTheSweep(t *testing.T) {
 		// whose entry the late one took.
 		"an hour-long deadline": {timeout: time.Hour, unchecked: 2},
 		// One check skipped, the 300 ms one's, counted where it was
-		// taken: the pairing is lost, the total is not.
-		"no deadline": {unchecked: 1},
+		// taken: the pairing is lost, the total is not. Both retries are
+		// reported Unchecked: the 300 ms one, asking second, was reported
+		// checked, its 1 s backoff let through (helper-256).
+		"no deadline": {unchecked: 2},
 	}
 	for name, c := range cases {
 		t.Run(name, func(t *testing.T) {
@@ -1202,4 +1204,77 @@ func TestTheHandOffTableIsMadeByTheFirstRetry(t *testing.T) {
 	assert.Equal(t, 1, shardsMade(), "expect the slots of the shard that tracks the retry made (its context has a deadline)")
 	_, err = r.RetryDelay(1, failure)
 	require.NoError(t, err)
+}
+
+// TestALateOperationTakesNoNewerEntryOfItsValue: an operation descheduled
+// over handoffStale between its GetRetryToken and its RetryDelay finds
+// its entry replaced by a newer operation's of the same error value, and
+// took that one as its own: refused for the newer one's deadline (an hour
+// left, refused for 100 ms), the newer one's tokens refunded while its
+// retry is sent, and the newer one's backoff let past its deadline and
+// reported checked (helper-256). A replaced entry that had a deadline check
+// due makes the new one ambiguous, as a forgotten operation's does: both
+// are reported Unchecked, neither refused for the other's deadline.
+func TestALateOperationTakesNoNewerEntryOfItsValue(t *testing.T) {
+	base := time.Now()
+	var offset atomic.Int64
+	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	var events []RetryEvent
+	r := New(func(o *Options) {
+		o.Clock = clock
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+	})
+	shared := errors.New("shared")
+	late, cancelLate := context.WithDeadline(context.Background(), clock().Add(time.Hour))
+	defer cancelLate()
+	_, err := r.GetRetryToken(late, shared)
+	require.NoError(t, err)
+	offset.Add(int64(handoffStale + 100*time.Millisecond)) // descheduled
+	soon, cancelSoon := context.WithDeadline(context.Background(), clock().Add(100*time.Millisecond))
+	defer cancelSoon()
+	_, err = r.GetRetryToken(soon, shared)
+	require.NoError(t, err)
+	paid := r.Remaining()
+
+	_, err = r.RetryDelay(1, shared) // the late operation's
+	require.NoError(t, err, "expect the hour-long operation not refused for the other's 100 ms deadline")
+	_, err = r.RetryDelay(1, shared) // the newer operation's
+	require.NoError(t, err)
+	require.Len(t, events, 2)
+	assert.True(t, events[0].Unchecked, "expect the late operation's retry reported Unchecked")
+	assert.True(t, events[1].Unchecked, "expect the newer operation's 1 s backoff with 100 ms left reported Unchecked, its check not made")
+	assert.Equal(t, paid, r.Remaining(), "expect no tokens refunded for a retry that is sent")
+}
+
+// TestAForgottenOperationWithoutADeadlineLeavesNoCheckReportedMade: an
+// operation with no deadline, evicted and then forgotten by five other
+// values of its slot, asks late, after a newer operation of its value with
+// 100 ms left put its entry; the late one takes the (ambiguous) entry, and
+// the newer one, finding nothing, was reported checked, its 1 s backoff let
+// through: the slot's record of the forgotten had only the late
+// operation's deadline, none (helper-256). The newer entry's check is
+// counted among the forgotten's.
+func TestAForgottenOperationWithoutADeadlineLeavesNoCheckReportedMade(t *testing.T) {
+	var events []RetryEvent
+	r := New(func(o *Options) {
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.OnRetry = func(e RetryEvent) { events = append(events, e) }
+	})
+	value := errors.New("value")
+	_, err := r.GetRetryToken(context.Background(), value) // no deadline
+	require.NoError(t, err)
+	for _, other := range collidingWith(value, 5) { // each evicts the one before; the fifth forgets the first
+		_, err := r.GetRetryToken(context.Background(), other)
+		require.NoError(t, err)
+	}
+	soon, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	_, err = r.GetRetryToken(soon, value) // the newer operation
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, value) // the forgotten one, late
+	require.NoError(t, err)
+	d, err := r.RetryDelay(1, value) // the newer one
+	require.Len(t, events, 2)
+	assert.True(t, err != nil || events[1].Unchecked, "expect the newer operation's 1 s backoff with 100 ms left refused or reported Unchecked; %v let through as checked", d)
 }

@@ -315,8 +315,8 @@ type Options struct {
 	// *GiveUpError (GiveUpBudget, matching ratelimit.QuotaExceededError)
 	// either way. By default the retryer first waits
 	// the retry's backoff, or, when that would pass the context's deadline
-	// less the deadline margin and 5 ms, until then (at once when less is
-	// left), so that
+	// less the deadline margin and 5 ms, until then, but at least half the
+	// time left less 5 ms (at once when no more than 5 ms is left), so that
 	// callers in closed loops, which send again as soon as an operation
 	// fails, cannot turn an empty budget into a retry storm.
 	FailFastOnEmptyBudget bool
@@ -332,9 +332,12 @@ type Options struct {
 	// limiter also reads it outside its lock to count an unthrottled
 	// attempt, and compares that reading only with its last one under
 	// the lock: one before it is counted under the lock. It is called
-	// only from the goroutines that call the retryer, never from one of
-	// the retryer's own (the hand-off table's sweep reads no clock), so a
-	// test's fake clock needs no more synchronisation than its calls. A clock without
+	// from the goroutines that call the retryer, and, when MeterProvider
+	// is set, from the one that collects the jitterretry.bucket.tokens
+	// gauge, which reads the buckets as of now (helper-256); never from
+	// another of the retryer's own (the hand-off table's sweep reads no
+	// clock): a test's fake clock needs no more synchronisation than its
+	// calls, and that collection's. A clock without
 	// a monotonic reading may step back: the limiter and the refill hold
 	// their time where it was until the clock passes it again; a step of
 	// a second or more is taken for good once three readings in a row,

@@ -337,7 +337,8 @@ func (r *Retryer) GetInitialToken() func(error) error {
 // when the bucket is empty (GiveUpBudget), after waiting the first retry's
 // backoff unless FailFastOnEmptyBudget is set (never past the deadline).
 // The wait ends at the deadline less the margin and 5 ms when the backoff
-// would pass that. When tokens came back during a whole backoff's wait
+// would pass that, but not before half the time left less 5 ms has passed
+// (see the hold of a deadline's refusal above). When tokens came back during a whole backoff's wait
 // (first-attempt successes', a refill's, or those of retries abandoned by
 // their callers; to a custom RateLimiter, which is asked again only then,
 // the last), the retry goes ahead instead,
@@ -376,10 +377,14 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}
 	if gerr := r.admit(&p, 0, 0, opErr, cost, true); gerr != nil {
-		if gerr.Reason == GiveUpBudget && !r.failFast {
+		if gerr.Reason == GiveUpBudget {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already, unless the
-			// deadline was too close.
+			// deadline was too close or FailFastOnEmptyBudget is set.
+			// Without the entry, RetryDelay took the call for a retry's:
+			// reported a retry never sent, left its backoff unchecked
+			// against the deadline, and, of a value other operations
+			// share, took one of theirs as its own (helper-256).
 			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
