@@ -2521,31 +2521,49 @@ func TestALimiterTurnWhoseHookPanickedGoesToTheNext(t *testing.T) {
 func TestALimiterTurnGivenBackBeforeAClockPanicIsGivenBackOnce(t *testing.T) {
 	var c standingClock
 	var lateReads atomic.Int32
-	clock := func() time.Time {
+	panicked, next, after := heldAndTwoBehind(t, &c, func() time.Time {
 		if readBy(".lateTurn", 1) && lateReads.Add(1) == 2 {
 			panic("the clock failed")
 		}
 		return c.now()
-	}
-	r := limitedOn(t, &c, func(o *jitterretry.Options) {
-		o.Clock = clock
-		o.DeadlineMargin = 2950 * time.Millisecond
 	})
-	// Its turn at 100 ms with the margin would end past the deadline: held
-	// until about 1.5 s, the clock's, and refused then.
-	held, cancel := context.WithDeadline(context.Background(), c.base.Add(3*time.Second))
-	defer cancel()
-	_, panicked := getAttemptRecovering(t, r, &c, held)
-	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
-	defer stop()
-	next := waitInQueue(t, r, &c, ctx)  // the turn at 200 ms, at 100 ms once the held caller gives it back
-	after := waitInQueue(t, r, &c, ctx) // the turn at 300 ms, then 200 ms
 	c.offset.Store(int64(100 * time.Millisecond))
 	require.NoError(t, <-next, "expect the held caller's turn given to the next")
 	require.Equal(t, "the clock failed", <-panicked)
+	givenBackOnce(t, &c, after)
+}
+
+// heldAndTwoBehind has, at limitedOn(c) reading clock, a caller held for a
+// refusal (its turn at 100 ms, with a margin of 2950 ms, would end past its
+// deadline at 3 s: held until about 1.5 s, the clock's, and refused then,
+// its turn given back when it comes), and two callers behind it, whose turns
+// are at 200 and 300 ms, 100 and 200 ms once the held one gives its turn
+// back. It returns what the held caller's GetAttemptToken panicked with and
+// the errors of the two.
+func heldAndTwoBehind(t *testing.T, c *standingClock, clock func() time.Time) (panicked <-chan any, next, after <-chan error) {
+	t.Helper()
+	r := limitedOn(t, c, func(o *jitterretry.Options) {
+		o.Clock = clock
+		o.DeadlineMargin = 2950 * time.Millisecond
+	})
+	held, cancel := context.WithDeadline(context.Background(), c.base.Add(3*time.Second))
+	t.Cleanup(cancel)
+	_, panicked = getAttemptRecovering(t, r, c, held)
+	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
+	t.Cleanup(stop)
+	next = waitInQueue(t, r, c, ctx)
+	after = waitInQueue(t, r, c, ctx)
+	return panicked, next, after
+}
+
+// givenBackOnce checks that the caller after, behind one turn given back
+// at 100 ms, the clock standing there, is sent at its own turn at 200 ms,
+// not at 100 ms: a turn given back twice would send it then.
+func givenBackOnce(t *testing.T, c *standingClock, after <-chan error) {
+	t.Helper()
 	select {
 	case err := <-after:
-		t.Fatalf("expect no turn at 100 ms for the caller after, the clock standing there; sent (%v)", err)
+		t.Fatalf("expect no turn at 100 ms for the caller after, the place given back once; sent (%v)", err)
 	case <-time.After(time.Second):
 	}
 	c.offset.Store(int64(200 * time.Millisecond))
@@ -2579,25 +2597,12 @@ func readBy(name string, depth int) bool {
 func TestALimiterTurnGivenBackAsTheClockPanicsIsNotLost(t *testing.T) {
 	var c standingClock
 	var armed atomic.Bool
-	clock := func() time.Time {
+	panicked, next, after := heldAndTwoBehind(t, &c, func() time.Time {
 		if armed.Load() && readBy(".(*sendRate).cancel", 3) {
 			panic("the clock failed")
 		}
 		return c.now()
-	}
-	r := limitedOn(t, &c, func(o *jitterretry.Options) {
-		o.Clock = clock
-		o.DeadlineMargin = 2950 * time.Millisecond
 	})
-	// Its turn at 100 ms with the margin would end past the deadline: held,
-	// and the turn given back when it comes.
-	held, cancel := context.WithDeadline(context.Background(), c.base.Add(3*time.Second))
-	defer cancel()
-	_, panicked := getAttemptRecovering(t, r, &c, held)
-	ctx, stop := context.WithTimeout(context.Background(), 10*time.Second)
-	defer stop()
-	next := waitInQueue(t, r, &c, ctx)  // the turn at 200 ms, at 100 ms once the held caller gives it back
-	after := waitInQueue(t, r, &c, ctx) // the turn at 300 ms, then 200 ms
 	armed.Store(true)
 	defer armed.Store(false) // before the callers' contexts end, on a failure: they give their places back
 	c.offset.Store(int64(100 * time.Millisecond))
@@ -2613,13 +2618,7 @@ func TestALimiterTurnGivenBackAsTheClockPanicsIsNotLost(t *testing.T) {
 	case <-time.After(5 * time.Second):
 		t.Fatal("expect the held caller's turn given to the next at 100 ms, the clock standing there; lost")
 	}
-	select {
-	case err := <-after:
-		t.Fatalf("expect no turn at 100 ms for the caller after, the place given back once; sent (%v)", err)
-	case <-time.After(time.Second):
-	}
-	c.offset.Store(int64(200 * time.Millisecond))
-	require.NoError(t, <-after, "expect it sent at its turn at 200 ms")
+	givenBackOnce(t, &c, after)
 }
 
 // TestALimiterTurnIsNotTakenByAnEndedContext: a caller whose context has
