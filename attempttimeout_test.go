@@ -926,3 +926,24 @@ func TestACutAtTheDeadlineCostsOtherRetryersNoTokens(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, attempts)
 }
+
+// TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables: a caller's
+// Retryables holding the SDK's retry.RetryableError{} read the cut at the
+// deadline, which marks itself not retryable, as not retryable: the
+// operation ended with the bare cut, not the deadline's refusal (no
+// *GiveUpError, OnGiveUp told not_retryable; helper-258). It gets the
+// refusal it gets without the list.
+func TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Retryables = []retry.IsErrorRetryable{retry.RetryableError{}}
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+		func(ctx context.Context, _ int) error { return stall(ctx) })
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect the deadline's refusal, not the bare cut: %v", err)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the cut kept as the cause")
+}

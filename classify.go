@@ -215,7 +215,12 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 		return ClassNotRetryable
 	}
 	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
-		if !v.Bool() {
+		// A cut at the deadline marks itself not retryable to the SDK's
+		// rules (see attemptTimeoutError), which a caller's list may
+		// hold (retry.RetryableError{}): its retry is refused for the
+		// deadline anyway, and refused so it keeps the give-up's form,
+		// as without the list (helper-258).
+		if !v.Bool() && f.cut == 0 {
 			return ClassNotRetryable
 		}
 	} else if !c.builtinRetryable(err, f) {
