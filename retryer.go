@@ -460,7 +460,10 @@ func (r *Retryer) countEvicted(n int, partition string) {
 // retry and backed off (a long-polling operation asks for a delay then),
 // RetryDelay returns what is left of the attempt's backoff, or, when that
 // would end past the deadline, a *GiveUpError (GiveUpDeadline), so that the
-// middleware returns the refusal at once instead of sleeping.
+// middleware returns the refusal at once instead of sleeping. Under
+// FailFastOnEmptyBudget a refusal hands nothing off: RetryDelay answers it
+// as a retry's, as retry.NewStandard() does (see the README's long-polling
+// row).
 func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
