@@ -926,3 +926,54 @@ func TestACutAtTheDeadlineCostsOtherRetryersNoTokens(t *testing.T) {
 	require.NoError(t, err)
 	assert.Equal(t, 2, attempts)
 }
+
+// TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables: a caller's
+// Retryables holding the SDK's retry.RetryableError{} read the cut at the
+// deadline, which marks itself not retryable, as not retryable: the
+// operation ended with the bare cut, not the deadline's refusal (no
+// *GiveUpError, OnGiveUp told not_retryable; helper-258). It gets the
+// refusal it gets without the list.
+func TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables(t *testing.T) {
+	r := jitterretry.New(func(o *jitterretry.Options) {
+		o.Retryables = []retry.IsErrorRetryable{retry.RetryableError{}}
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+		func(ctx context.Context, _ int) error { return stall(ctx) })
+	var g *jitterretry.GiveUpError
+	require.ErrorAs(t, err, &g, "expect the deadline's refusal, not the bare cut: %v", err)
+	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the cut kept as the cause")
+}
+
+// TestACallersRefusalOfACutAtTheDeadlineStands: a check of the caller's
+// that refuses timeouts (a guard of non-idempotent writes) refuses a cut at
+// the deadline too, with the deadline check off: reading every refusal of
+// the caller's list as the cut's own mark (see
+// TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables) sent such a
+// request three times (helper-259).
+func TestACallersRefusalOfACutAtTheDeadlineStands(t *testing.T) {
+	noTimeoutRetries := retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
+		if errors.Is(err, context.DeadlineExceeded) {
+			return aws.FalseTernary
+		}
+		return aws.UnknownTernary
+	})
+	r := jitterretry.New(fast, func(o *jitterretry.Options) {
+		o.Retryables = []retry.IsErrorRetryable{noTimeoutRetries}
+		o.DisableDeadlineGiveUp = true
+	})
+	require.NoError(t, r.Err())
+	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+	defer cancel()
+	attempts := 0
+	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+		func(ctx context.Context, attempt int) error {
+			attempts = attempt
+			return stall(ctx)
+		})
+	require.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
+	assert.Equal(t, 1, attempts, "expect the caller's refusal obeyed")
+}

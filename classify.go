@@ -214,7 +214,19 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 		// methods, or, with errors.As, follow the cycle for ever.
 		return ClassNotRetryable
 	}
-	if v := c.retryables.IsErrorRetryable(err); v != aws.UnknownTernary {
+	v := c.retryables.IsErrorRetryable(err)
+	if v == aws.FalseTernary && f.cut > 0 && f.retryableErr.value {
+		// A cut at the deadline marks itself not retryable to the SDK's
+		// rules (see attemptTimeoutError), which a caller's list may hold
+		// (retry.RetryableError{}): read so, the call ended with the bare
+		// cut, not the deadline's refusal it gets without the list
+		// (helper-258). The list is asked again as it read the cut before
+		// it marked itself, and a refusal of its own stands (helper-259:
+		// ignoring every refusal of the list sent again a request a
+		// caller's check refused, where the deadline check was off).
+		v = c.retryables.IsErrorRetryable(markedRetryable{err})
+	}
+	if v != aws.UnknownTernary {
 		if !v.Bool() {
 			return ClassNotRetryable
 		}
@@ -233,6 +245,14 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 	}
 	return ClassTransient
 }
+
+// markedRetryable is a cut at the deadline as the SDK's rules read it
+// before it marked itself not retryable (see classOf): its first
+// RetryableError mark says true, and it unwraps to the cut's chain.
+type markedRetryable struct{ error }
+
+func (e markedRetryable) Unwrap() error        { return e.error }
+func (e markedRetryable) RetryableError() bool { return true }
 
 // doClass is Do's default classification: conflicts are ClassConflict; an
 // error a retry machinery already gave up on (a *retry.MaxAttemptsError, the

@@ -903,6 +903,20 @@ func TestSkippedChecksUnderTheMiddlewareAddUp(t *testing.T) {
 	t.Logf("%d rounds, %d retries, %d unchecked, counted %v", rounds, retries.Load(), unchecked.Load(), m.reasons)
 }
 
+// onAClockTheTestMoves returns a retryer whose clock only the test moves
+// (by offset), whose every backoff is 1 s, and the events of its retries.
+func onAClockTheTestMoves() (r *Retryer, clock func() time.Time, offset *atomic.Int64, events *[]RetryEvent) {
+	base := time.Now()
+	offset, events = new(atomic.Int64), new([]RetryEvent)
+	clock = func() time.Time { return base.Add(time.Duration(offset.Load())) }
+	r = New(func(o *Options) {
+		o.Clock = clock
+		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
+		o.OnRetry = func(e RetryEvent) { *events = append(*events, e) }
+	})
+	return r, clock, offset, events
+}
+
 // TestARetryDelayAfterTheSweepIsReportedUnchecked: a RetryDelay that comes
 // after its hand-off was dropped (a goroutine descheduled past it) finds
 // no deadline to check; it must say so, as after an eviction, not go ahead
@@ -913,15 +927,7 @@ func TestSkippedChecksUnderTheMiddlewareAddUp(t *testing.T) {
 func TestARetryDelayAfterTheSweepIsReportedUnchecked(t *testing.T) {
 	for _, how := range []string{"swept", "evicted, then swept", "evicted when stale"} {
 		t.Run(how, func(t *testing.T) {
-			base := time.Now()
-			var offset atomic.Int64
-			clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
-			var events []RetryEvent
-			r := New(func(o *Options) {
-				o.Clock = clock
-				o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
-				o.OnRetry = func(e RetryEvent) { events = append(events, e) }
-			})
+			r, clock, offset, events := onAClockTheTestMoves()
 			ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Hour))
 			defer cancel()
 			mine := errors.New("mine")
@@ -944,7 +950,7 @@ func TestARetryDelayAfterTheSweepIsReportedUnchecked(t *testing.T) {
 				require.NoError(t, err)
 				_, err = r.RetryDelay(1, colliding)
 				require.NoError(t, err)
-				events = nil
+				*events = nil
 				r.sweepHandoff()
 				r.sweepHandoff()
 			case "evicted when stale":
@@ -953,8 +959,8 @@ func TestARetryDelayAfterTheSweepIsReportedUnchecked(t *testing.T) {
 			}
 			_, err = r.RetryDelay(1, mine)
 			require.NoError(t, err)
-			require.Len(t, events, 1)
-			assert.True(t, events[0].Unchecked, "expect a retry whose hand-off was dropped reported unchecked")
+			require.Len(t, *events, 1)
+			assert.True(t, (*events)[0].Unchecked, "expect a retry whose hand-off was dropped reported unchecked")
 		})
 	}
 }
@@ -1216,15 +1222,7 @@ func TestTheHandOffTableIsMadeByTheFirstRetry(t *testing.T) {
 // due makes the new one ambiguous, as a forgotten operation's does: both
 // are reported Unchecked, neither refused for the other's deadline.
 func TestALateOperationTakesNoNewerEntryOfItsValue(t *testing.T) {
-	base := time.Now()
-	var offset atomic.Int64
-	clock := func() time.Time { return base.Add(time.Duration(offset.Load())) }
-	var events []RetryEvent
-	r := New(func(o *Options) {
-		o.Clock = clock
-		o.Backoff = retry.BackoffDelayerFunc(func(int, error) (time.Duration, error) { return time.Second, nil })
-		o.OnRetry = func(e RetryEvent) { events = append(events, e) }
-	})
+	r, clock, offset, events := onAClockTheTestMoves()
 	shared := errors.New("shared")
 	late, cancelLate := context.WithDeadline(context.Background(), clock().Add(time.Hour))
 	defer cancelLate()
@@ -1241,9 +1239,9 @@ func TestALateOperationTakesNoNewerEntryOfItsValue(t *testing.T) {
 	require.NoError(t, err, "expect the hour-long operation not refused for the other's 100 ms deadline")
 	_, err = r.RetryDelay(1, shared) // the newer operation's
 	require.NoError(t, err)
-	require.Len(t, events, 2)
-	assert.True(t, events[0].Unchecked, "expect the late operation's retry reported Unchecked")
-	assert.True(t, events[1].Unchecked, "expect the newer operation's 1 s backoff with 100 ms left reported Unchecked, its check not made")
+	require.Len(t, *events, 2)
+	assert.True(t, (*events)[0].Unchecked, "expect the late operation's retry reported Unchecked")
+	assert.True(t, (*events)[1].Unchecked, "expect the newer operation's 1 s backoff with 100 ms left reported Unchecked, its check not made")
 	assert.Equal(t, paid, r.Remaining(), "expect no tokens refunded for a retry that is sent")
 }
 
@@ -1277,4 +1275,35 @@ func TestAForgottenOperationWithoutADeadlineLeavesNoCheckReportedMade(t *testing
 	d, err := r.RetryDelay(1, value) // the newer one
 	require.Len(t, events, 2)
 	assert.True(t, err != nil || events[1].Unchecked, "expect the newer operation's 1 s backoff with 100 ms left refused or reported Unchecked; %v let through as checked", d)
+}
+
+// TestAStaleEntryLeavesOnlyTheNextEntryAmbiguous: an entry of a value gone
+// stale with its deadline check due makes the next entry of its value
+// ambiguous (see TestALateOperationTakesNoNewerEntryOfItsValue), not every
+// entry of the value for another second: kept by value, the record did,
+// and a neighbour's retries of a value shared with a client under
+// retry.AddWithMaxBackoffDelay, whose entries go stale by design, were
+// reported Unchecked 99.8% of the time, from 66.5% (helper-258).
+func TestAStaleEntryLeavesOnlyTheNextEntryAmbiguous(t *testing.T) {
+	r, clock, offset, events := onAClockTheTestMoves()
+	shared := errors.New("shared")
+	withDeadline := func() {
+		t.Helper()
+		ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Hour))
+		defer cancel()
+		_, err := r.GetRetryToken(ctx, shared)
+		require.NoError(t, err)
+		_, err = r.RetryDelay(1, shared)
+		require.NoError(t, err)
+	}
+	ctx, cancel := context.WithDeadline(context.Background(), clock().Add(time.Hour))
+	defer cancel()
+	_, err := r.GetRetryToken(ctx, shared) // its RetryDelay never comes
+	require.NoError(t, err)
+	offset.Add(int64(handoffStale + 100*time.Millisecond))
+	withDeadline() // the next: ambiguous
+	withDeadline() // the one after: its own
+	require.Len(t, *events, 2)
+	assert.True(t, (*events)[0].Unchecked, "expect the entry after the stale one ambiguous")
+	assert.False(t, (*events)[1].Unchecked, "expect the entry after that paired with its operation, its deadline checked")
 }

@@ -377,14 +377,15 @@ func (r *Retryer) GetRetryToken(ctx context.Context, opErr error) (func(error) e
 		p.margin, p.cutMargin = r.marginAfter(ctx, l, info)
 	}
 	if gerr := r.admit(&p, 0, 0, opErr, cost, true); gerr != nil {
-		if gerr.Reason == GiveUpBudget {
+		if gerr.Reason == GiveUpBudget && !r.failFast {
 			// A long-polling operation asks RetryDelay for its backoff
 			// after a refusal; admit has backed off already, unless the
-			// deadline was too close or FailFastOnEmptyBudget is set.
-			// Without the entry, RetryDelay took the call for a retry's:
-			// reported a retry never sent, left its backoff unchecked
-			// against the deadline, and, of a value other operations
-			// share, took one of theirs as its own (helper-256).
+			// deadline was too close. Under FailFastOnEmptyBudget
+			// nothing is handed off, and RetryDelay answers a refused
+			// long poll as a retry, as retry.NewStandard() does: handed
+			// off, a refusal left every retry of its error value for a
+			// second unchecked, and its error and context kept
+			// (helper-258), for the few operations that ask.
 			r.put(opErr, hash, &pendingRetry{lane: l, class: class, hint: info.hint, at: r.now(), deadline: p.deadline, hasDeadline: p.hasDeadline, refused: true, waited: gerr.waited})
 		}
 		return nil, gerr
@@ -459,7 +460,10 @@ func (r *Retryer) countEvicted(n int, partition string) {
 // retry and backed off (a long-polling operation asks for a delay then),
 // RetryDelay returns what is left of the attempt's backoff, or, when that
 // would end past the deadline, a *GiveUpError (GiveUpDeadline), so that the
-// middleware returns the refusal at once instead of sleeping.
+// middleware returns the refusal at once instead of sleeping. Under
+// FailFastOnEmptyBudget a refusal hands nothing off: RetryDelay answers it
+// as a retry's, as retry.NewStandard() does (see the README's long-polling
+// row).
 func (r *Retryer) RetryDelay(attempt int, opErr error) (time.Duration, error) {
 	if err := r.ready(); err != nil {
 		return 0, err
