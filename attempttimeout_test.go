@@ -933,19 +933,31 @@ func TestACutAtTheDeadlineCostsOtherRetryersNoTokens(t *testing.T) {
 // operation ended with the bare cut, not the deadline's refusal (no
 // *GiveUpError, OnGiveUp told not_retryable; helper-258). It gets the
 // refusal it gets without the list.
+//
+// In every shape a list of the SDK's may take (a pointer to a list too,
+// which the first form of the walk did not look inside: helper-261).
 func TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables(t *testing.T) {
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Retryables = []retry.IsErrorRetryable{retry.RetryableError{}}
-	})
-	require.NoError(t, r.Err())
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
-		func(ctx context.Context, _ int) error { return stall(ctx) })
-	var g *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &g, "expect the deadline's refusal, not the bare cut: %v", err)
-	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
-	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the cut kept as the cause")
+	lists := map[string][]retry.IsErrorRetryable{
+		"the check":           {retry.RetryableError{}},
+		"a pointer to it":     {&retry.RetryableError{}},
+		"a list":              {retry.IsErrorRetryables{retry.RetryableError{}}},
+		"a pointer to a list": {&retry.IsErrorRetryables{retry.RetryableError{}}},
+		"the SDK's defaults":  retry.DefaultRetryables,
+	}
+	for name, list := range lists {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) { o.Retryables = list })
+			require.NoError(t, r.Err())
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+				func(ctx context.Context, _ int) error { return stall(ctx) })
+			var g *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &g, "expect the deadline's refusal, not the bare cut: %v", err)
+			assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+			assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the cut kept as the cause")
+		})
+	}
 }
 
 // TestACallersRefusalOfACutAtTheDeadlineStands: a check of the caller's

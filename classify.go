@@ -251,9 +251,13 @@ func (c *classifier) callersRetryable(checks retry.IsErrorRetryables, err error,
 		switch ch := check.(type) {
 		case retry.IsErrorRetryables:
 			v = c.callersRetryable(ch, err, f)
+		case *retry.IsErrorRetryables: // never nil: see Options.validate
+			v = c.callersRetryable(*ch, err, f)
 		case retry.RetryableError, *retry.RetryableError:
 			v = ch.IsErrorRetryable(err)
-			if v == aws.FalseTernary && f.cut > 0 && f.retryableErr.value {
+			// Not when an error's own As method may have answered
+			// the SDK's check with a mark the walk did not read.
+			if v == aws.FalseTernary && f.cut > 0 && f.retryableErr.value && !f.foreignAs {
 				v = aws.TrueTernary
 			}
 		default:
