@@ -933,19 +933,31 @@ func TestACutAtTheDeadlineCostsOtherRetryersNoTokens(t *testing.T) {
 // operation ended with the bare cut, not the deadline's refusal (no
 // *GiveUpError, OnGiveUp told not_retryable; helper-258). It gets the
 // refusal it gets without the list.
+//
+// In every shape a list of the SDK's may take (a pointer to a list too,
+// which the first form of the walk did not look inside: helper-261).
 func TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables(t *testing.T) {
-	r := jitterretry.New(func(o *jitterretry.Options) {
-		o.Retryables = []retry.IsErrorRetryable{retry.RetryableError{}}
-	})
-	require.NoError(t, r.Err())
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
-		func(ctx context.Context, _ int) error { return stall(ctx) })
-	var g *jitterretry.GiveUpError
-	require.ErrorAs(t, err, &g, "expect the deadline's refusal, not the bare cut: %v", err)
-	assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
-	assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the cut kept as the cause")
+	lists := map[string][]retry.IsErrorRetryable{
+		"the check":           {retry.RetryableError{}},
+		"a pointer to it":     {&retry.RetryableError{}},
+		"a list":              {retry.IsErrorRetryables{retry.RetryableError{}}},
+		"a pointer to a list": {&retry.IsErrorRetryables{retry.RetryableError{}}},
+		"the SDK's defaults":  retry.DefaultRetryables,
+	}
+	for name, list := range lists {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(func(o *jitterretry.Options) { o.Retryables = list })
+			require.NoError(t, r.Err())
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+				func(ctx context.Context, _ int) error { return stall(ctx) })
+			var g *jitterretry.GiveUpError
+			require.ErrorAs(t, err, &g, "expect the deadline's refusal, not the bare cut: %v", err)
+			assert.Equal(t, jitterretry.GiveUpDeadline, g.Reason)
+			assert.ErrorIs(t, err, jitterretry.ErrAttemptTimeout, "expect the cut kept as the cause")
+		})
+	}
 }
 
 // TestACallersRefusalOfACutAtTheDeadlineStands: a check of the caller's
@@ -954,26 +966,43 @@ func TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables(t *testing.T) {
 // the caller's list as the cut's own mark (see
 // TestACutAtTheDeadlineIsRefusedForItUnderACallersRetryables) sent such a
 // request three times (helper-259).
+//
+// Asked again with the cut wrapped so that it read as retryable, a check
+// that type-asserts the error it is given did not know the wrapper, and
+// the SDK's rules after it retried the cut (helper-260): only the SDK's
+// retry.RetryableError check's reading of the cut's own mark is passed over.
 func TestACallersRefusalOfACutAtTheDeadlineStands(t *testing.T) {
-	noTimeoutRetries := retry.IsErrorRetryableFunc(func(err error) aws.Ternary {
-		if errors.Is(err, context.DeadlineExceeded) {
-			return aws.FalseTernary
-		}
-		return aws.UnknownTernary
-	})
-	r := jitterretry.New(fast, func(o *jitterretry.Options) {
-		o.Retryables = []retry.IsErrorRetryable{noTimeoutRetries}
-		o.DisableDeadlineGiveUp = true
-	})
-	require.NoError(t, r.Err())
-	ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
-	defer cancel()
-	attempts := 0
-	err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
-		func(ctx context.Context, attempt int) error {
-			attempts = attempt
-			return stall(ctx)
+	checks := map[string]retry.IsErrorRetryableFunc{
+		"errors.Is": func(err error) aws.Ternary {
+			if errors.Is(err, context.DeadlineExceeded) {
+				return aws.FalseTernary
+			}
+			return aws.UnknownTernary
+		},
+		"a type assertion": func(err error) aws.Ternary {
+			if te, ok := err.(interface{ Timeout() bool }); ok && te.Timeout() {
+				return aws.FalseTernary
+			}
+			return aws.UnknownTernary
+		},
+	}
+	for name, noTimeoutRetries := range checks {
+		t.Run(name, func(t *testing.T) {
+			r := jitterretry.New(fast, func(o *jitterretry.Options) {
+				o.Retryables = append([]retry.IsErrorRetryable{noTimeoutRetries}, retry.DefaultRetryables...)
+				o.DisableDeadlineGiveUp = true
+			})
+			require.NoError(t, r.Err())
+			ctx, cancel := context.WithTimeout(context.Background(), 50*time.Millisecond)
+			defer cancel()
+			attempts := 0
+			err := stackOperation(ctx, r, []func(*smithymiddle.Stack) error{jitterretry.AttemptTimeout(time.Hour)},
+				func(ctx context.Context, attempt int) error {
+					attempts = attempt
+					return stall(ctx)
+				})
+			require.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
+			assert.Equal(t, 1, attempts, "expect the caller's refusal obeyed")
 		})
-	require.ErrorIs(t, err, jitterretry.ErrAttemptTimeout)
-	assert.Equal(t, 1, attempts, "expect the caller's refusal obeyed")
+	}
 }

@@ -214,18 +214,7 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 		// methods, or, with errors.As, follow the cycle for ever.
 		return ClassNotRetryable
 	}
-	v := c.retryables.IsErrorRetryable(err)
-	if v == aws.FalseTernary && f.cut > 0 && f.retryableErr.value {
-		// A cut at the deadline marks itself not retryable to the SDK's
-		// rules (see attemptTimeoutError), which a caller's list may hold
-		// (retry.RetryableError{}): read so, the call ended with the bare
-		// cut, not the deadline's refusal it gets without the list
-		// (helper-258). The list is asked again as it read the cut before
-		// it marked itself, and a refusal of its own stands (helper-259:
-		// ignoring every refusal of the list sent again a request a
-		// caller's check refused, where the deadline check was off).
-		v = c.retryables.IsErrorRetryable(markedRetryable{err})
-	}
+	v := c.callersRetryable(c.retryables, err, f)
 	if v != aws.UnknownTernary {
 		if !v.Bool() {
 			return ClassNotRetryable
@@ -246,13 +235,40 @@ func (c *classifier) classOf(err error, f *errorFacts) ErrorClass {
 	return ClassTransient
 }
 
-// markedRetryable is a cut at the deadline as the SDK's rules read it
-// before it marked itself not retryable (see classOf): its first
-// RetryableError mark says true, and it unwraps to the cut's chain.
-type markedRetryable struct{ error }
-
-func (e markedRetryable) Unwrap() error        { return e.error }
-func (e markedRetryable) RetryableError() bool { return true }
+// callersRetryable asks the caller's checks (nested lists too) in order, as
+// retry.IsErrorRetryables does, but for one answer: the SDK's own
+// retry.RetryableError check's refusal of a cut at the deadline whose first
+// mark is the cut's is read as the mark said before the cut marked itself
+// not retryable (see attemptTimeoutError): read as a refusal, the call ended
+// with the bare cut, not the deadline's refusal it gets without the list
+// (helper-258). Any other check's refusal stands (helper-259, helper-260:
+// ignored, or asked again of a wrapped error a check that type-asserts the
+// error did not know, a request the caller's check refused was sent again
+// where the deadline check was off).
+func (c *classifier) callersRetryable(checks retry.IsErrorRetryables, err error, f *errorFacts) aws.Ternary {
+	for _, check := range checks {
+		var v aws.Ternary
+		switch ch := check.(type) {
+		case retry.IsErrorRetryables:
+			v = c.callersRetryable(ch, err, f)
+		case *retry.IsErrorRetryables: // never nil: see Options.validate
+			v = c.callersRetryable(*ch, err, f)
+		case retry.RetryableError, *retry.RetryableError:
+			v = ch.IsErrorRetryable(err)
+			// Not when an error's own As method may have answered
+			// the SDK's check with a mark the walk did not read.
+			if v == aws.FalseTernary && f.cut > 0 && f.retryableErr.value && !f.foreignAs {
+				v = aws.TrueTernary
+			}
+		default:
+			v = ch.IsErrorRetryable(err)
+		}
+		if v != aws.UnknownTernary {
+			return v
+		}
+	}
+	return aws.UnknownTernary
+}
 
 // doClass is Do's default classification: conflicts are ClassConflict; an
 // error a retry machinery already gave up on (a *retry.MaxAttemptsError, the

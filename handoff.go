@@ -220,25 +220,36 @@ type absentOps struct {
 // putTimes are the clock readings of the puts of a slot's last pending
 // entries, oldest first (zero: the put made none), and the newest of the
 // readings dropped to keep len(at): a bound on every entry older than the
-// kept ones.
+// kept ones; with whether each put had a deadline check due (dueDropped:
+// one of those dropped had), taken off with its reading, the last first.
 type putTimes struct {
-	at      [4]time.Time
-	n       int
-	dropped time.Time
+	at         [4]time.Time
+	due        [4]bool
+	n          int
+	dropped    time.Time
+	dueDropped bool
 }
 
-func (p *putTimes) reset(at time.Time) {
+// anyDue reports whether a pending put had a deadline check due.
+func (p *putTimes) anyDue() bool {
+	return p.dueDropped || slices.Contains(p.due[:p.n], true)
+}
+
+func (p *putTimes) reset(at time.Time, due bool) {
 	*p = putTimes{}
-	p.push(at)
+	p.push(at, due)
 }
 
-func (p *putTimes) push(at time.Time) {
+func (p *putTimes) push(at time.Time, due bool) {
 	if p.n == len(p.at) {
 		p.dropped = p.at[0]
+		p.dueDropped = p.dueDropped || p.due[0]
 		copy(p.at[:], p.at[1:])
+		copy(p.due[:], p.due[1:])
 		p.n--
 	}
 	p.at[p.n] = at
+	p.due[p.n] = due
 	p.n++
 }
 
@@ -366,24 +377,26 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 			// Their RetryDelay will not come, unless an operation was
 			// descheduled between its calls: their checks are skipped.
 			evicted, partition = s.evictedChecks()
+			due := s.puts.anyDue()
 			s.replace(err, e, at)
-			if evicted > 0 {
-				// One that still asks would take this entry as its own,
-				// and judge its operation by this one's deadline
-				// (helper-256: an hour-long operation refused for a
-				// 100 ms one's), as a forgotten operation would: which
-				// is whose is lost.
-				// Recorded without its value: kept, it made every put
-				// of the value ambiguous for another second (helper-258:
-				// 99.8% of a neighbour's retries Unchecked, from 66.5%).
-				// A late one asking after a second new put may take
-				// that one as its own.
+			if due {
+				// One that had a check due and still asks would take
+				// this entry as its own, and judge its operation by this
+				// one's deadline (helper-256: an hour-long operation
+				// refused for a 100 ms one's), as a forgotten operation
+				// would: which is whose is lost. Whether one was due is
+				// each put's own (helper-260: the slot's uncounted checks
+				// were counted by an earlier take). It is recorded
+				// without its value: kept, it made every put of the
+				// value ambiguous for another second (helper-258: 99.8%
+				// of a neighbour's retries Unchecked, from 66.5%); a late
+				// one asking after a second new put may take that one.
 				s.forget(absentOps{deadline: true}, reading())
 				s.ambiguous, s.deadlines, s.entry = true, true, pendingRetry{}
 			}
 			return evicted, partition
 		}
-		s.puts.push(at)
+		s.puts.push(at, e.checksDeadline())
 		s.pending++
 		s.ambiguous = true
 		s.deadlines = s.deadlines || e.checksDeadline()
@@ -412,7 +425,7 @@ func (h *handoff) put(err error, hash uintptr, e *pendingRetry, clock func() tim
 		s.pending += lost
 		s.ambiguous, s.deadlines, s.entry = true, s.deadlines || lostDeadline, pendingRetry{}
 		for range min(lost, len(s.puts.at)) {
-			s.puts.push(at)
+			s.puts.push(at, lostDeadline)
 		}
 	} else if forgotten, deadline := s.forgottenOf(err, reading); forgotten {
 		// An operation of this value that the slot forgot may still ask:
@@ -482,7 +495,7 @@ func (s *handoffSlot) evictedChecks() (n int, partition string) {
 // replace makes e, put at at, the slot's only entry, under err.
 func (s *handoffSlot) replace(err error, e *pendingRetry, at time.Time) {
 	s.key, s.pending, s.ambiguous, s.deadlines, s.uncounted, s.entry = err, 1, false, e.checksDeadline(), e.countsDeadline(), *e
-	s.puts.reset(at)
+	s.puts.reset(at, e.checksDeadline())
 }
 
 // addAbsent counts n operations of key whose entries were evicted, the

@@ -1307,3 +1307,36 @@ func TestAStaleEntryLeavesOnlyTheNextEntryAmbiguous(t *testing.T) {
 	assert.True(t, (*events)[0].Unchecked, "expect the entry after the stale one ambiguous")
 	assert.False(t, (*events)[1].Unchecked, "expect the entry after that paired with its operation, its deadline checked")
 }
+
+// TestAStaleAmbiguousEntryWithACheckDueLeavesTheNextAmbiguous: two
+// operations of one value hand off at once (ambiguous), the one without a
+// deadline takes first, and the one with an hour's deadline is descheduled
+// over handoffStale; a newer operation with 100 ms left then puts the
+// value. Whether a replaced entry had a check due was read from the slot's
+// uncounted checks, which the first take had counted: the newer entry was
+// made as anyone's, the late operation took it and was refused for its
+// 100 ms, and the newer one's 1 s backoff went ahead reported checked
+// (helper-260). Each put's due check is kept with its reading.
+func TestAStaleAmbiguousEntryWithACheckDueLeavesTheNextAmbiguous(t *testing.T) {
+	r, clock, offset, events := onAClockTheTestMoves()
+	shared := errors.New("shared")
+	hour, cancelHour := context.WithDeadline(context.Background(), clock().Add(time.Hour))
+	defer cancelHour()
+	_, err := r.GetRetryToken(hour, shared) // descheduled before its RetryDelay
+	require.NoError(t, err)
+	_, err = r.GetRetryToken(context.Background(), shared) // no deadline
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, shared) // the one without a deadline
+	require.NoError(t, err)
+	offset.Add(int64(handoffStale + 100*time.Millisecond))
+	soon, cancelSoon := context.WithDeadline(context.Background(), clock().Add(100*time.Millisecond))
+	defer cancelSoon()
+	_, err = r.GetRetryToken(soon, shared)
+	require.NoError(t, err)
+	_, err = r.RetryDelay(1, shared) // the hour-long one, late
+	require.NoError(t, err, "expect the hour-long operation not refused for the newer one's 100 ms")
+	_, err = r.RetryDelay(1, shared) // the newer one
+	require.NoError(t, err)
+	last := (*events)[len(*events)-1]
+	assert.True(t, last.Unchecked, "expect the newer operation's 1 s backoff with 100 ms left reported Unchecked, its check not made")
+}

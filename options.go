@@ -106,7 +106,11 @@ type Options struct {
 	Source delayers.Source
 
 	// Retryables are checks consulted before the built-in classification;
-	// the first answer that is not unknown decides. Default none.
+	// the first answer that is not unknown decides. Default none. One
+	// answer is read otherwise: the SDK's retry.RetryableError{} refusing
+	// an attempt AttemptTimeout cut at the deadline, by the cut's own mark
+	// (see AttemptTimeout), is passed over, so that its retry is refused
+	// for the deadline, as without the list.
 	Retryables []retry.IsErrorRetryable
 
 	// Throttles are checks consulted before the built-in throttle

@@ -183,7 +183,7 @@ func runFault(t *testing.T, b *ddbtest.Backend, server string, f fault.Fault, se
 	require.NoError(t, err)
 	client := b.NewClient(t, faults.URL(), func(o *ddbtest.ClientOptions) {
 		o.Retryer = p.SDK
-		o.AttemptTimeout = fault.AttemptTimeout
+		o.AttemptTimeout = f.Timeout()
 		o.CloseIdleEvery = closeIdleEvery
 	})
 
